@@ -1,0 +1,190 @@
+// The core's exports: the whole ABI the hosts (Node, browser, Envoy, Python, Go) see. Every fallible call
+// returns 0 or an error code from errors.ts (counts are returned as negative codes on failure); nothing traps
+// on any input. Memory is allocated once in `init` (stub runtime: nothing is ever freed).
+
+import { blockSize, hashTextBlocks, hashTokenBlocks, root, setBlockSizeValue, setRootFrom } from "./blocks";
+import {
+  E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, fail, OK,
+} from "./errors";
+import { policyInit, scores, setSignals as setSignalValues, setTable as setTableValue, staging, standardized } from "./policy";
+import {
+  capacityOf, clearWorker, countOf, freeCapacity, holds, indexInit, matchPrefix, removeBlocks, setCapacity,
+  storeBlocks, workerInRange,
+} from "./prefix-index";
+import { checkInput, decision, hashes, input, inputBytes, matched, routeInit } from "./route";
+import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
+
+export { errorDetail } from "./errors";
+export { decideFeatures, route } from "./route";
+export { tableKind, tableK, tableDims } from "./policy";
+export { decodeWorkers, prefillWorkers } from "./workers";
+
+// @ts-ignore: decorator
+@inline const MAX_WORKERS: i32 = 16384;
+// @ts-ignore: decorator
+@inline const MAX_INPUT_BYTES: i32 = 1 << 28;
+// @ts-ignore: decorator
+@inline const MAX_INDEX_BLOCKS: i32 = 1 << 26;
+export const ABI_VERSION: i32 = 1;
+
+let ready = false;
+
+/**
+ * Allocates the core: up to `maxWorkers` workers (ids 0…maxWorkers−1), an input buffer of `maxInputBytes`
+ * (token ids × 4, text bytes, or block hashes × 8), and an index pool of `indexBlocks` blocks shared by all
+ * workers' capacities. Callable once per instance.
+ */
+export function init(maxWorkers: i32, maxInputBytes: i32, indexBlocks: i32): i32 {
+  if (ready) return fail(E_ALREADY_INITIALIZED, 0);
+  if (maxWorkers < 1 || maxWorkers > MAX_WORKERS) return fail(E_BAD_CONFIG, 0);
+  if (maxInputBytes < 64 || maxInputBytes > MAX_INPUT_BYTES) return fail(E_BAD_CONFIG, 1);
+  if (indexBlocks < 0 || indexBlocks > MAX_INDEX_BLOCKS) return fail(E_BAD_CONFIG, 2);
+  const bytes = (maxInputBytes + 7) & ~7;
+  routeInit(bytes, maxWorkers);
+  indexInit(maxWorkers, <u32>indexBlocks);
+  workersInit(maxWorkers);
+  policyInit();
+  ready = true;
+  return OK;
+}
+
+export function isReady(): bool { return ready; }
+export function inputPtr(): usize { return input; }
+export function inputCapacity(): i32 { return inputBytes; }
+export function hashesPtr(): usize { return hashes; }
+export function matchedPtr(): usize { return matched; }
+export function decisionPtr(): usize { return decision; }
+export function stagingPtr(): usize { return staging; }
+export function scoresPtr(): usize { return scores; }
+export function standardizedPtr(): usize { return standardized; }
+export function workerSpanNow(): i32 { return workerSpan(); }
+export function currentBlockSize(): i32 { return blockSize; }
+export function rootHash(): u64 { return root; }
+
+export function setBlockSize(n: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  return setBlockSizeValue(n) ? OK : fail(E_BAD_BLOCK_SIZE, n);
+}
+
+/** Root hash from the `len` bytes the host wrote at the input buffer (model ‖ "\0" ‖ salt, or nothing). */
+export function setRoot(len: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  const rc = checkInput(len, 1);
+  if (rc != OK) return rc;
+  setRootFrom(input, len);
+  return OK;
+}
+
+/** Hashes `n` token ids from the input buffer into the hashes buffer; returns the block count or −error. */
+export function hashTokens(n: i32): i32 {
+  if (!ready) return -fail(E_NOT_INITIALIZED, 0);
+  const rc = checkInput(n, 4);
+  if (rc != OK) return -rc;
+  return hashTokenBlocks(input, n, hashes);
+}
+
+/** Hashes `n` UTF-8 bytes from the input buffer into the hashes buffer; returns the block count or −error. */
+export function hashText(n: i32): i32 {
+  if (!ready) return -fail(E_NOT_INITIALIZED, 0);
+  const rc = checkInput(n, 1);
+  if (rc != OK) return -rc;
+  return hashTextBlocks(input, n, hashes);
+}
+
+/** Longest cached prefix per worker for `n` hashes in the input buffer (or the hashes buffer if fromHashes). */
+export function match(n: i32, fromHashes: bool): i32 {
+  if (!ready) return -fail(E_NOT_INITIALIZED, 0);
+  const rc = checkInput(n, 8);
+  if (rc != OK) return -rc;
+  return matchPrefix(fromHashes ? hashes : input, n, matched, workerSpan());
+}
+
+// ---- workers -------------------------------------------------------------------------------------------
+
+/** Role 0 none, 1 prefill, 2 decode, 3 both; `capacityBlocks` bounds what the index keeps for it. */
+export function setWorker(worker: i32, role: i32, capacityBlocks: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);
+  if (capacityBlocks < 0) return fail(E_BAD_CONFIG, capacityBlocks);
+  const rc = setCapacity(worker, <u32>capacityBlocks);
+  if (rc != OK) return rc;
+  if (role == 0) clearWorker(<u32>worker);
+  return setRoleValue(worker, role);
+}
+
+export function setLoad(worker: i32, activePrefillTokens: f64, activeDecodeTokens: f64): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  return setLoadValue(worker, activePrefillTokens, activeDecodeTokens);
+}
+
+export function setLoadScale(scale: f64): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  return setLoadScaleValue(scale);
+}
+
+/** Cluster-wide signals: queued prefill requests (Dynamo legacy) and the current request rate (PPD). */
+export function setSignals(prefillQueue: f64, qps: f64): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  return setSignalValues(prefillQueue, qps) ? OK : fail(E_BAD_SIGNAL, isNaN(prefillQueue) || prefillQueue < 0 ? 0 : 1);
+}
+
+// ---- index ---------------------------------------------------------------------------------------------
+
+/** `worker` now holds the `n` hashes in the input buffer (a KV event's BlockStored, or a routed prompt). */
+export function indexStore(worker: i32, n: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);
+  const rc = checkInput(n, 8);
+  if (rc != OK) return rc;
+  storeBlocks(<u32>worker, input, n);
+  return OK;
+}
+
+export function indexRemove(worker: i32, n: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);
+  const rc = checkInput(n, 8);
+  if (rc != OK) return rc;
+  removeBlocks(<u32>worker, input, n);
+  return OK;
+}
+
+/** Forgets what `worker` holds; −1 clears every worker. */
+export function indexClear(worker: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  if (worker == -1) {
+    for (let w = 0; w < workerSpan(); w++) clearWorker(<u32>w);
+    return OK;
+  }
+  if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);
+  clearWorker(<u32>worker);
+  return OK;
+}
+
+export function indexCount(worker: i32): i32 {
+  if (!ready || !workerInRange(worker)) return -1;
+  return <i32>countOf(worker);
+}
+
+export function indexCapacity(worker: i32): i32 {
+  if (!ready || !workerInRange(worker)) return -1;
+  return <i32>capacityOf(worker);
+}
+
+export function indexFree(): f64 {
+  return ready ? freeCapacity() : 0;
+}
+
+/** 1 if `worker` holds the hash at input[0], 0 if not, −1 on a bad worker. */
+export function indexHolds(worker: i32): i32 {
+  if (!ready || !workerInRange(worker)) return -1;
+  return holds(<u32>worker, load<u64>(input)) ? 1 : 0;
+}
+
+// ---- table ---------------------------------------------------------------------------------------------
+
+/** Validates the table staged at stagingPtr() and makes it active (see policy.ts for the layouts). */
+export function setTable(kind: i32, k: i32, dims: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  return setTableValue(kind, k, dims);
+}

@@ -1,0 +1,350 @@
+// The policy: one table of any kind, and `decide`, which maps a request's features to a bit.
+// Learned kinds (seeds 000/001): log1p, standardize, nearest centroid (k-means, squared Euclidean) or most
+// likely diagonal-Gaussian component (GMM, log space), then the cluster's bit. Rule kinds are the baselines
+// of reference-systems.md, as data. A table is validated in the staging area and only then copied in, so a
+// rejected table leaves the active one untouched.
+
+import {
+  E_BAD_BIT, E_BAD_DIMS, E_BAD_FEATURE, E_BAD_K, E_BAD_KIND, E_BAD_NUMBER, E_BAD_PARAM, E_NO_TABLE,
+  E_TABLE_TOO_LARGE, fail, OK,
+} from "./errors";
+
+export const KIND_NONE: i32 = 0;
+export const KIND_KMEANS: i32 = 1;
+export const KIND_GMM: i32 = 2;
+export const KIND_DYNAMO_ISL: i32 = 3;
+export const KIND_DYNAMO_LOAD: i32 = 4;
+export const KIND_DYNAMO_LEGACY: i32 = 5;
+export const KIND_TRTLLM: i32 = 6;
+export const KIND_LLMD: i32 = 7;
+export const KIND_ALWAYS_LOCAL: i32 = 8;
+export const KIND_ALWAYS_REMOTE: i32 = 9;
+export const KIND_PPD: i32 = 10;
+
+// @ts-ignore: decorator
+@inline export const MAX_K: i32 = 256;
+// @ts-ignore: decorator
+@inline export const MAX_DIMS: i32 = 4;
+// @ts-ignore: decorator
+@inline const MAX_RATIO_EDGES: i32 = 15;
+// @ts-ignore: decorator
+@inline const MAX_QPS_LEVELS: i32 = 64;
+// @ts-ignore: decorator
+@inline export const STAGING_F64: i32 = 4096;
+// @ts-ignore: decorator
+@inline const MAX_PPD_CELLS: i32 = 3 * (MAX_RATIO_EDGES + 1) * MAX_QPS_LEVELS;
+
+// reasons written to the decision record
+export const REASON_CLUSTER: i32 = 0;
+export const REASON_RULE: i32 = 1;
+export const REASON_FIRST_TURN: i32 = 2;
+export const REASON_NO_PREFILL_WORKER: i32 = 3;
+
+export let staging: usize = 0; // f64[STAGING_F64], written by the host before setTable
+export let scores: usize = 0; // f64[MAX_K]: distance (kmeans) or log-likelihood (gmm) per cluster, last decide
+export let standardized: usize = 0; // f64[MAX_DIMS]: the last standardized feature vector
+let features: usize = 0; // f64[4]: isl, eff_P, eff_D, osl_hat
+
+// active table
+let kind: i32 = KIND_NONE;
+let k: i32 = 0;
+let dims: i32 = 0;
+let featureIdx: usize = 0; // i32[MAX_DIMS]
+let mean: usize = 0; // f64[MAX_DIMS]
+let std: usize = 0; // f64[MAX_DIMS]
+let centroids: usize = 0; // f64[MAX_K * MAX_DIMS]
+let invVar: usize = 0; // f64[MAX_K * MAX_DIMS] (gmm)
+let logConst: usize = 0; // f64[MAX_K] (gmm): log w_k − ½ Σ_j log σ²_kj, computed by the host
+let bits: usize = 0; // u8[MAX_PPD_CELLS] (bits per cluster, or per PPD cell)
+let param0: f64 = 0;
+let param1: f64 = 0;
+let ratioEdges: usize = 0; // f64[MAX_RATIO_EDGES]
+let nRatioEdges: i32 = 0;
+let qpsLevels: usize = 0; // f64[MAX_QPS_LEVELS]
+let nQps: i32 = 0;
+
+// signals the host keeps current (rule inputs that are not per request)
+export let prefillQueue: f64 = 0;
+export let qps: f64 = 0;
+
+export function policyInit(): void {
+  staging = heap.alloc(<usize>STAGING_F64 << 3);
+  scores = heap.alloc(<usize>MAX_K << 3);
+  standardized = heap.alloc(<usize>MAX_DIMS << 3);
+  features = heap.alloc(4 << 3);
+  featureIdx = heap.alloc(<usize>MAX_DIMS << 2);
+  mean = heap.alloc(<usize>MAX_DIMS << 3);
+  std = heap.alloc(<usize>MAX_DIMS << 3);
+  centroids = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
+  invVar = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
+  logConst = heap.alloc(<usize>MAX_K << 3);
+  bits = heap.alloc(<usize>MAX_PPD_CELLS);
+  ratioEdges = heap.alloc(<usize>MAX_RATIO_EDGES << 3);
+  qpsLevels = heap.alloc(<usize>MAX_QPS_LEVELS << 3);
+}
+
+export function tableKind(): i32 { return kind; }
+export function tableK(): i32 { return k; }
+export function tableDims(): i32 { return dims; }
+
+// @ts-ignore: decorator
+@inline function st(i: i32): f64 { return load<f64>(staging + (<usize>i << 3)); }
+
+/** Index of the first staging value in [from, to) that is not finite, or -1. */
+function firstNonFinite(from: i32, to: i32): i32 {
+  for (let i = from; i < to; i++) if (!isFinite(st(i))) return i;
+  return -1;
+}
+
+function checkBits(from: i32, n: i32): i32 {
+  for (let i = 0; i < n; i++) {
+    const b = st(from + i);
+    if (b != 0 && b != 1) return fail(E_BAD_BIT, i);
+  }
+  return OK;
+}
+
+function copyBits(from: i32, n: i32): void {
+  for (let i = 0; i < n; i++) store<u8>(bits + <usize>i, <u8>st(from + i));
+}
+
+/**
+ * Validates the staged table and makes it active. Staging layouts (f64):
+ *  kmeans: featureIdx[D] mean[D] std[D] centroids[K×D] bits[K]
+ *  gmm:    the same, then logConst[K] invVar[K×D]
+ *  dynamo-isl, dynamo-load, dynamo-legacy, trtllm, llm-d: param0 param1
+ *  always-local, always-remote: nothing
+ *  ppd: ctxEdge0 ctxEdge1 nRatioEdges ratioEdges[nE] nQps qpsLevels[nQ] bits[3 × (nE+1) × nQ]
+ */
+export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
+  if (newKind == KIND_KMEANS || newKind == KIND_GMM) {
+    if (newK < 1 || newK > MAX_K) return fail(E_BAD_K, newK);
+    if (newDims < 1 || newDims > MAX_DIMS) return fail(E_BAD_DIMS, newDims);
+    const d = newDims;
+    let seen = 0;
+    for (let j = 0; j < d; j++) {
+      const f = st(j);
+      if (!(f >= 0 && f <= 3) || f != Math.floor(f) || (seen & (1 << <i32>f)) != 0) return fail(E_BAD_FEATURE, j);
+      seen |= 1 << <i32>f;
+    }
+    const total = newKind == KIND_GMM ? 3 * d + 2 * newK * d + 2 * newK : 3 * d + newK * d + newK;
+    const bad = firstNonFinite(d, total);
+    if (bad >= 0) return fail(E_BAD_NUMBER, bad);
+    for (let j = 0; j < d; j++) if (!(st(2 * d + j) > 0)) return fail(E_BAD_NUMBER, 2 * d + j);
+    const bitsAt = 3 * d + newK * d;
+    const rc = checkBits(bitsAt, newK);
+    if (rc != OK) return rc;
+    if (newKind == KIND_GMM) {
+      const ivAt = bitsAt + 2 * newK;
+      for (let i = 0; i < newK * d; i++) if (!(st(ivAt + i) > 0)) return fail(E_BAD_NUMBER, ivAt + i);
+      for (let c = 0; c < newK; c++) store<f64>(logConst + (<usize>c << 3), st(bitsAt + newK + c));
+      memory.copy(invVar, staging + (<usize>ivAt << 3), <usize>(newK * d) << 3);
+    }
+    for (let j = 0; j < d; j++) {
+      store<i32>(featureIdx + (<usize>j << 2), <i32>st(j));
+      store<f64>(mean + (<usize>j << 3), st(d + j));
+      store<f64>(std + (<usize>j << 3), st(2 * d + j));
+    }
+    memory.copy(centroids, staging + (<usize>(3 * d) << 3), <usize>(newK * d) << 3);
+    copyBits(bitsAt, newK);
+    kind = newKind;
+    k = newK;
+    dims = d;
+    return OK;
+  }
+  if (newKind >= KIND_DYNAMO_ISL && newKind <= KIND_LLMD) {
+    const bad = firstNonFinite(0, 2);
+    if (bad >= 0) return fail(E_BAD_PARAM, bad);
+    if (!(st(0) >= 0)) return fail(E_BAD_PARAM, 0);
+    if (!(st(1) >= 0)) return fail(E_BAD_PARAM, 1);
+    if (newKind == KIND_DYNAMO_LOAD && !(st(0) > 0 && st(1) > 0)) return fail(E_BAD_PARAM, st(0) > 0 ? 1 : 0);
+    param0 = st(0);
+    param1 = st(1);
+    kind = newKind;
+    k = 0;
+    dims = 0;
+    return OK;
+  }
+  if (newKind == KIND_ALWAYS_LOCAL || newKind == KIND_ALWAYS_REMOTE) {
+    kind = newKind;
+    k = 0;
+    dims = 0;
+    return OK;
+  }
+  if (newKind == KIND_PPD) return setPpd();
+  return fail(E_BAD_KIND, newKind);
+}
+
+function setPpd(): i32 {
+  if (!isFinite(st(0)) || !isFinite(st(1)) || !(st(0) >= 0) || !(st(1) > st(0))) return fail(E_BAD_PARAM, 0);
+  const nE = st(2);
+  if (!(nE >= 1 && nE <= <f64>MAX_RATIO_EDGES) || nE != Math.floor(nE)) return fail(E_BAD_PARAM, 2);
+  const ne = <i32>nE;
+  for (let i = 0; i < ne; i++) {
+    const e = st(3 + i);
+    if (!isFinite(e) || !(e > 0) || (i > 0 && !(e > st(2 + i)))) return fail(E_BAD_PARAM, 3 + i);
+  }
+  const qAt = 3 + ne;
+  const nQ = st(qAt);
+  if (!(nQ >= 1 && nQ <= <f64>MAX_QPS_LEVELS) || nQ != Math.floor(nQ)) return fail(E_BAD_PARAM, qAt);
+  const nq = <i32>nQ;
+  for (let i = 0; i < nq; i++) {
+    const q = st(qAt + 1 + i);
+    if (!isFinite(q) || !(q >= 0) || (i > 0 && !(q > st(qAt + i)))) return fail(E_BAD_PARAM, qAt + 1 + i);
+  }
+  const cells = 3 * (ne + 1) * nq;
+  const bitsAt = qAt + 1 + nq;
+  if (bitsAt + cells > STAGING_F64) return fail(E_TABLE_TOO_LARGE, bitsAt + cells);
+  const rc = checkBits(bitsAt, cells);
+  if (rc != OK) return rc;
+  param0 = st(0);
+  param1 = st(1);
+  nRatioEdges = ne;
+  memory.copy(ratioEdges, staging + (3 << 3), <usize>ne << 3);
+  nQps = nq;
+  memory.copy(qpsLevels, staging + (<usize>(qAt + 1) << 3), <usize>nq << 3);
+  copyBits(bitsAt, cells);
+  kind = KIND_PPD;
+  k = cells;
+  dims = 0;
+  return OK;
+}
+
+export function setSignals(queue: f64, currentQps: f64): bool {
+  if (!(queue >= 0) || !(currentQps >= 0) || queue > 1e15 || currentQps > 1e15) return false;
+  prefillQueue = queue;
+  qps = currentQps;
+  return true;
+}
+
+// decision outputs of decide()
+export let outBit: i32 = 0;
+export let outCluster: i32 = -1;
+export let outReason: i32 = REASON_RULE;
+export let outScore: f64 = 0;
+
+/** Standardized log1p features, then the nearest centroid or most likely component. Sets outCluster/outScore. */
+function classify(): void {
+  for (let j = 0; j < dims; j++) {
+    const f = load<f64>(features + (<usize>load<i32>(featureIdx + (<usize>j << 2)) << 3));
+    const x = (Math.log1p(f) - load<f64>(mean + (<usize>j << 3))) / load<f64>(std + (<usize>j << 3));
+    store<f64>(standardized + (<usize>j << 3), x);
+  }
+  let best = 0;
+  let bestScore: f64 = 0;
+  if (kind == KIND_KMEANS) {
+    bestScore = Infinity;
+    for (let c = 0; c < k; c++) {
+      let d: f64 = 0;
+      const row = centroids + (<usize>(c * dims) << 3);
+      for (let j = 0; j < dims; j++) {
+        const diff = load<f64>(standardized + (<usize>j << 3)) - load<f64>(row + (<usize>j << 3));
+        d += diff * diff;
+      }
+      store<f64>(scores + (<usize>c << 3), d);
+      if (d < bestScore) { bestScore = d; best = c; }
+    }
+  } else {
+    bestScore = -Infinity;
+    for (let c = 0; c < k; c++) {
+      let q: f64 = 0;
+      const row = centroids + (<usize>(c * dims) << 3);
+      const iv = invVar + (<usize>(c * dims) << 3);
+      for (let j = 0; j < dims; j++) {
+        const diff = load<f64>(standardized + (<usize>j << 3)) - load<f64>(row + (<usize>j << 3));
+        q += diff * diff * load<f64>(iv + (<usize>j << 3));
+      }
+      const ll = load<f64>(logConst + (<usize>c << 3)) - 0.5 * q;
+      store<f64>(scores + (<usize>c << 3), ll);
+      if (ll > bestScore) { bestScore = ll; best = c; }
+    }
+  }
+  outCluster = best;
+  outScore = bestScore;
+}
+
+// @ts-ignore: decorator
+@inline function bool01(b: bool): i32 { return b ? 1 : 0; }
+
+/**
+ * The policy's bit (0 local, 1 remote) for one request. `decodeCachedTokens` is hit_D before clamping,
+ * `contextTokens` < 0 means "unknown" (PPD then uses the decode worker's cached tokens), `prefillBusyTokens`
+ * is the chosen prefill worker's active prefill tokens (< 0 when there is none).
+ */
+export function decide(
+  isl: f64, effP: f64, effD: f64, oslHat: f64, decodeCachedTokens: f64, turn: i32, contextTokens: f64,
+  prefillBusyTokens: f64,
+): i32 {
+  outCluster = -1;
+  outScore = 0;
+  outReason = REASON_RULE;
+  switch (kind) {
+    case KIND_KMEANS:
+    case KIND_GMM: {
+      store<f64>(features, isl);
+      store<f64>(features, effP, 8);
+      store<f64>(features, effD, 16);
+      store<f64>(features, oslHat, 24);
+      classify();
+      outReason = REASON_CLUSTER;
+      outBit = <i32>load<u8>(bits + <usize>outCluster);
+      break;
+    }
+    case KIND_DYNAMO_ISL: {
+      // local iff eff_D < max_local_prefill_tokens and eff_D / max(isl, 1) < max_local_prefill_ratio
+      const local = effD < param0 && effD / max(isl, 1.0) < param1;
+      outBit = bool01(!local);
+      break;
+    }
+    case KIND_DYNAMO_LOAD: {
+      // local iff the prefill worker the router would pick is busy; unknown load → no bypass
+      const busy = prefillBusyTokens >= 0 && prefillBusyTokens > param0 * param1;
+      outBit = bool01(!busy);
+      break;
+    }
+    case KIND_DYNAMO_LEGACY: {
+      // remote iff isl × (1 − hit rate_D) > max_local_prefill_length and prefill queue < max queue size
+      outBit = bool01(effD > param0 && prefillQueue < param1);
+      break;
+    }
+    case KIND_TRTLLM: {
+      // remote iff nothing matched or isl − match > max_local_prefill_length
+      outBit = bool01(decodeCachedTokens == 0 || isl - decodeCachedTokens > param0);
+      break;
+    }
+    case KIND_LLMD: {
+      // remote iff nonCached threshold > 0, isl ≥ promptTokens threshold, and uncached ≥ nonCached threshold
+      outBit = bool01(param0 > 0 && isl >= param1 && isl - decodeCachedTokens >= param0);
+      break;
+    }
+    case KIND_ALWAYS_LOCAL: { outBit = 0; break; }
+    case KIND_ALWAYS_REMOTE: { outBit = 1; break; }
+    case KIND_PPD: {
+      if (turn <= 1) {
+        outBit = 1;
+        outReason = REASON_FIRST_TURN;
+        break;
+      }
+      const ctx = contextTokens >= 0 ? contextTokens : min(decodeCachedTokens, isl);
+      const newInput = isl > ctx ? isl - ctx : 0.0;
+      const ratio = newInput / max(oslHat, 1.0);
+      const ctxClass = ctx <= param0 ? 0 : ctx <= param1 ? 1 : 2;
+      let ratioClass = 0;
+      while (ratioClass < nRatioEdges && ratio > load<f64>(ratioEdges + (<usize>ratioClass << 3))) ratioClass++;
+      // nearest QPS level, ties to the lower level
+      let q = 0;
+      let bestGap = Math.abs(qps - load<f64>(qpsLevels));
+      for (let i = 1; i < nQps; i++) {
+        const gap = Math.abs(qps - load<f64>(qpsLevels + (<usize>i << 3)));
+        if (gap < bestGap) { bestGap = gap; q = i; }
+      }
+      const cell = (ctxClass * (nRatioEdges + 1) + ratioClass) * nQps + q;
+      outCluster = cell;
+      outBit = <i32>load<u8>(bits + <usize>cell);
+      break;
+    }
+    default:
+      return fail(E_NO_TABLE, 0);
+  }
+  return OK;
+}

@@ -1,0 +1,46 @@
+// Builds the project: the AssemblyScript core in three flavours, then the TypeScript (tsc → dist/).
+//   core.wasm              release: -O3, stub runtime, no imports (abort traps; the core validates all input)
+//   core.debug.wasm        debug: assertions and bounds checks on, env.abort import for messages (tests)
+//   core.incremental.wasm  release with the incremental GC runtime (what the proxy-wasm filter needs)
+// Usage: node build/build.mjs [--wasm-only]
+import { existsSync, statSync, readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { spawnSync } from "node:child_process";
+import asc from "assemblyscript/asc";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const entry = join(root, "assembly/index.ts");
+const targets = [
+  { out: "build/core.wasm", args: ["-O3", "--runtime", "stub", "--use", "abort=", "--noAssert"] },
+  { out: "build/core.debug.wasm", args: ["--debug", "--runtime", "stub", "--sourceMap"] },
+  { out: "build/core.incremental.wasm", args: ["-O3", "--runtime", "incremental", "--use", "abort="] },
+];
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const name of readdirSync(dir)) newest = Math.max(newest, statSync(join(dir, name)).mtimeMs);
+  return newest;
+}
+
+const sourcesMtime = Math.max(newestMtime(join(root, "assembly")), statSync(fileURLToPath(import.meta.url)).mtimeMs);
+for (const t of targets) {
+  const out = join(root, t.out);
+  if (existsSync(out) && statSync(out).mtimeMs > sourcesMtime) continue;
+  const { error, stderr } = await asc.main([entry, ...t.args, "--outFile", out], {});
+  if (error) {
+    process.stderr.write(stderr.toString());
+    console.error(`build: asc failed for ${t.out}: ${error.message}`);
+    process.exit(1);
+  }
+  console.log(`build: ${t.out} (${statSync(out).size} bytes)`);
+}
+
+if (!process.argv.includes("--wasm-only")) {
+  const tsc = join(root, "node_modules/typescript/bin/tsc");
+  const r = spawnSync(process.execPath, [tsc, "-p", join(root, "tsconfig.json")], { stdio: "inherit" });
+  if (r.status !== 0) {
+    console.error("build: tsc failed");
+    process.exit(r.status ?? 1);
+  }
+}

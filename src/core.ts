@@ -1,0 +1,245 @@
+// The JS ↔ WebAssembly boundary: `createCore(instance)` wraps the raw exports of a core module, whatever
+// loaded it (Node file, browser fetch, bundler). Exports are destructured once; typed-array views are rebuilt
+// whenever memory has grown (old views detach); u64 values cross as (lo, hi) u32 pairs, never as BigInt.
+
+import { CoreError } from "./errors.js";
+import { DECISION_SLOTS, DEFAULT_CORE_CONFIG, Flag, STAGING_F64, type CoreConfig, type Engine, type RouteInput } from "./core-api.js";
+
+interface RawExports {
+  memory: WebAssembly.Memory;
+  init(maxWorkers: number, maxInputBytes: number, indexBlocks: number): number;
+  errorDetail(): number;
+  inputPtr(): number;
+  inputCapacity(): number;
+  hashesPtr(): number;
+  matchedPtr(): number;
+  decisionPtr(): number;
+  stagingPtr(): number;
+  scoresPtr(): number;
+  standardizedPtr(): number;
+  workerSpanNow(): number;
+  setBlockSize(n: number): number;
+  setRoot(len: number): number;
+  hashTokens(n: number): number;
+  hashText(n: number): number;
+  match(n: number, fromHashes: number): number;
+  setWorker(id: number, role: number, capacity: number): number;
+  setLoad(id: number, p: number, d: number): number;
+  setLoadScale(s: number): number;
+  setSignals(q: number, qps: number): number;
+  indexStore(id: number, n: number): number;
+  indexRemove(id: number, n: number): number;
+  indexClear(id: number): number;
+  indexCount(id: number): number;
+  setTable(kind: number, k: number, dims: number): number;
+  route(n: number, flags: number, promptTokens: number, oslHat: number, turn: number, pinned: number, ctx: number): number;
+  decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): number;
+}
+
+const REQUIRED: (keyof RawExports)[] = [
+  "memory", "init", "errorDetail", "inputPtr", "inputCapacity", "hashesPtr", "matchedPtr", "decisionPtr",
+  "stagingPtr", "scoresPtr", "standardizedPtr", "workerSpanNow", "setBlockSize", "setRoot", "hashTokens",
+  "hashText", "match", "setWorker", "setLoad", "setLoadScale", "setSignals", "indexStore", "indexRemove",
+  "indexClear", "indexCount", "setTable", "route", "decideFeatures",
+];
+
+class WasmEngine implements Engine {
+  readonly name = "wasm" as const;
+  readonly config: CoreConfig;
+  private readonly x: RawExports;
+  private buffer: ArrayBuffer | null = null;
+  private u8!: Uint8Array;
+  private u32!: Uint32Array;
+  private f64!: Float64Array;
+  private readonly inputPtr: number;
+  private readonly inputBytes: number;
+  private readonly hashesPtr: number;
+  private readonly matchedPtr: number;
+  private readonly decisionPtr: number;
+  private readonly stagingPtr: number;
+  private readonly scoresPtr: number;
+  private readonly standardizedPtr: number;
+  private decisionView!: Float64Array;
+
+  constructor(x: RawExports, config: CoreConfig) {
+    this.x = x;
+    this.config = config;
+    this.check(x.init(config.maxWorkers, config.maxInputBytes, config.indexBlocks), "init");
+    this.inputPtr = x.inputPtr();
+    this.inputBytes = x.inputCapacity();
+    this.hashesPtr = x.hashesPtr();
+    this.matchedPtr = x.matchedPtr();
+    this.decisionPtr = x.decisionPtr();
+    this.stagingPtr = x.stagingPtr();
+    this.scoresPtr = x.scoresPtr();
+    this.standardizedPtr = x.standardizedPtr();
+    this.views();
+  }
+
+  /** Current views over memory; rebuilt after growth. The stub runtime only grows in init, but stay safe. */
+  private views(): void {
+    const buf = this.x.memory.buffer;
+    if (buf === this.buffer) return;
+    this.buffer = buf;
+    this.u8 = new Uint8Array(buf);
+    this.u32 = new Uint32Array(buf);
+    this.f64 = new Float64Array(buf);
+    this.decisionView = new Float64Array(buf, this.decisionPtr, DECISION_SLOTS);
+  }
+
+  private check(rc: number, what: string): void {
+    if (rc !== 0) throw new CoreError(rc, this.x.errorDetail(), what);
+  }
+
+  private fits(bytes: number, what: string): void {
+    if (bytes > this.inputBytes) throw new CoreError(5, bytes, `${what} (${bytes} bytes > ${this.inputBytes})`);
+  }
+
+  private writePairs(pairs: Uint32Array, what: string): number {
+    if ((pairs.length & 1) !== 0) throw new TypeError(`${what}: hash pairs must have an even length`);
+    this.fits(pairs.length * 4, what);
+    this.views();
+    this.u32.set(pairs, this.inputPtr >>> 2);
+    return pairs.length >>> 1;
+  }
+
+  private writeTokens(tokens: ArrayLike<number>, what: string): void {
+    this.fits(tokens.length * 4, what);
+    this.views();
+    const at = this.inputPtr >>> 2;
+    if (tokens instanceof Uint32Array) this.u32.set(tokens, at);
+    else {
+      const u32 = this.u32;
+      for (let i = 0; i < tokens.length; i++) u32[at + i] = tokens[i]!;
+    }
+  }
+
+  setBlockSize(n: number): void { this.check(this.x.setBlockSize(n), "setBlockSize"); }
+
+  setRoot(bytes: Uint8Array): void {
+    this.fits(bytes.length, "setRoot");
+    this.views();
+    this.u8.set(bytes, this.inputPtr);
+    this.check(this.x.setRoot(bytes.length), "setRoot");
+  }
+
+  hashTokens(tokens: ArrayLike<number>): Uint32Array {
+    this.writeTokens(tokens, "hashTokens");
+    const n = this.x.hashTokens(tokens.length);
+    if (n < 0) this.check(-n, "hashTokens");
+    this.views();
+    return this.u32.slice(this.hashesPtr >>> 2, (this.hashesPtr >>> 2) + 2 * n);
+  }
+
+  hashText(bytes: Uint8Array): Uint32Array {
+    this.fits(bytes.length, "hashText");
+    this.views();
+    this.u8.set(bytes, this.inputPtr);
+    const n = this.x.hashText(bytes.length);
+    if (n < 0) this.check(-n, "hashText");
+    return this.u32.slice(this.hashesPtr >>> 2, (this.hashesPtr >>> 2) + 2 * n);
+  }
+
+  setWorker(id: number, role: number, capacityBlocks: number): void {
+    this.check(this.x.setWorker(id, role, capacityBlocks), "setWorker");
+  }
+  setLoad(id: number, p: number, d: number): void { this.check(this.x.setLoad(id, p, d), "setLoad"); }
+  setLoadScale(scale: number): void { this.check(this.x.setLoadScale(scale), "setLoadScale"); }
+  setSignals(q: number, qps: number): void { this.check(this.x.setSignals(q, qps), "setSignals"); }
+
+  indexStore(id: number, pairs: Uint32Array): void {
+    const n = this.writePairs(pairs, "indexStore");
+    this.check(this.x.indexStore(id, n), "indexStore");
+  }
+  indexRemove(id: number, pairs: Uint32Array): void {
+    const n = this.writePairs(pairs, "indexRemove");
+    this.check(this.x.indexRemove(id, n), "indexRemove");
+  }
+  indexClear(id: number): void { this.check(this.x.indexClear(id), "indexClear"); }
+  indexCount(id: number): number { return this.x.indexCount(id); }
+
+  match(pairs: Uint32Array): Uint32Array {
+    const n = this.writePairs(pairs, "match");
+    const rc = this.x.match(n, 0);
+    if (rc < 0) this.check(-rc, "match");
+    this.views();
+    const at = this.matchedPtr >>> 2;
+    return this.u32.slice(at, at + this.x.workerSpanNow());
+  }
+
+  setTable(kind: number, k: number, dims: number, staged: Float64Array): void {
+    if (staged.length > STAGING_F64) throw new CoreError(25, staged.length, "setTable");
+    this.views();
+    this.f64.set(staged, this.stagingPtr >>> 3);
+    this.check(this.x.setTable(kind, k, dims), "setTable");
+  }
+
+  route(r: RouteInput): Float64Array {
+    const x = this.x;
+    if ((r.flags & Flag.text) !== 0) {
+      this.fits(r.length, "route");
+      this.views();
+      this.u8.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr);
+    } else if ((r.flags & Flag.hashes) !== 0) {
+      this.fits(r.length * 8, "route");
+      this.views();
+      this.u32.set(r.data.subarray(0, 2 * r.length), this.inputPtr >>> 2);
+    } else {
+      this.fits(r.length * 4, "route");
+      this.views();
+      this.u32.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr >>> 2);
+    }
+    const rc = x.route(r.length, r.flags, r.promptTokens, r.oslHat, r.turn, r.pinnedDecode, r.contextTokens);
+    if (rc !== 0) this.check(rc, "route");
+    return this.decisionView;
+  }
+
+  decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): Float64Array {
+    const rc = this.x.decideFeatures(isl, effP, effD, oslHat, turn, ctx);
+    if (rc !== 0) this.check(rc, "decide");
+    return this.decisionView;
+  }
+
+  scores(k: number): Float64Array {
+    this.views();
+    return this.f64.slice(this.scoresPtr >>> 3, (this.scoresPtr >>> 3) + k);
+  }
+
+  standardized(dims: number): Float64Array {
+    this.views();
+    return this.f64.slice(this.standardizedPtr >>> 3, (this.standardizedPtr >>> 3) + dims);
+  }
+}
+
+/** Imports a core module may ask for: the debug build's env.abort (message from AssemblyScript's string layout). */
+export function coreImports(getMemory: () => WebAssembly.Memory | undefined): WebAssembly.Imports {
+  return {
+    env: {
+      abort(msgPtr: number, filePtr: number, line: number, column: number): never {
+        const memory = getMemory();
+        const read = (ptr: number): string => {
+          if (!memory || ptr === 0) return "";
+          const len = new Uint32Array(memory.buffer, ptr - 4, 1)[0]! >>> 1;
+          return String.fromCharCode(...new Uint16Array(memory.buffer, ptr, len));
+        };
+        throw new Error(`core abort: ${read(msgPtr)} at ${read(filePtr)}:${line}:${column}`);
+      },
+    },
+  };
+}
+
+/** Instantiates a compiled core module synchronously with the imports it needs. */
+export function instantiateCore(module: WebAssembly.Module): WebAssembly.Instance {
+  let instance: WebAssembly.Instance | undefined;
+  instance = new WebAssembly.Instance(module, coreImports(() => instance?.exports["memory"] as WebAssembly.Memory | undefined));
+  return instance;
+}
+
+/** Wraps a core instance. Throws if the instance is not a dolphin-routing core. */
+export function createCore(instance: WebAssembly.Instance, config: Partial<CoreConfig> = {}): Engine {
+  const x = instance.exports as unknown as RawExports;
+  for (const name of REQUIRED) {
+    if (!(name in x)) throw new TypeError(`createCore: the module does not export "${name}" (not a dolphin-routing core?)`);
+  }
+  return new WasmEngine(x, { ...DEFAULT_CORE_CONFIG, ...config });
+}

@@ -1,0 +1,534 @@
+// The plain-TypeScript reference of the whole hot path: the same observable behaviour as the WebAssembly core
+// (hashes, index contents and LRU order, matches, worker choice, features, decisions, error codes), written
+// for clarity with JS Maps and Sets. It is the differential-test oracle and the benchmarks' baseline.
+
+import { CoreError } from "../errors.js";
+import {
+  DECISION_SLOTS, DEFAULT_CORE_CONFIG, Flag, Kind, MAX_K, Slot, STAGING_F64, TEXT_BLOCK_BYTES,
+  type CoreConfig, type Engine, type RouteInput,
+} from "../core-api.js";
+import { ErrorCode as E } from "../errors.js";
+import { hashText as refHashText, hashTokens as refHashTokens } from "./blocks.js";
+import { log1p } from "./log1p.js";
+import { out as xxOut, xxh64 } from "./xxh64.js";
+
+const MAX_TOKENS = 2 ** 30;
+const REASON_CLUSTER = 0, REASON_RULE = 1, REASON_FIRST_TURN = 2, REASON_NO_PREFILL = 3;
+
+/** Exact, cheap Map key for a 64-bit hash given as (lo, hi). */
+function key(lo: number, hi: number): string {
+  return String.fromCharCode(lo & 0xffff, lo >>> 16, hi & 0xffff, hi >>> 16);
+}
+
+class Fail extends CoreError {}
+function fail(code: number, detail: number, what: string): never {
+  throw new Fail(code, detail, what);
+}
+
+interface WorkerState {
+  role: number;
+  capacity: number;
+  /** held blocks in LRU order: first = least recently used */
+  blocks: Map<string, true>;
+  prefillLoad: number;
+  decodeLoad: number;
+}
+
+interface TableState {
+  kind: number;
+  k: number;
+  dims: number;
+  featureIdx: number[];
+  mean: number[];
+  std: number[];
+  centroids: Float64Array;
+  invVar: Float64Array;
+  logConst: Float64Array;
+  bits: Uint8Array;
+  p0: number;
+  p1: number;
+  ratioEdges: number[];
+  qpsLevels: number[];
+}
+
+export class ReferenceEngine implements Engine {
+  readonly name = "reference" as const;
+  readonly config: CoreConfig;
+  private blockSize = 16;
+  private rootLo = 0x51d8e999;
+  private rootHi = 0xef46db37;
+  private readonly workers: WorkerState[] = [];
+  private span = 0;
+  private capacitySum = 0;
+  private readonly holders = new Map<string, Set<number>>();
+  private loadScale = 1;
+  private prefillQueue = 0;
+  private qps = 0;
+  private table: TableState | null = null;
+  private readonly decision = new Float64Array(DECISION_SLOTS);
+  private readonly lastScores = new Float64Array(MAX_K);
+  private readonly lastStd = new Float64Array(4);
+  private readonly inputBytes: number;
+  private lastCost = 0;
+
+  constructor(config: Partial<CoreConfig> = {}) {
+    this.config = { ...DEFAULT_CORE_CONFIG, ...config };
+    const c = this.config;
+    if (!(c.maxWorkers >= 1 && c.maxWorkers <= 16384)) fail(E.BAD_CONFIG, 0, "init");
+    if (!(c.maxInputBytes >= 64 && c.maxInputBytes <= 1 << 28)) fail(E.BAD_CONFIG, 1, "init");
+    if (!(c.indexBlocks >= 0 && c.indexBlocks <= 1 << 26)) fail(E.BAD_CONFIG, 2, "init");
+    this.inputBytes = (c.maxInputBytes + 7) & ~7;
+    for (let w = 0; w < c.maxWorkers; w++) {
+      this.workers.push({ role: 0, capacity: 0, blocks: new Map(), prefillLoad: 0, decodeLoad: 0 });
+    }
+  }
+
+  private fits(n: number, bytesPerItem: number, what: string): void {
+    if (n < 0) fail(E.BAD_LENGTH, n, what);
+    if (n * bytesPerItem > this.inputBytes) fail(E.INPUT_TOO_LARGE, n, what);
+  }
+
+  private worker(id: number, what: string): WorkerState {
+    const w = Number.isInteger(id) && id >= 0 ? this.workers[id] : undefined;
+    return w ?? fail(E.UNKNOWN_WORKER, id, what);
+  }
+
+  setBlockSize(n: number): void {
+    if (!(Number.isInteger(n) && n >= 1 && n <= 4096)) fail(E.BAD_BLOCK_SIZE, n, "setBlockSize");
+    this.blockSize = n;
+  }
+
+  setRoot(bytes: Uint8Array): void {
+    this.fits(bytes.length, 1, "setRoot");
+    xxh64(bytes, 0, bytes.length);
+    this.rootLo = xxOut.lo;
+    this.rootHi = xxOut.hi;
+  }
+
+  private get root(): { lo: number; hi: number } {
+    return { lo: this.rootLo, hi: this.rootHi };
+  }
+
+  hashTokens(tokens: ArrayLike<number>): Uint32Array {
+    this.fits(tokens.length, 4, "hashTokens");
+    const t = tokens instanceof Uint32Array ? tokens : Uint32Array.from(tokens as ArrayLike<number>);
+    return refHashTokens(t, this.blockSize, this.root);
+  }
+
+  hashText(bytes: Uint8Array): Uint32Array {
+    this.fits(bytes.length, 1, "hashText");
+    return refHashText(bytes, this.root);
+  }
+
+  // ---- workers -----------------------------------------------------------------------------------------
+
+  setWorker(id: number, role: number, capacityBlocks: number): void {
+    const w = this.worker(id, "setWorker");
+    if (capacityBlocks < 0) fail(E.BAD_CONFIG, capacityBlocks, "setWorker");
+    const sum = this.capacitySum - w.capacity + capacityBlocks;
+    if (sum > this.config.indexBlocks) fail(E.INDEX_FULL, this.config.indexBlocks - (this.capacitySum - w.capacity), "setWorker");
+    this.capacitySum = sum;
+    w.capacity = capacityBlocks;
+    while (w.blocks.size > capacityBlocks) this.drop(id, w.blocks.keys().next().value as string);
+    if (role === 0) this.indexClear(id);
+    if (!(Number.isInteger(role) && role >= 0 && role <= 3)) fail(E.BAD_ROLE, role, "setWorker");
+    w.role = role;
+    if (role !== 0 && id >= this.span) this.span = id + 1;
+  }
+
+  setLoad(id: number, p: number, d: number): void {
+    const w = this.worker(id, "setLoad");
+    if (!(p >= 0) || p > 1e15) fail(E.BAD_LOAD, p, "setLoad");
+    if (!(d >= 0) || d > 1e15) fail(E.BAD_LOAD, d, "setLoad");
+    w.prefillLoad = p;
+    w.decodeLoad = d;
+  }
+
+  setLoadScale(scale: number): void {
+    if (!(scale >= 0) || scale > 1e6) fail(E.BAD_LOAD, scale, "setLoadScale");
+    this.loadScale = scale;
+  }
+
+  setSignals(q: number, qps: number): void {
+    if (!(q >= 0) || !(qps >= 0) || q > 1e15 || qps > 1e15) fail(E.BAD_SIGNAL, Number.isNaN(q) || q < 0 ? 0 : 1, "setSignals");
+    this.prefillQueue = q;
+    this.qps = qps;
+  }
+
+  // ---- index -------------------------------------------------------------------------------------------
+
+  private drop(id: number, k: string): void {
+    this.workers[id]!.blocks.delete(k);
+    const set = this.holders.get(k);
+    if (set) {
+      set.delete(id);
+      if (set.size === 0) this.holders.delete(k);
+    }
+  }
+
+  private storeKeys(id: number, pairs: Uint32Array, n: number): void {
+    const w = this.workers[id]!;
+    if (w.capacity === 0) return;
+    for (let i = 0; i < n; i++) {
+      const k = key(pairs[2 * i]!, pairs[2 * i + 1]!);
+      if (w.blocks.has(k)) {
+        w.blocks.delete(k);
+        w.blocks.set(k, true);
+        continue;
+      }
+      if (w.blocks.size >= w.capacity) this.drop(id, w.blocks.keys().next().value as string);
+      w.blocks.set(k, true);
+      let set = this.holders.get(k);
+      if (!set) this.holders.set(k, (set = new Set()));
+      set.add(id);
+    }
+  }
+
+  private pairCount(pairs: Uint32Array, what: string): number {
+    if ((pairs.length & 1) !== 0) throw new TypeError(`${what}: hash pairs must have an even length`);
+    this.fits(pairs.length >>> 1, 8, what);
+    return pairs.length >>> 1;
+  }
+
+  indexStore(id: number, pairs: Uint32Array): void {
+    this.worker(id, "indexStore");
+    this.storeKeys(id, pairs, this.pairCount(pairs, "indexStore"));
+  }
+
+  indexRemove(id: number, pairs: Uint32Array): void {
+    const w = this.worker(id, "indexRemove");
+    const n = this.pairCount(pairs, "indexRemove");
+    for (let i = 0; i < n; i++) {
+      const k = key(pairs[2 * i]!, pairs[2 * i + 1]!);
+      if (w.blocks.has(k)) this.drop(id, k);
+    }
+  }
+
+  indexClear(id: number): void {
+    if (id === -1) {
+      for (let w = 0; w < this.span; w++) this.indexClear(w);
+      return;
+    }
+    const w = this.worker(id, "indexClear");
+    for (const k of [...w.blocks.keys()]) this.drop(id, k);
+  }
+
+  indexCount(id: number): number {
+    const w = Number.isInteger(id) && id >= 0 ? this.workers[id] : undefined;
+    return w ? w.blocks.size : -1;
+  }
+
+  private matchInto(pairs: Uint32Array, n: number, out: Uint32Array): void {
+    out.fill(0);
+    let alive: number[] = [];
+    for (let w = 0; w < this.span; w++) if (this.workers[w]!.blocks.size > 0) alive.push(w);
+    let i = 0;
+    while (alive.length > 0 && i < n) {
+      const set = this.holders.get(key(pairs[2 * i]!, pairs[2 * i + 1]!));
+      const still: number[] = [];
+      for (const w of alive) {
+        if (set?.has(w)) still.push(w);
+        else out[w] = i;
+      }
+      alive = still;
+      if (alive.length > 0) i++;
+    }
+    for (const w of alive) out[w] = i;
+  }
+
+  match(pairs: Uint32Array): Uint32Array {
+    const n = this.pairCount(pairs, "match");
+    const out = new Uint32Array(this.span);
+    this.matchInto(pairs, n, out);
+    return out;
+  }
+
+  // ---- table -------------------------------------------------------------------------------------------
+
+  setTable(kind: number, k: number, dims: number, s: Float64Array): void {
+    if (s.length > STAGING_F64) fail(E.TABLE_TOO_LARGE, s.length, "setTable");
+    const st = (i: number): number => s[i] ?? 0;
+    const finiteFrom = (from: number, to: number): number => {
+      for (let i = from; i < to; i++) if (!Number.isFinite(st(i))) return i;
+      return -1;
+    };
+    const checkBits = (from: number, n: number): void => {
+      for (let i = 0; i < n; i++) if (st(from + i) !== 0 && st(from + i) !== 1) fail(E.BAD_BIT, i, "setTable");
+    };
+    const base = {
+      kind, k: 0, dims: 0, featureIdx: [], mean: [], std: [], centroids: new Float64Array(0), invVar: new Float64Array(0),
+      logConst: new Float64Array(0), bits: new Uint8Array(0), p0: 0, p1: 0, ratioEdges: [], qpsLevels: [],
+    } satisfies TableState;
+    if (kind === Kind.kmeans || kind === Kind.gmm) {
+      if (!(k >= 1 && k <= MAX_K)) fail(E.BAD_K, k, "setTable");
+      if (!(dims >= 1 && dims <= 4)) fail(E.BAD_DIMS, dims, "setTable");
+      let seen = 0;
+      for (let j = 0; j < dims; j++) {
+        const f = st(j);
+        if (!(f >= 0 && f <= 3) || f !== Math.floor(f) || (seen & (1 << f)) !== 0) fail(E.BAD_FEATURE, j, "setTable");
+        seen |= 1 << f;
+      }
+      const gmm = kind === Kind.gmm;
+      const total = gmm ? 3 * dims + 2 * k * dims + 2 * k : 3 * dims + k * dims + k;
+      const bad = finiteFrom(dims, total);
+      if (bad >= 0) fail(E.BAD_NUMBER, bad, "setTable");
+      for (let j = 0; j < dims; j++) if (!(st(2 * dims + j) > 0)) fail(E.BAD_NUMBER, 2 * dims + j, "setTable");
+      const bitsAt = 3 * dims + k * dims;
+      checkBits(bitsAt, k);
+      const t: TableState = { ...base, k, dims };
+      if (gmm) {
+        const ivAt = bitsAt + 2 * k;
+        for (let i = 0; i < k * dims; i++) if (!(st(ivAt + i) > 0)) fail(E.BAD_NUMBER, ivAt + i, "setTable");
+        t.logConst = s.slice(bitsAt + k, bitsAt + 2 * k);
+        t.invVar = s.slice(ivAt, ivAt + k * dims);
+      }
+      t.featureIdx = Array.from(s.subarray(0, dims));
+      t.mean = Array.from(s.subarray(dims, 2 * dims));
+      t.std = Array.from(s.subarray(2 * dims, 3 * dims));
+      t.centroids = s.slice(3 * dims, 3 * dims + k * dims);
+      t.bits = Uint8Array.from(s.subarray(bitsAt, bitsAt + k));
+      this.table = t;
+      return;
+    }
+    if (kind >= Kind["dynamo-isl"] && kind <= Kind["llm-d"]) {
+      const bad = finiteFrom(0, 2);
+      if (bad >= 0) fail(E.BAD_PARAM, bad, "setTable");
+      if (!(st(0) >= 0)) fail(E.BAD_PARAM, 0, "setTable");
+      if (!(st(1) >= 0)) fail(E.BAD_PARAM, 1, "setTable");
+      if (kind === Kind["dynamo-load"] && !(st(0) > 0 && st(1) > 0)) fail(E.BAD_PARAM, st(0) > 0 ? 1 : 0, "setTable");
+      this.table = { ...base, p0: st(0), p1: st(1) };
+      return;
+    }
+    if (kind === Kind["always-local"] || kind === Kind["always-remote"]) {
+      this.table = base;
+      return;
+    }
+    if (kind === Kind.ppd) {
+      if (!Number.isFinite(st(0)) || !Number.isFinite(st(1)) || !(st(0) >= 0) || !(st(1) > st(0))) fail(E.BAD_PARAM, 0, "setTable");
+      const nE = st(2);
+      if (!(nE >= 1 && nE <= 15) || nE !== Math.floor(nE)) fail(E.BAD_PARAM, 2, "setTable");
+      for (let i = 0; i < nE; i++) {
+        const e = st(3 + i);
+        if (!Number.isFinite(e) || !(e > 0) || (i > 0 && !(e > st(2 + i)))) fail(E.BAD_PARAM, 3 + i, "setTable");
+      }
+      const qAt = 3 + nE;
+      const nQ = st(qAt);
+      if (!(nQ >= 1 && nQ <= 64) || nQ !== Math.floor(nQ)) fail(E.BAD_PARAM, qAt, "setTable");
+      for (let i = 0; i < nQ; i++) {
+        const q = st(qAt + 1 + i);
+        if (!Number.isFinite(q) || !(q >= 0) || (i > 0 && !(q > st(qAt + i)))) fail(E.BAD_PARAM, qAt + 1 + i, "setTable");
+      }
+      const cells = 3 * (nE + 1) * nQ;
+      const bitsAt = qAt + 1 + nQ;
+      if (bitsAt + cells > STAGING_F64) fail(E.TABLE_TOO_LARGE, bitsAt + cells, "setTable");
+      checkBits(bitsAt, cells);
+      this.table = {
+        ...base, k: cells, p0: st(0), p1: st(1), ratioEdges: Array.from(s.subarray(3, 3 + nE)),
+        qpsLevels: Array.from(s.subarray(qAt + 1, qAt + 1 + nQ)), bits: Uint8Array.from(s.subarray(bitsAt, bitsAt + cells)),
+      };
+      return;
+    }
+    fail(E.BAD_KIND, kind, "setTable");
+  }
+
+  // ---- deciding ----------------------------------------------------------------------------------------
+
+  /** Returns [bit, cluster, reason, score]. Mirrors assembly/policy.ts operation for operation. */
+  private decide(
+    isl: number, effP: number, effD: number, oslHat: number, cachedD: number, turn: number, ctxTokens: number,
+    prefillBusy: number,
+  ): [number, number, number, number] {
+    const t = this.table ?? fail(E.NO_TABLE, 0, "route");
+    const features = [isl, effP, effD, oslHat];
+    switch (t.kind) {
+      case Kind.kmeans:
+      case Kind.gmm: {
+        const x = this.lastStd;
+        for (let j = 0; j < t.dims; j++) x[j] = (log1p(features[t.featureIdx[j]!]!) - t.mean[j]!) / t.std[j]!;
+        let best = 0;
+        let bestScore = t.kind === Kind.kmeans ? Infinity : -Infinity;
+        for (let c = 0; c < t.k; c++) {
+          let q = 0;
+          for (let j = 0; j < t.dims; j++) {
+            const diff = x[j]! - t.centroids[c * t.dims + j]!;
+            q += t.kind === Kind.kmeans ? diff * diff : diff * diff * t.invVar[c * t.dims + j]!;
+          }
+          const score = t.kind === Kind.kmeans ? q : t.logConst[c]! - 0.5 * q;
+          this.lastScores[c] = score;
+          if (t.kind === Kind.kmeans ? score < bestScore : score > bestScore) {
+            bestScore = score;
+            best = c;
+          }
+        }
+        return [t.bits[best]!, best, REASON_CLUSTER, bestScore];
+      }
+      case Kind["dynamo-isl"]:
+        return [effD < t.p0 && effD / Math.max(isl, 1) < t.p1 ? 0 : 1, -1, REASON_RULE, 0];
+      case Kind["dynamo-load"]:
+        return [prefillBusy >= 0 && prefillBusy > t.p0 * t.p1 ? 0 : 1, -1, REASON_RULE, 0];
+      case Kind["dynamo-legacy"]:
+        return [effD > t.p0 && this.prefillQueue < t.p1 ? 1 : 0, -1, REASON_RULE, 0];
+      case Kind.trtllm:
+        return [cachedD === 0 || isl - cachedD > t.p0 ? 1 : 0, -1, REASON_RULE, 0];
+      case Kind["llm-d"]:
+        return [t.p0 > 0 && isl >= t.p1 && isl - cachedD >= t.p0 ? 1 : 0, -1, REASON_RULE, 0];
+      case Kind["always-local"]:
+        return [0, -1, REASON_RULE, 0];
+      case Kind["always-remote"]:
+        return [1, -1, REASON_RULE, 0];
+      case Kind.ppd: {
+        if (turn <= 1) return [1, -1, REASON_FIRST_TURN, 0];
+        const ctx = ctxTokens >= 0 ? ctxTokens : Math.min(cachedD, isl);
+        const newInput = isl > ctx ? isl - ctx : 0;
+        const ratio = newInput / Math.max(oslHat, 1);
+        const ctxClass = ctx <= t.p0 ? 0 : ctx <= t.p1 ? 1 : 2;
+        let ratioClass = 0;
+        while (ratioClass < t.ratioEdges.length && ratio > t.ratioEdges[ratioClass]!) ratioClass++;
+        let q = 0;
+        let bestGap = Math.abs(this.qps - t.qpsLevels[0]!);
+        for (let i = 1; i < t.qpsLevels.length; i++) {
+          const gap = Math.abs(this.qps - t.qpsLevels[i]!);
+          if (gap < bestGap) {
+            bestGap = gap;
+            q = i;
+          }
+        }
+        const cell = (ctxClass * (t.ratioEdges.length + 1) + ratioClass) * t.qpsLevels.length + q;
+        return [t.bits[cell]!, cell, REASON_RULE, 0];
+      }
+      default:
+        return fail(E.NO_TABLE, 0, "route");
+    }
+  }
+
+  decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): Float64Array {
+    if (!(isl >= 0 && isl <= MAX_TOKENS)) fail(E.BAD_LENGTH, isl, "decide");
+    if (!(effP >= 0 && effP <= isl)) fail(E.BAD_LENGTH, effP, "decide");
+    if (!(effD >= 0 && effD <= isl)) fail(E.BAD_LENGTH, effD, "decide");
+    if (!(oslHat >= 0 && oslHat <= MAX_TOKENS)) fail(E.BAD_OSL, oslHat, "decide");
+    if (turn < 0) fail(E.BAD_TURN, turn, "decide");
+    if (Number.isNaN(ctx) || ctx > MAX_TOKENS) fail(E.BAD_LENGTH, ctx, "decide");
+    const [bit, cluster, reason, score] = this.decide(isl, effP, effD, oslHat, isl - effD, turn, ctx, -1);
+    const d = this.decision;
+    d.fill(0);
+    d[Slot.path] = bit;
+    d[Slot.bit] = bit;
+    d[Slot.reason] = reason;
+    d[Slot.decode] = -1;
+    d[Slot.prefill] = -1;
+    d[Slot.cluster] = cluster;
+    d[Slot.isl] = isl;
+    d[Slot.effP] = effP;
+    d[Slot.effD] = effD;
+    d[Slot.oslHat] = oslHat;
+    d[Slot.score] = score;
+    return d;
+  }
+
+  private cost(w: number, isl: number, matched: Uint32Array, tpb: number): number {
+    const s = this.workers[w]!;
+    const cached = matched[w]! * tpb;
+    const uncached = isl > cached ? isl - cached : 0;
+    return this.loadScale * (s.prefillLoad + uncached) + s.decodeLoad;
+  }
+
+  private choose(roleBit: number, isl: number, matched: Uint32Array, tpb: number, exclude: number): number {
+    let best = -1;
+    let bestCost = Infinity;
+    for (let w = 0; w < this.span; w++) {
+      if ((this.workers[w]!.role & roleBit) === 0 || w === exclude) continue;
+      const c = this.cost(w, isl, matched, tpb);
+      if (c < bestCost) {
+        bestCost = c;
+        best = w;
+      }
+    }
+    this.lastCost = bestCost;
+    return best;
+  }
+
+  route(r: RouteInput): Float64Array {
+    const text = (r.flags & Flag.text) !== 0;
+    const given = (r.flags & Flag.hashes) !== 0;
+    this.fits(r.length, given ? 8 : text ? 1 : 4, "route");
+    if (!(r.promptTokens >= 0 && r.promptTokens <= MAX_TOKENS)) fail(E.BAD_LENGTH, r.promptTokens, "route");
+    if (!(r.oslHat >= 0 && r.oslHat <= MAX_TOKENS)) fail(E.BAD_OSL, r.oslHat, "route");
+    if (r.turn < 0) fail(E.BAD_TURN, r.turn, "route");
+    if (Number.isNaN(r.contextTokens) || r.contextTokens > MAX_TOKENS) fail(E.BAD_LENGTH, r.contextTokens, "route");
+    if (r.pinnedDecode >= 0 && !((this.workers[r.pinnedDecode]?.role ?? 0) & 2)) fail(E.BAD_PINNED, r.pinnedDecode, "route");
+
+    let pairs: Uint32Array;
+    let tpb: number;
+    let isl: number;
+    if (given) {
+      pairs = (r.data as Uint32Array).subarray(0, 2 * r.length);
+      tpb = this.blockSize;
+      isl = r.promptTokens > 0 ? r.promptTokens : r.length * tpb;
+    } else if (text) {
+      pairs = refHashText((r.data as Uint8Array).subarray(0, r.length), this.root);
+      tpb = TEXT_BLOCK_BYTES / 4;
+      isl = r.promptTokens > 0 ? r.promptTokens : Math.ceil(r.length / 4);
+    } else {
+      pairs = refHashTokens((r.data as Uint32Array).subarray(0, r.length), this.blockSize, this.root);
+      tpb = this.blockSize;
+      isl = r.length;
+    }
+    const blocks = pairs.length >>> 1;
+    const matched = new Uint32Array(this.span);
+    this.matchInto(pairs, blocks, matched);
+
+    let decodeWorker = r.pinnedDecode;
+    let costD: number;
+    if (decodeWorker >= 0) costD = this.cost(decodeWorker, isl, matched, tpb);
+    else {
+      decodeWorker = this.choose(2, isl, matched, tpb, -1);
+      costD = this.lastCost;
+    }
+    if (decodeWorker < 0) fail(E.NO_DECODE_WORKER, 0, "route");
+    const prefillWorker = this.choose(1, isl, matched, tpb, decodeWorker);
+    const costP = prefillWorker >= 0 ? this.lastCost : 0;
+
+    const matchedD = matched[decodeWorker]!;
+    const matchedP = prefillWorker >= 0 ? matched[prefillWorker]! : 0;
+    const cachedD = matchedD * tpb;
+    const cachedP = matchedP * tpb;
+    const effD = isl - Math.min(cachedD, isl);
+    const effP = isl - Math.min(cachedP, isl);
+    const [bit, cluster, reason, score] = this.decide(
+      isl, effP, effD, r.oslHat, Math.min(cachedD, isl), r.turn, r.contextTokens,
+      prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1,
+    );
+    const path = prefillWorker >= 0 ? bit : 0;
+    if ((r.flags & Flag.record) !== 0 && blocks > 0) {
+      this.storeKeys(decodeWorker, pairs, blocks);
+      if (path === 1) this.storeKeys(prefillWorker, pairs, blocks);
+    }
+    const d = this.decision;
+    d[Slot.path] = path;
+    d[Slot.bit] = bit;
+    d[Slot.reason] = path !== bit ? REASON_NO_PREFILL : reason;
+    d[Slot.decode] = decodeWorker;
+    d[Slot.prefill] = prefillWorker;
+    d[Slot.cluster] = cluster;
+    d[Slot.isl] = isl;
+    d[Slot.effP] = effP;
+    d[Slot.effD] = effD;
+    d[Slot.oslHat] = r.oslHat;
+    d[Slot.matchedD] = matchedD;
+    d[Slot.matchedP] = matchedP;
+    d[Slot.blocks] = blocks;
+    d[Slot.score] = score;
+    d[Slot.costD] = costD;
+    d[Slot.costP] = costP;
+    return d;
+  }
+
+  scores(k: number): Float64Array {
+    return this.lastScores.slice(0, k);
+  }
+
+  standardized(dims: number): Float64Array {
+    return this.lastStd.slice(0, dims);
+  }
+}
+

@@ -1,0 +1,373 @@
+// The API users touch: a Router holds one engine (the WebAssembly core, or the TypeScript reference), the
+// workers by name, and one table. `route(request)` is one call into the core; `explain(request)` says why.
+// No Node-only imports: the same file serves Node, the browser explorer and tests.
+
+import { DEFAULT_CORE_CONFIG, Flag, Kind, Reason, Role, Slot, type Engine, type ReasonName, type RoleName } from "./core-api.js";
+import { createCore, instantiateCore } from "./core.js";
+import { toPairs, type HashesInput } from "./hashes.js";
+import { ReferenceEngine } from "./reference/engine.js";
+import { stageTable } from "./staging.js";
+import { decodeTable, validateTable, type Table } from "./table.js";
+
+export interface WorkerSpec {
+  /** The name the host uses (URL, pod name, engine id). */
+  id: string;
+  role: RoleName;
+  /** Blocks the index keeps for this worker (LRU beyond). Default: options.capacityBlocks. */
+  capacityBlocks?: number;
+}
+
+export interface RouterOptions {
+  workers: WorkerSpec[];
+  /** Tokens per block in token and hash modes (1–4096). Default 16. */
+  blockSize?: number;
+  /** Root of the hash chain: xxh64(model ‖ "\0" ‖ salt). Default: neither. */
+  model?: string;
+  salt?: string;
+  /** Store each routed prompt on the chosen workers (approximate mode, when no KV events feed the index). */
+  recordDecisions?: boolean;
+  /** Default per-worker index capacity in blocks. Default 31,250 (GIE's LRU size per pod). */
+  capacityBlocks?: number;
+  /** Dynamo-style weight of prefill work against decode load in worker choice. Default 1. */
+  loadScale?: number;
+  /** Worker slots. Default 1024. */
+  maxWorkers?: number;
+  /** Longest prompt in tokens (text: bytes / 4). Default 1,048,576. */
+  maxPromptTokens?: number;
+  /** Index pool shared by all workers, in blocks. Default max(1,048,576, sum of capacities). */
+  indexBlocks?: number;
+  /** Which hot path: the WebAssembly core (default) or the plain-TypeScript reference. */
+  engine?: "wasm" | "reference";
+  /** The compiled core (otherwise the runtime entry's default loader provides it). */
+  module?: WebAssembly.Module;
+}
+
+export interface RouteRequest {
+  /** Token ids of the prompt (token mode). */
+  tokens?: ArrayLike<number>;
+  /** The prompt as text (text mode, 64-byte blocks). */
+  text?: string | Uint8Array;
+  /** Precomputed block hashes (e.g. from a trace or an engine's events). */
+  blockHashes?: HashesInput;
+  /** Prompt length in tokens when it cannot be derived (text and hash modes). */
+  promptTokens?: number;
+  /** Predicted output length in tokens (the representative length of its class). */
+  oslHat?: number;
+  /** Predicted output class (name or index into the table's osl_classes); used when oslHat is absent. */
+  oslClass?: string | number;
+  /** Conversation turn (1 = first), for PPD. Default 1. */
+  turn?: number;
+  /** Pin the decode worker (a session's). */
+  decodeWorker?: string;
+  /** Accumulated context tokens of the conversation, for PPD. Default: the decode worker's cached tokens. */
+  contextTokens?: number;
+}
+
+export interface Features {
+  isl: number;
+  effP: number;
+  effD: number;
+  oslHat: number;
+}
+
+export interface Decision {
+  path: "local" | "remote";
+  /** The policy's bit before worker constraints (1 = remote). */
+  bit: 0 | 1;
+  reason: ReasonName;
+  decodeWorker: string;
+  /** The prefill worker chosen (also when the path is local: it is where eff_P was measured). */
+  prefillWorker: string | null;
+  /** Cluster (k-means, GMM) or grid cell (PPD); null for other rules. */
+  cluster: number | null;
+  features: Features;
+  matchedBlocks: { decode: number; prefill: number };
+  /** Full blocks in the prompt. */
+  blocks: number;
+  cost: { decode: number; prefill: number };
+}
+
+export interface Explanation {
+  decision: Decision;
+  kind: Table["kind"];
+  featureNames: string[];
+  /** log1p + standardized features, in the table's feature order (learned kinds). */
+  standardized: number[];
+  /** Squared distance to every centroid (k-means) or log-likelihood of every component (GMM). */
+  scores: number[];
+  bits: number[];
+  why: string;
+}
+
+type ModuleProvider = () => Promise<WebAssembly.Module>;
+let defaultModule: ModuleProvider | null = null;
+
+/** Runtime entries (bindings/node, bindings/browser) register how to find the core. */
+export function setDefaultModuleProvider(provider: ModuleProvider): void {
+  defaultModule = provider;
+}
+
+const encoder = new TextEncoder();
+const DEFAULT_CAPACITY = 31_250;
+
+export class Router {
+  readonly engine: Engine;
+  private tableValue: Table;
+  private readonly ids: string[] = [];
+  private readonly byId = new Map<string, number>();
+  private readonly free: number[] = [];
+  private readonly record: boolean;
+  private readonly capacity: number;
+  private tokenScratch = new Uint32Array(0);
+
+  /** Loads a table (msgpack bytes or a Table) into a new router. */
+  static async load(table: Uint8Array | Table, options: RouterOptions): Promise<Router> {
+    let module = options.module;
+    if (!module && (options.engine ?? "wasm") === "wasm") {
+      if (!defaultModule) throw new Error("Router.load: no core module given and no runtime entry registered one (import 'dolphin-routing')");
+      module = await defaultModule();
+    }
+    return Router.create(table, { ...options, ...(module ? { module } : {}) });
+  }
+
+  /** Synchronous construction when the module is at hand. */
+  static create(table: Uint8Array | Table, options: RouterOptions): Router {
+    const capacity = options.capacityBlocks ?? DEFAULT_CAPACITY;
+    if (!Number.isInteger(capacity) || capacity < 0) throw new RangeError(`router: capacityBlocks must be an integer ≥ 0, got ${capacity}`);
+    const sum = options.workers.reduce((s, w) => s + (w.capacityBlocks ?? capacity), 0);
+    const maxPromptTokens = options.maxPromptTokens ?? DEFAULT_CORE_CONFIG.maxInputBytes / 4;
+    if (!Number.isInteger(maxPromptTokens) || maxPromptTokens < 16 || maxPromptTokens > 1 << 26) {
+      throw new RangeError(`router: maxPromptTokens must be an integer in 16–67,108,864, got ${maxPromptTokens}`);
+    }
+    const config = {
+      maxWorkers: options.maxWorkers ?? DEFAULT_CORE_CONFIG.maxWorkers,
+      maxInputBytes: maxPromptTokens * 4,
+      indexBlocks: options.indexBlocks ?? Math.max(DEFAULT_CORE_CONFIG.indexBlocks, sum),
+    };
+    let engine: Engine;
+    if ((options.engine ?? "wasm") === "reference") engine = new ReferenceEngine(config);
+    else {
+      if (!options.module) throw new Error("Router.create: options.module (the compiled core) is required for the wasm engine");
+      engine = createCore(instantiateCore(options.module), config);
+    }
+    return new Router(engine, asTable(table), options, capacity);
+  }
+
+  private constructor(engine: Engine, table: Table, options: RouterOptions, capacity: number) {
+    this.engine = engine;
+    this.record = options.recordDecisions ?? false;
+    this.capacity = capacity;
+    if (options.blockSize !== undefined) engine.setBlockSize(options.blockSize);
+    if (options.model || options.salt) engine.setRoot(encoder.encode(`${options.model ?? ""}\0${options.salt ?? ""}`));
+    if (options.loadScale !== undefined) engine.setLoadScale(options.loadScale);
+    for (const w of options.workers) this.addWorker(w);
+    this.tableValue = table;
+    this.applyTable(table);
+  }
+
+  get table(): Table {
+    return this.tableValue;
+  }
+
+  /** Swaps the table atomically: a table the core rejects leaves the old one in place. */
+  setTable(table: Uint8Array | Table): void {
+    const t = asTable(table);
+    this.applyTable(t);
+    this.tableValue = t;
+  }
+
+  private applyTable(t: Table): void {
+    const s = stageTable(t);
+    this.engine.setTable(s.kind, s.k, s.dims, s.staged);
+  }
+
+  // ---- workers -----------------------------------------------------------------------------------------
+
+  get workerIds(): readonly string[] {
+    return this.ids.filter((id) => id !== "");
+  }
+
+  addWorker(spec: WorkerSpec): void {
+    if (typeof spec.id !== "string" || spec.id === "") throw new TypeError("router: worker id must be a non-empty string");
+    if (this.byId.has(spec.id)) throw new Error(`router: worker "${spec.id}" already exists`);
+    const role = Role[spec.role];
+    if (role === undefined || role === 0) throw new TypeError(`router: worker "${spec.id}": role must be prefill, decode or both, got ${String(spec.role)}`);
+    const index = this.free.length > 0 ? this.free.pop()! : this.ids.length;
+    if (index >= this.engine.config.maxWorkers) throw new RangeError(`router: more than maxWorkers (${this.engine.config.maxWorkers}) workers`);
+    this.engine.setWorker(index, role, spec.capacityBlocks ?? this.capacity);
+    this.ids[index] = spec.id;
+    this.byId.set(spec.id, index);
+  }
+
+  removeWorker(id: string): void {
+    const index = this.indexOf(id);
+    this.engine.setWorker(index, 0, 0);
+    this.byId.delete(id);
+    this.ids[index] = "";
+    this.free.push(index);
+  }
+
+  private indexOf(id: string): number {
+    const i = this.byId.get(id);
+    if (i === undefined) throw new Error(`router: unknown worker "${id}"`);
+    return i;
+  }
+
+  setLoad(id: string, load: { activePrefillTokens?: number; activeDecodeTokens?: number }): void {
+    this.engine.setLoad(this.indexOf(id), load.activePrefillTokens ?? 0, load.activeDecodeTokens ?? 0);
+  }
+
+  setSignals(signals: { prefillQueue?: number; qps?: number }): void {
+    this.engine.setSignals(signals.prefillQueue ?? 0, signals.qps ?? 0);
+  }
+
+  /** The prefix index, fed by KV events (precise mode) or by the router's own decisions. */
+  readonly index = {
+    store: (worker: string, hashes: HashesInput): void => this.engine.indexStore(this.indexOf(worker), toPairs(hashes)),
+    remove: (worker: string, hashes: HashesInput): void => this.engine.indexRemove(this.indexOf(worker), toPairs(hashes)),
+    clear: (worker?: string): void => this.engine.indexClear(worker === undefined ? -1 : this.indexOf(worker)),
+    count: (worker: string): number => this.engine.indexCount(this.indexOf(worker)),
+    /** Longest cached prefix (blocks) of these hashes on every worker. */
+    match: (hashes: HashesInput): Record<string, number> => {
+      const m = this.engine.match(toPairs(hashes));
+      const out: Record<string, number> = {};
+      for (let i = 0; i < this.ids.length; i++) if (this.ids[i]) out[this.ids[i]!] = m[i] ?? 0;
+      return out;
+    },
+  };
+
+  /** Chained block hashes of a prompt under this router's block size and root, as (lo, hi) pairs. */
+  hash(request: Pick<RouteRequest, "tokens" | "text">): Uint32Array {
+    if (request.text !== undefined) return this.engine.hashText(typeof request.text === "string" ? encoder.encode(request.text) : request.text);
+    if (request.tokens !== undefined) return this.engine.hashTokens(request.tokens);
+    throw new TypeError("router.hash: give tokens or text");
+  }
+
+  // ---- routing -----------------------------------------------------------------------------------------
+
+  route(request: RouteRequest): Decision {
+    return this.toDecision(this.run(request, this.record));
+  }
+
+  explain(request: RouteRequest): Explanation {
+    const d = this.toDecision(this.run(request, false));
+    const t = this.tableValue;
+    const learned = t.kind === "kmeans" || t.kind === "gmm";
+    const k = learned ? (t.centroids?.length ?? 0) : 0;
+    const scores = Array.from(this.engine.scores(k));
+    const standardized = learned ? Array.from(this.engine.standardized(t.features?.length ?? 0)) : [];
+    return {
+      decision: d,
+      kind: t.kind,
+      featureNames: learned ? [...(t.features ?? [])] : [],
+      standardized,
+      scores,
+      bits: learned ? [...(t.bits ?? [])] : [],
+      why: why(t, d, scores),
+    };
+  }
+
+  private oslHatOf(r: RouteRequest): number {
+    if (r.oslHat !== undefined) return r.oslHat;
+    const classes = this.tableValue.osl_classes;
+    if (r.oslClass !== undefined) {
+      if (!classes) throw new Error("route: oslClass given but the table has no osl_classes");
+      const i = typeof r.oslClass === "number" ? r.oslClass : classes.names.indexOf(r.oslClass);
+      const rep = classes.representative[i];
+      if (rep === undefined) throw new RangeError(`route: unknown oslClass ${JSON.stringify(r.oslClass)} (table classes: ${classes.names.join(", ")})`);
+      return rep;
+    }
+    if (this.tableValue.features?.includes("osl_hat")) {
+      throw new Error("route: this table uses osl_hat: give oslHat or oslClass");
+    }
+    return 0;
+  }
+
+  private run(r: RouteRequest, record: boolean): Float64Array {
+    if (r === null || typeof r !== "object") throw new TypeError("route: request must be an object");
+    let flags = record ? Flag.record : 0;
+    let data: Uint32Array | Uint8Array;
+    let length: number;
+    const given = [r.tokens, r.text, r.blockHashes].filter((x) => x !== undefined).length;
+    if (given !== 1) throw new TypeError("route: give exactly one of tokens, text or blockHashes");
+    if (r.text !== undefined) {
+      data = typeof r.text === "string" ? encoder.encode(r.text) : r.text;
+      length = data.length;
+      flags |= Flag.text;
+    } else if (r.blockHashes !== undefined) {
+      data = toPairs(r.blockHashes, "route: blockHashes");
+      length = data.length >>> 1;
+      flags |= Flag.hashes;
+    } else {
+      data = this.tokensOf(r.tokens!);
+      length = r.tokens!.length;
+    }
+    const pinned = r.decodeWorker === undefined ? -1 : this.indexOf(r.decodeWorker);
+    return this.engine.route({
+      flags, data, length,
+      promptTokens: r.promptTokens ?? 0,
+      oslHat: this.oslHatOf(r),
+      turn: r.turn ?? 1,
+      pinnedDecode: pinned,
+      contextTokens: r.contextTokens ?? -1,
+    });
+  }
+
+  /** Token ids as a Uint32Array, checking each is an integer in u32 range (no silent wrap-around). */
+  private tokensOf(tokens: ArrayLike<number>): Uint32Array {
+    if (tokens instanceof Uint32Array) return tokens;
+    if (typeof tokens !== "object" || tokens === null || typeof tokens.length !== "number") throw new TypeError("route: tokens must be an array of token ids");
+    if (this.tokenScratch.length < tokens.length) this.tokenScratch = new Uint32Array(Math.max(tokens.length, 2 * this.tokenScratch.length));
+    const out = this.tokenScratch;
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i]!;
+      if (!(Number.isInteger(t) && t >= 0 && t <= 0xffffffff)) throw new TypeError(`route: tokens[${i}] is not a token id (integer 0–2^32−1): ${String(t)}`);
+      out[i] = t;
+    }
+    return out.subarray(0, tokens.length);
+  }
+
+  private toDecision(d: Float64Array): Decision {
+    const prefill = d[Slot.prefill]!;
+    const cluster = d[Slot.cluster]!;
+    return {
+      path: d[Slot.path] === 1 ? "remote" : "local",
+      bit: d[Slot.bit] === 1 ? 1 : 0,
+      reason: Reason[d[Slot.reason]!] ?? "rule",
+      decodeWorker: this.ids[d[Slot.decode]!] ?? "",
+      prefillWorker: prefill >= 0 ? (this.ids[prefill] ?? null) : null,
+      cluster: cluster >= 0 ? cluster : null,
+      features: { isl: d[Slot.isl]!, effP: d[Slot.effP]!, effD: d[Slot.effD]!, oslHat: d[Slot.oslHat]! },
+      matchedBlocks: { decode: d[Slot.matchedD]!, prefill: d[Slot.matchedP]! },
+      blocks: d[Slot.blocks]!,
+      cost: { decode: d[Slot.costD]!, prefill: d[Slot.costP]! },
+    };
+  }
+}
+
+function asTable(table: Uint8Array | Table): Table {
+  return table instanceof Uint8Array ? decodeTable(table) : validateTable(table);
+}
+
+function why(t: Table, d: Decision, scores: number[]): string {
+  const f = d.features;
+  const path = d.path === "remote" ? "remote prefill" : "local prefill";
+  if (d.reason === "no-prefill-worker") return `the policy said remote, but no prefill worker is registered: ${path}`;
+  if (d.reason === "first-turn") return `PPD: turn 1 always goes through a prefill worker: ${path}`;
+  if (t.kind === "kmeans" || t.kind === "gmm") {
+    const c = d.cluster ?? 0;
+    const measure = t.kind === "kmeans" ? `squared distance ${scores[c]?.toFixed(4)}` : `log-likelihood ${scores[c]?.toFixed(4)}`;
+    return `nearest ${t.kind === "kmeans" ? "centroid" : "component"} is cluster ${c} (${measure}) whose bit is ${d.bit}: ${path}`;
+  }
+  const p = t.params ?? {};
+  switch (t.kind) {
+    case "dynamo-isl":
+      return `Dynamo isl_bounding: eff_D ${f.effD} < ${p["max_local_prefill_tokens"]} and eff_D/isl ${(f.effD / Math.max(f.isl, 1)).toFixed(3)} < ${p["max_local_prefill_ratio"]} is ${d.bit === 0}: ${path}`;
+    case "ppd":
+      return `PPD: grid cell ${d.cluster} holds ${d.bit}: ${path}`;
+    default:
+      return `${t.kind} rule gives ${d.bit}: ${path}`;
+  }
+}
+
+export { Kind };

@@ -1,0 +1,66 @@
+// Turns a validated Table into the core's staged form: a kind code, K, the feature count and the Float64Array
+// layout that assembly/policy.ts setTable reads. Derived GMM constants (log-normalisers, inverse variances) are
+// computed here, once, so the WebAssembly core and the TypeScript reference use bit-identical numbers.
+
+import { Kind } from "./core-api.js";
+import { FEATURE_NAMES, type Table } from "./table.js";
+
+export interface StagedTable {
+  kind: number;
+  k: number;
+  dims: number;
+  staged: Float64Array;
+}
+
+const RULE_PARAMS: Record<string, [string, string]> = {
+  "dynamo-isl": ["max_local_prefill_tokens", "max_local_prefill_ratio"],
+  "dynamo-load": ["prefill_busy_threshold", "max_num_batched_tokens"],
+  "dynamo-legacy": ["max_local_prefill_length", "max_prefill_queue_size"],
+  trtllm: ["max_local_prefill_length", ""],
+  "llm-d": ["non_cached_tokens", "prompt_tokens"],
+};
+
+function num(v: unknown): number {
+  return typeof v === "number" ? v : NaN;
+}
+
+export function stageTable(t: Table): StagedTable {
+  const kind = Kind[t.kind];
+  if (t.kind === "kmeans" || t.kind === "gmm") {
+    const features = t.features ?? [];
+    const centroids = t.centroids ?? [];
+    const d = features.length;
+    const k = centroids.length;
+    const out: number[] = [];
+    for (const f of features) out.push(FEATURE_NAMES.indexOf(f));
+    out.push(...(t.scaler?.mean ?? []), ...(t.scaler?.std ?? []));
+    for (const row of centroids) out.push(...row);
+    out.push(...(t.bits ?? []));
+    if (t.kind === "gmm") {
+      const variances = t.variances ?? [];
+      const weights = t.weights ?? [];
+      for (let c = 0; c < k; c++) {
+        let logDet = 0;
+        for (const v of variances[c] ?? []) logDet += Math.log(v);
+        out.push(Math.log(weights[c] ?? NaN) - 0.5 * logDet);
+      }
+      for (const row of variances) for (const v of row) out.push(1 / v);
+    }
+    return { kind, k, dims: d, staged: Float64Array.from(out) };
+  }
+  const params = t.params ?? {};
+  const names = RULE_PARAMS[t.kind];
+  if (names) {
+    return { kind, k: 0, dims: 0, staged: Float64Array.from([names[0] ? num(params[names[0]]) : 0, names[1] ? num(params[names[1]]) : 0]) };
+  }
+  if (t.kind === "ppd") {
+    const ctx = params["context_edges"] as number[];
+    const ratio = params["ratio_edges"] as number[];
+    const qps = params["qps_levels"] as number[];
+    const bits = params["bits"] as number[][][];
+    const out = [ctx[0] ?? NaN, ctx[1] ?? NaN, ratio.length, ...ratio, qps.length, ...qps];
+    for (const byRatio of bits) for (const byQps of byRatio) out.push(...byQps);
+    return { kind, k: 0, dims: 0, staged: Float64Array.from(out) };
+  }
+  return { kind, k: 0, dims: 0, staged: new Float64Array(0) };
+}
