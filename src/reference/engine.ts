@@ -333,13 +333,31 @@ export class ReferenceEngine implements Engine {
 
   // ---- deciding ----------------------------------------------------------------------------------------
 
-  /** Returns [bit, cluster, reason, score]. Mirrors assembly/policy.ts operation for operation. */
+  // outputs of decide(), kept in fields so the hot path allocates nothing
+  private outBit = 0;
+  private outCluster = -1;
+  private outReason = REASON_RULE;
+  private outScore = 0;
+  private readonly features = new Float64Array(4);
+
+  private out(bit: number, cluster = -1, reason = REASON_RULE, score = 0): void {
+    this.outBit = bit;
+    this.outCluster = cluster;
+    this.outReason = reason;
+    this.outScore = score;
+  }
+
+  /** Sets outBit, outCluster, outReason, outScore. Mirrors assembly/policy.ts operation for operation. */
   private decide(
     isl: number, effP: number, effD: number, oslHat: number, cachedD: number, turn: number, ctxTokens: number,
     prefillBusy: number,
-  ): [number, number, number, number] {
+  ): void {
     const t = this.table ?? fail(E.NO_TABLE, 0, "route");
-    const features = [isl, effP, effD, oslHat];
+    const features = this.features;
+    features[0] = isl;
+    features[1] = effP;
+    features[2] = effD;
+    features[3] = oslHat;
     switch (t.kind) {
       case Kind.kmeans:
       case Kind.gmm: {
@@ -360,24 +378,24 @@ export class ReferenceEngine implements Engine {
             best = c;
           }
         }
-        return [t.bits[best]!, best, REASON_CLUSTER, bestScore];
+        return this.out(t.bits[best]!, best, REASON_CLUSTER, bestScore);
       }
       case Kind["dynamo-isl"]:
-        return [effD < t.p0 && effD / Math.max(isl, 1) < t.p1 ? 0 : 1, -1, REASON_RULE, 0];
+        return this.out(effD < t.p0 && effD / Math.max(isl, 1) < t.p1 ? 0 : 1);
       case Kind["dynamo-load"]:
-        return [prefillBusy >= 0 && prefillBusy > t.p0 * t.p1 ? 0 : 1, -1, REASON_RULE, 0];
+        return this.out(prefillBusy >= 0 && prefillBusy > t.p0 * t.p1 ? 0 : 1);
       case Kind["dynamo-legacy"]:
-        return [effD > t.p0 && this.prefillQueue < t.p1 ? 1 : 0, -1, REASON_RULE, 0];
+        return this.out(effD > t.p0 && this.prefillQueue < t.p1 ? 1 : 0);
       case Kind.trtllm:
-        return [cachedD === 0 || isl - cachedD > t.p0 ? 1 : 0, -1, REASON_RULE, 0];
+        return this.out(cachedD === 0 || isl - cachedD > t.p0 ? 1 : 0);
       case Kind["llm-d"]:
-        return [t.p0 > 0 && isl >= t.p1 && isl - cachedD >= t.p0 ? 1 : 0, -1, REASON_RULE, 0];
+        return this.out(t.p0 > 0 && isl >= t.p1 && isl - cachedD >= t.p0 ? 1 : 0);
       case Kind["always-local"]:
-        return [0, -1, REASON_RULE, 0];
+        return this.out(0);
       case Kind["always-remote"]:
-        return [1, -1, REASON_RULE, 0];
+        return this.out(1);
       case Kind.ppd: {
-        if (turn <= 1) return [1, -1, REASON_FIRST_TURN, 0];
+        if (turn <= 1) return this.out(1, -1, REASON_FIRST_TURN);
         const ctx = ctxTokens >= 0 ? ctxTokens : Math.min(cachedD, isl);
         const newInput = isl > ctx ? isl - ctx : 0;
         const ratio = newInput / Math.max(oslHat, 1);
@@ -394,7 +412,7 @@ export class ReferenceEngine implements Engine {
           }
         }
         const cell = (ctxClass * (t.ratioEdges.length + 1) + ratioClass) * t.qpsLevels.length + q;
-        return [t.bits[cell]!, cell, REASON_RULE, 0];
+        return this.out(t.bits[cell]!, cell);
       }
       default:
         return fail(E.NO_TABLE, 0, "route");
@@ -408,7 +426,8 @@ export class ReferenceEngine implements Engine {
     if (!(oslHat >= 0 && oslHat <= MAX_TOKENS)) fail(E.BAD_OSL, oslHat, "decide");
     if (turn < 0) fail(E.BAD_TURN, turn, "decide");
     if (Number.isNaN(ctx) || ctx > MAX_TOKENS) fail(E.BAD_LENGTH, ctx, "decide");
-    const [bit, cluster, reason, score] = this.decide(isl, effP, effD, oslHat, isl - effD, turn, ctx, -1);
+    this.decide(isl, effP, effD, oslHat, isl - effD, turn, ctx, -1);
+    const { outBit: bit, outCluster: cluster, outReason: reason, outScore: score } = this;
     const d = this.decision;
     d.fill(0);
     d[Slot.path] = bit;
@@ -494,10 +513,11 @@ export class ReferenceEngine implements Engine {
     const cachedP = matchedP * tpb;
     const effD = isl - Math.min(cachedD, isl);
     const effP = isl - Math.min(cachedP, isl);
-    const [bit, cluster, reason, score] = this.decide(
+    this.decide(
       isl, effP, effD, r.oslHat, Math.min(cachedD, isl), r.turn, r.contextTokens,
       prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1,
     );
+    const { outBit: bit, outCluster: cluster, outReason: reason, outScore: score } = this;
     const path = prefillWorker >= 0 ? bit : 0;
     if ((r.flags & Flag.record) !== 0 && blocks > 0) {
       this.storeKeys(decodeWorker, pairs, blocks);

@@ -1,0 +1,161 @@
+// `dolphin bench core`: the hot path measured on the WebAssembly core and on the plain-TypeScript reference in
+// the same run, with tinybench. Medians (machines here are shared and noisy), and speedup = ts / wasm.
+// Workloads: a 20,000-token prompt in 16-token blocks (1,250 blocks) against 16 workers whose caches hold
+// prefixes of it of different lengths; decide on K = 8 and K = 64 k-means tables.
+
+import { Bench } from "tinybench";
+import { Role, type Engine } from "../src/core-api.js";
+import { createCore, instantiateCore } from "../src/core.js";
+import { ReferenceEngine } from "../src/reference/engine.js";
+import { Router } from "../src/router.js";
+import { stageTable } from "../src/staging.js";
+import { validateTable, type Table } from "../src/table.js";
+
+export interface Timing { wasm: number; ts: number; speedup: number }
+export interface CoreBenchResult {
+  hash_20k_tokens_us: Timing;
+  match_1250_blocks_16_workers_us: Timing;
+  decide_ns: { k8: Timing; k64: Timing };
+  route_20k_tokens_us: Timing;
+  wasm_bytes: number;
+  runtime: { node: string; platform: string; cpus: number; time_ms_per_task: number };
+}
+
+const PROMPT_TOKENS = 20_000;
+const WORKERS = 16;
+const DECIDE_BATCH = 1000;
+
+function lcgTokens(n: number, seed: number): Uint32Array {
+  const out = new Uint32Array(n);
+  let x = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    x = (Math.imul(x, 1103515245) + 12345) & 0x7fffffff;
+    out[i] = x % 152064;
+  }
+  return out;
+}
+
+function kmeans(k: number): Table {
+  let s = 12345;
+  const rnd = (): number => ((s = (Math.imul(s, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff);
+  return validateTable({
+    format: "dolphin-routing.table", version: 1, kind: "kmeans", features: ["isl", "eff_P", "eff_D", "osl_hat"],
+    scaler: { mean: [7.5, 6.5, 6.5, 5.5], std: [1.5, 2, 2, 1] },
+    centroids: Array.from({ length: k }, () => [0, 0, 0, 0].map(() => rnd() * 4 - 2)),
+    bits: Array.from({ length: k }, (_, i) => i % 2),
+    provenance: { tool: "dolphin bench", created: "2026-11-29T00:00:00Z", workload: "synthetic", seed: 12345 },
+    checksum: "xxh64:0000000000000000",
+  });
+}
+
+/** Worker w (of 16) holds the first (w+1)/16 of the prompt's blocks: matching walks deep before stopping. */
+function populate(e: Engine, pairs: Uint32Array): void {
+  const blocks = pairs.length >>> 1;
+  for (let w = 0; w < WORKERS; w++) {
+    e.setWorker(w, w < WORKERS / 2 ? Role.prefill : Role.decode, 4096);
+    const held = Math.floor(((w + 1) * blocks) / (WORKERS + 1));
+    e.indexStore(w, pairs.subarray(0, 2 * held));
+    e.setLoad(w, (w * 997) % 4000, (w * 1999) % 30000);
+  }
+}
+
+function median(bench: Bench, name: string, perCall = 1, unitMs = 1e3): number {
+  const task = bench.getTask(name);
+  const r = task?.result as { latency?: { p50: number } } | undefined;
+  if (!r?.latency) throw new Error(`bench: task ${name} did not run`);
+  return (r.latency.p50 * unitMs) / perCall;
+}
+
+export async function runCoreBench(module: WebAssembly.Module, wasmBytes: number, timeMs = 400): Promise<CoreBenchResult> {
+  const config = { maxWorkers: 1024, maxInputBytes: 1 << 20, indexBlocks: 1 << 17 };
+  const tokens = lcgTokens(PROMPT_TOKENS, 42);
+  const engines = { wasm: createCore(instantiateCore(module), config) as Engine, ts: new ReferenceEngine(config) as Engine };
+  const pairs = engines.ts.hashTokens(tokens);
+  for (const e of Object.values(engines)) populate(e, pairs);
+
+  const decideEngines = { k8: makeDecide(module, 8), k64: makeDecide(module, 64) };
+  const routers = {
+    wasm: Router.create(kmeans(8), routerOptions("wasm", module)),
+    ts: Router.create(kmeans(8), routerOptions("reference")),
+  };
+  for (const r of Object.values(routers)) {
+    for (let w = 0; w < WORKERS; w++) {
+      const held = Math.floor(((w + 1) * (pairs.length >>> 1)) / (WORKERS + 1));
+      r.index.store(`w${w}`, pairs.subarray(0, 2 * held));
+      r.setLoad(`w${w}`, { activePrefillTokens: (w * 997) % 4000, activeDecodeTokens: (w * 1999) % 30000 });
+    }
+  }
+  // decide inputs: a ring of realistic feature vectors
+  const inputs = Array.from({ length: 64 }, (_, i) => {
+    const isl = 200 + ((i * 7919) % 30000);
+    return [isl, Math.floor(isl * ((i % 5) / 5)), Math.floor(isl * ((i % 3) / 3)), 50 + ((i * 131) % 2000)] as const;
+  });
+  let sink = 0;
+  const decideLoop = (e: Engine) => () => {
+    for (let i = 0; i < DECIDE_BATCH; i++) {
+      const f = inputs[i & 63]!;
+      sink += e.decideFeatures(f[0], f[1], f[2], f[3], 1, -1)[1]!;
+    }
+  };
+
+  const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs / 2) });
+  for (const side of ["wasm", "ts"] as const) {
+    const e = engines[side];
+    bench.add(`hash:${side}`, () => { sink += e.hashTokens(tokens).length; });
+    bench.add(`match:${side}`, () => { sink += e.match(pairs)[0]!; });
+    bench.add(`decide8:${side}`, decideLoop(decideEngines.k8[side]));
+    bench.add(`decide64:${side}`, decideLoop(decideEngines.k64[side]));
+    const router = routers[side];
+    bench.add(`route:${side}`, () => { sink += router.route({ tokens, oslHat: 300 }).blocks; });
+  }
+  await bench.run();
+  if (sink === -1) console.log(sink);
+
+  const timing = (name: string, perCall = 1, unitMs = 1e3): Timing => {
+    const wasm = median(bench, `${name}:wasm`, perCall, unitMs);
+    const ts = median(bench, `${name}:ts`, perCall, unitMs);
+    return { wasm: round(wasm), ts: round(ts), speedup: round(ts / wasm) };
+  };
+  return {
+    hash_20k_tokens_us: timing("hash"),
+    match_1250_blocks_16_workers_us: timing("match"),
+    decide_ns: { k8: timing("decide8", DECIDE_BATCH, 1e6), k64: timing("decide64", DECIDE_BATCH, 1e6) },
+    route_20k_tokens_us: timing("route"),
+    wasm_bytes: wasmBytes,
+    runtime: { node: process.version, platform: `${process.platform}-${process.arch}`, cpus: (await import("node:os")).cpus().length, time_ms_per_task: timeMs },
+  };
+}
+
+function routerOptions(engine: "wasm" | "reference", module?: WebAssembly.Module) {
+  return {
+    engine, ...(module ? { module } : {}), maxWorkers: 1024, maxPromptTokens: 1 << 18, capacityBlocks: 4096,
+    workers: Array.from({ length: WORKERS }, (_, w) => ({ id: `w${w}`, role: w < WORKERS / 2 ? ("prefill" as const) : ("decode" as const) })),
+  };
+}
+
+function makeDecide(module: WebAssembly.Module, k: number): { wasm: Engine; ts: Engine } {
+  const config = { maxWorkers: 16, maxInputBytes: 4096, indexBlocks: 0 };
+  const s = stageTable(kmeans(k));
+  const wasm = createCore(instantiateCore(module), config);
+  const ts = new ReferenceEngine(config);
+  for (const e of [wasm, ts]) e.setTable(s.kind, s.k, s.dims, s.staged);
+  return { wasm, ts };
+}
+
+function round(x: number): number {
+  return x >= 100 ? Math.round(x * 10) / 10 : Math.round(x * 1000) / 1000;
+}
+
+export function formatCoreBench(r: CoreBenchResult): string {
+  const row = (name: string, t: Timing, unit: string) =>
+    `${name.padEnd(34)} ${String(t.wasm).padStart(10)} ${String(t.ts).padStart(12)} ${(t.speedup + "×").padStart(9)}   ${unit}`;
+  return [
+    `${"median".padEnd(34)} ${"wasm".padStart(10)} ${"ts reference".padStart(12)} ${"speedup".padStart(9)}`,
+    row("hash 20k tokens", r.hash_20k_tokens_us, "µs"),
+    row("match 1,250 blocks × 16 workers", r.match_1250_blocks_16_workers_us, "µs"),
+    row("decide, K = 8", r.decide_ns.k8, "ns"),
+    row("decide, K = 64", r.decide_ns.k64, "ns"),
+    row("route 20k tokens, 16 workers", r.route_20k_tokens_us, "µs"),
+    `core.wasm: ${r.wasm_bytes} bytes; ${r.runtime.node} ${r.runtime.platform}, ${r.runtime.cpus} CPUs, ${r.runtime.time_ms_per_task} ms per task`,
+  ].join("\n");
+}

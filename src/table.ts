@@ -1,0 +1,715 @@
+// Routing tables: the versioned file format of a routing policy (docs/table-format.md).
+//
+// A table is a plain msgpack map with string keys that Python's `msgpack` and Go's msgpack libraries read as is: no
+// msgpackr records, no extension types, no typed arrays. It holds either a learned clustering (k-means centroids or a
+// diagonal Gaussian mixture over standardized log1p features, one bit per cluster: 0 = local prefill on the decode
+// worker, 1 = remote prefill) or a rule baseline's parameters (shared/docs/reference-systems.md).
+//
+// This module validates tables field by field (every error names the field path), fills rule defaults, encodes
+// canonically and checksums that encoding with xxh64. Canonical encoding (written here, not left to msgpackr, so it
+// cannot drift with an encoder's options or version): map keys sorted by code point at every level; the smallest
+// msgpack format for every length and integer; numbers that are safe integers (|x| ≤ 2^53 − 1) as msgpack integers,
+// all other numbers as float64. For every value msgpackr can write as an integer (−2^31 … 2^32 − 1) this gives the
+// same bytes as `new Packr({ useRecords: false, variableMapSize: true })`; beyond that msgpackr writes float64 and
+// Python writes an integer, so we follow Python. No Node-only imports: the browser explorer loads tables too.
+
+import { Unpackr } from "msgpackr";
+import { xxh64Hex } from "./reference/xxh64.js";
+
+export const TABLE_FORMAT = "dolphin-routing.table";
+export const TABLE_VERSION = 1;
+
+export type FeatureName = "isl" | "eff_P" | "eff_D" | "osl_hat";
+export const FEATURE_NAMES: readonly FeatureName[] = ["isl", "eff_P", "eff_D", "osl_hat"];
+
+export type PolicyKind =
+  | "kmeans" | "gmm"
+  | "dynamo-isl" | "dynamo-load" | "dynamo-legacy" | "trtllm" | "llm-d"
+  | "always-local" | "always-remote" | "ppd";
+export const POLICY_KINDS: readonly PolicyKind[] = [
+  "kmeans", "gmm", "dynamo-isl", "dynamo-load", "dynamo-legacy", "trtllm", "llm-d", "always-local", "always-remote", "ppd",
+];
+
+/** Output-length classes: a request's predicted class `names[i]` stands for `representative[i]` tokens (osl_hat). */
+export interface OslClasses { names: string[]; thresholds: number[]; representative: number[] }
+
+/** Who made a table, when, from what. Extra keys with string or number values are allowed here only. */
+export interface Provenance { tool: string; created: string; workload: string; seed: number; notes?: string; [k: string]: unknown }
+
+/** A decoded, validated table. Optional fields are absent when the file lacks them; `params` has defaults filled in. */
+export interface Table {
+  format: typeof TABLE_FORMAT;
+  version: 1;
+  kind: PolicyKind;
+  features?: FeatureName[];
+  scaler?: { mean: number[]; std: number[] };
+  centroids?: number[][];
+  bits?: number[];
+  weights?: number[];
+  variances?: number[][];
+  params?: Record<string, number | number[] | number[][][]>;
+  osl_classes?: OslClasses;
+  split?: string | null;
+  slo?: { ttft_ms: number; tpot_ms: number } | null;
+  provenance: Provenance;
+  checksum: string;
+  /** Extension fields: any top-level key starting with "x_", plain data only; kept and checksummed, never read. */
+  [extension: `x_${string}`]: unknown;
+}
+
+/** Everything wrong with a table: `table: <field path>: <what is wrong>`. `field` is the path alone. */
+export class TableError extends Error {
+  readonly field: string;
+  constructor(field: string, problem: string) {
+    super(`table: ${field}: ${problem}`);
+    this.name = "TableError";
+    this.field = field;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Limits and rule parameters.
+
+const MAX_CLUSTERS = 256;
+const MAX_OSL_CLASSES = 16;
+const MAX_QPS_LEVELS = 64;
+const WEIGHT_SUM_TOLERANCE = 1e-6;
+/** Deepest nesting accepted anywhere (the format itself needs 4: params.bits[i][j][k]); bounds recursion on bad input. */
+const MAX_NESTING = 32;
+const PPD_CONTEXT_CLASSES = 3;
+const PPD_RATIO_CLASSES = 9;
+const CHECKSUM_PATTERN = /^xxh64:[0-9a-f]{16}$/;
+const SPLIT_PATTERN = /^\d+P\d+D$/;
+const TOP_LEVEL = "(top level)";
+const BYTES = "(bytes)";
+
+type RuleKind = Exclude<PolicyKind, "kmeans" | "gmm">;
+type ParamSpec =
+  | { type: "scalar"; default?: number; positive?: boolean }
+  | { type: "list"; default: readonly number[]; minLength: number; maxLength: number; positive: boolean }
+  | { type: "ppd-bits" };
+
+const scalar = (dflt?: number): ParamSpec => (dflt === undefined ? { type: "scalar", positive: true } : { type: "scalar", default: dflt });
+const list = (dflt: readonly number[], minLength: number, maxLength: number, positive: boolean): ParamSpec =>
+  ({ type: "list", default: dflt, minLength, maxLength, positive });
+
+/** Parameters of each rule kind, with defaults from shared/docs/reference-systems.md. No default = required. */
+const RULE_PARAMS: Record<RuleKind, Record<string, ParamSpec>> = {
+  "dynamo-isl": { max_local_prefill_tokens: scalar(2048), max_local_prefill_ratio: scalar(0.7) },
+  "dynamo-load": { prefill_busy_threshold: scalar(), max_num_batched_tokens: scalar() },
+  "dynamo-legacy": { max_local_prefill_length: scalar(1000), max_prefill_queue_size: scalar(2) },
+  trtllm: { max_local_prefill_length: scalar(0) },
+  "llm-d": { non_cached_tokens: scalar(0), prompt_tokens: scalar(0) },
+  "always-local": {},
+  "always-remote": {},
+  ppd: {
+    context_edges: list([512, 4096], PPD_CONTEXT_CLASSES - 1, PPD_CONTEXT_CLASSES - 1, false),
+    ratio_edges: list([0.125, 0.25, 0.5, 1, 2, 4, 8, 16], PPD_RATIO_CLASSES - 1, PPD_RATIO_CLASSES - 1, true),
+    qps_levels: list([0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20], 1, MAX_QPS_LEVELS, true),
+    w_ttft: scalar(1),
+    w_tpot: scalar(1),
+    bits: { type: "ppd-bits" }, // last: its shape depends on qps_levels
+  },
+};
+
+const isRuleKind = (kind: PolicyKind): kind is RuleKind => kind !== "kmeans" && kind !== "gmm";
+
+const TOP_LEVEL_KEYS = new Set([
+  "format", "version", "kind", "features", "scaler", "centroids", "bits", "weights", "variances", "params",
+  "osl_classes", "split", "slo", "provenance", "checksum",
+]);
+
+// ------------------------------------------------------------------------------------------------------------------
+// Small validation helpers. Each takes the value and its field path, and returns a fresh, plain copy.
+
+type PlainMap = Record<string, unknown>;
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  if (typeof v === "bigint") return `the integer ${v}`;
+  if (typeof v === "string") return `the string ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
+  if (Array.isArray(v)) return `an array of ${v.length}`;
+  if (v instanceof Uint8Array) return `binary data (${v.length} bytes)`;
+  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
+  if (v instanceof Map) return "a Map object";
+  if (typeof v === "object") return "a map";
+  return `a ${typeof v}`;
+}
+
+function expected(path: string, what: string, v: unknown): TableError {
+  return new TableError(path, v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describe(v)}`);
+}
+
+const child = (path: string, key: string): string => (path === TOP_LEVEL ? key : `${path}.${key}`);
+
+function setOwn(obj: PlainMap, key: string, value: unknown): void {
+  // defineProperty, not assignment: a key named "__proto__" must stay an ordinary field.
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+function isPlainMap(v: unknown): v is PlainMap {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const proto: unknown = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+function expectMap(v: unknown, path: string): PlainMap {
+  if (!isPlainMap(v)) throw expected(path, "a map", v);
+  return v;
+}
+
+function rejectUnknownKeys(m: PlainMap, path: string, known: readonly string[]): void {
+  for (const key of Object.keys(m)) {
+    if (!known.includes(key)) {
+      throw new TableError(child(path, key), `unknown key (known in ${path}: ${known.join(", ") || "none"})`);
+    }
+  }
+}
+
+interface NumberRule { min?: number; minExclusive?: boolean; integer?: boolean }
+
+function expectNumber(v: unknown, path: string, rule: NumberRule = {}): number {
+  if (typeof v !== "number" || !Number.isFinite(v)) throw expected(path, "a finite number", v);
+  if (rule.integer && !Number.isSafeInteger(v)) throw expected(path, "an integer", v);
+  if (rule.min !== undefined) {
+    if (rule.minExclusive ? !(v > rule.min) : !(v >= rule.min)) {
+      throw expected(path, `a number ${rule.minExclusive ? ">" : "≥"} ${rule.min}`, v);
+    }
+  }
+  return v === 0 ? 0 : v; // -0 becomes 0, as the canonical encoding writes it
+}
+
+/** Plain arrays, or (in-memory input only) numeric typed arrays, which are copied to plain arrays. */
+function expectArray(v: unknown, path: string, what: string): unknown[] {
+  if (Array.isArray(v)) return v;
+  if (ArrayBuffer.isView(v) && !(v instanceof DataView)) return Array.from(v as unknown as ArrayLike<unknown>);
+  throw expected(path, what, v);
+}
+
+function expectLength(arr: unknown[], path: string, length: number, what: string): void {
+  if (arr.length !== length) throw new TableError(path, `expected ${length} ${what}, got ${arr.length}`);
+}
+
+function numberArray(v: unknown, path: string, length: number | undefined, rule: NumberRule, what = "entries"): number[] {
+  const arr = expectArray(v, path, "an array of numbers");
+  if (length !== undefined) expectLength(arr, path, length, what);
+  return arr.map((x, i) => expectNumber(x, `${path}[${i}]`, rule));
+}
+
+function strictlyAscending(values: number[], path: string): void {
+  for (let i = 1; i < values.length; i++) {
+    if (!(values[i]! > values[i - 1]!)) {
+      throw new TableError(`${path}[${i}]`, `expected strictly ascending values, got ${values[i]} after ${values[i - 1]}`);
+    }
+  }
+}
+
+function bitArray(v: unknown, path: string, length: number, what: string): number[] {
+  const arr = expectArray(v, path, "an array of 0/1 bits");
+  expectLength(arr, path, length, what);
+  return arr.map((x, i) => {
+    if (x !== 0 && x !== 1) throw expected(`${path}[${i}]`, "0 (local) or 1 (remote)", x);
+    return x;
+  });
+}
+
+function expectString(v: unknown, path: string, nonEmpty = false): string {
+  if (typeof v !== "string" || (nonEmpty && v.length === 0)) throw expected(path, nonEmpty ? "a non-empty string" : "a string", v);
+  return v;
+}
+
+const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?)?$/;
+
+function expectIsoDate(v: unknown, path: string): string {
+  const what = 'an ISO-8601 date-time such as "2025-01-31T12:00:00Z"';
+  const m = typeof v === "string" ? ISO_8601.exec(v) : null;
+  if (!m) throw expected(path, what, v);
+  const [month, day, hour, minute, second] = [m[2], m[3], m[4], m[5], m[6]].map((s) => (s === undefined ? 0 : Number(s)));
+  if (month! < 1 || month! > 12 || day! < 1 || day! > 31 || hour! > 24 || minute! > 59 || second! > 60) throw expected(path, what, v);
+  return v as string;
+}
+
+/** Plain msgpack-able data (extension fields): null, booleans, finite numbers, strings, arrays, string-keyed maps. */
+function plainData(v: unknown, path: string, depth: number): unknown {
+  if (depth > MAX_NESTING) throw new TableError(path, `nested deeper than ${MAX_NESTING} levels`);
+  if (v === null || typeof v === "boolean" || typeof v === "string") return v;
+  if (typeof v === "number") return expectNumber(v, path);
+  if (Array.isArray(v)) return v.map((x, i) => plainData(x, `${path}[${i}]`, depth + 1));
+  if (isPlainMap(v)) {
+    const out: PlainMap = {};
+    for (const [key, x] of Object.entries(v)) {
+      if (x !== undefined) setOwn(out, key, plainData(x, child(path, key), depth + 1));
+    }
+    return out;
+  }
+  throw expected(path, "plain data (null, boolean, finite number, string, array or map)", v);
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Field validators.
+
+function validateFeatures(v: unknown, path: string, allowEmpty: boolean): FeatureName[] {
+  const arr = expectArray(v, path, `a list of feature names from ${FEATURE_NAMES.join(", ")}`);
+  if (arr.length === 0 && !allowEmpty) throw new TableError(path, "expected at least one feature, got an empty list");
+  if (arr.length > FEATURE_NAMES.length) throw new TableError(path, `expected at most ${FEATURE_NAMES.length} features, got ${arr.length}`);
+  const seen = new Set<string>();
+  return arr.map((name, i) => {
+    if (typeof name !== "string" || !(FEATURE_NAMES as readonly string[]).includes(name)) {
+      throw expected(`${path}[${i}]`, `one of ${FEATURE_NAMES.join(", ")}`, name);
+    }
+    if (seen.has(name)) throw new TableError(`${path}[${i}]`, `duplicate feature name "${name}"`);
+    seen.add(name);
+    return name as FeatureName;
+  });
+}
+
+function validateScaler(v: unknown, dims: number): { mean: number[]; std: number[] } {
+  const m = expectMap(v, "scaler");
+  rejectUnknownKeys(m, "scaler", ["mean", "std"]);
+  return {
+    mean: numberArray(m.mean, "scaler.mean", dims, {}, "values (one per feature)"),
+    std: numberArray(m.std, "scaler.std", dims, { min: 0, minExclusive: true }, "values (one per feature)"),
+  };
+}
+
+/** K rows of D finite numbers (K in 1..256), each checked by `rule`. */
+function clusterMatrix(v: unknown, path: string, clusters: number | undefined, dims: number, rule: NumberRule): number[][] {
+  const rows = expectArray(v, path, "an array of rows (one per cluster)");
+  if (clusters === undefined && (rows.length < 1 || rows.length > MAX_CLUSTERS)) {
+    throw new TableError(path, `expected 1 to ${MAX_CLUSTERS} clusters, got ${rows.length}`);
+  }
+  if (clusters !== undefined) expectLength(rows, path, clusters, "rows (one per cluster)");
+  return rows.map((row, i) => numberArray(row, `${path}[${i}]`, dims, rule, "values (one per feature)"));
+}
+
+interface LearnedFields {
+  features: FeatureName[]; scaler: { mean: number[]; std: number[] }; centroids: number[][]; bits: number[];
+  weights?: number[]; variances?: number[][];
+}
+
+function validateLearned(m: PlainMap, kind: "kmeans" | "gmm"): LearnedFields {
+  if (m.params !== undefined) throw new TableError("params", `not used by kind "${kind}" (only rule kinds take params)`);
+  const features = validateFeatures(m.features, "features", false);
+  const dims = features.length;
+  const scaler = validateScaler(m.scaler, dims);
+  const centroids = clusterMatrix(m.centroids, "centroids", undefined, dims, {});
+  const clusters = centroids.length;
+  const bits = bitArray(m.bits, "bits", clusters, "bits (one per cluster)");
+  if (kind === "kmeans") {
+    for (const key of ["weights", "variances"]) {
+      if (m[key] !== undefined) throw new TableError(key, `used only by kind "gmm", not by "kmeans"`);
+    }
+    return { features, scaler, centroids, bits };
+  }
+  const weights = numberArray(m.weights, "weights", clusters, { min: 0, minExclusive: true }, "weights (one per cluster)");
+  const sum = weights.reduce((a, b) => a + b, 0);
+  if (!(Math.abs(sum - 1) <= WEIGHT_SUM_TOLERANCE)) {
+    throw new TableError("weights", `expected weights summing to 1 (within ${WEIGHT_SUM_TOLERANCE}), got a sum of ${sum}`);
+  }
+  const variances = clusterMatrix(m.variances, "variances", clusters, dims, { min: 0, minExclusive: true });
+  return { features, scaler, centroids, bits, weights, variances };
+}
+
+function validatePpdBits(v: unknown, path: string, qpsLevels: number): number[][][] {
+  const contexts = expectArray(v, path, `a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×Q array of 0/1 bits`);
+  expectLength(contexts, path, PPD_CONTEXT_CLASSES, "context classes");
+  return contexts.map((ratios, i) => {
+    const ratioRows = expectArray(ratios, `${path}[${i}]`, "an array of ratio classes");
+    expectLength(ratioRows, `${path}[${i}]`, PPD_RATIO_CLASSES, "ratio classes");
+    return ratioRows.map((row, j) => bitArray(row, `${path}[${i}][${j}]`, qpsLevels, "bits (one per QPS level)"));
+  });
+}
+
+function validateParams(v: unknown, kind: RuleKind): Record<string, number | number[] | number[][][]> {
+  const m = v === undefined ? {} : expectMap(v, "params");
+  const specs = RULE_PARAMS[kind];
+  const known = Object.keys(specs);
+  for (const key of Object.keys(m)) {
+    if (!known.includes(key)) {
+      throw new TableError(`params.${key}`, `unknown parameter for kind "${kind}" (known: ${known.join(", ") || "none"})`);
+    }
+  }
+  const out: Record<string, number | number[] | number[][][]> = {};
+  for (const [key, spec] of Object.entries(specs)) {
+    const path = `params.${key}`;
+    const given = m[key];
+    if (spec.type === "scalar") {
+      if (given === undefined && spec.default === undefined) throw expected(path, "a number > 0 (required)", given);
+      out[key] = given === undefined ? spec.default! : expectNumber(given, path, { min: 0, minExclusive: spec.positive === true });
+    } else if (spec.type === "list") {
+      if (given === undefined) { out[key] = [...spec.default]; continue; }
+      const values = numberArray(given, path, undefined, { min: 0, minExclusive: spec.positive });
+      if (values.length < spec.minLength || values.length > spec.maxLength) {
+        const range = spec.minLength === spec.maxLength ? `${spec.minLength}` : `${spec.minLength} to ${spec.maxLength}`;
+        throw new TableError(path, `expected ${range} values, got ${values.length}`);
+      }
+      strictlyAscending(values, path);
+      out[key] = values;
+    } else {
+      const qps = out.qps_levels as number[];
+      if (given === undefined) throw expected(path, `a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${qps.length} array of 0/1 bits (required)`, given);
+      out[key] = validatePpdBits(given, path, qps.length);
+    }
+  }
+  return out;
+}
+
+function validateOslClasses(v: unknown): OslClasses {
+  const path = "osl_classes";
+  const m = expectMap(v, path);
+  rejectUnknownKeys(m, path, ["names", "thresholds", "representative"]);
+  const names = expectArray(m.names, `${path}.names`, "an array of class names");
+  if (names.length < 1 || names.length > MAX_OSL_CLASSES) {
+    throw new TableError(`${path}.names`, `expected 1 to ${MAX_OSL_CLASSES} classes, got ${names.length}`);
+  }
+  const seen = new Set<string>();
+  const classNames = names.map((name, i) => {
+    const s = expectString(name, `${path}.names[${i}]`, true);
+    if (seen.has(s)) throw new TableError(`${path}.names[${i}]`, `duplicate class name ${JSON.stringify(s)}`);
+    seen.add(s);
+    return s;
+  });
+  const count = classNames.length;
+  const thresholds = numberArray(m.thresholds, `${path}.thresholds`, count - 1, {}, "thresholds (one fewer than names)");
+  strictlyAscending(thresholds, `${path}.thresholds`);
+  const representative = numberArray(m.representative, `${path}.representative`, count, { min: 0 }, "lengths (one per name)");
+  return { names: classNames, thresholds, representative };
+}
+
+function validateSlo(v: unknown): { ttft_ms: number; tpot_ms: number } | null {
+  if (v === null) return null;
+  const m = expectMap(v, "slo");
+  rejectUnknownKeys(m, "slo", ["ttft_ms", "tpot_ms"]);
+  const positive = { min: 0, minExclusive: true };
+  return { ttft_ms: expectNumber(m.ttft_ms, "slo.ttft_ms", positive), tpot_ms: expectNumber(m.tpot_ms, "slo.tpot_ms", positive) };
+}
+
+function validateProvenance(v: unknown): Provenance {
+  const m = expectMap(v, "provenance");
+  const out: Provenance = {
+    tool: expectString(m.tool, "provenance.tool", true),
+    created: expectIsoDate(m.created, "provenance.created"),
+    workload: expectString(m.workload, "provenance.workload"),
+    seed: expectNumber(m.seed, "provenance.seed", { integer: true }),
+  };
+  if (m.notes !== undefined) out.notes = expectString(m.notes, "provenance.notes");
+  for (const [key, x] of Object.entries(m)) {
+    if (Object.hasOwn(out, key) || x === undefined) continue;
+    const path = `provenance.${key}`;
+    if (typeof x === "string") setOwn(out, key, x);
+    else if (typeof x === "number") setOwn(out, key, expectNumber(x, path));
+    else throw expected(path, "a string or a finite number (extra provenance keys hold only those)", x);
+  }
+  return out;
+}
+
+/** Validates everything but the checksum; returns the normalized table without `checksum`. */
+function validateBody(v: unknown): Omit<Table, "checksum"> {
+  const m = expectMap(v, TOP_LEVEL);
+  if (m.format !== TABLE_FORMAT) throw expected("format", JSON.stringify(TABLE_FORMAT), m.format);
+  if (typeof m.version === "number" && Number.isSafeInteger(m.version) && m.version > TABLE_VERSION) {
+    throw new TableError("version", `unsupported table version ${m.version} (this build reads ${TABLE_VERSION})`);
+  }
+  if (m.version !== TABLE_VERSION) throw expected("version", `the integer ${TABLE_VERSION}`, m.version);
+  if (typeof m.kind !== "string" || !(POLICY_KINDS as readonly string[]).includes(m.kind)) {
+    throw expected("kind", `one of ${POLICY_KINDS.join(", ")}`, m.kind);
+  }
+  const kind = m.kind as PolicyKind;
+  for (const key of Object.keys(m)) {
+    if (!TOP_LEVEL_KEYS.has(key) && !key.startsWith("x_")) {
+      throw new TableError(key, 'unknown top-level key (extension keys must start with "x_")');
+    }
+  }
+
+  const out = { format: TABLE_FORMAT, version: TABLE_VERSION, kind } as Omit<Table, "checksum">;
+  if (isRuleKind(kind)) {
+    for (const key of ["scaler", "centroids", "bits", "weights", "variances"]) {
+      if (m[key] !== undefined) throw new TableError(key, `not used by kind "${kind}" (rule tables keep their settings in params)`);
+    }
+    if (m.features !== undefined) out.features = validateFeatures(m.features, "features", true);
+    out.params = validateParams(m.params, kind);
+  } else {
+    Object.assign(out, validateLearned(m, kind));
+  }
+  if (m.osl_classes !== undefined) out.osl_classes = validateOslClasses(m.osl_classes);
+  if (m.split !== undefined) {
+    if (m.split !== null && (typeof m.split !== "string" || !SPLIT_PATTERN.test(m.split))) {
+      throw expected("split", 'a split such as "3P1D" or null', m.split);
+    }
+    out.split = m.split;
+  }
+  if (m.slo !== undefined) out.slo = validateSlo(m.slo);
+  out.provenance = validateProvenance(m.provenance);
+  for (const key of Object.keys(m).sort()) {
+    if (key.startsWith("x_") && m[key] !== undefined) setOwn(out as PlainMap, key, plainData(m[key], key, 1));
+  }
+  return out;
+}
+
+/** Full validation of an in-memory or decoded table; returns a normalized copy. Does not recompute the checksum
+ *  (decodeTable does): it only checks its form. Throws TableError naming the field path. */
+export function validateTable(obj: unknown): Table {
+  const body = validateBody(obj);
+  const checksum = (obj as PlainMap).checksum;
+  if (typeof checksum !== "string" || !CHECKSUM_PATTERN.test(checksum)) {
+    throw expected("checksum", '"xxh64:" followed by 16 lowercase hex digits', checksum);
+  }
+  return { ...body, checksum } as Table;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Canonical msgpack encoding (see the header comment and docs/table-format.md, "Checksum").
+
+const UTF8 = new TextEncoder();
+
+class ByteWriter {
+  private bytes = new Uint8Array(256);
+  private view = new DataView(this.bytes.buffer);
+  length = 0;
+  private reserve(n: number): void {
+    if (this.length + n <= this.bytes.length) return;
+    const grown = new Uint8Array(Math.max(this.bytes.length * 2, this.length + n));
+    grown.set(this.bytes.subarray(0, this.length));
+    this.bytes = grown;
+    this.view = new DataView(grown.buffer); // the old view still points at the old buffer
+  }
+  u8(b: number): void { this.reserve(1); this.bytes[this.length++] = b; }
+  u16(n: number): void { this.reserve(2); this.view.setUint16(this.length, n); this.length += 2; }
+  u32(n: number): void { this.reserve(4); this.view.setUint32(this.length, n); this.length += 4; }
+  i8(n: number): void { this.reserve(1); this.view.setInt8(this.length, n); this.length += 1; }
+  i16(n: number): void { this.reserve(2); this.view.setInt16(this.length, n); this.length += 2; }
+  i32(n: number): void { this.reserve(4); this.view.setInt32(this.length, n); this.length += 4; }
+  u64(n: bigint): void { this.reserve(8); this.view.setBigUint64(this.length, n); this.length += 8; }
+  i64(n: bigint): void { this.reserve(8); this.view.setBigInt64(this.length, n); this.length += 8; }
+  f64(n: number): void { this.reserve(8); this.view.setFloat64(this.length, n); this.length += 8; }
+  raw(b: Uint8Array): void { this.reserve(b.length); this.bytes.set(b, this.length); this.length += b.length; }
+  result(): Uint8Array { return this.bytes.slice(0, this.length); }
+}
+
+/** Smallest msgpack integer format, the same choice as Python's msgpack and msgpackr (uint formats for n ≥ 0). */
+function writeInteger(w: ByteWriter, n: bigint): void {
+  if (n >= 0n) {
+    if (n < 0x80n) w.u8(Number(n));
+    else if (n < 0x100n) { w.u8(0xcc); w.u8(Number(n)); }
+    else if (n < 0x10000n) { w.u8(0xcd); w.u16(Number(n)); }
+    else if (n < 0x100000000n) { w.u8(0xce); w.u32(Number(n)); }
+    else { w.u8(0xcf); w.u64(n); }
+  } else if (n >= -32n) w.i8(Number(n));
+  else if (n >= -0x80n) { w.u8(0xd0); w.i8(Number(n)); }
+  else if (n >= -0x8000n) { w.u8(0xd1); w.i16(Number(n)); }
+  else if (n >= -0x80000000n) { w.u8(0xd2); w.i32(Number(n)); }
+  else { w.u8(0xd3); w.i64(n); }
+}
+
+function writeNumber(w: ByteWriter, n: number): void {
+  if (Number.isSafeInteger(n)) {
+    // Fast path for the common small case; -0 is a safe integer and is written as 0, as Python's int(-0.0) is.
+    if (n >= 0 && n < 0x80) w.u8(n);
+    else writeInteger(w, BigInt(n));
+  } else {
+    w.u8(0xcb);
+    w.f64(n);
+  }
+}
+
+function writeLength(w: ByteWriter, n: number, fix: number, fixMax: number, op16: number, op32: number, op8?: number): void {
+  if (n <= fixMax) w.u8(fix | n);
+  else if (op8 !== undefined && n < 0x100) { w.u8(op8); w.u8(n); }
+  else if (n < 0x10000) { w.u8(op16); w.u16(n); }
+  else { w.u8(op32); w.u32(n); }
+}
+
+/** Order of code points (what Python's sorted() and Go's byte-wise string order give), not of UTF-16 code units. */
+function compareCodePoints(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i), y = b.charCodeAt(i);
+    if (x === y) continue;
+    // Surrogates (D800–DFFF) encode code points above FFFF, so they must sort after E000–FFFF.
+    if (x >= 0xd800) x += x >= 0xe000 ? -0x800 : 0x2000;
+    if (y >= 0xd800) y += y >= 0xe000 ? -0x800 : 0x2000;
+    return x - y;
+  }
+  return a.length - b.length;
+}
+
+function writeCanonical(w: ByteWriter, v: unknown, path: string, depth: number): void {
+  if (depth > MAX_NESTING) throw new TableError(path, `nested deeper than ${MAX_NESTING} levels`);
+  if (v === null) w.u8(0xc0);
+  else if (typeof v === "boolean") w.u8(v ? 0xc3 : 0xc2);
+  else if (typeof v === "number") writeNumber(w, v);
+  else if (typeof v === "bigint") {
+    if (v < -(2n ** 63n) || v >= 2n ** 64n) throw new TableError(path, `integer ${v} does not fit in 64 bits`);
+    if (v >= -BigInt(Number.MAX_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER)) writeNumber(w, Number(v));
+    else writeInteger(w, v);
+  } else if (typeof v === "string") {
+    const bytes = UTF8.encode(v);
+    writeLength(w, bytes.length, 0xa0, 31, 0xda, 0xdb, 0xd9);
+    w.raw(bytes);
+  } else if (Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView) && !(v instanceof Uint8Array))) {
+    const items = Array.from(v as ArrayLike<unknown>);
+    writeLength(w, items.length, 0x90, 15, 0xdc, 0xdd);
+    items.forEach((x, i) => writeCanonical(w, x, `${path}[${i}]`, depth + 1));
+  } else if (isPlainMap(v)) {
+    const keys = Object.keys(v).filter((k) => v[k] !== undefined).sort(compareCodePoints);
+    writeLength(w, keys.length, 0x80, 15, 0xde, 0xdf);
+    for (const key of keys) {
+      writeCanonical(w, key, path, depth + 1);
+      writeCanonical(w, v[key], child(path, key), depth + 1);
+    }
+  } else {
+    throw new TableError(path, `cannot be written to a table: ${describe(v)} (plain msgpack data only)`);
+  }
+}
+
+/** Canonical msgpack bytes of `v` (object keys whose value is undefined are left out, as JSON does). */
+function encodeCanonical(v: unknown): Uint8Array {
+  const w = new ByteWriter();
+  writeCanonical(w, v, TOP_LEVEL, 0);
+  return w.result();
+}
+
+/** "xxh64:" + 16 hex digits: xxh64 (seed 0) of the canonical encoding of `t` without its `checksum` key. */
+export function tableChecksum(t: object): string {
+  const { checksum: _ignored, ...body } = t as PlainMap;
+  return `xxh64:${xxh64Hex(encodeCanonical(body))}`;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Decoding.
+
+// int64AsType "bigint": 64-bit msgpack integers arrive as bigint whatever their size; fromMsgpack turns the safe ones
+// into numbers. mapsAsObjects false: maps arrive as Map, so non-string keys and "__proto__" are seen, not mangled.
+const UNPACKR = new Unpackr({ useRecords: false, mapsAsObjects: false, int64AsType: "bigint" });
+const SAFE_BIG = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** Decoded msgpack value → plain data (objects, arrays, numbers, strings, booleans, null). Rejects bin and ext. */
+function fromMsgpack(v: unknown, path: string, depth: number): unknown {
+  if (depth > MAX_NESTING) throw new TableError(path, `nested deeper than ${MAX_NESTING} levels`);
+  if (v === null || typeof v === "number" || typeof v === "string" || typeof v === "boolean") return v;
+  if (typeof v === "bigint") {
+    if (v < -SAFE_BIG || v > SAFE_BIG) throw new TableError(path, `integer ${v} is outside the safe range ±(2^53 − 1)`);
+    return Number(v);
+  }
+  if (Array.isArray(v)) return v.map((x, i) => fromMsgpack(x, `${path}[${i}]`, depth + 1));
+  if (v instanceof Map) {
+    const out: PlainMap = {};
+    for (const [key, x] of v) {
+      if (typeof key !== "string") throw new TableError(path, `map key ${describe(key)} is not a string`);
+      setOwn(out, key, fromMsgpack(x, child(path, key), depth + 1));
+    }
+    return out;
+  }
+  if (v instanceof Uint8Array) throw new TableError(path, `msgpack bin values are not allowed, got ${describe(v)}`);
+  throw new TableError(path, "msgpack extension values are not allowed (plain msgpack only)");
+}
+
+/** Decodes, validates and verifies the checksum. Throws only TableError, whatever the bytes. */
+export function decodeTable(bytes: Uint8Array): Table {
+  if (!(bytes instanceof Uint8Array)) throw expected(BYTES, "a Uint8Array", bytes);
+  if (bytes.length === 0) throw new TableError(BYTES, "empty input (expected a msgpack map)");
+  let decoded: unknown;
+  try {
+    decoded = UNPACKR.unpack(bytes);
+  } catch (e) {
+    const reason = e instanceof Error ? e.message : String(e);
+    throw new TableError(BYTES, `truncated or corrupt msgpack (${bytes.length} bytes): ${reason}`);
+  }
+  const raw = fromMsgpack(decoded, TOP_LEVEL, 0);
+  const table = validateTable(raw);
+  const actual = tableChecksum(raw as PlainMap); // over the map as stored, before rule defaults are filled in
+  if (actual !== table.checksum) {
+    throw new TableError("checksum", `mismatch: the table says ${table.checksum} but its contents hash to ${actual} (changed or corrupted after writing)`);
+  }
+  return table;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Encoding and building.
+
+type TableInput = Omit<Table, "checksum" | "format" | "version"> & Partial<Pick<Table, "format" | "version">>;
+
+/** Validates (filling rule defaults), computes the checksum, returns the canonical msgpack bytes. */
+export function encodeTable(t: TableInput): Uint8Array {
+  const { checksum: _recomputed, ...rest } = t as TableInput & { checksum?: unknown };
+  const body = validateBody({ ...rest, format: rest.format ?? TABLE_FORMAT, version: rest.version ?? TABLE_VERSION });
+  return encodeCanonical({ ...body, checksum: tableChecksum(body) });
+}
+
+/** A copy of the default parameters of a rule kind (required ones, without defaults, are absent; learned kinds: {}). */
+export function defaultParams(kind: PolicyKind): Record<string, number | number[]> {
+  if (!(POLICY_KINDS as readonly string[]).includes(kind)) throw expected("kind", `one of ${POLICY_KINDS.join(", ")}`, kind);
+  if (!isRuleKind(kind)) return {};
+  const out: Record<string, number | number[]> = {};
+  for (const [key, spec] of Object.entries(RULE_PARAMS[kind])) {
+    if (spec.type === "scalar" && spec.default !== undefined) out[key] = spec.default;
+    else if (spec.type === "list") out[key] = [...spec.default];
+  }
+  return out;
+}
+
+/** A validated rule-kind table: defaults filled, provenance {tool: "dolphin-routing", created: now, workload:
+ *  "(rule)", seed: 0} unless `extra.provenance` is given, checksum computed. */
+export function ruleTable(kind: PolicyKind, params: Record<string, unknown> = {}, extra: Partial<Table> = {}): Table {
+  if (!(POLICY_KINDS as readonly string[]).includes(kind) || !isRuleKind(kind)) {
+    throw expected("kind", `a rule kind (${POLICY_KINDS.filter(isRuleKind).join(", ")}); learned tables are built by the learner`, kind);
+  }
+  const { checksum: _recomputed, ...rest } = extra;
+  const provenance: Provenance = extra.provenance ?? { tool: "dolphin-routing", created: new Date().toISOString(), workload: "(rule)", seed: 0 };
+  const body = validateBody({ ...rest, format: TABLE_FORMAT, version: TABLE_VERSION, kind, params: { ...extra.params, ...params }, provenance });
+  return { ...body, checksum: tableChecksum(body) } as Table;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Description.
+
+function ruleSummary(kind: RuleKind, p: Record<string, unknown>): string {
+  switch (kind) {
+    case "dynamo-isl":
+      return `local iff eff_D < ${p.max_local_prefill_tokens} and eff_D / max(isl, 1) < ${p.max_local_prefill_ratio}`;
+    case "dynamo-load":
+      return `local iff the chosen prefill worker's active tokens > ${p.prefill_busy_threshold} × ${p.max_num_batched_tokens}`;
+    case "dynamo-legacy":
+      return `remote iff isl × (1 − prefix hit rate on D) > ${p.max_local_prefill_length} and prefill queue < ${p.max_prefill_queue_size}`;
+    case "trtllm":
+      return `remote iff no prefix match or isl − match > ${p.max_local_prefill_length}`;
+    case "llm-d":
+      return `remote iff non_cached_tokens (${p.non_cached_tokens}) > 0 and isl ≥ ${p.prompt_tokens} and isl − cached_D ≥ ${p.non_cached_tokens}`;
+    case "always-local":
+      return "every request prefills locally";
+    case "always-remote":
+      return "every request prefills remotely";
+    case "ppd": {
+      const cells = ((p.bits ?? []) as number[][][]).flat(2);
+      const remote = cells.filter((b) => b === 1).length;
+      return `turn 1 remote; later turns by a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${(p.qps_levels as number[]).length} ` +
+        `(context, input/output ratio, QPS) table, ${cells.length - remote} cells local / ${remote} remote, ` +
+        `w_ttft ${p.w_ttft}, w_tpot ${p.w_tpot}`;
+    }
+  }
+}
+
+/** One paragraph for humans: kind, clusters, features, split, SLO, provenance. */
+export function describeTable(t: Table): string {
+  const parts: string[] = [];
+  if (t.kind === "kmeans" || t.kind === "gmm") {
+    const bits = t.bits ?? [];
+    const remote = bits.filter((b) => b === 1).length;
+    const model = t.kind === "kmeans" ? "k-means" : "Gaussian-mixture";
+    parts.push(`${t.kind} table: K = ${bits.length} ${model} clusters over (${(t.features ?? []).join(", ")}), ` +
+      `${bits.length - remote} local / ${remote} remote`);
+  } else {
+    parts.push(`${t.kind} rule table: ${ruleSummary(t.kind, t.params ?? {})}`);
+  }
+  if (t.osl_classes) {
+    const c = t.osl_classes;
+    parts.push(`output-length classes ${c.names.map((n, i) => `${n}→${c.representative[i]}`).join(", ")}`);
+  }
+  parts.push(t.split ? `learned for split ${t.split}` : "no split recorded");
+  parts.push(t.slo ? `SLO TTFT ${t.slo.ttft_ms} ms, TPOT ${t.slo.tpot_ms} ms` : "no SLO recorded");
+  const p = t.provenance;
+  parts.push(`made by ${p.tool} on ${p.created} from workload ${JSON.stringify(p.workload)} (seed ${p.seed})` +
+    (p.notes ? `: ${p.notes}` : ""));
+  return `${parts.join("; ")}; checksum ${t.checksum}.`;
+}
