@@ -1,0 +1,102 @@
+// The dolphin command as a user runs it: a real process, stdin in, stdout out, exit codes.
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { caseTokens } from "./vectors/expand.js";
+
+const BIN = new URL("../bin/dolphin.js", import.meta.url).pathname;
+
+function dolphin(args: string[], input = ""): { code: number; out: string; err: string } {
+  const r = spawnSync(process.execPath, [BIN, ...args], { input, encoding: "utf8", timeout: 60_000 });
+  return { code: r.status ?? -1, out: r.stdout, err: r.stderr };
+}
+
+interface HashCase { name: string; mode: string; block_size?: number; model: string; salt: string; text?: string; hashes?: string[] }
+
+describe("dolphin hash", () => {
+  const vectors = JSON.parse(readFileSync(new URL("./vectors/hashes.json", import.meta.url), "utf8")) as { cases: HashCase[] };
+  const small = vectors.cases.filter((c) => c.hashes && c.hashes.length > 0 && c.hashes.length < 300);
+  it.each(small.filter((c) => c.mode === "tokens").slice(0, 4).map((c) => [c.name, c] as const))("prints the known hashes for %s", (_, c) => {
+    const tokens = caseTokens(c as never);
+    const args = ["hash", "--block-size", String(c.block_size ?? 16)];
+    if (c.model) args.push("--model", c.model);
+    if (c.salt) args.push("--salt", c.salt);
+    const r = dolphin(args, JSON.stringify(Array.from(tokens)));
+    expect(r.err).toBe("");
+    expect(r.out.trim().split("\n")).toEqual(c.hashes);
+  });
+
+  it("hashes raw text with --text", () => {
+    const c = small.find((x) => x.mode === "text" && x.text !== undefined && !x.model && !x.salt);
+    expect(c).toBeDefined();
+    const r = dolphin(["hash", "--text"], c!.text!);
+    expect(r.out.trim().split("\n")).toEqual(c!.hashes);
+  });
+
+  it("rejects input that is not a JSON array of token ids, saying where", () => {
+    const r = dolphin(["hash"], "[1, 2, -3]");
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/token \[2\] is not an integer/);
+    expect(dolphin(["hash", "--block-size", "0"], "[]").err).toMatch(/--block-size must be an integer in 1–4096/);
+  });
+});
+
+describe("dolphin route", () => {
+  it("prints one JSON decision per request line and reports bad lines by number", () => {
+    const input = [
+      JSON.stringify({ tokens: Array.from({ length: 3000 }, (_, i) => i), osl_hat: 200 }),
+      "not json",
+      JSON.stringify({ tokens: Array.from({ length: 3000 }, (_, i) => i), osl_hat: 200 }),
+      JSON.stringify({ text: "hello", osl_hat: -4 }),
+    ].join("\n");
+    const r = dolphin(["route", "--table", "test/vectors/tables/dynamo-isl.msgpack", "--workers", "p=prefill,d1=decode,d2=decode", "--record"], input);
+    expect(r.code).toBe(2);
+    const lines = r.out.trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toMatchObject({ line: 1, path: "remote", decodeWorker: "d1", features: { isl: 3000, effD: 3000 } });
+    expect(lines[1]).toMatchObject({ line: 2 });
+    expect(lines[1].error).toMatch(/JSON/);
+    // --record: the second identical prompt finds its prefix on d1 and goes local
+    expect(lines[2]).toMatchObject({ line: 3, path: "local", decodeWorker: "d1", matchedBlocks: { decode: 187 } });
+    expect(lines[3].error).toMatch(/osl_hat must be a finite number ≥ 0, got -4/);
+    expect(r.err).toMatch(/2 line\(s\) rejected/);
+  });
+
+  it("rejects a corrupted table naming the field", () => {
+    const r = dolphin(["route", "--table", "test/vectors/tables/invalid-checksum-mismatch.msgpack"], "");
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/table: checksum/);
+  });
+});
+
+describe("dolphin", () => {
+  it.each(["hash", "route", "bench", "table", "start"])("%s --help explains itself", (cmd) => {
+    const r = dolphin([cmd, "--help"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(new RegExp(`dolphin ${cmd}`));
+  });
+
+  it("lists its commands and refuses unknown ones", () => {
+    expect(dolphin(["--help"]).out).toMatch(/bench .*\n/);
+    const r = dolphin(["fly"]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/unknown command "fly"/);
+  });
+
+  it("bench core --json prints the documented shape with a ratio per timing", () => {
+    const r = dolphin(["bench", "core", "--json", "--time", "50"]);
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.out);
+    for (const t of [j.hash_20k_tokens_us, j.match_1250_blocks_16_workers_us, j.decide_ns.k8, j.decide_ns.k64, j.route_20k_tokens_us]) {
+      expect(t.wasm).toBeGreaterThan(0);
+      expect(t.ts).toBeGreaterThan(0);
+      expect(t.speedup).toBeCloseTo(t.ts / t.wasm, 1);
+    }
+    expect(j.wasm_bytes).toBe(readFileSync(new URL("../build/core.wasm", import.meta.url)).length);
+  }, 120_000);
+
+  it("table describes a table file", () => {
+    const r = dolphin(["table", "test/vectors/tables/kmeans.msgpack"]);
+    expect(r.out).toMatch(/kmeans table: K = 8/);
+  });
+});
