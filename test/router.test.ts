@@ -145,7 +145,8 @@ for (const engine of ["wasm", "reference"] as const) {
       r.setTable(encodeTable(ruleTable("always-remote")));
       expect(r.route({ tokens: prompt(64) }).path).toBe("remote");
       const bad = encodeTable(ruleTable("always-local"));
-      bad[Buffer.from(bad).indexOf("(rule)") + 1] ^= 1; // provenance.workload "(rule)" becomes "(sule)"
+      const at = Buffer.from(bad).indexOf("(rule)") + 1;
+      bad[at] = bad[at]! ^ 1; // provenance.workload "(rule)" becomes "(sule)"
       expect(() => r.setTable(bad)).toThrow(/table: checksum/);
       expect(r.route({ tokens: prompt(64) }).path).toBe("remote");
       expect(r.table.kind).toBe("always-remote");
