@@ -427,20 +427,24 @@ export class ReferenceEngine implements Engine {
     if (turn < 0) fail(E.BAD_TURN, turn, "decide");
     if (Number.isNaN(ctx) || ctx > MAX_TOKENS) fail(E.BAD_LENGTH, ctx, "decide");
     this.decide(isl, effP, effD, oslHat, isl - effD, turn, ctx, -1);
-    const { outBit: bit, outCluster: cluster, outReason: reason, outScore: score } = this;
+    this.decision.fill(0);
+    return this.writeDecision(this.outBit, -1, -1, isl, effP, effD, oslHat);
+  }
+
+  /** The slots route and decideFeatures share (assembly/route.ts writeDecision). */
+  private writeDecision(path: number, decode: number, prefill: number, isl: number, effP: number, effD: number, oslHat: number): Float64Array {
     const d = this.decision;
-    d.fill(0);
-    d[Slot.path] = bit;
-    d[Slot.bit] = bit;
-    d[Slot.reason] = reason;
-    d[Slot.decode] = -1;
-    d[Slot.prefill] = -1;
-    d[Slot.cluster] = cluster;
+    d[Slot.path] = path;
+    d[Slot.bit] = this.outBit;
+    d[Slot.reason] = path !== this.outBit ? REASON_NO_PREFILL : this.outReason;
+    d[Slot.decode] = decode;
+    d[Slot.prefill] = prefill;
+    d[Slot.cluster] = this.outCluster;
     d[Slot.isl] = isl;
     d[Slot.effP] = effP;
     d[Slot.effD] = effD;
     d[Slot.oslHat] = oslHat;
-    d[Slot.score] = score;
+    d[Slot.score] = this.outScore;
     return d;
   }
 
@@ -517,27 +521,15 @@ export class ReferenceEngine implements Engine {
       isl, effP, effD, r.oslHat, Math.min(cachedD, isl), r.turn, r.contextTokens,
       prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1,
     );
-    const { outBit: bit, outCluster: cluster, outReason: reason, outScore: score } = this;
-    const path = prefillWorker >= 0 ? bit : 0;
+    const path = prefillWorker >= 0 ? this.outBit : 0;
     if ((r.flags & Flag.record) !== 0 && blocks > 0) {
       this.storeKeys(decodeWorker, pairs, blocks);
       if (path === 1) this.storeKeys(prefillWorker, pairs, blocks);
     }
-    const d = this.decision;
-    d[Slot.path] = path;
-    d[Slot.bit] = bit;
-    d[Slot.reason] = path !== bit ? REASON_NO_PREFILL : reason;
-    d[Slot.decode] = decodeWorker;
-    d[Slot.prefill] = prefillWorker;
-    d[Slot.cluster] = cluster;
-    d[Slot.isl] = isl;
-    d[Slot.effP] = effP;
-    d[Slot.effD] = effD;
-    d[Slot.oslHat] = r.oslHat;
+    const d = this.writeDecision(path, decodeWorker, prefillWorker, isl, effP, effD, r.oslHat);
     d[Slot.matchedD] = matchedD;
     d[Slot.matchedP] = matchedP;
     d[Slot.blocks] = blocks;
-    d[Slot.score] = score;
     d[Slot.costD] = costD;
     d[Slot.costP] = costP;
     return d;
