@@ -39,10 +39,12 @@ export function stageTable(t: Table): StagedTable {
     if (t.kind === "gmm") {
       const variances = t.variances ?? [];
       const weights = t.weights ?? [];
+      // log w_k − ½ Σ_j log(2π σ²_kj): the score is the full log-density, as docs/table-format.md defines it
+      const log2pi = Math.log(2 * Math.PI);
       for (let c = 0; c < k; c++) {
         let logDet = 0;
         for (const v of variances[c] ?? []) logDet += Math.log(v);
-        out.push(Math.log(weights[c] ?? NaN) - 0.5 * logDet);
+        out.push(Math.log(weights[c] ?? NaN) - 0.5 * (logDet + d * log2pi));
       }
       for (const row of variances) for (const v of row) out.push(1 / v);
     }

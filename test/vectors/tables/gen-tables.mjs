@@ -87,6 +87,8 @@ const valid = {
   "dynamo-legacy": rule("dynamo-legacy", { max_local_prefill_length: 1000, max_prefill_queue_size: 2 }),
   "trtllm": rule("trtllm", { max_local_prefill_length: 0 }),
   "llm-d": rule("llm-d", { non_cached_tokens: 0, prompt_tokens: 0 }),
+  "llm-d-active": rule("llm-d", { non_cached_tokens: 256, prompt_tokens: 512 }),
+  "trtllm-512": rule("trtllm", { max_local_prefill_length: 512 }),
   "always-local": rule("always-local", {}),
   "always-remote": rule("always-remote", {}),
   "ppd": rule("ppd", {
