@@ -1,0 +1,310 @@
+// The discrete-event simulator of a prefill/decode-disaggregated cluster. Requests arrive, the real routing core
+// (a Router, the same object that routes live traffic) decides local or remote and picks the workers, instances
+// batch and step on the calibrated model, KV ships over serialized links, and every store and eviction in an
+// instance's prefix cache reaches the router's index as a KV event (optionally late), as a vLLM worker's would.
+// All results are simulated; the step-time model's error is stated in docs/simulator-calibration.md.
+
+import { Router, type RouterOptions } from "../router.js";
+import type { Table } from "../table.js";
+import { EventQueue, Priority } from "./events.js";
+import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
+import type { KvEventSink } from "./kv-cache.js";
+import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
+import {
+  DEFAULT_TRANSFER, kvCapacityBlocks, kvTransferMs, LINKS, type LinkPreset, type ModelPreset, type TransferModel,
+} from "./perf.js";
+import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
+
+export interface SplitSpec {
+  replicas: number;
+  prefill: number;
+  decode: number;
+}
+
+/** "3P1D", "2P2D", "4R", "1R1P2D": replicas (prefill and decode on one instance), prefill-only, decode-only. */
+export function parseSplit(s: string): SplitSpec {
+  const m = /^(?:(\d+)R)?(?:(\d+)P)?(?:(\d+)D)?$/.exec(s.trim());
+  const spec = m ? { replicas: Number(m[1] ?? 0), prefill: Number(m[2] ?? 0), decode: Number(m[3] ?? 0) } : null;
+  if (!spec || spec.replicas + spec.prefill + spec.decode === 0 || spec.replicas + spec.decode === 0) {
+    throw new Error(`--split: expected nPmD, nR or a mix like 1R1P2D with at least one decode-capable instance, got ${JSON.stringify(s)}`);
+  }
+  if (spec.replicas + spec.prefill + spec.decode > 1024) throw new Error(`--split: at most 1024 instances, got ${s}`);
+  return spec;
+}
+
+/** How the router learns each request's predicted output length. */
+export type OslPredictor = "oracle" | ((req: SimRequest) => number);
+
+export interface SimConfig {
+  preset: ModelPreset;
+  split: SplitSpec;
+  slo: Slo;
+  table: Table;
+  link?: LinkPreset;
+  transfer?: TransferModel;
+  /** Ship only the blocks the decode side lacks (backends that deduplicate). Default false. */
+  dedupeTransfer?: boolean;
+  /** Delay before a KV event reaches the router's index. Default 0. */
+  indexLagMs?: number;
+  osl?: OslPredictor;
+  /** KV-cache blocks per instance; default from the preset's HBM. */
+  capacityBlocks?: number;
+  /** The compiled core; without it the router runs on the TypeScript reference engine. */
+  module?: WebAssembly.Module;
+  /** Extra router options (loadScale, ...). */
+  router?: Partial<RouterOptions>;
+}
+
+export interface SimResult {
+  records: RequestRecord[];
+  summary: Summary;
+  instances: { name: string; role: InstanceRole; busyMs: number; steps: number; evictions: number }[];
+  /** Simulated time from the first arrival to the last event. */
+  simulatedMs: number;
+}
+
+interface Pending {
+  prefill: Instance;
+  prefillJob: Job | null;
+  decode: Instance;
+}
+
+export class Simulation implements InstanceHost {
+  readonly queue = new EventQueue();
+  readonly router: Router;
+  readonly instances: Instance[] = [];
+  private readonly byName = new Map<string, Instance>();
+  private readonly config: SimConfig;
+  private readonly link: LinkPreset;
+  private readonly transfer: TransferModel;
+  private readonly records: RequestRecord[] = [];
+  private readonly pending = new Map<number, Pending>();
+  private readonly linkFreeAt: number[];
+  private readonly nextTurn = new Map<number, SimRequest>();
+  private readonly sessionDecode = new Map<number, string>();
+  private readonly recent: number[] = []; // arrival times in the last QPS window
+  private recentHead = 0;
+  private readonly dirty = new Set<Instance>();
+
+  constructor(config: SimConfig) {
+    this.config = config;
+    this.link = config.link ?? LINKS["ib-ndr"];
+    this.transfer = config.transfer ?? DEFAULT_TRANSFER;
+    const capacity = config.capacityBlocks ?? kvCapacityBlocks(config.preset, SIM_BLOCK_TOKENS);
+    const { replicas, prefill, decode } = config.split;
+    const specs: { name: string; role: InstanceRole }[] = [];
+    for (let i = 0; i < replicas; i++) specs.push({ name: `R${i}`, role: "replica" });
+    for (let i = 0; i < prefill; i++) specs.push({ name: `P${i}`, role: "prefill" });
+    for (let i = 0; i < decode; i++) specs.push({ name: `D${i}`, role: "decode" });
+    const routerRole = { replica: "both", prefill: "prefill", decode: "decode" } as const;
+    this.router = Router.create(config.table, {
+      ...config.router,
+      workers: specs.map((s) => ({ id: s.name, role: routerRole[s.role], capacityBlocks: capacity })),
+      blockSize: SIM_BLOCK_TOKENS,
+      indexBlocks: Math.max(1, capacity * specs.length),
+      maxPromptTokens: 1 << 22,
+      ...(config.module ? { module: config.module, engine: "wasm" as const } : { engine: "reference" as const }),
+    });
+    specs.forEach((s, i) => {
+      const inst = new Instance(i, s.name, s.role, config.preset, capacity, this, this.sinkFor(s.name));
+      this.instances.push(inst);
+      this.byName.set(s.name, inst);
+    });
+    this.linkFreeAt = this.instances.map(() => 0);
+  }
+
+  /** KV events of one instance, applied to the router's index now or after the configured lag. */
+  private sinkFor(name: string): KvEventSink {
+    const lag = this.config.indexLagMs ?? 0;
+    const index = this.router.index;
+    if (lag <= 0) return { stored: (p) => index.store(name, p), removed: (p) => index.remove(name, p) };
+    return {
+      stored: (p) => {
+        const copy = p.slice();
+        this.queue.schedule(this.queue.nowMs + lag, Priority.kvEvent, () => index.store(name, copy));
+      },
+      removed: (p) => {
+        const copy = p.slice();
+        this.queue.schedule(this.queue.nowMs + lag, Priority.kvEvent, () => index.remove(name, copy));
+      },
+    };
+  }
+
+  run(workload: Workload): SimResult {
+    const reqs = workload.requests;
+    // later turns of a conversation extend earlier ones: a finished turn leaves its output's blocks cached
+    const lastOfSession = new Map<number, SimRequest>();
+    for (const r of reqs) {
+      if (r.session === undefined) continue;
+      const prev = lastOfSession.get(r.session);
+      if (prev) this.nextTurn.set(prev.id, r);
+      lastOfSession.set(r.session, r);
+    }
+    for (const r of reqs) this.queue.schedule(r.arrivalMs, Priority.arrival, () => this.arrive(r));
+    const first = reqs.length > 0 ? reqs[0]!.arrivalMs : 0;
+    this.queue.run();
+    // anything that never finished (should not happen unless a request can never fit)
+    const done = new Set(this.records.map((r) => r.id));
+    for (const r of reqs) if (!done.has(r.id)) this.records.push(this.failedRecord(r));
+    this.records.sort((a, b) => a.id - b.id);
+    return {
+      records: this.records,
+      summary: summarize(this.records, this.config.slo),
+      instances: this.instances.map((i) => ({ name: i.name, role: i.role, busyMs: i.busyMs, steps: i.steps, evictions: i.cache.evictions })),
+      simulatedMs: this.queue.nowMs - first,
+    };
+  }
+
+  // ---- routing -------------------------------------------------------------------------------------------
+
+  private oslHat(r: SimRequest): number {
+    const p = this.config.osl ?? "oracle";
+    if (p !== "oracle") return p(r);
+    const classes = this.router.table.osl_classes;
+    if (!classes) return r.outputTokens;
+    // the true class's representative length: what a perfect classifier would give
+    let c = 0;
+    while (c < classes.thresholds.length && r.outputTokens > classes.thresholds[c]!) c++;
+    return classes.representative[c]!;
+  }
+
+  private refreshSignals(now: number): void {
+    for (const inst of this.dirty) {
+      this.router.setLoad(inst.name, { activePrefillTokens: inst.pendingPrefillTokens, activeDecodeTokens: inst.activeDecodeTokens });
+    }
+    this.dirty.clear();
+    this.recent.push(now);
+    while (this.recent[this.recentHead]! < now - 10_000) this.recentHead++;
+    if (this.recentHead > 4096) {
+      this.recent.splice(0, this.recentHead);
+      this.recentHead = 0;
+    }
+    let queued = 0;
+    for (const inst of this.instances) if (inst.role === "prefill") queued += inst.waitingCount;
+    this.router.setSignals({ prefillQueue: queued, qps: (this.recent.length - this.recentHead) / 10 });
+  }
+
+  private arrive(r: SimRequest): void {
+    this.refreshSignals(this.queue.nowMs);
+    const ppd = this.router.table.kind === "ppd";
+    const pinned = ppd && r.session !== undefined && r.turn > 1 ? this.sessionDecode.get(r.session) : undefined;
+    const d = this.router.route({
+      blockHashes: r.blocks,
+      promptTokens: r.promptTokens,
+      oslHat: this.oslHat(r),
+      turn: r.turn,
+      ...(r.contextTokens !== undefined ? { contextTokens: r.contextTokens } : {}),
+      ...(pinned !== undefined ? { decodeWorker: pinned } : {}),
+    });
+    if (ppd && r.session !== undefined && r.turn <= 1) this.sessionDecode.set(r.session, d.decodeWorker);
+    const record = this.newRecord(r, d.path, d.decodeWorker, d.prefillWorker, d.cluster ?? -1, d.features);
+    this.records.push(record);
+    const decode = this.byName.get(d.decodeWorker)!;
+    if (d.path === "local") {
+      decode.enqueue(r, "local");
+    } else {
+      const prefill = this.byName.get(d.prefillWorker!)!;
+      this.pending.set(r.id, { prefill, prefillJob: null, decode });
+      prefill.enqueue(r, "prefill");
+    }
+  }
+
+  // ---- InstanceHost --------------------------------------------------------------------------------------
+
+  prefillDone(inst: Instance, job: Job): void {
+    const p = this.pending.get(job.req.id)!;
+    p.prefillJob = job;
+    this.recordOf(job.req).prefixHitTokens = job.hitBlocks * SIM_BLOCK_TOKENS;
+    p.decode.enqueue(job.req, "decode");
+  }
+
+  decodeAdmitted(inst: Instance, job: Job): void {
+    const p = this.pending.get(job.req.id)!;
+    const rec = this.recordOf(job.req);
+    rec.decodeHitTokens = job.hitBlocks * SIM_BLOCK_TOKENS;
+    const tokens = this.config.dedupeTransfer ? Math.max(0, job.req.promptTokens - rec.decodeHitTokens) : job.req.promptTokens;
+    const now = this.queue.nowMs;
+    // transfers into one decode instance share its inbound link, one at a time
+    const start = Math.max(now, this.linkFreeAt[inst.index]!);
+    const end = start + kvTransferMs(tokens, this.config.preset, this.link, this.transfer);
+    this.linkFreeAt[inst.index] = end;
+    rec.kvBytes = tokens * this.config.preset.kvBytesPerToken;
+    this.queue.schedule(end, Priority.transfer, () => {
+      this.pending.delete(job.req.id);
+      p.prefill.releasePrefill(p.prefillJob!);
+      inst.kvArrived(job);
+    });
+  }
+
+  firstToken(inst: Instance, job: Job, timeMs: number): void {
+    const rec = this.recordOf(job.req);
+    rec.ttftMs = timeMs - job.req.arrivalMs;
+    if (job.kind === "local") {
+      rec.prefixHitTokens = job.hitBlocks * SIM_BLOCK_TOKENS;
+      rec.decodeHitTokens = rec.prefixHitTokens;
+    }
+  }
+
+  finished(inst: Instance, job: Job, timeMs: number): void {
+    const rec = this.recordOf(job.req);
+    rec.finishMs = timeMs;
+    rec.e2eMs = timeMs - job.req.arrivalMs;
+    rec.tpotMs = job.req.outputTokens > 1 ? (timeMs - job.firstTokenMs) / (job.req.outputTokens - 1) : 0;
+    rec.failed = false;
+    const next = this.nextTurn.get(job.req.id);
+    if (next) {
+      // the conversation's next turn extends this one: its blocks up to here are this turn's prompt and output
+      const upTo = Math.min(next.blocks.length >>> 1, Math.floor((job.req.promptTokens + job.req.outputTokens) / SIM_BLOCK_TOKENS));
+      if (upTo > job.promptBlocks && sharesPrefix(next.blocks, job.req.blocks, job.promptBlocks)) {
+        inst.cache.cacheUnpinned(next.blocks, job.promptBlocks, upTo);
+      }
+    }
+  }
+
+  rejected(inst: Instance, job: Job): void {
+    this.recordOf(job.req).failed = true;
+    this.pending.delete(job.req.id);
+  }
+
+  loadChanged(inst: Instance): void {
+    this.dirty.add(inst);
+  }
+
+  // ---- records -------------------------------------------------------------------------------------------
+
+  private readonly recordById = new Map<number, RequestRecord>();
+
+  private recordOf(r: SimRequest): RequestRecord {
+    return this.recordById.get(r.id)!;
+  }
+
+  private newRecord(
+    r: SimRequest, path: "local" | "remote", decode: string, prefill: string | null, cluster: number,
+    features: RequestRecord["features"],
+  ): RequestRecord {
+    const rec: RequestRecord = {
+      id: r.id, arrivalMs: r.arrivalMs, promptTokens: r.promptTokens, outputTokens: r.outputTokens, turn: r.turn,
+      ...(r.type !== undefined ? { type: r.type } : {}),
+      path, decodeWorker: decode, prefillWorker: prefill, cluster, features: { ...features },
+      prefixHitTokens: 0, decodeHitTokens: 0, ttftMs: NaN, tpotMs: NaN, e2eMs: NaN, finishMs: NaN, kvBytes: 0,
+      failed: true, // until it finishes
+    };
+    this.recordById.set(r.id, rec);
+    return rec;
+  }
+
+  private failedRecord(r: SimRequest): RequestRecord {
+    return this.newRecord(r, "local", "", null, -1, { isl: r.promptTokens, effP: r.promptTokens, effD: r.promptTokens, oslHat: 0 });
+  }
+}
+
+function sharesPrefix(a: Uint32Array, b: Uint32Array, blocks: number): boolean {
+  if (blocks === 0) return true;
+  const i = 2 * (blocks - 1);
+  return a[i] === b[i] && a[i + 1] === b[i + 1];
+}
+
+/** Runs one workload through a fresh simulated cluster. */
+export function simulate(workload: Workload, config: SimConfig): SimResult {
+  return new Simulation(config).run(workload);
+}
