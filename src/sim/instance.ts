@@ -13,7 +13,7 @@
 
 import { attnPairs, decodeRunMs, decodeStepsWithin, stepTimeMs, type ModelPreset } from "./perf.js";
 import { EventQueue, Priority, type SimEvent } from "./events.js";
-import { KvCache, type KvEventSink } from "./kv-cache.js";
+import { KvCache, type BlockIds, type KvEventSink } from "./kv-cache.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "./types.js";
 
 export type InstanceRole = "prefill" | "decode" | "replica";
@@ -29,6 +29,8 @@ export type JobKind =
 
 export interface Job {
   req: SimRequest;
+  /** the prompt's block ids (BlockIds) */
+  ids: Int32Array;
   kind: JobKind;
   /** full prompt blocks (the hashed ones) */
   promptBlocks: number;
@@ -104,13 +106,16 @@ export class Instance {
   /** prompt tokens still to compute here, queued or running: kept as a running sum */
   private pendingPrefill = 0;
 
-  constructor(index: number, name: string, role: InstanceRole, preset: ModelPreset, capacityBlocks: number, host: InstanceHost, sink: KvEventSink | null) {
+  constructor(
+    index: number, name: string, role: InstanceRole, preset: ModelPreset, capacityBlocks: number, host: InstanceHost,
+    ids: BlockIds, sink: KvEventSink | null,
+  ) {
     this.index = index;
     this.name = name;
     this.role = role;
     this.preset = preset;
     this.host = host;
-    this.cache = new KvCache(capacityBlocks, sink);
+    this.cache = new KvCache(capacityBlocks, ids, sink);
   }
 
   /** Prompt tokens still to prefill here, queued or running (the router's view of prefill load). */
@@ -132,10 +137,10 @@ export class Instance {
   }
 
   /** New work for this instance. */
-  enqueue(req: SimRequest, kind: JobKind): Job {
+  enqueue(req: SimRequest, ids: Int32Array, kind: JobKind): Job {
     const promptBlocks = Math.floor(req.promptTokens / SIM_BLOCK_TOKENS);
     const job: Job = {
-      req, kind, promptBlocks, hitBlocks: 0, pinned: 0, reserved: 0, computedTokens: 0, generated: 0,
+      req, ids, kind, promptBlocks, hitBlocks: 0, pinned: 0, reserved: 0, computedTokens: 0, generated: 0,
       firstTokenMs: -1, doneAtStep: 0,
     };
     if (this.blocksNeeded(job, 0) > this.cache.capacityBlocks) {
@@ -152,7 +157,7 @@ export class Instance {
   /** A decode job's KV has arrived: it joins the decodes at the next step. */
   kvArrived(job: Job): void {
     this.transferring--;
-    this.cache.commit(job.req.blocks, job.pinned, job.promptBlocks);
+    this.cache.commit(job.ids, job.pinned, job.promptBlocks);
     job.reserved -= job.promptBlocks - job.pinned;
     job.pinned = job.promptBlocks;
     job.computedTokens = job.req.promptTokens;
@@ -162,7 +167,7 @@ export class Instance {
 
   /** The prefill side of a remote request is done with its KV (the transfer finished). */
   releasePrefill(job: Job): void {
-    this.cache.release(job.req.blocks, job.pinned, job.reserved);
+    this.cache.release(job.ids, job.pinned, job.reserved);
     job.pinned = 0;
     job.reserved = 0;
     this.wake(); // freed blocks may admit a waiting request
@@ -204,10 +209,10 @@ export class Instance {
       if (this.runningCount >= maxSeqs) break;
       const job = this.waiting[this.waitingHead]!;
       if (job.kind !== "decode" && budget <= 0) break;
-      const hit = this.cache.prefixHit(job.req.blocks, job.promptBlocks);
+      const hit = this.cache.prefixHit(job.ids, job.promptBlocks);
       // a full hit still recomputes the last token (vLLM), so a prefill never starts with all its tokens cached
       const usable = job.kind !== "decode" && hit * SIM_BLOCK_TOKENS >= job.req.promptTokens ? hit - 1 : hit;
-      if (!this.cache.admit(job.req.blocks, usable, this.blocksNeeded(job, usable))) {
+      if (!this.cache.admit(job.ids, usable, this.blocksNeeded(job, usable))) {
         this.blockedOnKv = true; // head-of-line blocking, as vLLM
         break;
       }
@@ -315,7 +320,7 @@ export class Instance {
         }
         if (this.stepCounter >= j.doneAtStep) {
           this.decodeContext -= j.req.promptTokens + j.generated;
-          this.cache.release(j.req.blocks, j.pinned, j.reserved);
+          this.cache.release(j.ids, j.pinned, j.reserved);
           j.pinned = 0;
           j.reserved = 0;
           this.host.finished(this, j, now);
@@ -334,7 +339,7 @@ export class Instance {
         this.pendingPrefill -= c.tokens;
         const full = Math.min(job.promptBlocks, Math.floor(job.computedTokens / SIM_BLOCK_TOKENS));
         if (full > job.pinned) {
-          this.cache.commit(job.req.blocks, job.pinned, full);
+          this.cache.commit(job.ids, job.pinned, full);
           job.reserved -= full - job.pinned;
           job.pinned = full;
         }
@@ -352,7 +357,7 @@ export class Instance {
           job.firstTokenMs = now;
           this.host.firstToken(this, job, now);
           if (job.req.outputTokens <= 1) {
-            this.cache.release(job.req.blocks, job.pinned, job.reserved);
+            this.cache.release(job.ids, job.pinned, job.reserved);
             job.pinned = 0;
             job.reserved = 0;
             this.host.finished(this, job, now);

@@ -8,7 +8,7 @@ import { Router, type RouterOptions } from "../router.js";
 import type { Table } from "../table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
-import type { KvEventSink } from "./kv-cache.js";
+import { BlockIds, type KvEventSink } from "./kv-cache.js";
 import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
 import {
   DEFAULT_TRANSFER, kvCapacityBlocks, kvTransferMs, LINKS, type LinkPreset, type ModelPreset, type TransferModel,
@@ -85,6 +85,8 @@ export class Simulation implements InstanceHost {
   private readonly recent: number[] = []; // arrival times in the last QPS window
   private recentHead = 0;
   private readonly dirty = new Set<Instance>();
+  private readonly blockIds = new BlockIds();
+  private readonly idsOf = new Map<number, Int32Array>();
 
   constructor(config: SimConfig) {
     this.config = config;
@@ -106,7 +108,7 @@ export class Simulation implements InstanceHost {
       ...(config.module ? { module: config.module, engine: "wasm" as const } : { engine: "reference" as const }),
     });
     specs.forEach((s, i) => {
-      const inst = new Instance(i, s.name, s.role, config.preset, capacity, this, this.sinkFor(s.name));
+      const inst = new Instance(i, s.name, s.role, config.preset, capacity, this, this.blockIds, this.sinkFor(s.name));
       this.instances.push(inst);
       this.byName.set(s.name, inst);
     });
@@ -201,11 +203,11 @@ export class Simulation implements InstanceHost {
     this.records.push(record);
     const decode = this.byName.get(d.decodeWorker)!;
     if (d.path === "local") {
-      decode.enqueue(r, "local");
+      decode.enqueue(r, this.ids(r), "local");
     } else {
       const prefill = this.byName.get(d.prefillWorker!)!;
       this.pending.set(r.id, { prefill, prefillJob: null, decode });
-      prefill.enqueue(r, "prefill");
+      prefill.enqueue(r, this.ids(r), "prefill");
     }
   }
 
@@ -215,7 +217,7 @@ export class Simulation implements InstanceHost {
     const p = this.pending.get(job.req.id)!;
     p.prefillJob = job;
     this.recordOf(job.req).prefixHitTokens = job.hitBlocks * SIM_BLOCK_TOKENS;
-    p.decode.enqueue(job.req, "decode");
+    p.decode.enqueue(job.req, job.ids, "decode");
   }
 
   decodeAdmitted(inst: Instance, job: Job): void {
@@ -246,6 +248,7 @@ export class Simulation implements InstanceHost {
   }
 
   finished(inst: Instance, job: Job, timeMs: number): void {
+    if (!this.nextTurn.has(job.req.id)) this.idsOf.delete(job.req.id); // keep memory bounded by what runs
     const rec = this.recordOf(job.req);
     rec.finishMs = timeMs;
     rec.e2eMs = timeMs - job.req.arrivalMs;
@@ -256,7 +259,7 @@ export class Simulation implements InstanceHost {
       // the conversation's next turn extends this one: its blocks up to here are this turn's prompt and output
       const upTo = Math.min(next.blocks.length >>> 1, Math.floor((job.req.promptTokens + job.req.outputTokens) / SIM_BLOCK_TOKENS));
       if (upTo > job.promptBlocks && sharesPrefix(next.blocks, job.req.blocks, job.promptBlocks)) {
-        inst.cache.cacheUnpinned(next.blocks, job.promptBlocks, upTo);
+        inst.cache.cacheUnpinned(this.ids(next, upTo), job.promptBlocks, upTo);
       }
     }
   }
@@ -268,6 +271,16 @@ export class Simulation implements InstanceHost {
 
   loadChanged(inst: Instance): void {
     this.dirty.add(inst);
+  }
+
+  /** A request's block ids: interned once, when first needed (the first `atLeast` blocks at least). */
+  private ids(r: SimRequest, atLeast = r.blocks.length >>> 1): Int32Array {
+    let ids = this.idsOf.get(r.id);
+    if (!ids || ids.length < atLeast) {
+      ids = this.blockIds.intern(r.blocks);
+      this.idsOf.set(r.id, ids);
+    }
+    return ids;
   }
 
   // ---- records -------------------------------------------------------------------------------------------
