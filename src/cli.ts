@@ -9,6 +9,14 @@ import { Router, type RouteRequest, type RouterOptions, type WorkerSpec } from "
 import { decodeTable, describeTable, ruleTable } from "./table.js";
 import { pairsToHex } from "./hashes.js";
 import { runStart } from "./start.js";
+import { runSimBench } from "../bench/sim.js";
+import { prepareRun } from "./sim/run.js";
+import { simulate } from "./sim/simulator.js";
+import { writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const MOONCAKE_DEV = join(dirname(fileURLToPath(import.meta.url)), "../../../shared/data/traces/mooncake_conversation_dev.jsonl");
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
@@ -111,20 +119,94 @@ requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "...
     },
   },
   bench: {
-    summary: "benchmark the core (WASM) against the TypeScript reference: dolphin bench core [--json]",
+    summary: "benchmark the core against the TypeScript reference (bench core), or the simulator (bench sim)",
     usage: `dolphin bench core [--json] [--time MS]
+dolphin bench sim [--json] [--trace FILE]
+
+bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
+prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
 
 Measures, in one run with tinybench, medians of: chained hashing of a 20,000-token prompt; matching its 1,250
 blocks against 16 workers' prefix indexes; decide (features → cluster → bit) at K = 8 and K = 64; one whole
 route call (hash, match, worker choice, features, decide) for the 20,000-token prompt against 16 workers.
 Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per task (default 1000).`,
-    options: { json: { type: "boolean" }, time: { type: "string" } },
+    options: { json: { type: "boolean" }, time: { type: "string" }, trace: { type: "string" } },
     async run(v, pos) {
-      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core");
+      if (pos[0] === "sim") {
+        const trace = String(v["trace"] ?? MOONCAKE_DEV);
+        if (!existsSync(trace)) throw new UsageError(`--trace: no such file: ${trace}`);
+        const r = runSimBench(trace, loadCoreModule());
+        process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" :
+          `simulated ${r.requests} requests (${r.trace}, ${r.cluster} ${r.split}, ${r.policy}): ${r.simulated_s} s of cluster time in ` +
+          `${r.wall_s} s wall (${r.requests_per_wall_s} requests/s, ${r.speedup_vs_realtime}× real time); trace loaded in ${r.load_s} s\n`);
+        return 0;
+      }
+      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | dolphin bench sim");
       const time = intOption(v["time"], "time", 50, 60_000, 1000);
       const bytes = readFileSync(corePath());
       const r = await runCoreBench(loadCoreModule(), bytes.length, time);
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatCoreBench(r) + "\n");
+      return 0;
+    },
+  },
+  simulate: {
+    summary: "run a workload through a simulated P/D cluster under one policy",
+    usage: `dolphin simulate --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
+                --split <nPmD|nR> [--slo <preset|ttft_ms,tpot_ms>] --policy <kind> [--table T]
+                [--load trace|xS|R|saturated] [--seed N] [--requests N] [--link nvlink|ib-ndr|ib-hdr|100gbe]
+                [--dedupe] [--index-lag-ms MS] [--json] [--trace-out FILE]
+
+Workloads: hybrid, arxiv, leval, humaneval, multiturn (generated, seeded) or a Mooncake JSONL / Azure CSV / lengths
+CSV file. Clusters: h20-72b (default), h100-70b, h100-8b, or a JSON cluster file defining one preset. SLO presets:
+taichi-a (5 s, 250 ms), taichi-b (16 s, 60 ms), default (10 s, 100 ms). Policies: the table kinds (dynamo-isl,
+dynamo-load, dynamo-legacy, trtllm, llm-d, always-local, always-remote; kmeans, gmm and ppd need --table).
+--load saturated finds the rate where throughput stops growing (docs/simulator.md). The cluster is simulated:
+figures carry the step-time model's error (docs/simulator-calibration.md). --trace-out writes one JSON line per request.`,
+    options: {
+      workload: { type: "string" }, format: { type: "string" }, cluster: { type: "string" }, split: { type: "string" },
+      slo: { type: "string" }, policy: { type: "string" }, table: { type: "string" }, load: { type: "string" },
+      seed: { type: "string" }, requests: { type: "string" }, link: { type: "string" }, dedupe: { type: "boolean" },
+      "index-lag-ms": { type: "string" }, json: { type: "boolean" }, "trace-out": { type: "string" },
+    },
+    async run(v) {
+      for (const k of ["workload", "split", "policy"]) if (!v[k]) throw new UsageError(`--${k} is required`);
+      const format = String(v["format"] ?? "auto");
+      if (!["auto", "mooncake", "azure", "lengths"].includes(format)) throw new UsageError(`--format must be auto, mooncake, azure or lengths, got ${format}`);
+      const prepared = prepareRun({
+        workload: String(v["workload"]), format: format as "auto", split: String(v["split"]), slo: String(v["slo"] ?? "default"),
+        policy: String(v["policy"]), module: loadCoreModule(),
+        ...(v["cluster"] !== undefined ? { cluster: String(v["cluster"]) } : {}),
+        ...(v["table"] !== undefined ? { table: String(v["table"]) } : {}),
+        ...(v["load"] !== undefined ? { load: String(v["load"]) } : {}),
+        ...(v["seed"] !== undefined ? { seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1) } : {}),
+        ...(v["requests"] !== undefined ? { requests: intOption(v["requests"], "requests", 1, 10_000_000, 2000) } : {}),
+        ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
+        ...(v["dedupe"] ? { dedupeTransfer: true } : {}),
+        ...(v["index-lag-ms"] !== undefined ? { indexLagMs: Number(v["index-lag-ms"]) } : {}),
+      });
+      const t0 = performance.now();
+      const result = simulate(prepared.workload, prepared.config);
+      const wall = (performance.now() - t0) / 1000;
+      if (v["trace-out"]) writeFileSync(String(v["trace-out"]), result.records.map((r) => JSON.stringify(r)).join("\n") + "\n");
+      const c = prepared.config;
+      const out = {
+        workload: prepared.workload.name, cluster: c.preset.name, split: String(v["split"]),
+        slo: { ttft_ms: c.slo.ttftMs, tpot_ms: c.slo.tpotMs }, policy: c.table.kind,
+        load: { spec: String(v["load"] ?? "trace"), scale: prepared.loadScale, rps: prepared.workload.rate },
+        simulated: true, ...result.summary, wall_s: wall,
+      };
+      if (v["json"]) process.stdout.write(JSON.stringify(out) + "\n");
+      else {
+        const s = result.summary;
+        const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : "-");
+        process.stdout.write([
+          `simulated cluster: ${c.preset.name} ${out.split}, policy ${out.policy}, workload ${out.workload} (${s.requests} requests at ${prepared.workload.rate.toFixed(2)} req/s)`,
+          `SLO ${c.slo.ttftMs} ms / ${c.slo.tpotMs} ms: attainment ${(100 * s.slo_attainment).toFixed(1)}% end to end, ${(100 * s.slo_attainment_per_metric).toFixed(1)}% per metric; failed ${s.failed}`,
+          `TTFT ms p50 ${ms(s.ttft_ms.p50)} p90 ${ms(s.ttft_ms.p90)} p99 ${ms(s.ttft_ms.p99)}; TPOT ms p50 ${ms(s.tpot_ms.p50)} p90 ${ms(s.tpot_ms.p90)} p99 ${ms(s.tpot_ms.p99)}`,
+          `local ${(100 * s.local_fraction).toFixed(1)}%, prefix hits P ${(100 * s.prefix_hit_rate.prefill).toFixed(1)}% D ${(100 * s.prefix_hit_rate.decode).toFixed(1)}%, ` +
+            `KV shipped ${(s.kv_bytes_transferred / 1e9).toFixed(1)} GB, ${s.throughput_tokens_per_s.toFixed(0)} output tokens/s (simulated in ${wall.toFixed(2)} s)`,
+        ].join("\n") + "\n");
+      }
       return 0;
     },
   },

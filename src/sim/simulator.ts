@@ -41,6 +41,7 @@ export interface SimConfig {
   slo: Slo;
   table: Table;
   link?: LinkPreset;
+  /** Setup cost, efficiency and links per instance; default DEFAULT_TRANSFER with one link per GPU (preset.tp). */
   transfer?: TransferModel;
   /** Ship only the blocks the decode side lacks (backends that deduplicate). Default false. */
   dedupeTransfer?: boolean;
@@ -91,7 +92,8 @@ export class Simulation implements InstanceHost {
   constructor(config: SimConfig) {
     this.config = config;
     this.link = config.link ?? LINKS["ib-ndr"];
-    this.transfer = config.transfer ?? DEFAULT_TRANSFER;
+    // one link per GPU of the instance (a NIC each), unless the configuration says otherwise
+    this.transfer = config.transfer ?? { ...DEFAULT_TRANSFER, links: config.preset.tp };
     const capacity = config.capacityBlocks ?? kvCapacityBlocks(config.preset, SIM_BLOCK_TOKENS);
     const { replicas, prefill, decode } = config.split;
     const specs: { name: string; role: InstanceRole }[] = [];

@@ -1,0 +1,150 @@
+// Turning user-level choices (workload, cluster, split, SLO, policy, load) into a simulation, shared by the
+// `dolphin simulate` command, the benchmarks and the learner. Also defines and finds the saturated load.
+
+import { existsSync, readFileSync } from "node:fs";
+import { decodeTable, ruleTable, POLICY_KINDS, type PolicyKind, type Table } from "../table.js";
+import { parseSlo, type Slo } from "./metrics.js";
+import {
+  DEFAULT_PRESET, LINKS, parseClusterFile, resolveLink, resolvePreset, type LinkPreset, type ModelPreset,
+} from "./perf.js";
+import { parseSplit, simulate, type SimConfig, type SimResult, type SplitSpec } from "./simulator.js";
+import type { Workload } from "./types.js";
+import { loadWorkload, parseLoad, withLoad, type Load, type WorkloadFormat } from "./workload.js";
+
+export interface RunOptions {
+  workload: string;
+  format?: WorkloadFormat;
+  /** a preset name or a cluster file (JSON) defining presets and links */
+  cluster?: string;
+  split: string;
+  slo: string;
+  policy: string;
+  /** table file, for kmeans, gmm and ppd policies (and to override a rule's parameters) */
+  table?: string;
+  load?: string;
+  seed?: number;
+  requests?: number;
+  link?: string;
+  dedupeTransfer?: boolean;
+  indexLagMs?: number;
+  module?: WebAssembly.Module;
+}
+
+export interface PreparedRun {
+  workload: Workload;
+  config: SimConfig;
+  /** the load actually applied: the scale factor relative to the workload's own rate */
+  loadScale: number;
+  load: Load;
+}
+
+/** Rule tables for policy names; dynamo-load needs its threshold, set against the preset's token budget. */
+export function policyTable(policy: string, preset: ModelPreset, tableFile?: string): Table {
+  if (tableFile) {
+    if (!existsSync(tableFile)) throw new Error(`--table: no such file: ${tableFile}`);
+    const t = decodeTable(readFileSync(tableFile));
+    if (policy !== "table" && policy !== t.kind && !(policy === "dolphin" && (t.kind === "kmeans" || t.kind === "gmm"))) {
+      throw new Error(`--policy ${policy} does not match the table's kind ${t.kind}`);
+    }
+    return t;
+  }
+  if (!(POLICY_KINDS as readonly string[]).includes(policy)) {
+    throw new Error(`--policy: unknown policy ${JSON.stringify(policy)}; one of ${POLICY_KINDS.join(", ")}`);
+  }
+  const kind = policy as PolicyKind;
+  if (kind === "kmeans" || kind === "gmm" || kind === "ppd") throw new Error(`--policy ${kind} needs --table (a learned or built table)`);
+  if (kind === "dynamo-load") {
+    // busy when more than one step's worth of prefill tokens is queued (Dynamo leaves the threshold to the operator)
+    return ruleTable(kind, { prefill_busy_threshold: 1, max_num_batched_tokens: preset.maxNumBatchedTokens });
+  }
+  return ruleTable(kind);
+}
+
+export function resolveCluster(cluster: string | undefined, link: string | undefined): { preset: ModelPreset; link: LinkPreset } {
+  const name = cluster ?? DEFAULT_PRESET;
+  let extraPresets: Record<string, ModelPreset> = {};
+  let extraLinks: Record<string, LinkPreset> = {};
+  let preset: ModelPreset;
+  if (existsSync(name) && name.endsWith(".json")) {
+    let json: unknown;
+    try {
+      json = JSON.parse(readFileSync(name, "utf8"));
+    } catch (e) {
+      throw new Error(`${name}: not JSON: ${(e as Error).message}`);
+    }
+    const parsed = parseClusterFile(json, name);
+    extraPresets = parsed.presets;
+    extraLinks = parsed.links;
+    const names = Object.keys(extraPresets);
+    if (names.length !== 1) throw new Error(`${name}: a cluster file used as --cluster must define exactly one preset, found ${names.length}`);
+    preset = extraPresets[names[0]!]!;
+  } else preset = resolvePreset(name, extraPresets);
+  return { preset, link: link ? resolveLink(link, extraLinks) : LINKS["ib-ndr"] };
+}
+
+export function prepareRun(o: RunOptions): PreparedRun {
+  const { preset, link } = resolveCluster(o.cluster, o.link);
+  const split: SplitSpec = parseSplit(o.split);
+  const slo: Slo = parseSlo(o.slo);
+  const table = policyTable(o.policy, preset, o.table);
+  const base = loadWorkload(o.workload, o.format ?? "auto", {
+    ...(o.seed !== undefined ? { seed: o.seed } : {}), ...(o.requests !== undefined ? { requests: o.requests } : {}),
+  });
+  const config: SimConfig = {
+    preset, split, slo, table, link,
+    ...(o.dedupeTransfer ? { dedupeTransfer: true } : {}),
+    ...(o.indexLagMs ? { indexLagMs: o.indexLagMs } : {}),
+    ...(o.module ? { module: o.module } : {}),
+  };
+  const load = parseLoad(o.load ?? "trace");
+  let scale = 1;
+  if (load.kind === "saturated") scale = findSaturatedScale(base, config).scale;
+  else if (load.kind === "scale") scale = load.factor;
+  else if (load.kind === "rate") scale = load.rps / base.rate;
+  const workload = scale === 1 ? base : withLoad(base, { kind: "scale", factor: scale });
+  return { workload, config, loadScale: scale, load };
+}
+
+export interface Saturation {
+  /** arrival-rate scale factor relative to the workload's own rate */
+  scale: number;
+  /** requests per second at that scale */
+  rps: number;
+  /** (scale, output tokens per second) probes, in the order tried */
+  probes: [number, number][];
+}
+
+/**
+ * The saturated load, defined as the arrival rate at which the cluster's output throughput stops growing with the
+ * offered load: walking up a ×1.25 grid of rate scales, the first scale s whose next step raises throughput by less
+ * than 5% (throughput(1.25 s) < 1.05 × throughput(s)). Throughput is output tokens over the run's makespan, so past
+ * saturation it flattens at the cluster's capacity while queues grow. Measured with Dynamo's isl_bounding rule as the
+ * reference policy, so every policy compared at "saturated" sees the same arrivals. Grid from 1/64 to 64× the
+ * workload's rate; the run uses at most the first 1,500 requests to keep the search quick.
+ */
+export function findSaturatedScale(w: Workload, config: SimConfig): Saturation {
+  const probeWorkload: Workload = { ...w, requests: w.requests.slice(0, 1500) };
+  const probeConfig: SimConfig = { ...config, table: ruleTable("dynamo-isl") };
+  const probes: [number, number][] = [];
+  const throughput = (s: number): number => {
+    const r: SimResult = simulate(withLoad(probeWorkload, { kind: "scale", factor: s }), probeConfig);
+    probes.push([s, r.summary.throughput_tokens_per_s]);
+    return r.summary.throughput_tokens_per_s;
+  };
+  // start where the run is clearly unsaturated: halve until doubling the rate nearly doubles throughput
+  let s = 1;
+  let t = throughput(s);
+  while (s > 1 / 64) {
+    const lower = throughput(s / 2);
+    if (t > 1.8 * lower) break;
+    s /= 2;
+    t = lower;
+  }
+  while (s < 64) {
+    const next = throughput(s * 1.25);
+    if (next < 1.05 * t) break;
+    s *= 1.25;
+    t = next;
+  }
+  return { scale: s, rps: w.rate * s, probes };
+}

@@ -1,0 +1,113 @@
+// The simulator's building blocks: event order, the prefix cache (pins, LRU, KV events), instances.
+import { describe, expect, it } from "vitest";
+import { EventQueue, Priority } from "../src/sim/events.js";
+import { BlockIds, KvCache } from "../src/sim/kv-cache.js";
+
+describe("event queue", () => {
+  it("orders by time, then priority class (steps, transfers, KV events, arrivals), then scheduling order", () => {
+    const q = new EventQueue();
+    const seen: string[] = [];
+    q.schedule(5, Priority.arrival, () => seen.push("arrival@5 first"));
+    q.schedule(5, Priority.arrival, () => seen.push("arrival@5 second"));
+    q.schedule(5, Priority.step, () => seen.push("step@5"));
+    q.schedule(5, Priority.kvEvent, () => seen.push("kv@5"));
+    q.schedule(5, Priority.transfer, () => seen.push("transfer@5"));
+    q.schedule(1, Priority.arrival, () => seen.push("arrival@1"));
+    q.schedule(7, Priority.step, () => {
+      seen.push("step@7");
+      q.schedule(7, Priority.step, () => seen.push("step@7 scheduled at 7"));
+    });
+    q.run();
+    expect(seen).toEqual(["arrival@1", "step@5", "transfer@5", "kv@5", "arrival@5 first", "arrival@5 second", "step@7", "step@7 scheduled at 7"]);
+    expect(q.nowMs).toBe(7);
+  });
+
+  it("refuses to schedule in the past", () => {
+    const q = new EventQueue();
+    q.schedule(10, Priority.step, () => expect(() => q.schedule(9, Priority.step, () => {})).toThrow(/in the past/));
+    q.run();
+  });
+
+  it("keeps heap order over many random events", () => {
+    const q = new EventQueue();
+    const times: number[] = [];
+    let x = 3;
+    for (let i = 0; i < 5000; i++) {
+      x = (Math.imul(x, 1103515245) + 12345) & 0x7fffffff;
+      const t = x % 1000;
+      q.schedule(t, Priority.step, () => times.push(t));
+    }
+    q.run();
+    expect(times).toEqual([...times].sort((a, b) => a - b));
+  });
+});
+
+describe("KV cache", () => {
+  const pairsOf = (ids: number[]) => Uint32Array.from(ids.flatMap((i) => [i, 7]));
+  function setup(capacity: number) {
+    const ids = new BlockIds();
+    const events: string[] = [];
+    const cache = new KvCache(capacity, ids, {
+      stored: (p) => events.push(`+${Array.from(p.filter((_, i) => i % 2 === 0)).join(",")}`),
+      removed: (p) => events.push(`-${Array.from(p.filter((_, i) => i % 2 === 0)).join(",")}`),
+    });
+    return { ids, cache, events, blocks: (n: number[]) => ids.intern(pairsOf(n)) };
+  }
+
+  it("interns each distinct hash once", () => {
+    const ids = new BlockIds();
+    const a = ids.intern(pairsOf([1, 2, 3]));
+    const b = ids.intern(pairsOf([3, 2, 9]));
+    expect(Array.from(a)).toEqual([0, 1, 2]);
+    expect(Array.from(b)).toEqual([2, 1, 3]);
+    for (let i = 0; i < 300_000; i++) ids.id(i, i ^ 0x55); // growth keeps ids stable
+    expect(ids.id(3, 7)).toBe(2);
+    expect(Array.from(ids.pairs([2]))).toEqual([3, 7]);
+  });
+
+  it("pins what a running request uses, caches it after, and evicts least recently used first", () => {
+    const { cache, events, blocks } = setup(6);
+    const a = blocks([1, 2, 3]);
+    expect(cache.admit(a, 0, 4)).toBe(true); // 3 prompt blocks + 1 private
+    cache.commit(a, 0, 3);
+    expect(events).toEqual(["+1,2,3"]);
+    expect(cache.usedBlocks).toBe(4);
+    const b = blocks([1, 2, 4]);
+    expect(cache.prefixHit(b, 3)).toBe(2);
+    expect(cache.admit(b, 2, 2)).toBe(true);
+    expect(cache.admit(blocks([9]), 0, 1)).toBe(false); // 6 of 6 in use, nothing evictable
+    cache.release(a, 3, 1); // block 3 becomes evictable; 1, 2 still pinned by b
+    expect(cache.availableBlocks).toBe(2);
+    cache.commit(b, 2, 3);
+    cache.release(b, 3, 1);
+    // LRU order of unpinned blocks: 3 (released first), then 1, 2, 4
+    expect(cache.admit(blocks([8]), 0, 4)).toBe(true);
+    expect(events.at(-1)).toBe("-3,1");
+    expect(cache.prefixHit(b, 3)).toBe(0);
+  });
+
+  it("never evicts a pinned block, and a refused admission changes nothing", () => {
+    const { cache, blocks } = setup(4);
+    const a = blocks([1, 2, 3, 4]);
+    cache.admit(a, 0, 4);
+    cache.commit(a, 0, 4);
+    const used = cache.usedBlocks;
+    expect(cache.admit(blocks([5]), 0, 1)).toBe(false);
+    expect(cache.usedBlocks).toBe(used);
+    expect(cache.prefixHit(a, 4)).toBe(4);
+  });
+
+  it("shares a block two requests computed at once and returns the spare reservation", () => {
+    const { cache, events, blocks } = setup(10);
+    const a = blocks([1, 2]);
+    cache.admit(a, 0, 2);
+    cache.admit(a, 0, 2);
+    cache.commit(a, 0, 2);
+    cache.commit(a, 0, 2);
+    expect(events).toEqual(["+1,2"]);
+    expect(cache.usedBlocks).toBe(2);
+    cache.release(a, 2, 0);
+    cache.release(a, 2, 0);
+    expect(cache.availableBlocks).toBe(10);
+  });
+});
