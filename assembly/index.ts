@@ -6,7 +6,8 @@ import { blockSize, hashTextBlocks, hashTokenBlocks, root, setBlockSizeValue, se
 import {
   E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, fail, OK,
 } from "./errors";
-import { policyInit, scores, setSignals as setSignalValues, setTable as setTableValue, staging, standardized } from "./policy";
+import { applyOslSection, checkOslSection, clearOslModel, oslInit } from "./osl";
+import { policyInit, scores, setSignals as setSignalValues, setTable as setTableValue, staging, standardized, STAGING_F64 } from "./policy";
 import {
   capacityOf, clearWorker, countOf, freeCapacity, holds, indexInit, matchPrefix, removeBlocks, setCapacity,
   storeBlocks, workerInRange,
@@ -44,6 +45,7 @@ export function init(maxWorkers: i32, maxInputBytes: i32, indexBlocks: i32): i32
   indexInit(maxWorkers, <u32>indexBlocks);
   workersInit(maxWorkers);
   policyInit();
+  oslInit();
   ready = true;
   return OK;
 }
@@ -183,8 +185,20 @@ export function indexHolds(worker: i32): i32 {
 
 // ---- table ---------------------------------------------------------------------------------------------
 
-/** Validates the table staged at stagingPtr() and makes it active (see policy.ts for the layouts). */
-export function setTable(kind: i32, k: i32, dims: i32): i32 {
+/**
+ * Validates the table staged at stagingPtr() (see policy.ts for the layouts) and, when `oslAt` ≥ 0, the
+ * output-length model staged from f64 index `oslAt` (osl.ts); only when both are valid do both become active.
+ * `oslAt` < 0 removes any output-length model.
+ */
+export function setTable(kind: i32, k: i32, dims: i32, oslAt: i32): i32 {
   if (!ready) return fail(E_NOT_INITIALIZED, 0);
-  return setTableValue(kind, k, dims);
+  if (oslAt >= 0) {
+    const rc = checkOslSection(staging, oslAt, STAGING_F64);
+    if (rc != OK) return rc;
+  }
+  const rc = setTableValue(kind, k, dims);
+  if (rc != OK) return rc;
+  if (oslAt >= 0) applyOslSection(staging, oslAt);
+  else clearOslModel();
+  return OK;
 }

@@ -29,8 +29,7 @@ export const KIND_PPD: i32 = 10;
 @inline const MAX_RATIO_EDGES: i32 = 15;
 // @ts-ignore: decorator
 @inline const MAX_QPS_LEVELS: i32 = 64;
-// @ts-ignore: decorator
-@inline export const STAGING_F64: i32 = 4096;
+export const STAGING_F64: i32 = 4096;
 // @ts-ignore: decorator
 @inline const MAX_PPD_CELLS: i32 = 3 * (MAX_RATIO_EDGES + 1) * MAX_QPS_LEVELS;
 

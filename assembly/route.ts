@@ -10,6 +10,7 @@ import {
   decide, outBit, outCluster, outReason, outScore, REASON_NO_PREFILL_WORKER,
 } from "./policy";
 import { matchPrefix, storeBlocks } from "./prefix-index";
+import { lastClass, oslClasses, predictOsl } from "./osl";
 import {
   chooseDecode, choosePrefill, costOf, lastCost, prefillLoadOf, roleOf, ROLE_DECODE, workerSpan,
 } from "./workers";
@@ -43,7 +44,9 @@ export const D_BLOCKS: i32 = 12;
 export const D_SCORE: i32 = 13;
 export const D_COST_D: i32 = 14;
 export const D_COST_P: i32 = 15;
-export const DECISION_SLOTS: i32 = 16;
+export const D_OSL_CLASS: i32 = 16; // predicted output-length class (−1 when the caller gave osl_hat)
+export const D_REUSE: i32 = 17; // longest cached prefix on any worker / blocks
+export const DECISION_SLOTS: i32 = 18;
 
 export let input: usize = 0;
 export let inputBytes: i32 = 0;
@@ -98,23 +101,29 @@ export function decideFeatures(isl: f64, effP: f64, effD: f64, oslHat: f64, turn
   if (rc != OK) return rc;
   memory.fill(decision, 0, <usize>DECISION_SLOTS << 3);
   writeDecision(outBit, -1, -1, isl, effP, effD, oslHat);
+  put(D_OSL_CLASS, -1);
   return OK;
 }
 
 /**
  * Routes one request whose prompt the host wrote into the input buffer: `n` token ids, or `n` UTF-8 bytes
  * (FLAG_TEXT), or `n` block hashes (FLAG_HASHES). `promptTokens` gives isl in text and hash modes (0 = derive
- * it); `pinnedDecode` ≥ 0 forces the decode worker (a session's); `contextTokens` < 0 means unknown.
+ * it); `oslHat` < 0 asks the table's output-length model (fed `prevOutputTokens` of the session and the request's
+ * `maxTokens`, each ≤ 0 when unknown); `pinnedDecode` ≥ 0 forces the decode worker (a session's);
+ * `contextTokens` < 0 means unknown.
  */
 export function route(
   n: i32, flags: i32, promptTokens: f64, oslHat: f64, turn: i32, pinnedDecode: i32, contextTokens: f64,
+  prevOutputTokens: f64, maxTokens: f64,
 ): i32 {
   const text = (flags & FLAG_TEXT) != 0;
   const given = (flags & FLAG_HASHES) != 0;
   let rc = checkInput(n, given ? 8 : text ? 1 : 4);
   if (rc != OK) return rc;
   if (!(promptTokens >= 0 && promptTokens <= MAX_TOKENS)) return fail(E_BAD_LENGTH, promptTokens);
-  if (!(oslHat >= 0 && oslHat <= MAX_TOKENS)) return fail(E_BAD_OSL, oslHat);
+  const predict = oslHat < 0;
+  if (!(predict || oslHat <= MAX_TOKENS) || isNaN(oslHat) || (predict && oslClasses() == 0)) return fail(E_BAD_OSL, oslHat);
+  if (!(prevOutputTokens <= MAX_TOKENS) || !(maxTokens <= MAX_TOKENS)) return fail(E_BAD_LENGTH, isNaN(prevOutputTokens) ? prevOutputTokens : maxTokens);
   if (turn < 0) return fail(E_BAD_TURN, turn);
   if (isNaN(contextTokens) || contextTokens > MAX_TOKENS) return fail(E_BAD_LENGTH, contextTokens);
   if (pinnedDecode >= 0 && (!workerInRange(pinnedDecode) || (roleOf(pinnedDecode) & ROLE_DECODE) == 0)) {
@@ -143,7 +152,9 @@ export function route(
 
   // 2. every worker's cached prefix
   const span = workerSpan();
-  matchPrefix(blockHashes, blocks, matched, span);
+  const longest = matchPrefix(blockHashes, blocks, matched, span);
+  const reuse = blocks > 0 ? <f64>longest / <f64>blocks : 0.0;
+  if (predict) oslHat = predictOsl(isl, reuse, <f64>turn, max(prevOutputTokens, 0.0), maxTokens);
 
   // 3. workers around the bit
   let decodeWorker = pinnedDecode;
@@ -184,5 +195,7 @@ export function route(
   put(D_BLOCKS, blocks);
   put(D_COST_D, costD);
   put(D_COST_P, costP);
+  put(D_OSL_CLASS, predict ? lastClass : -1);
+  put(D_REUSE, reuse);
   return OK;
 }

@@ -138,7 +138,7 @@ function makeDecide(module: WebAssembly.Module, k: number): { wasm: Engine; ts: 
   const s = stageTable(kmeans(k));
   const wasm = createCore(instantiateCore(module), config);
   const ts = new ReferenceEngine(config);
-  for (const e of [wasm, ts]) e.setTable(s.kind, s.k, s.dims, s.staged);
+  for (const e of [wasm, ts]) e.setTable(s.kind, s.k, s.dims, s.staged, s.oslAt);
   return { wasm, ts };
 }
 

@@ -15,9 +15,13 @@ export const Flag = { text: 1, hashes: 2, record: 4 } as const;
 /** Slots of the decision record (Float64Array of DECISION_SLOTS). */
 export const Slot = {
   path: 0, bit: 1, reason: 2, decode: 3, prefill: 4, cluster: 5, isl: 6, effP: 7, effD: 8, oslHat: 9,
-  matchedD: 10, matchedP: 11, blocks: 12, score: 13, costD: 14, costP: 15,
+  matchedD: 10, matchedP: 11, blocks: 12, score: 13, costD: 14, costP: 15, oslClass: 16, reuse: 17,
 } as const;
-export const DECISION_SLOTS = 16;
+export const DECISION_SLOTS = 18;
+
+/** Features of the output-length model, by index (assembly/osl.ts). */
+export const OSL_FEATURES = ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens", "has_max_tokens"] as const;
+export type OslFeatureName = (typeof OSL_FEATURES)[number];
 
 export const Reason = ["cluster", "rule", "first-turn", "no-prefill-worker"] as const;
 export type ReasonName = (typeof Reason)[number];
@@ -47,8 +51,13 @@ export interface RouteInput {
   /** number of items: tokens, bytes, or hashes */
   length: number;
   promptTokens: number;
+  /** < 0: predicted by the table's output-length model */
   oslHat: number;
   turn: number;
+  /** the session's previous output tokens, for the output-length model (≤ 0 unknown) */
+  prevOutputTokens: number;
+  /** the request's max_tokens (≤ 0 not given) */
+  maxTokens: number;
   pinnedDecode: number;
   contextTokens: number;
 }
@@ -73,7 +82,8 @@ export interface Engine {
   indexCount(id: number): number;
   /** Longest cached prefix per worker (blocks), for workers 0…span−1 (a fresh array). */
   match(pairs: Uint32Array): Uint32Array;
-  setTable(kind: number, k: number, dims: number, staged: Float64Array): void;
+  /** Sets the table staged in `staged`; an output-length model, if any, is staged from f64 index `oslAt` (< 0: none). */
+  setTable(kind: number, k: number, dims: number, staged: Float64Array, oslAt: number): void;
   /** Routes one request; returns the decision record (a view reused by the next call). */
   route(input: RouteInput): Float64Array;
   decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, contextTokens: number): Float64Array;

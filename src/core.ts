@@ -31,8 +31,8 @@ interface RawExports {
   indexRemove(id: number, n: number): number;
   indexClear(id: number): number;
   indexCount(id: number): number;
-  setTable(kind: number, k: number, dims: number): number;
-  route(n: number, flags: number, promptTokens: number, oslHat: number, turn: number, pinned: number, ctx: number): number;
+  setTable(kind: number, k: number, dims: number, oslAt: number): number;
+  route(n: number, flags: number, promptTokens: number, oslHat: number, turn: number, pinned: number, ctx: number, prevOutput: number, maxTokens: number): number;
   decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): number;
 }
 
@@ -167,11 +167,11 @@ class WasmEngine implements Engine {
     return this.u32.slice(at, at + this.x.workerSpanNow());
   }
 
-  setTable(kind: number, k: number, dims: number, staged: Float64Array): void {
+  setTable(kind: number, k: number, dims: number, staged: Float64Array, oslAt: number): void {
     if (staged.length > STAGING_F64) throw new CoreError(25, staged.length, "setTable");
     this.views();
     this.f64.set(staged, this.stagingPtr >>> 3);
-    this.check(this.x.setTable(kind, k, dims), "setTable");
+    this.check(this.x.setTable(kind, k, dims, oslAt), "setTable");
   }
 
   route(r: RouteInput): Float64Array {
@@ -189,7 +189,7 @@ class WasmEngine implements Engine {
       this.views();
       this.u32.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr >>> 2);
     }
-    const rc = x.route(r.length, r.flags, r.promptTokens, r.oslHat, r.turn, r.pinnedDecode, r.contextTokens);
+    const rc = x.route(r.length, r.flags, r.promptTokens, r.oslHat, r.turn, r.pinnedDecode, r.contextTokens, r.prevOutputTokens, r.maxTokens);
     if (rc !== 0) this.check(rc, "route");
     return this.decisionView;
   }

@@ -61,6 +61,10 @@ export interface RouteRequest {
   decodeWorker?: string;
   /** Accumulated context tokens of the conversation, for PPD. Default: the decode worker's cached tokens. */
   contextTokens?: number;
+  /** The session's previous output tokens (for the table's output-length model). */
+  prevOutputTokens?: number;
+  /** The request's max_tokens, when the client set one (for the output-length model). */
+  maxTokens?: number;
 }
 
 export interface Features {
@@ -84,6 +88,8 @@ export interface Decision {
   matchedBlocks: { decode: number; prefill: number };
   /** Full blocks in the prompt. */
   blocks: number;
+  /** The output-length class the table's model predicted (null when the caller gave osl_hat). */
+  oslClass: number | null;
   cost: { decode: number; prefill: number };
 }
 
@@ -178,7 +184,7 @@ export class Router {
 
   private applyTable(t: Table): void {
     const s = stageTable(t);
-    this.engine.setTable(s.kind, s.k, s.dims, s.staged);
+    this.engine.setTable(s.kind, s.k, s.dims, s.staged, s.oslAt);
   }
 
   // ---- workers -----------------------------------------------------------------------------------------
@@ -267,8 +273,12 @@ export class Router {
     };
   }
 
+  /** osl_hat for the core: given, from a class, or −1 to let the table's output-length model predict it. */
   private oslHatOf(r: RouteRequest): number {
-    if (r.oslHat !== undefined) return r.oslHat;
+    if (r.oslHat !== undefined) {
+      if (!(r.oslHat >= 0)) throw new RangeError(`route: oslHat must be a number ≥ 0, got ${r.oslHat}`);
+      return r.oslHat;
+    }
     const classes = this.tableValue.osl_classes;
     if (r.oslClass !== undefined) {
       if (!classes) throw new Error("route: oslClass given but the table has no osl_classes");
@@ -277,8 +287,9 @@ export class Router {
       if (rep === undefined) throw new RangeError(`route: unknown oslClass ${JSON.stringify(r.oslClass)} (table classes: ${classes.names.join(", ")})`);
       return rep;
     }
+    if (this.tableValue.osl_model) return -1;
     if (this.tableValue.features?.includes("osl_hat")) {
-      throw new Error("route: this table uses osl_hat: give oslHat or oslClass");
+      throw new Error("route: this table uses osl_hat and has no output-length model: give oslHat or oslClass");
     }
     return 0;
   }
@@ -310,6 +321,8 @@ export class Router {
       turn: r.turn ?? 1,
       pinnedDecode: pinned,
       contextTokens: r.contextTokens ?? -1,
+      prevOutputTokens: r.prevOutputTokens ?? 0,
+      maxTokens: r.maxTokens ?? 0,
     });
   }
 
@@ -340,6 +353,7 @@ export class Router {
       features: { isl: d[Slot.isl]!, effP: d[Slot.effP]!, effD: d[Slot.effD]!, oslHat: d[Slot.oslHat]! },
       matchedBlocks: { decode: d[Slot.matchedD]!, prefill: d[Slot.matchedP]! },
       blocks: d[Slot.blocks]!,
+      oslClass: d[Slot.oslClass]! >= 0 ? d[Slot.oslClass]! : null,
       cost: { decode: d[Slot.costD]!, prefill: d[Slot.costP]! },
     };
   }

@@ -3,13 +3,15 @@
 // computed here, once, so the WebAssembly core and the TypeScript reference use bit-identical numbers.
 
 import { Kind } from "./core-api.js";
-import { FEATURE_NAMES, type Table } from "./table.js";
+import { FEATURE_NAMES, OSL_MODEL_FEATURES, type Table } from "./table.js";
 
 export interface StagedTable {
   kind: number;
   k: number;
   dims: number;
   staged: Float64Array;
+  /** f64 index of the output-length model's section in `staged`, −1 when the table has none */
+  oslAt: number;
 }
 
 const RULE_PARAMS: Record<string, [string, string]> = {
@@ -24,7 +26,22 @@ function num(v: unknown): number {
   return typeof v === "number" ? v : NaN;
 }
 
+/** The policy part, then the output-length model (assembly/osl.ts layout: F C idx[F] mean[F] std[F] W[C×F] b[C] rep[C]). */
 export function stageTable(t: Table): StagedTable {
+  const s = stagePolicy(t);
+  const m = t.osl_model;
+  const classes = t.osl_classes;
+  if (!m || !classes) return { ...s, oslAt: -1 };
+  const section = [m.features.length, classes.names.length, ...m.features.map((f) => OSL_MODEL_FEATURES.indexOf(f)), ...m.mean, ...m.std];
+  for (const row of m.weights) section.push(...row);
+  section.push(...m.bias, ...classes.representative);
+  const staged = new Float64Array(s.staged.length + section.length);
+  staged.set(s.staged);
+  staged.set(section, s.staged.length);
+  return { ...s, staged, oslAt: s.staged.length };
+}
+
+function stagePolicy(t: Table): Omit<StagedTable, "oslAt"> {
   const kind = Kind[t.kind];
   if (t.kind === "kmeans" || t.kind === "gmm") {
     const features = t.features ?? [];

@@ -33,6 +33,14 @@ export const POLICY_KINDS: readonly PolicyKind[] = [
 /** Output-length classes: a request's predicted class `names[i]` stands for `representative[i]` tokens (osl_hat). */
 export interface OslClasses { names: string[]; thresholds: number[]; representative: number[] }
 
+/**
+ * A multinomial logistic regression over admission-time features (names from OSL_MODEL_FEATURES): the predicted
+ * class is argmax_c bias[c] + Σ_f weights[c][f] · (x_f − mean[f]) / std[f]; its osl_classes representative is osl_hat.
+ */
+export interface OslModel { kind: "logistic"; features: OslModelFeature[]; mean: number[]; std: number[]; weights: number[][]; bias: number[] }
+export type OslModelFeature = "log_isl" | "prefix_reuse" | "log_turn" | "log_prev_output" | "log_max_tokens" | "has_max_tokens";
+export const OSL_MODEL_FEATURES: readonly OslModelFeature[] = ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens", "has_max_tokens"];
+
 /** Who made a table, when, from what. Extra keys with string or number values are allowed here only. */
 export interface Provenance { tool: string; created: string; workload: string; seed: number; notes?: string; [k: string]: unknown }
 
@@ -49,6 +57,8 @@ export interface Table {
   variances?: number[][];
   params?: Record<string, number | number[] | number[][][]>;
   osl_classes?: OslClasses;
+  /** The output-length classifier the core evaluates (needs osl_classes: one weight row per class). */
+  osl_model?: OslModel;
   split?: string | null;
   slo?: { ttft_ms: number; tpot_ms: number } | null;
   provenance: Provenance;
@@ -116,7 +126,7 @@ const isRuleKind = (kind: PolicyKind): kind is RuleKind => kind !== "kmeans" && 
 
 const TOP_LEVEL_KEYS = new Set([
   "format", "version", "kind", "features", "scaler", "centroids", "bits", "weights", "variances", "params",
-  "osl_classes", "split", "slo", "provenance", "checksum",
+  "osl_classes", "osl_model", "split", "slo", "provenance", "checksum",
 ]);
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -355,6 +365,33 @@ function validateParams(v: unknown, kind: RuleKind): Record<string, number | num
   return out;
 }
 
+function validateOslModel(v: unknown, classes: OslClasses | undefined): OslModel {
+  const path = "osl_model";
+  if (!classes) throw new TableError(path, "needs osl_classes (the classes it predicts and their representative lengths)");
+  const m = expectMap(v, path);
+  rejectUnknownKeys(m, path, ["kind", "features", "mean", "std", "weights", "bias"]);
+  if (m.kind !== "logistic") throw expected(`${path}.kind`, '"logistic"', m.kind);
+  const names = expectArray(m.features, `${path}.features`, "an array of feature names");
+  if (names.length < 1 || names.length > OSL_MODEL_FEATURES.length) {
+    throw new TableError(`${path}.features`, `expected 1 to ${OSL_MODEL_FEATURES.length} features, got ${names.length}`);
+  }
+  const features = names.map((n, i) => {
+    const f = expectString(n, `${path}.features[${i}]`) as OslModelFeature;
+    if (!OSL_MODEL_FEATURES.includes(f)) throw new TableError(`${path}.features[${i}]`, `unknown feature ${JSON.stringify(f)} (known: ${OSL_MODEL_FEATURES.join(", ")})`);
+    if (names.indexOf(f) !== i) throw new TableError(`${path}.features[${i}]`, `duplicate feature ${JSON.stringify(f)}`);
+    return f;
+  });
+  const d = features.length;
+  const c = classes.names.length;
+  const mean = numberArray(m.mean, `${path}.mean`, d, {}, "values (one per feature)");
+  const std = numberArray(m.std, `${path}.std`, d, { min: 0, minExclusive: true }, "values (one per feature)");
+  const rows = expectArray(m.weights, `${path}.weights`, "an array of weight rows (one per class)");
+  expectLength(rows, `${path}.weights`, c, "rows (one per osl class)");
+  const weights = rows.map((r, i) => numberArray(r, `${path}.weights[${i}]`, d, {}, "weights (one per feature)"));
+  const bias = numberArray(m.bias, `${path}.bias`, c, {}, "values (one per osl class)");
+  return { kind: "logistic", features, mean, std, weights, bias };
+}
+
 function validateOslClasses(v: unknown): OslClasses {
   const path = "osl_classes";
   const m = expectMap(v, path);
@@ -433,6 +470,7 @@ function validateBody(v: unknown): Omit<Table, "checksum"> {
     Object.assign(out, validateLearned(m, kind));
   }
   if (m.osl_classes !== undefined) out.osl_classes = validateOslClasses(m.osl_classes);
+  if (m.osl_model !== undefined) out.osl_model = validateOslModel(m.osl_model, out.osl_classes);
   if (m.split !== undefined) {
     if (m.split !== null && (typeof m.split !== "string" || !SPLIT_PATTERN.test(m.split))) {
       throw expected("split", 'a split such as "3P1D" or null', m.split);

@@ -58,7 +58,7 @@ describe("dolphin route", () => {
     expect(lines[1].error).toMatch(/JSON/);
     // --record: the second identical prompt finds its prefix on d1 and goes local
     expect(lines[2]).toMatchObject({ line: 3, path: "local", decodeWorker: "d1", matchedBlocks: { decode: 187 } });
-    expect(lines[3].error).toMatch(/osl_hat must be a finite number ≥ 0, got -4/);
+    expect(lines[3].error).toMatch(/oslHat must be a number ≥ 0, got -4/);
     expect(r.err).toMatch(/2 line\(s\) rejected/);
   });
 

@@ -65,8 +65,17 @@ function tables(): Table[] {
   const km = (k: number, d: number) =>
     kmeansTable(Array.from({ length: k }, () => Array.from({ length: d }, () => rnd() * 4 - 2)), Array.from({ length: k }, () => (rnd() < 0.5 ? 0 : 1)));
   const ppdBits = [0, 1, 2].map(() => Array.from({ length: 9 }, () => Array.from({ length: 10 }, () => (rnd() < 0.5 ? 0 : 1))));
+  const withOsl = (t: Table): Table => validateTable({
+    ...t,
+    osl_classes: { names: ["short", "medium", "long"], thresholds: [128, 1024], representative: [60, 400, 2000] },
+    osl_model: {
+      kind: "logistic", features: ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens", "has_max_tokens"],
+      mean: [7, 0.3, 0.8, 3, 4, 0.5], std: [2, 0.3, 0.5, 2, 3, 0.5],
+      weights: [0, 1, 2].map(() => Array.from({ length: 6 }, () => rnd() * 2 - 1)), bias: [0.1, 0, -0.1],
+    },
+  });
   return [
-    km(8, 4), km(64, 4), km(3, 2), gmmTable(8, 3), gmmTable(32, 4),
+    km(8, 4), withOsl(km(8, 4)), km(64, 4), km(3, 2), gmmTable(8, 3), gmmTable(32, 4),
     ruleTable("dynamo-isl"), ruleTable("dynamo-legacy"), ruleTable("trtllm"), ruleTable("llm-d", { non_cached_tokens: 64, prompt_tokens: 32 }),
     ruleTable("dynamo-load", { prefill_busy_threshold: 0.5, max_num_batched_tokens: 64 }),
     ruleTable("always-local"), ruleTable("always-remote"), ruleTable("ppd", { bits: ppdBits }),
@@ -136,10 +145,10 @@ describe("differential: wasm core = TypeScript reference", () => {
   });
 
   for (const table of tables()) {
-    it(`routes identically under the ${table.kind} table (K=${table.centroids?.length ?? "-"})`, () => {
+    it(`routes identically under the ${table.kind} table (K=${table.centroids?.length ?? "-"}${table.osl_model ? ", output-length model" : ""})`, () => {
       const engines = pair();
       const s = stageTable(table);
-      same(engines, (e) => e.setTable(s.kind, s.k, s.dims, s.staged));
+      same(engines, (e) => e.setTable(s.kind, s.k, s.dims, s.staged, s.oslAt));
       const roles = [Role.prefill, Role.decode, Role.decode, Role.both, Role.prefill, Role.decode];
       for (const e of engines) roles.forEach((r, w) => e.setWorker(w, r, 200));
       fc.assert(
@@ -170,7 +179,8 @@ describe("differential: wasm core = TypeScript reference", () => {
             const data = q.text ? new Uint8Array(tokens.buffer) : tokens;
             const input = {
               flags: (q.record ? Flag.record : 0) | (q.text ? Flag.text : 0), data, length: q.text ? data.length : q.len,
-              promptTokens: 0, oslHat: q.osl, turn: q.turn, pinnedDecode: q.pinned, contextTokens: q.ctx,
+              promptTokens: 0, oslHat: table.osl_model && q.osl % 3 === 0 ? -1 : q.osl, turn: q.turn, pinnedDecode: q.pinned,
+              contextTokens: q.ctx, prevOutputTokens: q.tail % 500, maxTokens: q.osl % 2 === 0 ? 0 : q.osl * 2,
             };
             same(engines, (e) => Array.from(e.route(input)));
             if (table.kind === "kmeans" || table.kind === "gmm") same(engines, (e) => Array.from(e.scores(table.centroids!.length)));
@@ -185,7 +195,7 @@ describe("differential: wasm core = TypeScript reference", () => {
         }),
         { numRuns: 300 },
       );
-      expect(DECISION_SLOTS).toBe(16);
+      expect(DECISION_SLOTS).toBe(18);
       expect(Kind.kmeans).toBe(1);
     });
   }

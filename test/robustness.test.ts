@@ -69,8 +69,8 @@ describe("bad input gets a clear error and loses nothing", () => {
   const router = (): Router => routerOn("wasm", kmeansTable([[0, 0, 0, 0], [1, 1, 1, 1]], [0, 1]), { workers: WORKERS, maxPromptTokens: 4096 });
 
   const cases: [string, (r: Router) => unknown, RegExp][] = [
-    ["NaN osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: NaN }), /osl_hat must be a finite number/],
-    ["negative osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: -1 }), /osl_hat must be a finite number/],
+    ["NaN osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: NaN }), /oslHat must be a number ≥ 0, got NaN/],
+    ["negative osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: -1 }), /oslHat must be a number ≥ 0, got -1/],
     ["huge osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: 1e300 }), /osl_hat/],
     ["NaN prompt length", (r) => r.route({ text: "abc", promptTokens: NaN, oslHat: 1 }), /length or token count out of range/],
     ["negative prompt length", (r) => r.route({ text: "abc", promptTokens: -5, oslHat: 1 }), /out of range: -5/],
@@ -112,10 +112,10 @@ describe("bad input gets a clear error and loses nothing", () => {
   it("rejects a table the core refuses without replacing the active one (K above 256 via the engine)", () => {
     const r = router();
     const staged = new Float64Array(4096);
-    expect(() => r.engine.setTable(1, 300, 4, staged)).toThrow(CoreError);
-    expect(() => r.engine.setTable(1, 300, 4, staged)).toThrow(/K must be 1–256, got 300/);
-    expect(() => r.engine.setTable(1, 2, 5, staged)).toThrow(/feature count must be 1–4, got 5/);
-    expect(() => r.engine.setTable(42, 2, 4, staged)).toThrow(/unknown table kind 42/);
+    expect(() => r.engine.setTable(1, 300, 4, staged, -1)).toThrow(CoreError);
+    expect(() => r.engine.setTable(1, 300, 4, staged, -1)).toThrow(/K must be 1–256, got 300/);
+    expect(() => r.engine.setTable(1, 2, 5, staged, -1)).toThrow(/feature count must be 1–4, got 5/);
+    expect(() => r.engine.setTable(42, 2, 4, staged, -1)).toThrow(/unknown table kind 42/);
     expect(r.route({ tokens: [1, 2, 3], oslHat: 10 }).reason).toBe("cluster");
   });
 

@@ -34,6 +34,15 @@ interface WorkerState {
   decodeLoad: number;
 }
 
+interface OslModelState {
+  featureIdx: number[];
+  mean: number[];
+  std: number[];
+  weights: number[][];
+  bias: number[];
+  representative: number[];
+}
+
 interface TableState {
   kind: number;
   k: number;
@@ -65,6 +74,8 @@ export class ReferenceEngine implements Engine {
   private prefillQueue = 0;
   private qps = 0;
   private table: TableState | null = null;
+  private osl: OslModelState | null = null;
+  private lastOslClass = -1;
   private readonly decision = new Float64Array(DECISION_SLOTS);
   private readonly lastScores = new Float64Array(MAX_K);
   private readonly lastStd = new Float64Array(4);
@@ -245,8 +256,64 @@ export class ReferenceEngine implements Engine {
 
   // ---- table -------------------------------------------------------------------------------------------
 
-  setTable(kind: number, k: number, dims: number, s: Float64Array): void {
+  setTable(kind: number, k: number, dims: number, s: Float64Array, oslAt: number): void {
     if (s.length > STAGING_F64) fail(E.TABLE_TOO_LARGE, s.length, "setTable");
+    const osl = oslAt >= 0 ? this.checkOsl(s, oslAt) : null;
+    this.setPolicy(kind, k, dims, s);
+    this.osl = osl;
+  }
+
+  /** assembly/osl.ts checkOslSection: validates the staged output-length model (F = 0: none). */
+  private checkOsl(s: Float64Array, at: number): OslModelState | null {
+    const st = (i: number): number => s[i] ?? 0;
+    if (at + 2 > STAGING_F64) fail(E.BAD_PARAM, at, "setTable");
+    const f = st(at);
+    const c = st(at + 1);
+    if (f === 0) return null;
+    if (!(f >= 1 && f <= 6) || f !== Math.floor(f)) fail(E.BAD_FEATURE, at, "setTable");
+    if (!(c >= 1 && c <= 16) || c !== Math.floor(c)) fail(E.BAD_K, c, "setTable");
+    const end = at + 2 + 3 * f + c * f + 2 * c;
+    if (end > STAGING_F64) fail(E.BAD_PARAM, at, "setTable");
+    let seen = 0;
+    for (let j = 0; j < f; j++) {
+      const v = st(at + 2 + j);
+      if (!(v >= 0 && v < 6) || v !== Math.floor(v) || (seen & (1 << v)) !== 0) fail(E.BAD_FEATURE, j, "setTable");
+      seen |= 1 << v;
+    }
+    for (let i = at + 2 + f; i < end; i++) if (!Number.isFinite(st(i))) fail(E.BAD_NUMBER, i, "setTable");
+    for (let j = 0; j < f; j++) if (!(st(at + 2 + 2 * f + j) > 0)) fail(E.BAD_NUMBER, at + 2 + 2 * f + j, "setTable");
+    const repAt = at + 2 + 3 * f + c * f + c;
+    for (let i = 0; i < c; i++) if (!(st(repAt + i) >= 0)) fail(E.BAD_NUMBER, repAt + i, "setTable");
+    const w = at + 2 + 3 * f;
+    return {
+      featureIdx: Array.from(s.subarray(at + 2, at + 2 + f)),
+      mean: Array.from(s.subarray(at + 2 + f, at + 2 + 2 * f)),
+      std: Array.from(s.subarray(at + 2 + 2 * f, at + 2 + 3 * f)),
+      weights: Array.from({ length: c }, (_, k) => Array.from(s.subarray(w + k * f, w + (k + 1) * f))),
+      bias: Array.from(s.subarray(w + c * f, w + c * f + c)),
+      representative: Array.from(s.subarray(repAt, repAt + c)),
+    };
+  }
+
+  /** assembly/osl.ts predictOsl: the most likely class's representative length; sets lastOslClass. */
+  private predictOsl(isl: number, reuse: number, turn: number, prevOutput: number, maxTokens: number): number {
+    const m = this.osl!;
+    const x = [log1p(isl), reuse, log1p(turn), log1p(prevOutput), maxTokens > 0 ? log1p(maxTokens) : 0, maxTokens > 0 ? 1 : 0];
+    let best = 0;
+    let bestScore = -Infinity;
+    for (let k = 0; k < m.bias.length; k++) {
+      let sc = m.bias[k]!;
+      for (let j = 0; j < m.featureIdx.length; j++) sc += m.weights[k]![j]! * ((x[m.featureIdx[j]!]! - m.mean[j]!) / m.std[j]!);
+      if (sc > bestScore) {
+        bestScore = sc;
+        best = k;
+      }
+    }
+    this.lastOslClass = best;
+    return m.representative[best]!;
+  }
+
+  private setPolicy(kind: number, k: number, dims: number, s: Float64Array): void {
     const st = (i: number): number => s[i] ?? 0;
     const finiteFrom = (from: number, to: number): number => {
       for (let i = from; i < to; i++) if (!Number.isFinite(st(i))) return i;
@@ -428,7 +495,9 @@ export class ReferenceEngine implements Engine {
     if (Number.isNaN(ctx) || ctx > MAX_TOKENS) fail(E.BAD_LENGTH, ctx, "decide");
     this.decide(isl, effP, effD, oslHat, isl - effD, turn, ctx, -1);
     this.decision.fill(0);
-    return this.writeDecision(this.outBit, -1, -1, isl, effP, effD, oslHat);
+    this.writeDecision(this.outBit, -1, -1, isl, effP, effD, oslHat);
+    this.decision[Slot.oslClass] = -1;
+    return this.decision;
   }
 
   /** The slots route and decideFeatures share (assembly/route.ts writeDecision). */
@@ -475,7 +544,11 @@ export class ReferenceEngine implements Engine {
     const given = (r.flags & Flag.hashes) !== 0;
     this.fits(r.length, given ? 8 : text ? 1 : 4, "route");
     if (!(r.promptTokens >= 0 && r.promptTokens <= MAX_TOKENS)) fail(E.BAD_LENGTH, r.promptTokens, "route");
-    if (!(r.oslHat >= 0 && r.oslHat <= MAX_TOKENS)) fail(E.BAD_OSL, r.oslHat, "route");
+    const predict = r.oslHat < 0;
+    if (!(predict || r.oslHat <= MAX_TOKENS) || Number.isNaN(r.oslHat) || (predict && !this.osl)) fail(E.BAD_OSL, r.oslHat, "route");
+    if (!(r.prevOutputTokens <= MAX_TOKENS) || !(r.maxTokens <= MAX_TOKENS)) {
+      fail(E.BAD_LENGTH, Number.isNaN(r.prevOutputTokens) ? r.prevOutputTokens : r.maxTokens, "route");
+    }
     if (r.turn < 0) fail(E.BAD_TURN, r.turn, "route");
     if (Number.isNaN(r.contextTokens) || r.contextTokens > MAX_TOKENS) fail(E.BAD_LENGTH, r.contextTokens, "route");
     if (r.pinnedDecode >= 0 && !((this.workers[r.pinnedDecode]?.role ?? 0) & 2)) fail(E.BAD_PINNED, r.pinnedDecode, "route");
@@ -499,6 +572,10 @@ export class ReferenceEngine implements Engine {
     const blocks = pairs.length >>> 1;
     const matched = new Uint32Array(this.span);
     this.matchInto(pairs, blocks, matched);
+    let longest = 0;
+    for (let w = 0; w < this.span; w++) longest = Math.max(longest, matched[w]!);
+    const reuse = blocks > 0 ? longest / blocks : 0;
+    const oslHat = predict ? this.predictOsl(isl, reuse, r.turn, Math.max(r.prevOutputTokens, 0), r.maxTokens) : r.oslHat;
 
     let decodeWorker = r.pinnedDecode;
     let costD: number;
@@ -518,7 +595,7 @@ export class ReferenceEngine implements Engine {
     const effD = isl - Math.min(cachedD, isl);
     const effP = isl - Math.min(cachedP, isl);
     this.decide(
-      isl, effP, effD, r.oslHat, Math.min(cachedD, isl), r.turn, r.contextTokens,
+      isl, effP, effD, oslHat, Math.min(cachedD, isl), r.turn, r.contextTokens,
       prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1,
     );
     const path = prefillWorker >= 0 ? this.outBit : 0;
@@ -526,12 +603,14 @@ export class ReferenceEngine implements Engine {
       this.storeKeys(decodeWorker, pairs, blocks);
       if (path === 1) this.storeKeys(prefillWorker, pairs, blocks);
     }
-    const d = this.writeDecision(path, decodeWorker, prefillWorker, isl, effP, effD, r.oslHat);
+    const d = this.writeDecision(path, decodeWorker, prefillWorker, isl, effP, effD, oslHat);
     d[Slot.matchedD] = matchedD;
     d[Slot.matchedP] = matchedP;
     d[Slot.blocks] = blocks;
     d[Slot.costD] = costD;
     d[Slot.costP] = costP;
+    d[Slot.oslClass] = predict ? this.lastOslClass : -1;
+    d[Slot.reuse] = reuse;
     return d;
   }
 

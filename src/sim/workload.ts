@@ -542,7 +542,7 @@ export function readLengths(path: string, opts: WorkloadOptions = {}): Workload 
 //            1,019–3,019 tokens (uniform): mean 19,019 (L-Eval, explainer). Documents picked uniformly, so all but
 //            the first request per document reuse ~17k / 19k ≈ 0.89 of the prompt (explainer: >80% prefix-cache hits).
 //            16 documents hold ~272k tokens of KV. Output mean 180, σ 0.4, clamp 16–800 (no published figure; an
-//            assumption: short answers, p10 ≈ 100, p90 ≈ 280). Default 2 req/s (≈ 4.5k uncached prompt tokens/s).
+//            assumption: short answers, p10 ≈ 100, p90 ≈ 280). Default 2 req/s (≈ 4k uncached prompt tokens/s).
 // humaneval  prompt = a shared 32-token instruction + a unique problem with mean 166, σ 0.45, clamp 32–1,024: mean 198
 //            (HumanEval, explainer). Output mean 220, σ 0.4, clamp 32–768 (an assumption: code with a little prose,
 //            p10 ≈ 120, p90 ≈ 340). Default 10 req/s.
@@ -555,9 +555,11 @@ export function readLengths(path: string, opts: WorkloadOptions = {}): Workload 
 //            Sessions start as a Poisson process at rate / 2.54. Turn k+1 arrives when turn k would plausibly have
 //            finished (1 s to first token + 30 ms per output token) plus a think time, lognormal with median 110 s
 //            and σ 1.0 — fitted to the Mooncake trace's gaps from a turn to the next (p10 42 s, median 123 s, p90 459 s
-//            as measured with this module's session detection). Default 4 req/s in steady state; the first and last
-//            minutes ramp, so the measured mean rate of the whole workload is lower. The last session is cut so the
-//            workload has exactly `requests` requests.
+//            as measured with this module's session detection). `rate` (default 4 req/s) is the steady-state request
+//            rate. Sessions are kept whole, so a 2,000-request workload ramps up over its first minutes and its long
+//            sessions trail for up to an hour: measured with the defaults, ~2.5 req/s over the middle half of the
+//            requests and a mean rate (n − 1) / span of ~0.5 req/s (Workload.rate reports the latter; withLoad scales
+//            think times with everything else). The last session is cut so the workload has exactly `requests`.
 
 export const DEFAULT_REQUESTS = 2000;
 
