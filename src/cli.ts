@@ -8,7 +8,11 @@ import { formatCoreBench, runCoreBench } from "../bench/core.js";
 import { Router, type RouteRequest, type RouterOptions, type WorkerSpec } from "./router.js";
 import { decodeTable, describeTable, ruleTable } from "./table.js";
 import { pairsToHex } from "./hashes.js";
-import { runStart } from "./start.js";
+import { runMainJob } from "./learn/main-job.js";
+import { evalJob, trainJob, type JobOptions } from "./learn/job.js";
+import { parsePolicies } from "./learn/policies.js";
+import { parseReportInput, writeReport, type EvalResult } from "./report.js";
+import { FEATURE_NAMES, type FeatureName } from "./table.js";
 import { runSimBench } from "../bench/sim.js";
 import { prepareRun } from "./sim/run.js";
 import { simulate } from "./sim/simulator.js";
@@ -43,6 +47,11 @@ function intOption(v: unknown, name: string, min: number, max: number, dflt: num
   if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer in ${min}–${max}, got ${String(v)}`);
   return n;
 }
+
+const jobOptionSpecs = {
+  workload: { type: "string" }, format: { type: "string" }, cluster: { type: "string" }, link: { type: "string" },
+  split: { type: "string" }, slo: { type: "string" }, seed: { type: "string" }, requests: { type: "string" }, load: { type: "string" },
+} as const;
 
 const commands: Record<string, Command> = {
   hash: {
@@ -222,24 +231,150 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
     },
   },
   start: {
-    summary: "the main job (npm start): route a trace through every policy in the core and compare",
-    usage: `dolphin start [--trace FILE] [--requests N] [--json]
+    summary: "the main job (npm start): learn tables on the default simulated cluster and compare every policy",
+    usage: `dolphin start [--out DIR] [--requests N] [--seed N]
 
-Until the simulator and the learner land, the main job routes a real trace (Mooncake's conversation trace from
-../shared/data when present, else a built-in synthetic workload) through every policy kind of the core, with
-the router's own record of the caches, and prints each policy's local/remote mix, predicted prefix hits and
-routing time. No SLO figures: those need the simulated cluster (issue 3).`,
-    options: { trace: { type: "string" }, requests: { type: "string" }, json: { type: "boolean" } },
+Learns DolphinRouting tables for the hybrid workload (ArXiv-like, L-Eval-like, HumanEval-like requests) on a
+simulated h20-72b cluster (Qwen2.5-72B TP4 on H20, the paper's hardware) for the 3P1D and 2P2D splits at the saturated
+load, evaluates them against every baseline on other arrivals of the same workload, prints the side-by-side table
+with the paper's published deltas, and writes the tables, the evaluation JSON and the report (markdown + SVG) into
+--out (default out/). Every figure is simulated.`,
+    options: { out: { type: "string" }, requests: { type: "string" }, seed: { type: "string" } },
     async run(v) {
-      return runStart({
-        ...(v["trace"] !== undefined ? { trace: String(v["trace"]) } : {}),
-        requests: intOption(v["requests"], "requests", 1, 10_000_000, 4000),
-        json: Boolean(v["json"]),
-        module: loadCoreModule(),
+      return runMainJob({
+        module: loadCoreModule(), outDir: String(v["out"] ?? "out"),
+        requests: intOption(v["requests"], "requests", 50, 100_000, 1000), seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
+        progress, print: (t) => process.stdout.write(t),
       });
     },
   },
+  train: {
+    summary: "learn a routing table on a simulated cluster",
+    usage: `dolphin train --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
+             --split <nPmD> [--slo <preset|ttft_ms,tpot_ms>] [--k 8] [--algo kmeans|gmm] [--seed N]
+             [--load saturated|trace|xS|R] [--requests N] [--osl model|oracle|noisy:P] [--features isl,eff_P,eff_D,osl_hat]
+             [--no-scan] --out table.msgpack [--json]
+
+Logs the four features under Dynamo's rule, learns the output-length classifier and the clusters, then searches one
+bit per cluster (per-cluster scanning, then epsilon-greedy refinement) for the best end-to-end SLO attainment at the
+given load (default: saturated). A generator's training arrivals use --seed; a trace trains on its first half.
+Writes the table and prints a report of the search (--json: machine-readable, with the search log).`,
+    options: {
+      ...jobOptionSpecs, k: { type: "string" }, algo: { type: "string" }, osl: { type: "string" }, features: { type: "string" },
+      "no-scan": { type: "boolean" }, out: { type: "string" }, json: { type: "boolean" },
+    },
+    async run(v) {
+      if (!v["out"]) throw new UsageError("--out is required (where to write the table)");
+      const algo = String(v["algo"] ?? "kmeans");
+      if (algo !== "kmeans" && algo !== "gmm") throw new UsageError(`--algo must be kmeans or gmm, got ${algo}`);
+      const r = trainJob({
+        ...jobOptions(v), k: intOption(v["k"], "k", 1, 256, 8), algo,
+        ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),
+        ...(v["features"] !== undefined ? { features: parseFeatures(String(v["features"])) } : {}),
+        ...(v["no-scan"] ? { scanInit: false } : {}),
+      });
+      writeFileSync(String(v["out"]), r.bytes);
+      const report = {
+        out: String(v["out"]), simulated: true, rounds: r.result.rounds, best_reward: r.result.bestReward, best_round: r.result.bestRound,
+        bits: r.table.bits, cluster_sizes: r.result.clusterSizes, load: { scale: r.scale, rps: r.rps },
+        osl_classifier: r.result.osl && { classes: r.result.osl.classes, accuracy: r.result.osl.accuracy, confusion: r.result.osl.confusion },
+        wall_s: r.wallS, log: r.result.log.map((x) => ({ round: x.round, phase: x.phase, table: x.bits.join(""), reward: x.reward })),
+      };
+      process.stdout.write(v["json"] ? JSON.stringify(report) + "\n" :
+        `wrote ${report.out}: bits ${report.bits?.join("")} (1 = remote), best simulated SLO attainment ${(100 * r.result.bestReward).toFixed(1)}% ` +
+        `after ${r.result.rounds} rounds (first reached in round ${r.result.bestRound}); output-length classifier accuracy ` +
+        `${(100 * (r.result.osl?.accuracy.heldOut ?? NaN)).toFixed(1)}% (majority class ${(100 * (r.result.osl?.accuracy.majorityBaseline ?? NaN)).toFixed(1)}%)\n`);
+      return 0;
+    },
+  },
+  eval: {
+    summary: "evaluate every policy on the same simulated arrivals",
+    usage: `dolphin eval --workload <name|file> [--format …] [--cluster <preset|file>] --split <nPmD> [--slo <…>]
+            [--table table.msgpack] [--policies dolphin,dynamo,…] [--load saturated|trace|xS|R] [--seed N] [--requests N] [--json]
+
+Policies: dolphin (needs --table), dynamo, dynamo-load, dynamo-legacy, llm-d, trtllm, ppd (its offline table built
+with Algorithm 1 on the training part), always-local, always-remote. Evaluated on arrivals the table was not
+trained on: a generator with --seed + 1, a trace's second half. Every figure is simulated.`,
+    options: { ...jobOptionSpecs, table: { type: "string" }, policies: { type: "string" }, json: { type: "boolean" } },
+    async run(v) {
+      const tableFile = v["table"] !== undefined ? String(v["table"]) : undefined;
+      if (tableFile && !existsSync(tableFile)) throw new UsageError(`--table: no such file: ${tableFile}`);
+      const policies = v["policies"] !== undefined ? parsePolicies(String(v["policies"])) : tableFile ? undefined : parsePolicies("dynamo,dynamo-load,dynamo-legacy,llm-d,trtllm,ppd,always-local,always-remote");
+      const out = evalJob({
+        ...jobOptions(v), ...(policies ? { policies } : {}), ...(tableFile ? { table: decodeTable(readFileSync(tableFile)) } : {}),
+      });
+      if (v["json"]) process.stdout.write(JSON.stringify(out) + "\n");
+      else {
+        process.stdout.write(`simulated: ${out.workload} on ${out.cluster} ${out.split}, ${out.requests} requests at ${out.load.rps.toFixed(2)} req/s, SLO ${out.slo.ttft_ms}/${out.slo.tpot_ms} ms\n`);
+        for (const [name, p] of Object.entries(out.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment)) {
+          process.stdout.write(`${name.padEnd(14)} attainment ${(100 * p.slo_attainment).toFixed(1).padStart(5)}%  P90 TTFT ${p.ttft_ms.p90.toFixed(0).padStart(7)} ms  P90 TPOT ${p.tpot_ms.p90.toFixed(1).padStart(6)} ms  local ${(100 * p.local_fraction).toFixed(0)}%\n`);
+        }
+      }
+      return 0;
+    },
+  },
+  report: {
+    summary: "turn eval results (JSON, JSON lines, or arrays = load sweeps) into markdown and SVG charts",
+    usage: `dolphin report <eval.json …> [--out DIR]
+
+Each file holds one eval result (dolphin eval --json), JSON lines of results, or an array of results of one setting
+at different loads (a sweep, charted as SLO attainment vs load). Writes report.md and SVG charts (P90 TTFT and TPOT
+per policy with the paper's figures marked) into --out (default out/report).`,
+    options: { out: { type: "string" } },
+    async run(v, pos) {
+      if (pos.length === 0) throw new UsageError("give at least one eval result file");
+      const results: EvalResult[] = [];
+      const sweeps: EvalResult[][] = [];
+      for (const f of pos) {
+        if (!existsSync(f)) throw new UsageError(`no such file: ${f}`);
+        const parsed = parseReportInput(readFileSync(f, "utf8"), f);
+        results.push(...parsed.results);
+        sweeps.push(...parsed.sweeps);
+      }
+      const out = String(v["out"] ?? "out/report");
+      const r = writeReport(results, sweeps, out);
+      process.stdout.write(`wrote ${r.files.join(", ")}\n`);
+      return 0;
+    },
+  },
 };
+
+
+/** The options train and eval share. */
+function jobOptions(v: Record<string, string | boolean | undefined>): JobOptions {
+  for (const k of ["workload", "split"]) if (!v[k]) throw new UsageError(`--${k} is required`);
+  const format = String(v["format"] ?? "auto");
+  if (!["auto", "mooncake", "azure", "lengths"].includes(format)) throw new UsageError(`--format must be auto, mooncake, azure or lengths, got ${format}`);
+  return {
+    workload: String(v["workload"]), format: format as "auto", split: String(v["split"]), slo: String(v["slo"] ?? "default"),
+    module: loadCoreModule(), progress,
+    seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
+    ...(v["cluster"] !== undefined ? { cluster: String(v["cluster"]) } : {}),
+    ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
+    ...(v["requests"] !== undefined ? { requests: intOption(v["requests"], "requests", 20, 10_000_000, 1000) } : {}),
+    ...(v["load"] !== undefined ? { load: String(v["load"]) } : {}),
+  };
+}
+
+function parseOsl(s: string): "model" | "oracle" | { noisy: number } {
+  if (s === "model" || s === "oracle") return s;
+  const m = /^noisy:([0-9.]+)$/.exec(s);
+  const p = m ? Number(m[1]) : NaN;
+  if (!(p >= 0 && p <= 1)) throw new UsageError(`--osl must be model, oracle or noisy:P with P in [0, 1], got ${s}`);
+  return { noisy: p };
+}
+
+function parseFeatures(s: string): FeatureName[] {
+  const names = s.split(",").map((x) => x.trim());
+  for (const n of names) if (!(FEATURE_NAMES as readonly string[]).includes(n)) throw new UsageError(`--features: unknown feature ${n} (known: ${FEATURE_NAMES.join(", ")})`);
+  return names as FeatureName[];
+}
+
+/** Progress on stderr: one rewritten line on a terminal, a line per step otherwise (logs, CI). */
+function progress(line: string, done: boolean): void {
+  if (process.stderr.isTTY) process.stderr.write(`\r\x1b[2K${line}${done ? "\n" : ""}`);
+  else if (done || !line.startsWith("  round")) process.stderr.write(line + "\n");
+}
 
 function parseWorkers(spec: string): WorkerSpec[] {
   return spec.split(",").map((part, i) => {

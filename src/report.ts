@@ -148,8 +148,10 @@ export interface PaperDelta {
   ttftP90: readonly [number, number];
   /** Relative P90 TPOT change, [best, worst]. */
   tpotP90: readonly [number, number];
-  /** How the paper's setting and the figure read in words. */
+  /** The published figure in words. */
   text: string;
+  /** The workload it was measured on. */
+  setting: string;
   source: string;
 }
 
@@ -161,17 +163,17 @@ export interface PaperDelta {
 export const PAPER_DELTAS: { readonly hybrid: PaperDelta; readonly trace: PaperDelta; readonly single: PaperDelta } = {
   hybrid: {
     ttftP90: [-0.079, -0.075], tpotP90: [-0.101, -0.065],
-    text: "P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1% (hybrid workload, two splits)",
+    text: "P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%", setting: "hybrid workload, two P/D splits",
     source: "seed 000 line 25: \"On Hybrid the TTFT drop is 7.5–7.9% and the TPOT drop 6.5–10.1% across the two splits\"; seed 001 line 27",
   },
   trace: {
     ttftP90: [-0.065, -0.057], tpotP90: [-0.055, -0.026],
-    text: "P90 TTFT −5.7…−6.5%, P90 TPOT −2.6…−5.5% (real trace, two splits)",
+    text: "P90 TTFT −5.7…−6.5%, P90 TPOT −2.6…−5.5%", setting: "real trace, two P/D splits",
     source: "seed 000 line 25: \"on the real trace it is 5.7–6.5% and 2.6–5.5%\"; seed 001 line 27",
   },
   single: {
     ttftP90: [0, 0], tpotP90: [0, 0],
-    text: "level with Dynamo or slightly behind (single-type benchmarks, no figure published)",
+    text: "level with Dynamo or slightly behind (no figure published)", setting: "single-type benchmarks",
     source: "seed 000 line 25: \"On the three pure benchmarks the router is level with Dynamo or slightly behind\"",
   },
 };
@@ -264,7 +266,7 @@ function headerLine(r: EvalResult): string {
 /** "dolphin vs dynamo: P90 TTFT −x.x%, P90 TPOT −y.y%, attainment +z.z points (paper: …)". */
 export function comparisonLine(r: EvalResult, policy = "dolphin", baseline = "dynamo"): string {
   const kind = paperKind(r);
-  const paper = kind ? `paper, real cluster: ${PAPER_DELTAS[kind].text}` : "paper: no published figure for this workload";
+  const paper = kind ? `paper, real cluster, ${PAPER_DELTAS[kind].setting}: ${PAPER_DELTAS[kind].text}` : "paper: no published figure for this workload";
   if (!r.policies[policy] || !r.policies[baseline]) {
     return `${policy} vs ${baseline}: not available (the result lacks ${r.policies[policy] ? baseline : policy}) (${paper})`;
   }
@@ -335,6 +337,7 @@ const INK = "#222", MUTED = "#666", GRID = "#e3e3e3", AXIS = "#888";
 const DOLPHIN = "#e8590c", DYNAMO = "#4e79a7", OTHER = "#b9c3cc", PAPER = "#b2182b";
 const PALETTE = ["#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7", "#e15759", "#17becf", "#7f7f7f", "#bcbd22"];
 
+const HALO = 'stroke="#ffffff" stroke-width="3" stroke-linejoin="round" paint-order="stroke"';
 const n2 = (x: number): string => (Math.round(x * 10) / 10).toString();
 
 function svgOpen(width: number, height: number, title: string): string {
@@ -348,12 +351,18 @@ function text(x: number, y: number, s: string, attrs = ""): string {
   return `<text x="${n2(x)}" y="${n2(y)}"${attrs ? " " + attrs : ""}>${xml(s)}</text>`;
 }
 
-/** Rough width of a string at `size` px in a sans-serif font (layout only). */
-const textWidth = (s: string, size: number): number => s.length * size * 0.56;
+/** Rough width of a string at `size` px in a sans-serif font (layout only; DejaVu Sans, the widest common fallback). */
+const textWidth = (s: string, size: number): number => s.length * size * 0.6;
+
+/** Text at `size` px, shrunk (down to 9 px) to fit `maxPx`. */
+function fitText(x: number, y: number, maxPx: number, size: number, s: string, attrs: string): string {
+  const fitted = Math.max(9, Math.min(size, Math.floor((maxPx / textWidth(s, 1)) * 2) / 2));
+  return text(x, y, s, `font-size="${fitted}" ${attrs}`);
+}
 
 function truncate(s: string, maxPx: number, size: number): string {
   if (textWidth(s, size) <= maxPx) return s;
-  const keep = Math.max(1, Math.floor(maxPx / (size * 0.56)) - 1);
+  const keep = Math.max(1, Math.floor(maxPx / (size * 0.6)) - 1);
   return s.slice(0, keep) + "…";
 }
 
@@ -405,9 +414,9 @@ export function p90Chart(r: EvalResult): string {
 
   const title = `P90 TTFT and TPOT per policy — ${r.workload}, ${r.cluster}, ${r.split} (simulated)`;
   const out: string[] = [svgOpen(W, H, title)];
-  out.push(text(W / 2, 24, title, `text-anchor="middle" font-size="15" font-weight="bold" fill="${INK}"`));
-  out.push(text(W / 2, 44,
-    `Simulated cluster, not a measurement · SLO TTFT ${r.slo.ttft_ms} ms, TPOT ${r.slo.tpot_ms} ms · load ${describeLoad(r.load)} · ${r.requests} requests`,
+  out.push(fitText(W / 2, 24, W - 20, 15, title, `text-anchor="middle" font-weight="bold" fill="${INK}"`));
+  out.push(fitText(W / 2, 44, W - 20, 12,
+    `simulated cluster, not a measurement · SLO TTFT ${r.slo.ttft_ms} ms, TPOT ${r.slo.tpot_ms} ms · load ${describeLoad(r.load)} · ${r.requests} requests`,
     `text-anchor="middle" fill="${MUTED}"`));
 
   // policy labels, shared by both panels
@@ -448,6 +457,12 @@ export function p90Chart(r: EvalResult): string {
     out.push(`<line x1="${x0}" y1="${bottom}" x2="${n2(x0 + panelW)}" y2="${bottom}" stroke="${AXIS}"/>`);
     out.push(text(x0 + panelW / 2, bottom + 34, `${panel.label} (${u.unit})`, `text-anchor="middle" fill="${INK}"`));
 
+    // Dynamo's value as a guide behind the bars
+    if (Number.isFinite(base)) {
+      const x = sx(base);
+      out.push(`<line class="baseline-guide" x1="${n2(x)}" y1="${top - 2}" x2="${n2(x)}" y2="${bottom}" stroke="${DYNAMO}" stroke-dasharray="3 3" stroke-opacity="0.8"/>`);
+    }
+    const bandEnd = marks.length ? sx(Math.max(...marks)) + 2 : -Infinity;
     rows.forEach(([name, p], i) => {
       const v = p[panel.metric].p90;
       const y = top + i * rowH + (rowH - barH) / 2;
@@ -455,14 +470,12 @@ export function p90Chart(r: EvalResult): string {
       const w = Number.isFinite(v) ? Math.max(0.5, sx(v) - x0) : 0;
       out.push(`<rect class="bar" data-policy="${xml(name)}" x="${x0}" y="${n2(y)}" width="${n2(w)}" height="${barH}" fill="${fill}">` +
         `<title>${xml(`${name}: ${panel.label} ${timeValue(v, { unit: "ms", div: 1 })}`)}</title></rect>`);
-      out.push(text(x0 + w + 4, y + barH / 2 + 4, timeValue(v, u),
-        `font-size="11" fill="${name === "dolphin" ? INK : MUTED}"${name === "dolphin" ? ' font-weight="bold"' : ""}`));
+      // dolphin's label clears the paper band drawn on its row; a white halo keeps labels readable over guides
+      const labelX = (name === "dolphin" ? Math.max(x0 + w, bandEnd) : x0 + w) + 4;
+      out.push(text(labelX, y + barH / 2 + 4, timeValue(v, u),
+        `font-size="11" fill="${name === "dolphin" ? INK : MUTED}"${name === "dolphin" ? ' font-weight="bold"' : ""} ${HALO}`));
     });
 
-    if (Number.isFinite(base)) {
-      const x = sx(base);
-      out.push(`<line class="baseline-guide" x1="${n2(x)}" y1="${top - 2}" x2="${n2(x)}" y2="${bottom}" stroke="${DYNAMO}" stroke-dasharray="3 3" stroke-opacity="0.8"/>`);
-    }
     const di = rows.findIndex(([name]) => name === "dolphin");
     if (marks.length === 2 && di >= 0) {
       const [a, b] = [sx(Math.min(marks[0]!, marks[1]!)), sx(Math.max(marks[0]!, marks[1]!))];
@@ -482,7 +495,8 @@ export function p90Chart(r: EvalResult): string {
 
   // legend
   const items: string[] = [];
-  let x = left;
+  const LEGEND_X = 14;
+  let x = LEGEND_X;
   const swatch = (color: string, label: string): void => {
     items.push(`<rect x="${n2(x)}" y="${legendY - 10}" width="12" height="12" fill="${color}"/>`);
     items.push(text(x + 17, legendY, label, `fill="${INK}"`));
@@ -495,10 +509,10 @@ export function p90Chart(r: EvalResult): string {
   items.push(text(x + 6, legendY, "dynamo's P90", `fill="${INK}"`));
   const y2 = legendY + 20;
   if (showPaper && paper) {
-    items.push(`<rect x="${left}" y="${y2 - 10}" width="12" height="12" fill="${PAPER}" fill-opacity="0.22" stroke="${PAPER}" stroke-width="1.5"/>`);
-    items.push(text(left + 17, y2, `paper's dolphin vs dynamo, real cluster: ${paper.text}`, `font-size="11" fill="${INK}"`));
+    items.push(`<rect x="${LEGEND_X}" y="${y2 - 10}" width="12" height="12" fill="${PAPER}" fill-opacity="0.22" stroke="${PAPER}" stroke-width="1.5"/>`);
+    items.push(fitText(LEGEND_X + 17, y2, W - LEGEND_X - 17 - 8, 11, `paper (real cluster, ${paper.setting}), dolphin vs dynamo: ${paper.text}`, `fill="${INK}"`));
   } else if (paper === null) {
-    items.push(text(left, y2, "paper: no published figure for this workload", `font-size="11" fill="${MUTED}"`));
+    items.push(text(LEGEND_X, y2, "paper: no published figure for this workload", `font-size="11" fill="${MUTED}"`));
   }
   out.push(`<g class="legend">`, ...items, `</g>`);
   out.push(`</svg>\n`);
@@ -547,12 +561,19 @@ function sweepPoints(sweep: EvalResult[]): SweepPoint[] {
     ?? sweep.map((r, i) => ({ r, x: i, label: describeLoad(r.load), axis: "load (as given)" }));
 }
 
-/** Policy names across a sweep: dolphin, dynamo first, then the rest by name. */
+/** Policy names across a sweep, best SLO attainment at the highest load first (the legend reads like the lines end). */
 function policyNames(sweep: EvalResult[]): string[] {
   const all = new Set<string>();
   for (const r of sweep) for (const n of Object.keys(r.policies)) all.add(n);
-  const rank = (n: string): number => (n === "dolphin" ? 0 : n === "dynamo" ? 1 : 2);
-  return [...all].sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+  const points = sweepPoints(sweep);
+  const last = (n: string): number => {
+    for (let i = points.length - 1; i >= 0; i--) {
+      const p = points[i]!.r.policies[n];
+      if (p) return p.slo_attainment;
+    }
+    return -1;
+  };
+  return [...all].sort((a, b) => last(b) - last(a) || (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** SLO attainment (0–100%) against load, one line per policy with a legend. Standalone SVG, 720 × 400. */
@@ -566,8 +587,8 @@ export function attainmentVsLoadChart(sweep: EvalResult[]): string {
   const left = 64, right = 540, top = 70, bottom = 330;
   const title = `SLO attainment vs load — ${first.workload}, ${first.cluster}, ${first.split} (simulated)`;
   const out: string[] = [svgOpen(W, H, title)];
-  out.push(text(W / 2, 24, title, `text-anchor="middle" font-size="15" font-weight="bold" fill="${INK}"`));
-  out.push(text(W / 2, 44, `Simulated cluster, not a measurement · SLO TTFT ${first.slo.ttft_ms} ms, TPOT ${first.slo.tpot_ms} ms (end to end)`,
+  out.push(fitText(W / 2, 24, W - 20, 15, title, `text-anchor="middle" font-weight="bold" fill="${INK}"`));
+  out.push(fitText(W / 2, 44, W - 20, 12, `simulated cluster, not a measurement · SLO TTFT ${first.slo.ttft_ms} ms, TPOT ${first.slo.tpot_ms} ms (end to end)`,
     `text-anchor="middle" fill="${MUTED}"`));
 
   const xs = points.map((p) => p.x);

@@ -90,6 +90,8 @@ export interface Decision {
   blocks: number;
   /** The output-length class the table's model predicted (null when the caller gave osl_hat). */
   oslClass: number | null;
+  /** The longest cached prefix on any worker / the prompt's blocks (0 for an empty prompt). */
+  reuse: number;
   cost: { decode: number; prefill: number };
 }
 
@@ -354,6 +356,7 @@ export class Router {
       matchedBlocks: { decode: d[Slot.matchedD]!, prefill: d[Slot.matchedP]! },
       blocks: d[Slot.blocks]!,
       oslClass: d[Slot.oslClass]! >= 0 ? d[Slot.oslClass]! : null,
+      reuse: d[Slot.reuse]!,
       cost: { decode: d[Slot.costD]!, prefill: d[Slot.costP]! },
     };
   }

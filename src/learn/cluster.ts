@@ -9,8 +9,8 @@
 // its centre; stop when every centre moved ≤ 1e-6 in squared distance, or after 100 iterations). We do not call
 // ml-kmeans here, because of a measurement: on 20,000 × 4 unstructured rows, K = 8, its 8 seeded restarts took 2.1 s on
 // this machine (0.6 s of it k-means++ seeding through ml-matrix); the same algorithm on flat Float64Arrays takes a
-// small fraction of that. test/learn-cluster.test.ts checks that our Lloyd iterations give ml-kmeans' centroids from
-// the same starting centres.
+// small fraction of that. test/learn-cluster.test.ts checks that our Lloyd iterations (refineKMeans) give ml-kmeans'
+// centroids from the same starting centres.
 //
 // Gaussian mixture: EM with diagonal covariances in log space (log-sum-exp), no maintained npm package fitting
 // (see the report of the learner's clustering). Each restart starts from one seeded k-means run.
@@ -258,29 +258,80 @@ function sampleCumulative(cumulative: Float64Array, r: number, weight: Float64Ar
   return lo;
 }
 
-/** Lloyd iterations from `start` (ml-kmeans' rules: an empty cluster keeps its centre; converged when every centre
- *  moved ≤ tolerance in squared distance). Returns the final centres. */
-export function lloydIterations(x: Float64Array, n: number, d: number, start: Float64Array, k: number, maxIterations: number,
+/** Bounds are trusted only with this relative margin, so rounding in them never skips a row that might move. */
+const BOUND_MARGIN = 1e-9;
+
+/**
+ * Lloyd iterations from `start`, with ml-kmeans' rules: assign each row to its nearest centre (ties to the lower
+ * index), move each centre to the mean of its rows (an empty cluster keeps its centre), stop when every centre moved
+ * ≤ tolerance in squared distance. Hamerly's bounds (Hamerly 2010, "Making k-means even faster") skip the distance
+ * computations of rows that provably keep their centre; a row whose bounds are within BOUND_MARGIN of a tie is
+ * recomputed, so the assignments, and so the centres, are those of plain Lloyd. Returns the final centres.
+ */
+function lloydIterations(x: Float64Array, n: number, d: number, start: Float64Array, k: number, maxIterations: number,
   tolerance = KMEANS_TOLERANCE): Float64Array {
-  let centers = start;
+  let centers = Float64Array.from(start);
   const assign = new Int32Array(n);
+  const upper = new Float64Array(n); // ≥ distance from row i to its centre
+  const lower = new Float64Array(n); // ≤ distance from row i to every other centre
+  const half = new Float64Array(k).fill(Infinity); // ½ distance from centre c to the nearest other centre
+  const moved = new Float64Array(k);
   const counts = new Float64Array(k);
+  const assignFully = (i: number): void => {
+    let best = 0;
+    let bestDist = Infinity;
+    let second = Infinity;
+    for (let c = 0; c < k; c++) {
+      const dist = squaredDistance(x, i * d, centers, c * d, d);
+      if (dist < bestDist) { second = bestDist; bestDist = dist; best = c; }
+      else if (dist < second) second = dist;
+    }
+    assign[i] = best;
+    upper[i] = Math.sqrt(bestDist);
+    lower[i] = Math.sqrt(second);
+  };
   for (let it = 0; it < maxIterations; it++) {
-    assignNearest(x, n, d, centers, k, assign);
+    for (let i = 0; i < n; i++) {
+      if (it > 0) {
+        const a = assign[i]!;
+        const bound = Math.max(half[a]!, lower[i]!) * (1 - BOUND_MARGIN);
+        if (upper[i]! < bound) continue;
+        upper[i] = Math.sqrt(squaredDistance(x, i * d, centers, a * d, d)) * (1 + BOUND_MARGIN);
+        if (upper[i]! < bound) continue;
+      }
+      assignFully(i);
+    }
     const next = new Float64Array(k * d);
     counts.fill(0);
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < n; i++) { // rows in order, as ml-kmeans sums them
       const c = assign[i]!;
       counts[c]!++;
       for (let j = 0; j < d; j++) next[c * d + j]! += x[i * d + j]!;
     }
     let converged = true;
+    let maxMove = 0;
+    let secondMove = 0;
+    let maxAt = -1;
     for (let c = 0; c < k; c++) {
       for (let j = 0; j < d; j++) next[c * d + j] = counts[c]! > 0 ? next[c * d + j]! / counts[c]! : centers[c * d + j]!;
-      if (squaredDistance(next, c * d, centers, c * d, d) > tolerance) converged = false;
+      const move2 = squaredDistance(next, c * d, centers, c * d, d);
+      if (move2 > tolerance) converged = false;
+      const move = moved[c] = Math.sqrt(move2);
+      if (move > maxMove) { secondMove = maxMove; maxMove = move; maxAt = c; }
+      else if (move > secondMove) secondMove = move;
     }
     centers = next;
     if (converged) break;
+    for (let i = 0; i < n; i++) {
+      const a = assign[i]!;
+      upper[i]! += moved[a]!;
+      lower[i]! -= a === maxAt ? secondMove : maxMove;
+    }
+    for (let c = 0; c < k; c++) {
+      let nearest = Infinity;
+      for (let o = 0; o < k; o++) if (o !== c) nearest = Math.min(nearest, squaredDistance(centers, c * d, centers, o * d, d));
+      half[c] = 0.5 * Math.sqrt(nearest);
+    }
   }
   return centers;
 }
@@ -317,6 +368,21 @@ export function fitKMeans(z: number[][], k: number, opts: KMeansOptions = {}): K
   checkInteger(fn, "opts.maxIterations", maxIterations, 1);
   const best = kmeansFlat(x, n, d, k, seed, restarts, maxIterations);
   return { kind: "kmeans", centroids: toRows(best.centers, k, d), inertia: best.inertia, assignments: Array.from(best.assign) };
+}
+
+/** Lloyd iterations from given centroids (no seeding, no restarts): refines a model's centroids on new rows. With
+ *  fewer than k distinct start centroids, duplicates stay duplicates (their rows go to the lower index). */
+export function refineKMeans(z: number[][], start: number[][], opts: Pick<KMeansOptions, "maxIterations"> = {}): KMeansModel {
+  const fn = "refineKMeans";
+  const { x, n, d } = flatten(fn, "z", z);
+  const s = flatten(fn, "start", start);
+  if (s.d !== d) fail(fn, `start has ${s.d} columns but z has ${d}`);
+  const maxIterations = opts.maxIterations ?? KMEANS_MAX_ITERATIONS;
+  checkInteger(fn, "opts.maxIterations", maxIterations, 1);
+  const centers = lloydIterations(x, n, d, s.x, s.n, maxIterations);
+  const assign = new Int32Array(n);
+  const inertia = assignNearest(x, n, d, centers, s.n, assign);
+  return { kind: "kmeans", centroids: toRows(centers, s.n, d), inertia, assignments: Array.from(assign) };
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -388,58 +454,93 @@ export function gmmAssign(z: number[][], m: Pick<GmmModel, "means" | "variances"
   return Array.from(assignGmmFlat(x, n, d, { means: means.x, variances: variances.x, weights: Float64Array.from(m.weights) }, k));
 }
 
-/** E-step: responsibilities (n·k, row-major) and each row's log-likelihood; returns the total log-likelihood. */
-function expectation(x: Float64Array, n: number, d: number, m: Mixture, k: number, resp: Float64Array, rowLogLik: Float64Array): number {
+/** Responsibility-weighted sums of one E-step, measured from the current means: mass_c = Σ_i r_ic,
+ *  s1 = Σ_i r_ic (x_i − μ_c), s2 = Σ_i r_ic (x_i − μ_c)². Centring on the current means keeps the variance
+ *  s2/mass − (s1/mass)² precise for a tight component far from the origin. */
+interface Moments { mass: Float64Array; s1: Float64Array; s2: Float64Array }
+
+/** Responsibilities below machine epsilon times the largest one in a row are dropped (they cannot change its sum). */
+const LOG_EPSILON = Math.log(Number.EPSILON);
+
+/**
+ * One EM pass over the rows: the E-step of mixture `m` (log space, log-sum-exp) and the moments its M-step needs,
+ * fused so each iteration reads the data once (measured: EM time is the number of passes on this machine). Fills
+ * `rowLogLik` with each row's log p(x_i) and returns Σ_i log p(x_i).
+ */
+function emPass(x: Float64Array, n: number, d: number, m: Mixture, k: number, out: Moments, rowLogLik: Float64Array): number {
   const logConst = logConstants(m, k, d);
   const invVar = inverses(m.variances);
+  const means = m.means;
+  const score = new Float64Array(k);
+  const diffs = new Float64Array(k * d);
+  const { mass, s1, s2 } = out;
+  mass.fill(0);
+  s1.fill(0);
+  s2.fill(0);
   let total = 0;
   for (let i = 0; i < n; i++) {
-    const at = i * k;
-    componentScores(x, i, d, m.means, invVar, logConst, k, resp, at);
+    const at = i * d;
     let max = -Infinity;
-    for (let c = 0; c < k; c++) if (resp[at + c]! > max) max = resp[at + c]!;
-    let s = 0;
-    for (let c = 0; c < k; c++) s += resp[at + c] = Math.exp(resp[at + c]! - max);
-    const ll = max + Math.log(s); // log-sum-exp
-    for (let c = 0; c < k; c++) resp[at + c]! /= s;
+    for (let c = 0; c < k; c++) {
+      const cd = c * d;
+      let q = 0;
+      for (let j = 0; j < d; j++) {
+        const diff = x[at + j]! - means[cd + j]!; // bounded by n·d and k·d
+        diffs[cd + j] = diff;
+        q += diff * diff * invVar[cd + j]!;
+      }
+      const sc = logConst[c]! - 0.5 * q; // the core's score (componentScores), same order of operations
+      score[c] = sc;
+      if (sc > max) max = sc;
+    }
+    let sum = 0;
+    for (let c = 0; c < k; c++) {
+      const e = score[c]! - max;
+      const w = e > LOG_EPSILON ? Math.exp(e) : 0;
+      score[c] = w;
+      sum += w;
+    }
+    const ll = max + Math.log(sum); // log-sum-exp
     rowLogLik[i] = ll;
     total += ll;
+    const inverseSum = 1 / sum;
+    for (let c = 0; c < k; c++) {
+      const r = score[c]! * inverseSum;
+      if (r === 0) continue;
+      mass[c]! += r;
+      const cd = c * d;
+      for (let j = 0; j < d; j++) {
+        const diff = diffs[cd + j]!;
+        const rd = r * diff;
+        s1[cd + j]! += rd;
+        s2[cd + j]! += rd * diff;
+      }
+    }
   }
   return total;
 }
 
 /**
- * M-step into `m`. A component whose responsibility sums to < EMPTY_RESPONSIBILITY rows is re-seeded: its mean moves
- * to the row the mixture explains worst (lowest log-likelihood; distinct rows for several such components), its
- * variances to the data's (floored) and its weight to one row's worth. Returns how many were re-seeded.
+ * M-step: the next mixture into `m` from the moments of an E-step of `m`. A component whose responsibility sums to
+ * < EMPTY_RESPONSIBILITY rows is re-seeded: its mean moves to the row the mixture explains worst (lowest
+ * log-likelihood; distinct rows for several such components), its variances to the data's (floored) and its weight
+ * to one row's worth. Weights are renormalized to sum to 1. Returns how many components were re-seeded.
  */
-function maximization(x: Float64Array, n: number, d: number, k: number, resp: Float64Array, rowLogLik: Float64Array,
+function maximization(x: Float64Array, n: number, d: number, k: number, mo: Moments, rowLogLik: Float64Array,
   globalVar: Float64Array, floor: number, m: Mixture): number {
-  const mass = new Float64Array(k);
-  const sums = new Float64Array(k * d);
-  for (let i = 0; i < n; i++) {
-    for (let c = 0; c < k; c++) {
-      const r = resp[i * k + c]!;
-      mass[c]! += r;
-      for (let j = 0; j < d; j++) sums[c * d + j]! += r * x[i * d + j]!;
-    }
-  }
-  for (let c = 0; c < k; c++) for (let j = 0; j < d; j++) m.means[c * d + j] = sums[c * d + j]! / mass[c]!;
-  sums.fill(0); // now Σ r (x − μ)²: two passes, so that a tight component far from the origin keeps its precision
-  for (let i = 0; i < n; i++) {
-    for (let c = 0; c < k; c++) {
-      const r = resp[i * k + c]!;
-      for (let j = 0; j < d; j++) {
-        const e = x[i * d + j]! - m.means[c * d + j]!;
-        sums[c * d + j]! += r * e * e;
-      }
-    }
-  }
-  for (let c = 0; c < k; c++) for (let j = 0; j < d; j++) m.variances[c * d + j] = Math.max(sums[c * d + j]! / mass[c]!, floor);
+  const mass = Float64Array.from(mo.mass);
   let reseeded = 0;
   const used = new Set<number>();
   for (let c = 0; c < k; c++) {
-    if (mass[c]! >= EMPTY_RESPONSIBILITY) continue;
+    const mc = mass[c]!;
+    if (mc >= EMPTY_RESPONSIBILITY) {
+      for (let j = 0; j < d; j++) {
+        const shift = mo.s1[c * d + j]! / mc;
+        m.means[c * d + j]! += shift;
+        m.variances[c * d + j] = Math.max(mo.s2[c * d + j]! / mc - shift * shift, floor);
+      }
+      continue;
+    }
     let worst = -1;
     for (let i = 0; i < n; i++) if (!used.has(i) && (worst < 0 || rowLogLik[i]! < rowLogLik[worst]!)) worst = i;
     if (worst < 0) worst = 0; // more empty components than rows: share a row
@@ -523,25 +624,26 @@ export function fitGmm(z: number[][], k: number, opts: GmmOptions = {}): GmmMode
   checkPositive(fn, "opts.varianceFloor", floor, false);
 
   const globalVar = columnVariances(x, n, d, floor);
-  const resp = new Float64Array(n * k);
+  const moments: Moments = { mass: new Float64Array(k), s1: new Float64Array(k * d), s2: new Float64Array(k * d) };
   const rowLogLik = new Float64Array(n);
   let best: { m: Mixture; logLikelihood: number; iterations: number } | undefined;
   for (let r = 0; r < restarts; r++) {
     const start = kmeansFlat(x, n, d, k, seed + r, 1, KMEANS_MAX_ITERATIONS);
     const m = mixtureFromPartition(x, n, d, k, start.centers, start.assign, globalVar, floor);
-    let ll = expectation(x, n, d, m, k, resp, rowLogLik);
-    opts.onIteration?.(ll, 0, r);
-    let iterations = 0;
-    while (iterations < maxIterations) {
-      const reseeded = maximization(x, n, d, k, resp, rowLogLik, globalVar, floor, m);
-      const next = expectation(x, n, d, m, k, resp, rowLogLik);
-      iterations++;
-      opts.onIteration?.(next, iterations, r);
-      const converged = reseeded === 0 && Math.abs(next - ll) <= tolerance * Math.abs(ll);
-      ll = next;
-      if (converged) break;
+    // Iteration t: the log-likelihood of θ_t (t M-steps from the k-means start). The run stops at θ_t, whose
+    // log-likelihood is known, rather than at θ_(t+1), which would need one more pass to score.
+    let previous = NaN;
+    let reseeded = 0;
+    let t = 0;
+    for (;; t++) {
+      const ll = emPass(x, n, d, m, k, moments, rowLogLik);
+      opts.onIteration?.(ll, t, r);
+      const converged = t > 0 && reseeded === 0 && Math.abs(ll - previous) <= tolerance * Math.abs(previous);
+      previous = ll;
+      if (converged || t === maxIterations) break;
+      reseeded = maximization(x, n, d, k, moments, rowLogLik, globalVar, floor, m);
     }
-    if (!best || ll > best.logLikelihood) best = { m, logLikelihood: ll, iterations };
+    if (!best || previous > best.logLikelihood) best = { m, logLikelihood: previous, iterations: t };
   }
   const { m, logLikelihood, iterations } = best!;
   return {

@@ -43,6 +43,10 @@ export interface RequestRecord {
   cluster: number;
   /** the router's features at admission */
   features: { isl: number; effP: number; effD: number; oslHat: number };
+  /** the output-length class the table's model predicted (−1 when osl_hat was given) */
+  oslClass: number;
+  /** the longest cached prefix on any worker at admission / the prompt's blocks */
+  prefixReuse: number;
   /** prompt tokens found in the prefix cache where the prefill ran (decode side for local, prefill side for remote) */
   prefixHitTokens: number;
   /** prompt tokens found on the decode side (local: same as prefixHitTokens; remote: reduces the transfer) */

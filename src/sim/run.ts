@@ -110,41 +110,44 @@ export interface Saturation {
   scale: number;
   /** requests per second at that scale */
   rps: number;
-  /** (scale, output tokens per second) probes, in the order tried */
+  /** (scale, SLO attainment) probes, in the order tried */
   probes: [number, number][];
 }
 
+/** The SLO attainment the reference policy must keep at the saturated load. */
+export const SATURATION_ATTAINMENT = 0.9;
+
 /**
- * The saturated load, defined as the arrival rate at which the cluster's output throughput stops growing with the
- * offered load: walking up a ×1.25 grid of rate scales, the first scale s whose next step raises throughput by less
- * than 5% (throughput(1.25 s) < 1.05 × throughput(s)). Throughput is output tokens over the run's makespan, so past
- * saturation it flattens at the cluster's capacity while queues grow. Measured with Dynamo's isl_bounding rule as the
- * reference policy, so every policy compared at "saturated" sees the same arrivals. Grid from 1/64 to 64× the
- * workload's rate; the run uses at most the first 1,500 requests to keep the search quick.
+ * The saturated load: the highest arrival rate at which the cluster, routed by Dynamo's isl_bounding rule (the
+ * reference every policy is compared against), still meets the SLO end to end for 90% of requests — DistServe's
+ * goodput rate for that SLO. Above it queues build and attainment collapses; below it routing hardly matters.
+ * Found by doubling or halving the workload's rate until the 90% line is bracketed, then 6 bisection steps (to
+ * within ~1.1%). The probes use at most the first 1,500 requests to keep the search quick.
  */
 export function findSaturatedScale(w: Workload, config: SimConfig): Saturation {
   const probeWorkload: Workload = { ...w, requests: w.requests.slice(0, 1500) };
   const probeConfig: SimConfig = { ...config, table: ruleTable("dynamo-isl") };
   const probes: [number, number][] = [];
-  const throughput = (s: number): number => {
+  const ok = (s: number): boolean => {
     const r: SimResult = simulate(withLoad(probeWorkload, { kind: "scale", factor: s }), probeConfig);
-    probes.push([s, r.summary.throughput_tokens_per_s]);
-    return r.summary.throughput_tokens_per_s;
+    probes.push([s, r.summary.slo_attainment]);
+    return r.summary.slo_attainment >= SATURATION_ATTAINMENT;
   };
-  // start where the run is clearly unsaturated: halve until doubling the rate nearly doubles throughput
-  let s = 1;
-  let t = throughput(s);
-  while (s > 1 / 64) {
-    const lower = throughput(s / 2);
-    if (t > 1.8 * lower) break;
-    s /= 2;
-    t = lower;
+  let lo: number;
+  let hi: number;
+  if (ok(1)) {
+    lo = 1;
+    hi = 2;
+    while (hi < 1024 && ok(hi)) [lo, hi] = [hi, hi * 2];
+  } else {
+    hi = 1;
+    lo = 0.5;
+    while (lo > 1 / 1024 && !ok(lo)) [lo, hi] = [lo / 2, lo];
   }
-  while (s < 64) {
-    const next = throughput(s * 1.25);
-    if (next < 1.05 * t) break;
-    s *= 1.25;
-    t = next;
+  for (let i = 0; i < 6; i++) {
+    const mid = Math.sqrt(lo * hi);
+    if (ok(mid)) lo = mid;
+    else hi = mid;
   }
-  return { scale: s, rps: w.rate * s, probes };
+  return { scale: lo, rps: w.rate * lo, probes };
 }

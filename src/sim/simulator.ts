@@ -32,8 +32,12 @@ export function parseSplit(s: string): SplitSpec {
   return spec;
 }
 
-/** How the router learns each request's predicted output length. */
-export type OslPredictor = "oracle" | ((req: SimRequest) => number);
+/**
+ * How the router learns each request's predicted output length: "model" lets the table's output-length classifier
+ * predict it in the core (the default when the table has one); "oracle" gives the true length, or the true class's
+ * representative length when the table has classes; a function decides per request (e.g. a noisy classifier).
+ */
+export type OslPredictor = "model" | "oracle" | ((req: SimRequest) => number);
 
 export interface SimConfig {
   preset: ModelPreset;
@@ -83,6 +87,8 @@ export class Simulation implements InstanceHost {
   private readonly linkFreeAt: number[];
   private readonly nextTurn = new Map<number, SimRequest>();
   private readonly sessionDecode = new Map<number, string>();
+  /** output tokens of each session's latest finished turn (a feature of the output-length model) */
+  private readonly sessionOutput = new Map<number, number>();
   private readonly recent: number[] = []; // arrival times in the last QPS window
   private recentHead = 0;
   private readonly dirty = new Set<Instance>();
@@ -161,15 +167,14 @@ export class Simulation implements InstanceHost {
 
   // ---- routing -------------------------------------------------------------------------------------------
 
-  private oslHat(r: SimRequest): number {
-    const p = this.config.osl ?? "oracle";
+  /** osl_hat for the router, or undefined to let the table's model predict it in the core. */
+  private oslHat(r: SimRequest): number | undefined {
+    const table = this.router.table;
+    const p = this.config.osl ?? (table.osl_model ? "model" : "oracle");
+    if (p === "model") return undefined;
     if (p !== "oracle") return p(r);
-    const classes = this.router.table.osl_classes;
-    if (!classes) return r.outputTokens;
-    // the true class's representative length: what a perfect classifier would give
-    let c = 0;
-    while (c < classes.thresholds.length && r.outputTokens > classes.thresholds[c]!) c++;
-    return classes.representative[c]!;
+    const classes = table.osl_classes;
+    return classes ? classes.representative[classOf(r.outputTokens, classes.thresholds)]! : r.outputTokens;
   }
 
   private refreshSignals(now: number): void {
@@ -192,16 +197,21 @@ export class Simulation implements InstanceHost {
     this.refreshSignals(this.queue.nowMs);
     const ppd = this.router.table.kind === "ppd";
     const pinned = ppd && r.session !== undefined && r.turn > 1 ? this.sessionDecode.get(r.session) : undefined;
+    const oslHat = this.oslHat(r);
+    const prevOutput = r.session !== undefined ? this.sessionOutput.get(r.session) : undefined;
     const d = this.router.route({
       blockHashes: r.blocks,
       promptTokens: r.promptTokens,
-      oslHat: this.oslHat(r),
+      ...(oslHat !== undefined ? { oslHat } : {}),
+      ...(prevOutput !== undefined ? { prevOutputTokens: prevOutput } : {}),
       turn: r.turn,
       ...(r.contextTokens !== undefined ? { contextTokens: r.contextTokens } : {}),
       ...(pinned !== undefined ? { decodeWorker: pinned } : {}),
     });
     if (ppd && r.session !== undefined && r.turn <= 1) this.sessionDecode.set(r.session, d.decodeWorker);
     const record = this.newRecord(r, d.path, d.decodeWorker, d.prefillWorker, d.cluster ?? -1, d.features);
+    record.oslClass = d.oslClass ?? -1;
+    record.prefixReuse = d.reuse;
     this.records.push(record);
     const decode = this.byName.get(d.decodeWorker)!;
     if (d.path === "local") {
@@ -256,6 +266,7 @@ export class Simulation implements InstanceHost {
     rec.e2eMs = timeMs - job.req.arrivalMs;
     rec.tpotMs = job.req.outputTokens > 1 ? (timeMs - job.firstTokenMs) / (job.req.outputTokens - 1) : 0;
     rec.failed = false;
+    if (job.req.session !== undefined) this.sessionOutput.set(job.req.session, job.req.outputTokens);
     const next = this.nextTurn.get(job.req.id);
     if (next) {
       // the conversation's next turn extends this one: its blocks up to here are this turn's prompt and output
@@ -300,7 +311,7 @@ export class Simulation implements InstanceHost {
     const rec: RequestRecord = {
       id: r.id, arrivalMs: r.arrivalMs, promptTokens: r.promptTokens, outputTokens: r.outputTokens, turn: r.turn,
       ...(r.type !== undefined ? { type: r.type } : {}),
-      path, decodeWorker: decode, prefillWorker: prefill, cluster, features: { ...features },
+      path, decodeWorker: decode, prefillWorker: prefill, cluster, features: { ...features }, oslClass: -1, prefixReuse: 0,
       prefixHitTokens: 0, decodeHitTokens: 0, ttftMs: NaN, tpotMs: NaN, e2eMs: NaN, finishMs: NaN, kvBytes: 0,
       failed: true, // until it finishes
     };
@@ -311,6 +322,13 @@ export class Simulation implements InstanceHost {
   private failedRecord(r: SimRequest): RequestRecord {
     return this.newRecord(r, "local", "", null, -1, { isl: r.promptTokens, effP: r.promptTokens, effD: r.promptTokens, oslHat: 0 });
   }
+}
+
+/** Output-length class of `tokens`: class i covers (thresholds[i−1], thresholds[i]]. */
+export function classOf(tokens: number, thresholds: readonly number[]): number {
+  let c = 0;
+  while (c < thresholds.length && tokens > thresholds[c]!) c++;
+  return c;
 }
 
 function sharesPrefix(a: Uint32Array, b: Uint32Array, blocks: number): boolean {

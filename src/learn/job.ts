@@ -1,0 +1,145 @@
+// The learner's jobs as the CLI runs them: train a table, evaluate every policy on the same arrivals, and the main
+// job (`npm start`). Training and evaluation never see the same requests: a generator is drawn with seed s for
+// training and s + 1 for evaluation; a trace file is split in time, the first half to train, the second to evaluate.
+
+import { parseSlo } from "../sim/metrics.js";
+import { findSaturatedScale, resolveCluster } from "../sim/run.js";
+import { parseSplit, type SimConfig } from "../sim/simulator.js";
+import type { Workload } from "../sim/types.js";
+import { GENERATORS, loadWorkload, parseLoad, withLoad, type WorkloadFormat } from "../sim/workload.js";
+import { encodeTable, type FeatureName, type Table } from "../table.js";
+import { baselineTable, buildPpdTable, evaluatePolicies, POLICY_NAMES, type EvalOutput, type PolicyName } from "./policies.js";
+import { SimEnvironment, train, type OslMode, type TrainResult } from "./train.js";
+
+export interface JobOptions {
+  workload: string;
+  format?: WorkloadFormat;
+  cluster?: string;
+  link?: string;
+  split: string;
+  slo: string;
+  seed?: number;
+  /** requests per part (generators) or a cap on the trace */
+  requests?: number;
+  load?: string;
+  module?: WebAssembly.Module;
+  /** progress lines (to stderr) */
+  progress?: (line: string, done: boolean) => void;
+}
+
+export interface Parts {
+  train: Workload;
+  eval: Workload;
+}
+
+/** Training and evaluation workloads that share no request. */
+export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed" | "requests">): Parts {
+  const seed = o.seed ?? 1;
+  const generated = (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
+  if (generated) {
+    const n = o.requests ?? 1000;
+    return {
+      train: loadWorkload(o.workload, "auto", { seed, requests: n }),
+      eval: loadWorkload(o.workload, "auto", { seed: seed + 1, requests: n }),
+    };
+  }
+  const all = loadWorkload(o.workload, o.format ?? "auto", { seed, ...(o.requests !== undefined ? { requests: o.requests } : {}) });
+  const half = Math.floor(all.requests.length / 2);
+  const part = (from: number, to: number, name: string): Workload => {
+    const reqs = all.requests.slice(from, to);
+    const t0 = reqs[0]?.arrivalMs ?? 0;
+    const requests = reqs.map((r, i) => ({ ...r, id: i, arrivalMs: r.arrivalMs - t0 }));
+    const span = (requests.at(-1)?.arrivalMs ?? 0) / 1000;
+    return { name, requests, rate: span > 0 ? (requests.length - 1) / span : all.rate };
+  };
+  return { train: part(0, half, `${all.name} (first half)`), eval: part(half, all.requests.length, `${all.name} (second half)`) };
+}
+
+interface Setup {
+  base: Omit<SimConfig, "table">;
+  parts: Parts;
+  /** load scale applied to both parts, relative to the training part's rate */
+  scale: number;
+  loadSpec: string;
+}
+
+function setup(o: JobOptions): Setup {
+  const { preset, link } = resolveCluster(o.cluster, o.link);
+  const base: Omit<SimConfig, "table"> = { preset, link, split: parseSplit(o.split), slo: parseSlo(o.slo), ...(o.module ? { module: o.module } : {}) };
+  const parts = workloadParts(o);
+  const loadSpec = o.load ?? "saturated";
+  const load = parseLoad(loadSpec);
+  let scale = 1;
+  if (load.kind === "saturated") {
+    o.progress?.(`finding the saturated load of ${parts.train.name} on ${preset.name} ${o.split}…`, false);
+    scale = findSaturatedScale(parts.train, { ...base, table: baselineTable("dynamo", preset) }).scale;
+  } else if (load.kind === "scale") scale = load.factor;
+  else if (load.kind === "rate") scale = load.rps / parts.train.rate;
+  return { base, parts, scale, loadSpec };
+}
+
+const atScale = (w: Workload, scale: number): Workload => (scale === 1 ? w : withLoad(w, { kind: "scale", factor: scale }));
+
+export interface TrainJobOptions extends JobOptions {
+  k?: number;
+  algo?: "kmeans" | "gmm";
+  osl?: OslMode;
+  features?: FeatureName[];
+  scanInit?: boolean;
+}
+
+export interface TrainJobResult {
+  table: Table;
+  bytes: Uint8Array;
+  result: TrainResult;
+  scale: number;
+  rps: number;
+  wallS: number;
+}
+
+export function trainJob(o: TrainJobOptions): TrainJobResult {
+  const t0 = performance.now();
+  const s = setup(o);
+  const w = atScale(s.parts.train, s.scale);
+  const env = new SimEnvironment(w, s.base);
+  o.progress?.(`learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`, false);
+  const result = train(env, {
+    k: o.k ?? 8, algo: o.algo ?? "kmeans", seed: o.seed ?? 1,
+    ...(o.osl !== undefined ? { osl: o.osl } : {}), ...(o.features ? { features: o.features } : {}),
+    ...(o.scanInit !== undefined ? { scanInit: o.scanInit } : {}),
+    provenance: { workload: `${s.parts.train.name} at ${w.rate.toFixed(3)} req/s (${s.loadSpec})`, split: o.split },
+    onProgress: (step, total) => o.progress?.(
+      `  round ${String(step.round).padStart(3)} ${step.phase.padEnd(6)} bits ${step.bits.join("")} reward ${(100 * step.reward).toFixed(1)}% (best ${(100 * total.best).toFixed(1)}%)`, false),
+  });
+  const bytes = encodeTable(result.table);
+  o.progress?.(`  done: ${result.rounds} rounds, best reward ${(100 * result.bestReward).toFixed(1)}% first reached in round ${result.bestRound}`, true);
+  return { table: result.table, bytes, result, scale: s.scale, rps: w.rate, wallS: (performance.now() - t0) / 1000 };
+}
+
+export interface EvalJobOptions extends JobOptions {
+  policies?: PolicyName[];
+  /** the learned table (required when policies include dolphin) */
+  table?: Table;
+}
+
+export function evalJob(o: EvalJobOptions): EvalOutput & { ppd?: { measured_levels: number[]; samples: number } } {
+  const s = setup(o);
+  const policies = o.policies ?? [...POLICY_NAMES];
+  const tables: Partial<Record<PolicyName, Table>> = {};
+  let ppdInfo: { measured_levels: number[]; samples: number } | undefined;
+  for (const p of policies) {
+    if (p === "dolphin") {
+      if (!o.table) throw new Error("eval: policy dolphin needs --table (a table from dolphin train)");
+      tables.dolphin = o.table;
+    } else if (p === "ppd") {
+      o.progress?.("building PPD's offline table (Algorithm 1) on the training part…", false);
+      const b = buildPpdTable(atScale(s.parts.train, s.scale), s.base);
+      tables.ppd = b.table;
+      ppdInfo = { measured_levels: b.measuredLevels, samples: b.samples };
+    } else tables[p] = baselineTable(p, s.base.preset);
+  }
+  const w = atScale(s.parts.eval, s.scale);
+  o.progress?.(`evaluating ${policies.length} policies on ${w.name} at ${w.rate.toFixed(2)} req/s…`, true);
+  const out = evaluatePolicies(w, s.base, tables, { split: o.split, load: { spec: s.loadSpec, scale: s.scale, rps: w.rate } });
+  return { ...out, ...(ppdInfo ? { ppd: ppdInfo } : {}) };
+}
