@@ -11,6 +11,7 @@ import { pairsToHex } from "./hashes.js";
 import { runMainJob } from "./learn/main-job.js";
 import { evalJob, trainJob, type JobOptions } from "./learn/job.js";
 import { parsePolicies } from "./learn/policies.js";
+import { ablationMarkdown, runStudy, STUDIES, type AblationRow, type Study } from "./learn/ablate.js";
 import { parseReportInput, writeReport, type EvalResult } from "./report.js";
 import { FEATURE_NAMES, type FeatureName } from "./table.js";
 import { runSimBench } from "../bench/sim.js";
@@ -310,6 +311,28 @@ trained on: a generator with --seed + 1, a trace's second half. Every figure is 
           process.stdout.write(`${name.padEnd(14)} attainment ${(100 * p.slo_attainment).toFixed(1).padStart(5)}%  P90 TTFT ${p.ttft_ms.p90.toFixed(0).padStart(7)} ms  P90 TPOT ${p.tpot_ms.p90.toFixed(1).padStart(6)} ms  local ${(100 * p.local_fraction).toFixed(0)}%\n`);
         }
       }
+      return 0;
+    },
+  },
+  ablate: {
+    summary: "the paper's ablations and its open questions, on the simulated cluster",
+    usage: `dolphin ablate --study <${STUDIES.join("|")}> --workload <name|file> --split <nPmD> [--cluster …] [--slo …]
+              [--seed N] [--requests N] [--load …] [--json]
+
+Studies: k (K = 2, 4, 8, 16), scan (with and without scan initialization), osl-feature (with and without osl_hat),
+algo (k-means vs GMM), osl-noise (classifier, oracle, noisy p = 0.2, 0.4), load (one table evaluated from 50% to
+120% of saturation), yardstick (K = 8: all 256 tables vs the search). Prints a markdown table (--json: JSON lines).
+Every figure is simulated.`,
+    options: { ...jobOptionSpecs, study: { type: "string" }, json: { type: "boolean" } },
+    async run(v) {
+      const study = String(v["study"] ?? "");
+      if (!(STUDIES as readonly string[]).includes(study)) throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
+      const rows: AblationRow[] = [];
+      runStudy(study as Study, jobOptions(v), (row) => {
+        rows.push(row);
+        if (v["json"]) process.stdout.write(JSON.stringify(row) + "\n");
+      });
+      if (!v["json"]) process.stdout.write(ablationMarkdown(rows) + "\n");
       return 0;
     },
   },

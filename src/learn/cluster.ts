@@ -5,16 +5,17 @@
 // arithmetic in the same order, so a row is put in the cluster the core would put it in.
 //
 // k-means: greedy k-means++ seeding (Arthur & Vassilvitskii 2007, with 2 + ⌊ln K⌋ candidates per centre as in
-// scikit-learn's _kmeans_plusplus and ml-kmeans), then Lloyd iterations with ml-kmeans' rules (an empty cluster keeps
-// its centre; stop when every centre moved ≤ 1e-6 in squared distance, or after 100 iterations). We do not call
-// ml-kmeans here, because of a measurement: on 20,000 × 4 unstructured rows, K = 8, its 8 seeded restarts took 2.1 s on
-// this machine (0.6 s of it k-means++ seeding through ml-matrix); the same algorithm on flat Float64Arrays takes a
-// small fraction of that. test/learn-cluster.test.ts checks that our Lloyd iterations (refineKMeans) give ml-kmeans'
-// centroids from the same starting centres.
+// scikit-learn's _kmeans_plusplus and ml-kmeans) with our seeded generator, so restarts are reproducible, then Lloyd
+// iterations by ml-kmeans (an empty cluster keeps its centre; stop when every centre moved ≤ 1e-6 in squared
+// distance, or after 100 iterations). Measured here: 8 restarts on 20,000 × 4 rows, K = 8, take ~2 s; the learner's
+// training sets are 1,000–4,000 rows.
 //
-// Gaussian mixture: EM with diagonal covariances in log space (log-sum-exp), no maintained npm package fitting
-// (see the report of the learner's clustering). Each restart starts from one seeded k-means run.
+// Gaussian mixture: EM with diagonal covariances in log space (log-sum-exp), written here because no npm package fits
+// (checked 2026-11): `gaussian-mixture` 0.9.1 is one-dimensional; `gaussian-mixture-model` 1.1.5 fits full
+// covariances (Cholesky) from parameters the caller supplies, in linear space, with no seeding, variance floor or
+// diagonal mode. Each restart starts from one seeded k-means run.
 
+import { kmeans as mlKMeans } from "ml-kmeans";
 import { Rng } from "../sim/rng.js";
 
 export type { FeatureName } from "../table.js";
@@ -67,8 +68,9 @@ export interface GmmOptions {
   tolerance?: number;
   /** Smallest variance of any component in any dimension (standardized units). Default 1e-3. */
   varianceFloor?: number;
-  /** Called with the log-likelihood of the parameters after each iteration (iteration 0: the k-means start). */
-  onIteration?: (logLikelihood: number, iteration: number, restart: number) => void;
+  /** Called with the log-likelihood of the parameters after each iteration (iteration 0: the k-means start) and how
+   *  many components the M-step that made them re-seeded (the log-likelihood may fall only when that is > 0). */
+  onIteration?: (logLikelihood: number, iteration: number, restart: number, reseeded: number) => void;
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -258,87 +260,16 @@ function sampleCumulative(cumulative: Float64Array, r: number, weight: Float64Ar
   return lo;
 }
 
-/** Bounds are trusted only with this relative margin, so rounding in them never skips a row that might move. */
-const BOUND_MARGIN = 1e-9;
-
-/**
- * Lloyd iterations from `start`, with ml-kmeans' rules: assign each row to its nearest centre (ties to the lower
- * index), move each centre to the mean of its rows (an empty cluster keeps its centre), stop when every centre moved
- * ≤ tolerance in squared distance. Hamerly's bounds (Hamerly 2010, "Making k-means even faster") skip the distance
- * computations of rows that provably keep their centre; a row whose bounds are within BOUND_MARGIN of a tie is
- * recomputed, so the assignments, and so the centres, are those of plain Lloyd. Returns the final centres.
- */
-function lloydIterations(x: Float64Array, n: number, d: number, start: Float64Array, k: number, maxIterations: number,
-  tolerance = KMEANS_TOLERANCE): Float64Array {
-  let centers = Float64Array.from(start);
-  const assign = new Int32Array(n);
-  const upper = new Float64Array(n); // ≥ distance from row i to its centre
-  const lower = new Float64Array(n); // ≤ distance from row i to every other centre
-  const half = new Float64Array(k).fill(Infinity); // ½ distance from centre c to the nearest other centre
-  const moved = new Float64Array(k);
-  const counts = new Float64Array(k);
-  const assignFully = (i: number): void => {
-    let best = 0;
-    let bestDist = Infinity;
-    let second = Infinity;
-    for (let c = 0; c < k; c++) {
-      const dist = squaredDistance(x, i * d, centers, c * d, d);
-      if (dist < bestDist) { second = bestDist; bestDist = dist; best = c; }
-      else if (dist < second) second = dist;
-    }
-    assign[i] = best;
-    upper[i] = Math.sqrt(bestDist);
-    lower[i] = Math.sqrt(second);
-  };
-  for (let it = 0; it < maxIterations; it++) {
-    for (let i = 0; i < n; i++) {
-      if (it > 0) {
-        const a = assign[i]!;
-        const bound = Math.max(half[a]!, lower[i]!) * (1 - BOUND_MARGIN);
-        if (upper[i]! < bound) continue;
-        upper[i] = Math.sqrt(squaredDistance(x, i * d, centers, a * d, d)) * (1 + BOUND_MARGIN);
-        if (upper[i]! < bound) continue;
-      }
-      assignFully(i);
-    }
-    const next = new Float64Array(k * d);
-    counts.fill(0);
-    for (let i = 0; i < n; i++) { // rows in order, as ml-kmeans sums them
-      const c = assign[i]!;
-      counts[c]!++;
-      for (let j = 0; j < d; j++) next[c * d + j]! += x[i * d + j]!;
-    }
-    let converged = true;
-    let maxMove = 0;
-    let secondMove = 0;
-    let maxAt = -1;
-    for (let c = 0; c < k; c++) {
-      for (let j = 0; j < d; j++) next[c * d + j] = counts[c]! > 0 ? next[c * d + j]! / counts[c]! : centers[c * d + j]!;
-      const move2 = squaredDistance(next, c * d, centers, c * d, d);
-      if (move2 > tolerance) converged = false;
-      const move = moved[c] = Math.sqrt(move2);
-      if (move > maxMove) { secondMove = maxMove; maxMove = move; maxAt = c; }
-      else if (move > secondMove) secondMove = move;
-    }
-    centers = next;
-    if (converged) break;
-    for (let i = 0; i < n; i++) {
-      const a = assign[i]!;
-      upper[i]! += moved[a]!;
-      lower[i]! -= a === maxAt ? secondMove : maxMove;
-    }
-    for (let c = 0; c < k; c++) {
-      let nearest = Infinity;
-      for (let o = 0; o < k; o++) if (o !== c) nearest = Math.min(nearest, squaredDistance(centers, c * d, centers, o * d, d));
-      half[c] = 0.5 * Math.sqrt(nearest);
-    }
-  }
-  return centers;
+/** Lloyd iterations from `start` by ml-kmeans (its assignment and mean rules; an empty cluster keeps its centre). */
+function lloydIterations(x: Float64Array, n: number, d: number, start: Float64Array, k: number, maxIterations: number): Float64Array {
+  const r = mlKMeans(toRows(x, n, d), k, { initialization: toRows(start, k, d), maxIterations, tolerance: KMEANS_TOLERANCE });
+  return Float64Array.from(r.centroids.flat());
 }
 
 function kmeansFlat(x: Float64Array, n: number, d: number, k: number, seed: number, restarts: number, maxIterations: number): { centers: Float64Array; assign: Int32Array; inertia: number } {
   let best: { centers: Float64Array; assign: Int32Array; inertia: number } | undefined;
   for (let r = 0; r < restarts; r++) {
+    // k-means++ seeding (greedy, seeded) and Lloyd iterations by ml-kmeans
     const { centers: start, distinct } = seedKMeansPlusPlus(x, n, d, k, seed + r);
     const centers = distinct < k ? start : lloydIterations(x, n, d, start, k, maxIterations);
     const assign = new Int32Array(n);
@@ -407,16 +338,16 @@ function inverses(v: Float64Array): Float64Array {
   return out;
 }
 
-/** log w_c + log N(x_i; μ_c, diag σ²_c) for every component into `scores` (k entries from `at`): the core's score. */
+/** log w_c + log N(x_i; μ_c, diag σ²_c) for every component into `scores`: the core's score, same operations. */
 function componentScores(x: Float64Array, i: number, d: number, means: Float64Array, invVar: Float64Array, logConst: Float64Array,
-  k: number, scores: Float64Array, at: number): void {
+  k: number, scores: Float64Array): void {
   for (let c = 0; c < k; c++) {
     let q = 0;
     for (let j = 0; j < d; j++) {
       const diff = x[i * d + j]! - means[c * d + j]!;
       q += diff * diff * invVar[c * d + j]!;
     }
-    scores[at + c] = logConst[c]! - 0.5 * q;
+    scores[c] = logConst[c]! - 0.5 * q;
   }
 }
 
@@ -427,7 +358,7 @@ function assignGmmFlat(x: Float64Array, n: number, d: number, m: Mixture, k: num
   const scores = new Float64Array(k);
   const out = new Int32Array(n);
   for (let i = 0; i < n; i++) {
-    componentScores(x, i, d, m.means, invVar, logConst, k, scores, 0);
+    componentScores(x, i, d, m.means, invVar, logConst, k, scores);
     let best = 0;
     let bestScore = -Infinity;
     for (let c = 0; c < k; c++) if (scores[c]! > bestScore) { bestScore = scores[c]!; best = c; }
@@ -459,12 +390,13 @@ export function gmmAssign(z: number[][], m: Pick<GmmModel, "means" | "variances"
  *  s2/mass − (s1/mass)² precise for a tight component far from the origin. */
 interface Moments { mass: Float64Array; s1: Float64Array; s2: Float64Array }
 
-/** Responsibilities below machine epsilon times the largest one in a row are dropped (they cannot change its sum). */
+/** Responsibilities below machine epsilon times the largest one in a row are dropped: each would change the row's
+ *  sum (≥ 1 after scaling by the largest) by less than one ulp, and skipping them saves their exp. */
 const LOG_EPSILON = Math.log(Number.EPSILON);
 
 /**
  * One EM pass over the rows: the E-step of mixture `m` (log space, log-sum-exp) and the moments its M-step needs,
- * fused so each iteration reads the data once (measured: EM time is the number of passes on this machine). Fills
+ * fused so each iteration reads the data once and keeps no n×K responsibility matrix. Fills
  * `rowLogLik` with each row's log p(x_i) and returns Σ_i log p(x_i).
  */
 function emPass(x: Float64Array, n: number, d: number, m: Mixture, k: number, out: Moments, rowLogLik: Float64Array): number {
@@ -637,7 +569,7 @@ export function fitGmm(z: number[][], k: number, opts: GmmOptions = {}): GmmMode
     let t = 0;
     for (;; t++) {
       const ll = emPass(x, n, d, m, k, moments, rowLogLik);
-      opts.onIteration?.(ll, t, r);
+      opts.onIteration?.(ll, t, r, reseeded);
       const converged = t > 0 && reseeded === 0 && Math.abs(ll - previous) <= tolerance * Math.abs(previous);
       previous = ll;
       if (converged || t === maxIterations) break;

@@ -1,0 +1,117 @@
+// `dolphin ablate`: the paper's ablations and the questions it left open (seed 001), each a study that trains and
+// evaluates on the simulated cluster and returns rows for docs/results.md. Every figure is simulated.
+
+import { withLoad } from "../sim/workload.js";
+import { FEATURE_NAMES } from "../table.js";
+import { evalJob, trainJob, workloadParts, type JobOptions, type TrainJobOptions } from "./job.js";
+import { baselineTable } from "./policies.js";
+import { exhaustive, prepare, searchBits, SimEnvironment } from "./train.js";
+import { findSaturatedScale, resolveCluster } from "../sim/run.js";
+import { parseSlo } from "../sim/metrics.js";
+import { parseSplit } from "../sim/simulator.js";
+
+export const STUDIES = ["k", "scan", "osl-feature", "algo", "osl-noise", "load", "yardstick"] as const;
+export type Study = (typeof STUDIES)[number];
+
+export interface AblationRow {
+  study: Study;
+  variant: string;
+  rounds?: number;
+  train_reward?: number;
+  slo_attainment: number;
+  ttft_p90_ms: number;
+  tpot_p90_ms: number;
+  /** dynamo on the same arrivals, for reference */
+  dynamo?: { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number };
+  [k: string]: unknown;
+}
+
+function trainAndEval(o: TrainJobOptions, study: Study, variant: string): AblationRow {
+  const t = trainJob(o);
+  const e = evalJob({ ...o, policies: ["dolphin", "dynamo"], table: t.table });
+  const d = e.policies["dolphin"]!;
+  const y = e.policies["dynamo"]!;
+  return {
+    study, variant, rounds: t.result.rounds, best_round: t.result.bestRound, train_reward: t.result.bestReward,
+    slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
+    dynamo: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
+  };
+}
+
+export function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) => void): void {
+  switch (study) {
+    case "k":
+      for (const k of [2, 4, 8, 16]) emit(trainAndEval({ ...o, k }, study, `K=${k}`));
+      return;
+    case "scan":
+      for (const scanInit of [true, false]) emit(trainAndEval({ ...o, scanInit }, study, scanInit ? "with scan" : "without scan"));
+      return;
+    case "osl-feature":
+      emit(trainAndEval(o, study, "with osl_hat"));
+      emit(trainAndEval({ ...o, features: FEATURE_NAMES.filter((f) => f !== "osl_hat") }, study, "without osl_hat"));
+      return;
+    case "algo":
+      for (const algo of ["kmeans", "gmm"] as const) emit(trainAndEval({ ...o, algo }, study, algo));
+      return;
+    case "osl-noise":
+      emit(trainAndEval(o, study, "classifier (model)"));
+      for (const p of [0, 0.2, 0.4]) emit(trainAndEval({ ...o, osl: p === 0 ? "oracle" : { noisy: p } }, study, p === 0 ? "oracle class (p = 0)" : `noisy p = ${p}`));
+      return;
+    case "load": {
+      // one table learned at saturation, evaluated from 50% to 120% of it
+      const t = trainJob({ ...o, load: o.load ?? "saturated" });
+      for (const f of [0.5, 0.75, 0.9, 1, 1.1, 1.2]) {
+        const e = evalJob({ ...o, load: `x${t.scale * f}`, policies: ["dolphin", "dynamo", "dynamo-legacy", "always-remote"], table: t.table });
+        const d = e.policies["dolphin"]!;
+        const y = e.policies["dynamo"]!;
+        emit({
+          study, variant: `${Math.round(f * 100)}% of saturation (${e.load.rps.toFixed(2)} req/s)`,
+          slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
+          dynamo: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
+          others: Object.fromEntries(Object.entries(e.policies).map(([n, p]) => [n, p.slo_attainment])),
+        });
+      }
+      return;
+    }
+    case "yardstick": {
+      // K = 8: evaluate all 256 tables once; how close does the search get, in how many rounds?
+      const { preset, link } = resolveCluster(o.cluster, o.link);
+      const base = { preset, link, split: parseSplit(o.split), slo: parseSlo(o.slo), ...(o.module ? { module: o.module } : {}) };
+      const parts = workloadParts(o);
+      const scale = findSaturatedScale(parts.train, { ...base, table: baselineTable("dynamo", preset) }).scale;
+      const env = new SimEnvironment(withLoad(parts.train, { kind: "scale", factor: scale }), base);
+      const p = prepare(env, { k: 8, seed: o.seed ?? 1 });
+      const all = exhaustive(p.env, p.makeTable, 8);
+      const search = searchBits(p.env, p.makeTable, p.initial, { seed: o.seed ?? 1 });
+      const target = 0.98 * all.bestReward;
+      const reached = search.log.findIndex((s) => s.reward >= target);
+      const sorted = [...all.rewards].sort((a, b) => b - a);
+      emit({
+        study, variant: "K=8 search vs all 256 tables",
+        slo_attainment: search.bestReward, ttft_p90_ms: NaN, tpot_p90_ms: NaN,
+        exhaustive_best: all.bestReward, exhaustive_best_bits: all.best.join(""), search_best_bits: search.best.join(""),
+        search_fraction_of_best: search.bestReward / all.bestReward, rounds: search.log.length,
+        rounds_to_98pct: reached >= 0 ? reached + 1 : null,
+        search_rank_among_256: sorted.findIndex((r) => r <= search.bestReward) + 1,
+        median_table_reward: sorted[128],
+      });
+      return;
+    }
+  }
+}
+
+/** A markdown table of rows of one study. */
+export function ablationMarkdown(rows: AblationRow[]): string {
+  const pct = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : `${(100 * x).toFixed(1)}%`);
+  const ms = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(0));
+  const lines = [
+    "| variant | rounds | train reward | SLO att. | P90 TTFT ms | P90 TPOT ms | dynamo att. | dynamo P90 TTFT | dynamo P90 TPOT |",
+    "|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const r of rows) {
+    lines.push(`| ${r.variant} | ${r.rounds ?? "–"} | ${pct(r.train_reward)} | ${pct(r.slo_attainment)} | ${ms(r.ttft_p90_ms)} | ${ms(r.tpot_p90_ms)} | ` +
+      `${pct(r.dynamo?.slo_attainment)} | ${ms(r.dynamo?.ttft_p90_ms)} | ${ms(r.dynamo?.tpot_p90_ms)} |`);
+  }
+  return lines.join("\n");
+}
+
