@@ -4,6 +4,7 @@
 // instance's prefix cache reaches the router's index as a KV event (optionally late), as a vLLM worker's would.
 // All results are simulated; the step-time model's error is stated in docs/simulator-calibration.md.
 
+import { applyEventBatch, decodeEventBatch, encodeEventBatch, type KvEvent } from "../kv-events.js";
 import { Router, type RouterOptions } from "../router.js";
 import type { Table } from "../table.js";
 import { EventQueue, Priority } from "./events.js";
@@ -51,6 +52,11 @@ export interface SimConfig {
   dedupeTransfer?: boolean;
   /** Delay before a KV event reaches the router's index. Default 0. */
   indexLagMs?: number;
+  /**
+   * "vllm": every store and eviction travels as a vLLM msgpack EventBatch that the router decodes (the path a live
+   * cluster's events take); "direct" (default): the same operations applied without encoding (faster, identical).
+   */
+  kvEvents?: "direct" | "vllm";
   osl?: OslPredictor;
   /** KV-cache blocks per instance; default from the preset's HBM. */
   capacityBlocks?: number;
@@ -127,17 +133,24 @@ export class Simulation implements InstanceHost {
   private sinkFor(name: string): KvEventSink {
     const lag = this.config.indexLagMs ?? 0;
     const index = this.router.index;
-    if (lag <= 0) return { stored: (p) => index.store(name, p), removed: (p) => index.remove(name, p) };
-    return {
-      stored: (p) => {
-        const copy = p.slice();
-        this.queue.schedule(this.queue.nowMs + lag, Priority.kvEvent, () => index.store(name, copy));
-      },
-      removed: (p) => {
-        const copy = p.slice();
-        this.queue.schedule(this.queue.nowMs + lag, Priority.kvEvent, () => index.remove(name, copy));
-      },
+    let deliver: (kind: "stored" | "removed", pairs: Uint32Array) => void = (kind, p) =>
+      kind === "stored" ? index.store(name, p) : index.remove(name, p);
+    if (this.config.kvEvents === "vllm") {
+      deliver = (kind, p) => {
+        // simulated prompts are hashes only, so token_ids stay empty
+        const event: KvEvent = kind === "stored"
+          ? { kind, hashes: p, parent: null, tokenIds: [], blockSize: SIM_BLOCK_TOKENS, medium: "GPU" }
+          : { kind, hashes: p, medium: "GPU" };
+        const payload = encodeEventBatch({ ts: this.queue.nowMs / 1000, events: [event], dataParallelRank: null });
+        applyEventBatch(index, name, decodeEventBatch(payload));
+      };
+    }
+    if (lag <= 0) return { stored: (p) => deliver("stored", p), removed: (p) => deliver("removed", p) };
+    const later = (kind: "stored" | "removed", p: Uint32Array): void => {
+      const copy = p.slice();
+      this.queue.schedule(this.queue.nowMs + lag, Priority.kvEvent, () => deliver(kind, copy));
     };
+    return { stored: (p) => later("stored", p), removed: (p) => later("removed", p) };
   }
 
   run(workload: Workload): SimResult {
