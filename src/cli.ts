@@ -233,7 +233,7 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
   },
   start: {
     summary: "the main job (npm start): learn tables on the default simulated cluster and compare every policy",
-    usage: `dolphin start [--out DIR] [--requests N] [--seed N]
+    usage: `dolphin start [--out DIR] [--requests N (default 2000 per part)] [--seed N]
 
 Learns DolphinRouting tables for the hybrid workload (ArXiv-like, L-Eval-like, HumanEval-like requests) on a
 simulated h20-72b cluster (Qwen2.5-72B TP4 on H20, the paper's hardware) for the 3P1D and 2P2D splits at the saturated
@@ -244,7 +244,7 @@ with the paper's published deltas, and writes the tables, the evaluation JSON an
     async run(v) {
       return runMainJob({
         module: loadCoreModule(), outDir: String(v["out"] ?? "out"),
-        requests: intOption(v["requests"], "requests", 50, 100_000, 1000), seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
+        requests: intOption(v["requests"], "requests", 50, 100_000, 2000), seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
         progress, print: (t) => process.stdout.write(t),
       });
     },

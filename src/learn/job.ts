@@ -37,7 +37,7 @@ export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed"
   const seed = o.seed ?? 1;
   const generated = (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
   if (generated) {
-    const n = o.requests ?? 1000;
+    const n = o.requests ?? 2000;
     return {
       train: loadWorkload(o.workload, "auto", { seed, requests: n }),
       eval: loadWorkload(o.workload, "auto", { seed: seed + 1, requests: n }),

@@ -28,7 +28,7 @@ export function runMainJob(o: MainJobOptions): number {
   const splits = o.splits ?? ["3P1D", "2P2D"];
   const workload = o.workload ?? "hybrid";
   const common = {
-    workload, split: "", slo: o.slo ?? "default", seed: o.seed ?? 1, requests: o.requests ?? 1000, module: o.module,
+    workload, split: "", slo: o.slo ?? "default", seed: o.seed ?? 1, requests: o.requests ?? 2000, module: o.module,
     ...(o.cluster !== undefined ? { cluster: o.cluster } : {}), progress: o.progress,
   };
   mkdirSync(o.outDir, { recursive: true });
