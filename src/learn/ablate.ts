@@ -28,7 +28,7 @@ export interface AblationRow {
 
 function trainAndEval(o: TrainJobOptions, study: Study, variant: string): AblationRow {
   const t = trainJob(o);
-  const e = evalJob({ ...o, policies: ["dolphin", "dynamo"], table: t.table });
+  const e = evalJob({ ...o, policies: ["dolphin", "dynamo"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
   const d = e.policies["dolphin"]!;
   const y = e.policies["dynamo"]!;
   return {

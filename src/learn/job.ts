@@ -9,6 +9,7 @@ import type { Workload } from "../sim/types.js";
 import { GENERATORS, loadWorkload, parseLoad, withLoad, type WorkloadFormat } from "../sim/workload.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
 import { baselineTable, buildPpdTable, evaluatePolicies, POLICY_NAMES, type EvalOutput, type PolicyName } from "./policies.js";
+import { noisyOslPredictor } from "./osl.js";
 import { SimEnvironment, train, type OslMode, type TrainResult } from "./train.js";
 
 export interface JobOptions {
@@ -120,6 +121,8 @@ export interface EvalJobOptions extends JobOptions {
   policies?: PolicyName[];
   /** the learned table (required when policies include dolphin) */
   table?: Table;
+  /** how dolphin's router learns output lengths (default: the table's model, or the oracle class without one) */
+  osl?: OslMode;
 }
 
 export function evalJob(o: EvalJobOptions): EvalOutput & { ppd?: { measured_levels: number[]; samples: number } } {
@@ -140,6 +143,9 @@ export function evalJob(o: EvalJobOptions): EvalOutput & { ppd?: { measured_leve
   }
   const w = atScale(s.parts.eval, s.scale);
   o.progress?.(`evaluating ${policies.length} policies on ${w.name} at ${w.rate.toFixed(2)} req/s…`, true);
-  const out = evaluatePolicies(w, s.base, tables, { split: o.split, load: { spec: s.loadSpec, scale: s.scale, rps: w.rate } });
+  const classes = o.table?.osl_classes;
+  const noisy = o.osl !== undefined && typeof o.osl === "object" && classes ? noisyOslPredictor(classes, o.osl.noisy, (o.seed ?? 1) + 1) : undefined;
+  const out = evaluatePolicies(w, s.base, tables, { split: o.split, load: { spec: s.loadSpec, scale: s.scale, rps: w.rate } },
+    noisy ? { dolphin: { osl: noisy } } : {});
   return { ...out, ...(ppdInfo ? { ppd: ppdInfo } : {}) };
 }

@@ -149,11 +149,12 @@ export interface EvalOutput {
 /** Every policy on the same arrivals. */
 export function evaluatePolicies(
   w: Workload, base: Omit<SimConfig, "table">, tables: Partial<Record<PolicyName, Table>>, meta: { split: string; load: EvalOutput["load"] },
+  overrides: Partial<Record<PolicyName, Partial<SimConfig>>> = {},
 ): EvalOutput {
   const policies: Record<string, PolicyOutcome> = {};
   for (const [name, table] of Object.entries(tables)) {
     if (!table) continue;
-    const s = simulate(w, { ...base, table }).summary;
+    const s = simulate(w, { ...base, ...overrides[name as PolicyName], table }).summary;
     policies[name] = {
       slo_attainment: s.slo_attainment, slo_attainment_per_metric: s.slo_attainment_per_metric,
       ttft_ms: s.ttft_ms, tpot_ms: s.tpot_ms, e2e_ms: s.e2e_ms,
