@@ -64,6 +64,12 @@ export interface InstanceHost {
   rejected(inst: Instance, job: Job): void;
   /** The instance's load changed (for the router's worker choice). */
   loadChanged(inst: Instance): void;
+  /**
+   * Optional: after every (run of) step(s), the decoding jobs, each of which produced `steps` tokens (a remote job's
+   * first token included; firstToken fires for it too). The token a completed local prefill samples is reported
+   * by firstToken only. Called before the step's finishes.
+   */
+  decoded?(inst: Instance, jobs: readonly Job[], steps: number, timeMs: number): void;
 }
 
 const blocksOf = (tokens: number): number => Math.ceil(tokens / SIM_BLOCK_TOKENS);
@@ -105,6 +111,9 @@ export class Instance {
   prefillTokensComputed = 0;
   /** prompt tokens still to compute here, queued or running: kept as a running sum */
   private pendingPrefill = 0;
+
+  /** The most decode steps advanced in one event; 1 makes every token its own event (a real-time worker streams them). */
+  maxRunSteps = Infinity;
 
   constructor(
     index: number, name: string, role: InstanceRole, preset: ModelPreset, capacityBlocks: number, host: InstanceHost,
@@ -274,7 +283,7 @@ export class Instance {
       // a pure-decode run up to the next completion
       let steps = Infinity;
       for (const j of this.decoding) steps = Math.min(steps, j.doneAtStep - this.stepCounter);
-      this.runSteps = Math.max(1, steps);
+      this.runSteps = Math.max(1, Math.min(steps, this.maxRunSteps));
       duration = decodeRunMs(this.preset, seqs, this.decodeContext, this.runSteps);
     } else {
       let tokens = 0;
@@ -310,6 +319,7 @@ export class Instance {
     this.stepCounter += steps;
     this.decodeContext += seqs * steps;
     if (seqs > 0) {
+      this.host.decoded?.(this, this.decoding, steps, now);
       const still: Job[] = [];
       for (const j of this.decoding) {
         const first = j.generated === 0;
