@@ -212,7 +212,7 @@ describe("markdownTable", () => {
   });
 
   it("ends each section with dolphin vs dynamo and the paper's figure for the workload kind", () => {
-    expect(text).toContain("dolphin vs dynamo: P90 TTFT −8.0%, P90 TPOT −5.0%, SLO attainment +3.0 points (paper, real cluster: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%");
+    expect(text).toContain("dolphin vs dynamo: P90 TTFT −8.0%, P90 TPOT −5.0%, SLO attainment +3.0 points (paper, real cluster, hybrid workload, two P/D splits: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%)");
     expect(text).toContain("level with Dynamo or slightly behind");
   });
 
@@ -258,7 +258,7 @@ describe("p90Chart", () => {
     expect(targets).toHaveLength(2);
     // TTFT axis: 4000 ms dynamo; band 3684…3700 ms = 3.68…3.70 s
     expect(targets[0]).toContain("paper: P90 TTFT dynamo × (1 − 7.5…7.9%) = 3.68 s…3.70 s");
-    expect(svg).toContain("paper's dolphin vs dynamo, real cluster: P90 TTFT −7.5…−7.9%");
+    expect(svg).toContain("paper (real cluster, hybrid workload, two P/D splits), dolphin vs dynamo: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%");
   });
 
   it("marks the band's position on the bar's scale", () => {
