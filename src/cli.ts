@@ -12,6 +12,9 @@ import { runMainJob } from "./learn/main-job.js";
 import { evalJob, trainJob, type JobOptions } from "./learn/job.js";
 import { parsePolicies } from "./learn/policies.js";
 import { startWorker } from "./serve/worker.js";
+import { startEmulated } from "./serve/emulate.js";
+import { loadConfig } from "./serve/config.js";
+import { startProxy } from "./serve/proxy.js";
 import { ablationMarkdown, runStudy, STUDIES, type AblationRow, type Study } from "./learn/ablate.js";
 import { parseReportInput, writeReport, type EvalResult } from "./report.js";
 import { FEATURE_NAMES, type FeatureName } from "./table.js";
@@ -334,6 +337,49 @@ Every figure is simulated.`,
         if (v["json"]) process.stdout.write(JSON.stringify(row) + "\n");
       });
       if (!v["json"]) process.stdout.write(ablationMarkdown(rows) + "\n");
+      return 0;
+    },
+  },
+  serve: {
+    summary: "run the routing proxy in front of vLLM-style workers (or emulated ones: --emulate 1P1D)",
+    usage: `dolphin serve --config serve.json
+dolphin serve --emulate <nPmD|nR> [--port N] [--cluster <preset>] [--time-scale S] [--table T]
+
+An OpenAI-compatible proxy (POST /v1/chat/completions, /v1/completions with SSE streaming, GET /v1/models, /health,
+/metrics) that routes every request through the core: local prefill on the decode worker, or vLLM's NixlConnector
+two-step remote path. The config format is in docs/serving.md. --emulate starts that many emulated workers
+(dolphin worker) behind the proxy in one command, for a first try without GPUs; --port defaults to 8000.`,
+    options: {
+      config: { type: "string" }, emulate: { type: "string" }, port: { type: "string" }, cluster: { type: "string" },
+      "time-scale": { type: "string" }, table: { type: "string" },
+    },
+    async run(v) {
+      let close: () => Promise<void>;
+      if (v["emulate"] !== undefined) {
+        const { preset } = resolveCluster(v["cluster"] !== undefined ? String(v["cluster"]) : "h100-8b", undefined);
+        const timeScale = v["time-scale"] !== undefined ? Number(v["time-scale"]) : 1;
+        if (!(timeScale > 0 && Number.isFinite(timeScale))) throw new UsageError(`--time-scale must be a number > 0`);
+        const e = await startEmulated({
+          split: String(v["emulate"]), port: intOption(v["port"], "port", 0, 65535, 8000), preset, timeScale, module: loadCoreModule(),
+          ...(v["table"] !== undefined ? { table: String(v["table"]) } : {}),
+        });
+        process.stderr.write(`dolphin serve: proxy at ${e.proxy.url} in front of ${e.workers.length} emulated workers ` +
+          `(${e.workers.map((w) => `${w.workerId} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.proxy.url}/v1/chat/completions ` +
+          `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n`);
+        close = () => e.close();
+      } else {
+        if (!v["config"]) throw new UsageError("give --config serve.json or --emulate nPmD");
+        const config = loadConfig(String(v["config"]));
+        if (v["port"] !== undefined) config.listen.port = intOption(v["port"], "port", 0, 65535, 8000);
+        const p = await startProxy(config, { module: loadCoreModule() });
+        process.stderr.write(`dolphin serve: proxy at ${p.url}, ${config.workers.length} configured workers, mode ${config.mode}, table ${config.table}\n`);
+        close = () => p.close();
+      }
+      await new Promise<void>((resolve) => {
+        const stop = () => void close().then(resolve);
+        process.once("SIGINT", stop);
+        process.once("SIGTERM", stop);
+      });
       return 0;
     },
   },

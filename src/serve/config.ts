@@ -1,0 +1,307 @@
+// The `dolphin serve` configuration: a JSON file, parsed and validated once (docs/serving.md). Every field has a
+// default except `model`; every error names the field (`config: timeouts.connect_ms: expected …`), and a key this
+// build does not know is rejected, so a misspelt field never goes unnoticed.
+
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table.js";
+
+export type WorkerRole = "prefill" | "decode" | "both";
+export type ServeMode = "precise" | "approximate";
+export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
+
+export interface WorkerConfig {
+  /** The name the router, the logs and KV events use. */
+  id: string;
+  /** Base URL of the worker's OpenAI server, e.g. http://10.0.0.5:8000 (no trailing slash kept). */
+  url: string;
+  role: WorkerRole;
+  /** vLLM's ZMQ KV-event publisher, e.g. tcp://10.0.0.5:5557 (precise mode). */
+  kv_events_endpoint?: string;
+}
+
+export interface ServeConfig {
+  listen: { host: string; port: number };
+  /** The served model name (the `model` clients send) and the root of the block-hash chain. */
+  model: string;
+  /** A table file (msgpack; a relative path is resolved against the config file's directory) or a rule kind name. */
+  table: string;
+  mode: ServeMode;
+  /** Tokens per block: must equal the engines' --block-size in precise mode. */
+  block_size: number;
+  /** Index capacity per worker, in blocks (LRU beyond). */
+  capacity_blocks: number;
+  /** Approximate mode: every worker's index is cleared once per this period. */
+  approximate_ttl_s: number;
+  /** Most workers registered at once (sizes the core's index pool: capacity_blocks × max_workers). */
+  max_workers: number;
+  workers: WorkerConfig[];
+  /** A prefill failure before the KV handoff falls back to local prefill on the decode worker. */
+  fallback_local: boolean;
+  /** Bearer token of the /admin endpoints; null disables them (403). */
+  admin_token: string | null;
+  timeouts: { connect_ms: number; request_ms: number; tokenize_ms: number };
+  heartbeat: { interval_s: number; expiry_s: number };
+  health: { probe_interval_s: number };
+  sessions: { idle_s: number; max: number };
+  max_body_bytes: number;
+  /** osl_hat for tables that use it but carry no output-length model (the request's max_tokens when smaller). */
+  default_osl_hat: number;
+  /** Recent decisions kept for GET /admin/decisions. */
+  decisions_kept: number;
+  log_level: LogLevel;
+}
+
+/** What a config file may leave out (every field but `model`, and any field of a section). */
+export type ServeConfigInput = { model: string } & {
+  [K in keyof ServeConfig]?: ServeConfig[K] extends unknown[] ? ServeConfig[K] : ServeConfig[K] extends object ? Partial<ServeConfig[K]> : ServeConfig[K];
+};
+
+export class ConfigError extends Error {
+  readonly field: string;
+  constructor(field: string, problem: string) {
+    super(`config: ${field}: ${problem}`);
+    this.name = "ConfigError";
+    this.field = field;
+  }
+}
+
+export const DEFAULTS = {
+  listen: { host: "127.0.0.1", port: 8000 },
+  table: "dynamo-isl",
+  mode: "approximate" as ServeMode,
+  block_size: 16,
+  capacity_blocks: 31_250,
+  approximate_ttl_s: 300,
+  max_workers: 32,
+  fallback_local: true,
+  admin_token: null,
+  timeouts: { connect_ms: 5_000, request_ms: 600_000, tokenize_ms: 10_000 },
+  heartbeat: { interval_s: 10, expiry_s: 30 },
+  health: { probe_interval_s: 5 },
+  sessions: { idle_s: 3_600, max: 100_000 },
+  max_body_bytes: 8 << 20,
+  default_osl_hat: 256,
+  decisions_kept: 1_000,
+  log_level: "info" as LogLevel,
+};
+
+const TOP_KEYS = [
+  "listen", "model", "table", "mode", "block_size", "capacity_blocks", "approximate_ttl_s", "max_workers", "workers",
+  "fallback_local", "admin_token", "timeouts", "heartbeat", "health", "sessions", "max_body_bytes", "default_osl_hat",
+  "decisions_kept", "log_level",
+];
+const ROLES: readonly WorkerRole[] = ["prefill", "decode", "both"];
+const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "silent"];
+const MAX_INDEX_BLOCKS = 1 << 26;
+
+type Obj = Record<string, unknown>;
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "string") return JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}…` : v);
+  if (typeof v === "object") return "an object";
+  return String(v);
+}
+
+function fail(field: string, what: string, v: unknown): never {
+  throw new ConfigError(field, v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describe(v)}`);
+}
+
+function object(v: unknown, field: string): Obj {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) fail(field, "an object", v);
+  return v as Obj;
+}
+
+function onlyKeys(o: Obj, field: string, known: readonly string[]): void {
+  for (const k of Object.keys(o)) {
+    if (!known.includes(k)) throw new ConfigError(field ? `${field}.${k}` : k, `unknown key (known: ${known.join(", ")})`);
+  }
+}
+
+/** A section that may be absent or null (defaults) or an object with only the given keys. */
+function section(v: unknown, field: string, known: readonly string[]): Obj {
+  if (v === undefined || v === null) return {};
+  const o = object(v, field);
+  onlyKeys(o, field, known);
+  return o;
+}
+
+function number(v: unknown, field: string, dflt: number, rule: { min: number; max?: number; integer?: boolean; exclusiveMin?: boolean }): number {
+  if (v === undefined) return dflt;
+  const { min, max = Number.MAX_SAFE_INTEGER, integer = false, exclusiveMin = false } = rule;
+  const what = `${integer ? "an integer" : "a number"} ${exclusiveMin ? ">" : "≥"} ${min}${max < Number.MAX_SAFE_INTEGER ? ` and ≤ ${max}` : ""}`;
+  if (typeof v !== "number" || !Number.isFinite(v)) fail(field, what, v);
+  if ((integer && !Number.isInteger(v)) || (exclusiveMin ? !(v > min) : !(v >= min)) || v > max) fail(field, what, v);
+  return v;
+}
+
+function string(v: unknown, field: string, dflt?: string): string {
+  if (v === undefined && dflt !== undefined) return dflt;
+  if (typeof v !== "string" || v === "") fail(field, "a non-empty string", v);
+  return v;
+}
+
+function oneOf<T extends string>(v: unknown, field: string, options: readonly T[], dflt: T): T {
+  if (v === undefined) return dflt;
+  if (typeof v !== "string" || !(options as readonly string[]).includes(v)) fail(field, `one of ${options.join(", ")}`, v);
+  return v as T;
+}
+
+function httpUrl(v: unknown, field: string): string {
+  const s = string(v, field);
+  let u: URL;
+  try {
+    u = new URL(s);
+  } catch {
+    return fail(field, "an http:// or https:// URL", v);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") fail(field, "an http:// or https:// URL", v);
+  if (u.search || u.hash) fail(field, "a base URL without query or fragment", v);
+  return s.replace(/\/+$/, "");
+}
+
+/** One worker entry (the config's `workers[i]`, or a POST /admin/workers body with field prefix "body"). */
+export function parseWorker(v: unknown, field: string): WorkerConfig {
+  const o = object(v, field);
+  onlyKeys(o, field, ["id", "url", "role", "kv_events_endpoint"]);
+  const w: WorkerConfig = {
+    id: string(o["id"], `${field}.id`),
+    url: httpUrl(o["url"], `${field}.url`),
+    role: o["role"] === undefined ? fail(`${field}.role`, `one of ${ROLES.join(", ")}`, undefined) : oneOf(o["role"], `${field}.role`, ROLES, "decode"),
+  };
+  if (o["kv_events_endpoint"] !== undefined && o["kv_events_endpoint"] !== null) {
+    const ep = string(o["kv_events_endpoint"], `${field}.kv_events_endpoint`);
+    if (!/^(tcp|ipc|inproc):\/\/.+/.test(ep)) fail(`${field}.kv_events_endpoint`, "a ZMQ endpoint such as tcp://host:5557", ep);
+    w.kv_events_endpoint = ep;
+  }
+  return w;
+}
+
+/**
+ * Validates a parsed config object and fills defaults. `baseDir` resolves a relative table path (the config
+ * file's directory; default the working directory). Idempotent: a parsed config parses to itself.
+ */
+export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig {
+  const o = object(raw, "(top level)");
+  onlyKeys(o, "", TOP_KEYS);
+  const listen = section(o["listen"], "listen", ["host", "port"]);
+  const timeouts = section(o["timeouts"], "timeouts", ["connect_ms", "request_ms", "tokenize_ms"]);
+  const heartbeat = section(o["heartbeat"], "heartbeat", ["interval_s", "expiry_s"]);
+  const health = section(o["health"], "health", ["probe_interval_s"]);
+  const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
+  const D = DEFAULTS;
+
+  const config: ServeConfig = {
+    listen: {
+      host: string(listen["host"], "listen.host", D.listen.host),
+      port: number(listen["port"], "listen.port", D.listen.port, { min: 0, max: 65535, integer: true }),
+    },
+    model: string(o["model"], "model"),
+    table: tableSpec(o["table"], baseDir),
+    mode: oneOf(o["mode"], "mode", ["precise", "approximate"] as const, D.mode),
+    block_size: number(o["block_size"], "block_size", D.block_size, { min: 1, max: 4096, integer: true }),
+    capacity_blocks: number(o["capacity_blocks"], "capacity_blocks", D.capacity_blocks, { min: 1, integer: true }),
+    approximate_ttl_s: number(o["approximate_ttl_s"], "approximate_ttl_s", D.approximate_ttl_s, { min: 0, exclusiveMin: true }),
+    max_workers: number(o["max_workers"], "max_workers", D.max_workers, { min: 1, max: 16384, integer: true }),
+    workers: [],
+    fallback_local: boolean(o["fallback_local"], "fallback_local", D.fallback_local),
+    admin_token: o["admin_token"] === undefined || o["admin_token"] === null ? null : string(o["admin_token"], "admin_token"),
+    timeouts: {
+      connect_ms: number(timeouts["connect_ms"], "timeouts.connect_ms", D.timeouts.connect_ms, { min: 1, integer: true }),
+      request_ms: number(timeouts["request_ms"], "timeouts.request_ms", D.timeouts.request_ms, { min: 1, integer: true }),
+      tokenize_ms: number(timeouts["tokenize_ms"], "timeouts.tokenize_ms", D.timeouts.tokenize_ms, { min: 1, integer: true }),
+    },
+    heartbeat: {
+      interval_s: number(heartbeat["interval_s"], "heartbeat.interval_s", D.heartbeat.interval_s, { min: 0, exclusiveMin: true }),
+      expiry_s: number(heartbeat["expiry_s"], "heartbeat.expiry_s", D.heartbeat.expiry_s, { min: 0, exclusiveMin: true }),
+    },
+    health: {
+      probe_interval_s: number(health["probe_interval_s"], "health.probe_interval_s", D.health.probe_interval_s, { min: 0, exclusiveMin: true }),
+    },
+    sessions: {
+      idle_s: number(sessions["idle_s"], "sessions.idle_s", D.sessions.idle_s, { min: 0, exclusiveMin: true }),
+      max: number(sessions["max"], "sessions.max", D.sessions.max, { min: 0, integer: true }),
+    },
+    max_body_bytes: number(o["max_body_bytes"], "max_body_bytes", D.max_body_bytes, { min: 1024, max: 1 << 30, integer: true }),
+    default_osl_hat: number(o["default_osl_hat"], "default_osl_hat", D.default_osl_hat, { min: 0 }),
+    decisions_kept: number(o["decisions_kept"], "decisions_kept", D.decisions_kept, { min: 0, max: 1_000_000, integer: true }),
+    log_level: oneOf(o["log_level"], "log_level", LOG_LEVELS, D.log_level),
+  };
+
+  if (config.heartbeat.expiry_s <= config.heartbeat.interval_s) {
+    throw new ConfigError("heartbeat.expiry_s", `must exceed heartbeat.interval_s (${config.heartbeat.interval_s}), got ${config.heartbeat.expiry_s}`);
+  }
+  if (config.capacity_blocks * config.max_workers > MAX_INDEX_BLOCKS) {
+    throw new ConfigError("capacity_blocks", `capacity_blocks × max_workers must be ≤ ${MAX_INDEX_BLOCKS}, got ${config.capacity_blocks} × ${config.max_workers}`);
+  }
+  const workers = o["workers"] ?? [];
+  if (!Array.isArray(workers)) fail("workers", "an array of {id, url, role, kv_events_endpoint?}", workers);
+  const seen = new Set<string>();
+  workers.forEach((w, i) => {
+    const parsed = parseWorker(w, `workers[${i}]`);
+    if (seen.has(parsed.id)) throw new ConfigError(`workers[${i}].id`, `duplicate worker id ${JSON.stringify(parsed.id)}`);
+    seen.add(parsed.id);
+    config.workers.push(parsed);
+  });
+  if (config.workers.length > config.max_workers) {
+    throw new ConfigError("workers", `${config.workers.length} workers exceed max_workers (${config.max_workers})`);
+  }
+  return config;
+}
+
+function boolean(v: unknown, field: string, dflt: boolean): boolean {
+  if (v === undefined) return dflt;
+  if (typeof v !== "boolean") fail(field, "true or false", v);
+  return v;
+}
+
+/** A rule kind name stays as is; anything else is a table file path, made absolute. */
+function tableSpec(v: unknown, baseDir: string): string {
+  const s = string(v, "table", DEFAULTS.table);
+  if ((POLICY_KINDS as readonly string[]).includes(s) && !existsSync(resolve(baseDir, s))) return s;
+  return isAbsolute(s) ? s : resolve(baseDir, s);
+}
+
+/** Reads and validates a config file (JSON). Errors name the file and the field. */
+export function loadConfig(path: string): ServeConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new ConfigError("(file)", `cannot read ${path}: ${(e as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError("(file)", `${path} is not JSON: ${(e as Error).message}`);
+  }
+  return parseConfig(raw, dirname(resolve(path)));
+}
+
+/** The table the config names: a rule kind with its defaults, or a msgpack file (validated, checksum checked). */
+export function loadConfigTable(config: Pick<ServeConfig, "table">): Table {
+  const spec = config.table;
+  if ((POLICY_KINDS as readonly string[]).includes(spec)) {
+    const kind = spec as PolicyKind;
+    if (kind === "kmeans" || kind === "gmm") throw new ConfigError("table", `"${kind}" tables are learned: give the path of a table file (dolphin train --out …)`);
+    try {
+      return ruleTable(kind);
+    } catch (e) {
+      throw new ConfigError("table", `rule "${kind}" has required parameters, give a table file instead (${(e as Error).message})`);
+    }
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = readFileSync(spec);
+  } catch (e) {
+    throw new ConfigError("table", `cannot read table file ${spec}: ${(e as Error).message}`);
+  }
+  try {
+    return decodeTable(bytes);
+  } catch (e) {
+    throw new ConfigError("table", `${spec}: ${(e as Error).message}`);
+  }
+}

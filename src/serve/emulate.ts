@@ -1,0 +1,58 @@
+// `dolphin serve --emulate nPmD`: a first try without GPUs. Starts n prefill and m decode emulated workers (or
+// nR replicas) on ephemeral ports, each publishing vLLM KV events over ZMQ when zeromq is installed (else by POST to
+// the proxy), and the proxy in front of them in precise mode.
+
+import { parseSplit } from "../sim/simulator.js";
+import type { ModelPreset } from "../sim/perf.js";
+import { startProxy, type RunningProxy } from "./proxy.js";
+import { startWorker, type WorkerHandle } from "./worker.js";
+import type { ServeConfigInput } from "./config.js";
+
+export interface Emulated {
+  proxy: RunningProxy;
+  workers: WorkerHandle[];
+  close(): Promise<void>;
+}
+
+export async function startEmulated(o: {
+  split: string; port: number; host?: string; preset: ModelPreset; timeScale?: number; table?: string; model?: string;
+  module?: WebAssembly.Module; log?: (line: string) => void;
+}): Promise<Emulated> {
+  const split = parseSplit(o.split);
+  const model = o.model ?? "dolphin-emulated";
+  const roles: ("prefill" | "decode" | "both")[] = [
+    ...Array<"both">(split.replicas).fill("both"), ...Array<"prefill">(split.prefill).fill("prefill"), ...Array<"decode">(split.decode).fill("decode"),
+  ];
+  let zmq = true;
+  try {
+    await import("zeromq");
+  } catch {
+    zmq = false;
+  }
+  const workers: WorkerHandle[] = [];
+  const names: string[] = [];
+  const counts = { both: 0, prefill: 0, decode: 0 };
+  for (const role of roles) {
+    const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
+    names.push(name);
+    workers.push(await startWorker({
+      role, preset: o.preset, model, workerId: name, timeScale: o.timeScale ?? 1,
+      ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}), ...(o.log ? { log: o.log } : {}),
+    }));
+  }
+  const config: ServeConfigInput = {
+    model, mode: "precise", table: o.table ?? "dynamo-isl",
+    listen: { host: o.host ?? "127.0.0.1", port: o.port },
+    workers: workers.map((w, i) => ({
+      id: names[i]!, url: w.url, role: w.role, ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
+    })),
+  };
+  const proxy = await startProxy(config, { ...(o.module ? { module: o.module } : {}), ...(o.log ? { log: o.log } : {}) });
+  return {
+    proxy, workers,
+    async close() {
+      await proxy.close();
+      await Promise.all(workers.map((w) => w.close()));
+    },
+  };
+}
