@@ -16,7 +16,7 @@ export interface Emulated {
 
 export async function startEmulated(o: {
   split: string; port: number; host?: string; preset: ModelPreset; timeScale?: number; table?: string; model?: string;
-  module?: WebAssembly.Module; log?: (line: string) => void;
+  module?: WebAssembly.Module; log?: (line: string) => void; adminToken?: string;
 }): Promise<Emulated> {
   const split = parseSplit(o.split);
   const model = o.model ?? "dolphin-emulated";
@@ -41,7 +41,7 @@ export async function startEmulated(o: {
     }));
   }
   const config: ServeConfigInput = {
-    model, mode: "precise", table: o.table ?? "dynamo-isl",
+    model, mode: "precise", table: o.table ?? "dynamo-isl", ...(o.adminToken ? { admin_token: o.adminToken } : {}),
     listen: { host: o.host ?? "127.0.0.1", port: o.port },
     workers: workers.map((w, i) => ({
       id: names[i]!, url: w.url, role: w.role, ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
