@@ -37,7 +37,9 @@ export function runMainJob(o: MainJobOptions): number {
   for (const split of splits) {
     const trained = trainJob({ ...common, split });
     writeFileSync(join(o.outDir, `table-${workload}-${split}.msgpack`), trained.bytes);
-    const ev = evalJob({ ...common, split, table: trained.table });
+    // evaluate at the load the table was learned at (found once, on the training part)
+    const ev = evalJob({ ...common, split, table: trained.table, load: `x${trained.scale}` });
+    ev.load.spec = "saturated";
     writeFileSync(join(o.outDir, `eval-${workload}-${split}.json`), JSON.stringify(ev, null, 2) + "\n");
     results.push(ev as unknown as EvalResult);
     const rows = Object.entries(ev.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment);
