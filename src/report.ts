@@ -437,12 +437,17 @@ export function p90Chart(r: EvalResult): string {
     const base = dyn?.[panel.metric].p90 ?? NaN;
     const marks = showPaper && panel.delta && Number.isFinite(base) ? panel.delta.map((d) => base * (1 + d)) : [];
     const finite = [...values, ...marks].filter(Number.isFinite);
-    const maxV = finite.length ? Math.max(...finite) : 1;
+    // The axis covers what is compared (dolphin, dynamo, the paper's band) with room to spare; a policy far beyond
+    // (e.g. always-local in overload) is drawn broken at the edge with its value, so it cannot flatten the rest.
+    const dol = rows.find(([name]) => name === "dolphin")?.[1][panel.metric].p90;
+    const focus = [dol ?? NaN, base, ...marks].filter(Number.isFinite);
+    const cap = focus.length ? 3 * Math.max(...focus) : Infinity;
+    const maxV = finite.length ? Math.min(Math.max(...finite), cap) : 1;
     const u = timeUnit(maxV);
     // headroom for the value labels at the bar ends
     const ticks = niceTicks(0, Math.max(maxV, 1e-9) * 1.22 / u.div, 4);
     const domain = (ticks[ticks.length - 1] ?? 1) * u.div;
-    const sx = (vMs: number): number => x0 + (Math.max(0, vMs) / domain) * panelW;
+    const sx = (vMs: number): number => x0 + (Math.min(Math.max(0, vMs), domain) / domain) * panelW;
 
     out.push(`<g class="panel" data-metric="${panel.metric}">`);
     out.push(text(x0 + panelW / 2, top - 14, `${panel.label} (${u.unit}, lower is better)`,
@@ -470,6 +475,13 @@ export function p90Chart(r: EvalResult): string {
       const w = Number.isFinite(v) ? Math.max(0.5, sx(v) - x0) : 0;
       out.push(`<rect class="bar" data-policy="${xml(name)}" x="${x0}" y="${n2(y)}" width="${n2(w)}" height="${barH}" fill="${fill}">` +
         `<title>${xml(`${name}: ${panel.label} ${timeValue(v, { unit: "ms", div: 1 })}`)}</title></rect>`);
+      if (v > domain) {
+        // off the axis: a break mark near the end, the value inside the bar
+        const bx = x0 + panelW - 18;
+        out.push(`<path class="axis-break" d="M${n2(bx)} ${n2(y + barH + 2)} l6 ${-(barH + 4)} M${n2(bx + 5)} ${n2(y + barH + 2)} l6 ${-(barH + 4)}" stroke="#fff" stroke-width="2"/>`);
+        out.push(text(bx - 4, y + barH / 2 + 4, timeValue(v, u), `text-anchor="end" font-size="11" fill="#fff"`));
+        return;
+      }
       // dolphin's label clears the paper band drawn on its row; a white halo keeps labels readable over guides
       const labelX = (name === "dolphin" ? Math.max(x0 + w, bandEnd) : x0 + w) + 4;
       out.push(text(labelX, y + barH / 2 + 4, timeValue(v, u),

@@ -384,3 +384,17 @@ describe("writeReport", () => {
     for (const f of files.slice(1)) expect(xmlProblems(readFileSync(f, "utf8"))).toEqual([]);
   });
 });
+
+describe("p90Chart axis", () => {
+  it("breaks a bar far beyond the compared values instead of flattening the rest, and still prints its value", () => {
+    const r = result();
+    r.policies["always-local"] = policy(0, 2_633_000, 1076);
+    const svg = p90Chart(r);
+    expect(xmlProblems(svg)).toEqual([]);
+    expect(svg).toContain('class="axis-break"');
+    expect(svg).toContain("2633 s");
+    // dolphin's and dynamo's bars keep a readable length: neither is squeezed below a tenth of the panel
+    const width = (name: string) => Number(new RegExp(`data-policy="${name}"[^>]*width="([0-9.]+)"`).exec(svg)![1]);
+    expect(width("dolphin")).toBeGreaterThan(width("always-local") / 10);
+  });
+});
