@@ -22,6 +22,7 @@ import { ablationMarkdown, runStudy, STUDIES, type AblationRow, type Study } fro
 import { parseReportInput, writeReport, type EvalResult } from "./report.js";
 import { encodeTable, FEATURE_NAMES, type FeatureName } from "./table.js";
 import { runSimBench } from "../bench/sim.js";
+import { formatProxyBench, runProxyBench } from "../bench/proxy.js";
 import { prepareRun, resolveCluster } from "./sim/run.js";
 import { simulate } from "./sim/simulator.js";
 import { writeFileSync } from "node:fs";
@@ -136,18 +137,21 @@ requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "...
     },
   },
   bench: {
-    summary: "benchmark the core against the TypeScript reference (bench core), or the simulator (bench sim)",
+    summary: "benchmark the core against the TypeScript reference (core), the simulator (sim), or the proxy (proxy)",
     usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE]
+dolphin bench proxy [--json] [--quick]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
+bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
+node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
 
 Measures, in one run with tinybench, medians of: chained hashing of a 20,000-token prompt; matching its 1,250
 blocks against 16 workers' prefix indexes; decide (features → cluster → bit) at K = 8 and K = 64; one whole
 route call (hash, match, worker choice, features, decide) for the 20,000-token prompt against 16 workers.
 Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per task (default 1000).`,
-    options: { json: { type: "boolean" }, time: { type: "string" }, trace: { type: "string" } },
+    options: { json: { type: "boolean" }, time: { type: "string" }, trace: { type: "string" }, quick: { type: "boolean" } },
     async run(v, pos) {
       if (pos[0] === "sim") {
         const trace = String(v["trace"] ?? MOONCAKE_DEV);
@@ -158,7 +162,12 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
           `${r.wall_s} s wall (${r.requests_per_wall_s} requests/s, ${r.speedup_vs_realtime}× real time); trace loaded in ${r.load_s} s\n`);
         return 0;
       }
-      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | dolphin bench sim");
+      if (pos[0] === "proxy") {
+        const r = await runProxyBench({ ...(v["quick"] ? { quick: true } : {}), progress: (l) => process.stderr.write(l + "\n") });
+        process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatProxyBench(r) + "\n");
+        return 0;
+      }
+      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy");
       const time = intOption(v["time"], "time", 50, 60_000, 1000);
       const bytes = readFileSync(corePath());
       const r = await runCoreBench(loadCoreModule(), bytes.length, time);
