@@ -35,7 +35,20 @@ export const METRIC_HELP: Record<string, [type: "counter" | "gauge" | "histogram
   dolphin_table_info: ["gauge", "The routing table in use"],
 };
 
+/** Label sets seen so far, by a cheap key of their values, to their rendered form (the set of series is small). */
+const rendered = new Map<string, string>();
+
 export function labelKey(labels: Labels): string {
+  let quick = "";
+  for (const k in labels) quick += `${k}\u0000${labels[k]}\u0001`;
+  const hit = rendered.get(quick);
+  if (hit !== undefined) return hit;
+  const key = renderLabels(labels);
+  if (rendered.size < 10_000) rendered.set(quick, key);
+  return key;
+}
+
+function renderLabels(labels: Labels): string {
   const esc = (v: string): string => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
   const parts = Object.keys(labels).sort().map((k) => `${k}="${esc(labels[k]!)}"`);
   return parts.length ? `{${parts.join(",")}}` : "";

@@ -128,6 +128,7 @@ class ServeProxy {
   private readonly sessions: Sessions;
   private readonly decisions: DecisionRecord[] = [];
   private readonly arrivals: number[] = [];
+  private arrivalsHead = 0;
   private readonly agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly root: Hash64;
@@ -477,12 +478,15 @@ class ServeProxy {
 
   // ---- routing ----
 
+  /** Arrivals in the last QPS window / its length; old arrivals are skipped by an index and dropped in batches. */
   private qps(now: number): number {
     this.arrivals.push(now);
-    let drop = 0;
-    while (drop < this.arrivals.length && this.arrivals[drop]! < now - QPS_WINDOW_MS) drop++;
-    if (drop) this.arrivals.splice(0, drop);
-    return this.arrivals.length / (QPS_WINDOW_MS / 1000);
+    while (this.arrivalsHead < this.arrivals.length && this.arrivals[this.arrivalsHead]! < now - QPS_WINDOW_MS) this.arrivalsHead++;
+    if (this.arrivalsHead > 4096) {
+      this.arrivals.splice(0, this.arrivalsHead);
+      this.arrivalsHead = 0;
+    }
+    return (this.arrivals.length - this.arrivalsHead) / (QPS_WINDOW_MS / 1000);
   }
 
   /** The prompt as the router reads it: token ids (precise mode, or ids the client gave) or text. */
@@ -572,7 +576,8 @@ class ServeProxy {
   private remember(record: DecisionRecord): void {
     if (this.config.decisions_kept === 0) return;
     this.decisions.push(record);
-    if (this.decisions.length > this.config.decisions_kept) this.decisions.splice(0, this.decisions.length - this.config.decisions_kept);
+    // trimmed in batches: one splice per decisions_kept records, not one per request
+    if (this.decisions.length >= 2 * this.config.decisions_kept) this.decisions.splice(0, this.decisions.length - this.config.decisions_kept);
   }
 
   // ---- inference ----
@@ -832,7 +837,7 @@ class ServeProxy {
     }
     if (path === "/admin/decisions") {
       allow("GET");
-      const n = Math.max(0, Math.min(Number(query.get("n") ?? 100) || 0, this.decisions.length));
+      const n = Math.max(0, Math.min(Number(query.get("n") ?? 100) || 0, this.decisions.length, this.config.decisions_kept));
       return this.sendJson(ctx, 200, { decisions: n ? this.decisions.slice(-n) : [] });
     }
     if (path === "/admin/kv-events") {
