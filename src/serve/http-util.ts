@@ -4,6 +4,7 @@
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import type { LogLevel } from "./config.js";
+import { isPlainObject } from "../values.js";
 
 const MAX_UPSTREAM_BODY_BYTES = 64 << 20;
 /** Longest SSE line the usage sniffer buffers. */
@@ -151,9 +152,7 @@ export function parseJson(buf: Buffer): unknown {
   }
 }
 
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
+export const isObject = isPlainObject;
 
 /** usage.prompt_tokens_details.cached_tokens and usage.completion_tokens of an OpenAI response or stream chunk. */
 export function usageOf(v: unknown): { cached: number | null; completion: number | null } | null {

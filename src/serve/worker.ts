@@ -51,6 +51,7 @@
 // batch; the block-id interning table grows with every distinct block seen (8–16 bytes each); `n`, `best_of`,
 // `echo`, logprobs, stop strings and sampling parameters are ignored (except that `n` other than 1 is a 400).
 
+import { describeValue, isPlainObject } from "../values.js";
 import http from "node:http";
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
@@ -163,18 +164,8 @@ class HttpError extends Error {
 
 const bad = (message: string, param: string | null = null): HttpError => new HttpError(400, "BadRequestError", message, param);
 
-function describe(v: unknown): string {
-  if (v === undefined) return "nothing";
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "a list";
-  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
-  if (typeof v === "object") return "an object";
-  return String(v);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+const describe = (v: unknown): string => describeValue(v);
+const isObject = isPlainObject;
 
 function optInt(body: Record<string, unknown>, key: string, min: number): number | undefined {
   const v = body[key];

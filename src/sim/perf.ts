@@ -5,6 +5,8 @@
 // (about ±25% against current vLLM): docs/simulator-calibration.md, test/sim-perf.test.ts. Every routing result of
 // the simulator inherits that error. Pure functions, no I/O, no Node built-ins (the browser explorer loads this).
 
+import { describeValue, isPlainObject } from "../values.js";
+
 /** One model on one instance (tp GPUs). Coefficients in ms; T = decode sequences + new prefill tokens in a step. */
 export interface ModelPreset {
   /** "h20-72b" | "h100-70b" | "h100-8b" | a custom name from a cluster file. */
@@ -265,18 +267,8 @@ const PRESET_KEYS = ["base", "description", ...Object.keys(PRESET_NUMBER_FIELDS)
 const LINK_KEYS = ["gbPerSecond"];
 const PRESET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-function describe(v: unknown): string {
-  if (v === undefined) return "nothing";
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "a list";
-  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
-  if (typeof v === "object") return "a map";
-  return String(v);
-}
-
-function isMap(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+const describe = (v: unknown): string => describeValue(v, "a map");
+const isMap = isPlainObject;
 
 function checkNumber(source: string, path: string, v: unknown, rule: NumberRule): number {
   const ok = typeof v === "number" && Number.isFinite(v) && (
