@@ -30,7 +30,10 @@ describe("proxy + emulated workers (in process)", () => {
     expect(first.route).toBe("remote");
     const body = JSON.parse(first.text);
     expect(body.usage.completion_tokens).toBe(6);
-    await new Promise((r) => setTimeout(r, 300)); // KV events travel over ZMQ
+    // KV events travel over ZMQ: wait until the decode worker's blocks are in the router's index
+    const deadline = Date.now() + 10_000;
+    while (e.proxy.router.index.count(first.decode!) === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(e.proxy.router.index.count(first.decode!)).toBeGreaterThan(0);
     const again = await chat(e.proxy.url, prompt);
     expect(again.route).toBe("local");
     expect(again.decode).toBe(first.decode);
