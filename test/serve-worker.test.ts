@@ -537,6 +537,30 @@ describe("timing and lifecycle", () => {
     }
   });
 
+  it("aborts a request whose client goes away: it leaves the batch and its KV is released", async () => {
+    const w = await startWorker({ timeScale: 5, log: () => {} });
+    try {
+      const ac = new AbortController();
+      const r = await fetch(`${w.url}/v1/completions`, {
+        method: "POST", headers: { "content-type": "application/json" }, signal: ac.signal,
+        body: JSON.stringify({ prompt: tokensOf(77, 2000), max_tokens: 5000, stream: true }),
+      });
+      const reader = r.body!.getReader();
+      let got = "";
+      while (!got.includes("data: {")) got += new TextDecoder().decode((await reader.read()).value);
+      expect(w.stats().running).toBe(1);
+      const held = w.stats().usedBlocks;
+      expect(held).toBeGreaterThan(0);
+      ac.abort();
+      await until(() => w.stats().running === 0 && w.stats().aborted === 1, 5000);
+      // the prompt's blocks stay cached (unpinned, evictable); the output reservation is given back
+      expect(w.stats().usedBlocks).toBeLessThan(held);
+      expect(w.stats().completed).toBe(0);
+    } finally {
+      await w.close();
+    }
+  });
+
   it("close() frees the port", async () => {
     const w = await startWorker({ timeScale: SCALE, log: () => {} });
     const port = w.port;

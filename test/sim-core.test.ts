@@ -111,3 +111,36 @@ describe("KV cache", () => {
     expect(cache.availableBlocks).toBe(10);
   });
 });
+
+describe("instance abort", () => {
+  it("drops aborted jobs wherever they are (waiting, prefilling, decoding) and gives their KV back", async () => {
+    const { Instance } = await import("../src/sim/instance.js");
+    const { PRESETS } = await import("../src/sim/perf.js");
+    const queue = new EventQueue();
+    const finished: number[] = [];
+    const host = {
+      queue, prefillDone() {}, decodeAdmitted() {}, firstToken() {}, rejected() {}, loadChanged() {},
+      finished: (_i: unknown, j: { req: { id: number } }) => finished.push(j.req.id),
+    };
+    const ids = new BlockIds();
+    // room for two requests at a time: the third waits
+    const inst = new Instance(0, "R0", "replica", PRESETS["h100-8b"], 600, host as never, ids, null);
+    const req = (id: number) => {
+      const blocks = new Uint32Array(2 * 250);
+      for (let i = 0; i < 250; i++) [blocks[2 * i], blocks[2 * i + 1]] = [id * 1000 + i, 9];
+      return { id, arrivalMs: 0, promptTokens: 4000, outputTokens: 500, blocks, turn: 1 };
+    };
+    const jobs = [0, 1, 2, 3].map((id) => inst.enqueue(req(id), ids.intern(req(id).blocks), "local"));
+    expect(jobs.map((j) => j.state)).toEqual(["prefilling", "waiting", "waiting", "waiting"]);
+    expect(inst.abort(jobs[2]!)).toBe(true); // waiting
+    queue.run(100); // job 0 prefilling, maybe decoding
+    expect(inst.abort(jobs[0]!)).toBe(true);
+    queue.run();
+    expect(finished.sort()).toEqual([1, 3]);
+    expect(jobs.map((j) => j.state)).toEqual(["done", "done", "done", "done"]);
+    expect(inst.pendingPrefillTokens).toBe(0);
+    expect(inst.activeDecodeTokens).toBe(0);
+    expect(inst.cache.availableBlocks).toBe(600); // everything unpinned again
+    expect(inst.abort(jobs[1]!)).toBe(false); // already done
+  });
+});

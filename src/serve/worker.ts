@@ -46,9 +46,8 @@
 // zeromq is an optional dependency, loaded on demand: without it only kvEventsUrl works (logged at startup).
 //
 // Simplifications, stated: a request reserves KV for its whole output at admission (no preemption); output tokens
-// are not added to the prefix cache (only the prompt's blocks are); a client that disconnects stops receiving
-// tokens, but its job keeps running in the model to the end (the instance has no abort), so it still loads the
-// batch; the block-id interning table grows with every distinct block seen (8–16 bytes each); `n`, `best_of`,
+// are not added to the prefix cache (only the prompt's blocks are); a client that disconnects aborts its request,
+// which leaves the batch at the next step boundary and releases its KV (as vLLM); the block-id interning table grows with every distinct block seen (8–16 bytes each); `n`, `best_of`,
 // `echo`, logprobs, stop strings and sampling parameters are ignored (except that `n` other than 1 is a 400).
 
 import { describeValue, isPlainObject } from "../values.js";
@@ -249,6 +248,8 @@ function transferKind(v: unknown): { kind: JobKind; remote: RemoteSource | null 
 /** One request in flight: how to answer it. */
 interface Ctx {
   id: string;
+  /** the instance's job, once enqueued (to abort it when the client goes away) */
+  job?: Job;
   /** unique within this worker: the remote_request_id of a prefill */
   requestId: string;
   kind: JobKind;
@@ -720,13 +721,15 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       if (!res.writableFinished && !ctx.closed) {
         ctx.closed = true;
         counters.aborted++;
+        // as vLLM: the request is aborted, its KV released at the next step boundary
+        if (ctx.job) atNow(() => inst.abort(ctx.job!));
       }
     });
     // a request that can never fit is rejected synchronously, before any step (so before any output)
     atNow(() => {
       simReq.arrivalMs = queue.nowMs;
       ctx.arrivalMs = queue.nowMs;
-      inst.enqueue(simReq, ids, kind);
+      ctx.job = inst.enqueue(simReq, ids, kind);
     });
     if (ctx.rejected) {
       const need = Math.ceil((tokens.length + (kind === "prefill" ? 0 : outputTokens)) / SIM_BLOCK_TOKENS);

@@ -48,6 +48,10 @@ export interface Job {
   firstTokenMs: number;
   /** instance step counter at which a decoding job will have produced its last token */
   doneAtStep: number;
+  /** the client went away (Instance.abort): the job is dropped at the next step boundary */
+  aborted: boolean;
+  /** where the job is */
+  state: "waiting" | "prefilling" | "transferring" | "ready" | "decoding" | "prefilled" | "done";
 }
 
 export interface InstanceHost {
@@ -150,9 +154,10 @@ export class Instance {
     const promptBlocks = Math.floor(req.promptTokens / SIM_BLOCK_TOKENS);
     const job: Job = {
       req, ids, kind, promptBlocks, hitBlocks: 0, pinned: 0, reserved: 0, computedTokens: 0, generated: 0,
-      firstTokenMs: -1, doneAtStep: 0,
+      firstTokenMs: -1, doneAtStep: 0, aborted: false, state: "waiting",
     };
     if (this.blocksNeeded(job, 0) > this.cache.capacityBlocks) {
+      job.state = "done";
       this.host.rejected(this, job);
       return job;
     }
@@ -163,9 +168,40 @@ export class Instance {
     return job;
   }
 
+  /**
+   * The client went away: vLLM aborts the request between steps. A waiting job leaves the queue now; a running one
+   * is dropped at the next step boundary (the step in flight still carries it) and its KV released. Returns false
+   * when there is nothing to abort here (done, or a prefill-only job whose KV awaits its pull).
+   */
+  abort(job: Job): boolean {
+    if (job.state === "done" || job.state === "prefilled" || job.aborted) return false;
+    job.aborted = true;
+    if (job.state === "waiting") {
+      job.state = "done";
+      if (job.kind !== "decode") this.pendingPrefill -= job.req.promptTokens;
+      this.host.loadChanged(this);
+      this.wake();
+    }
+    return true;
+  }
+
+  /** Drops an aborted job that held KV here. */
+  private dropAborted(job: Job): void {
+    this.cache.release(job.ids, job.pinned, job.reserved);
+    job.pinned = 0;
+    job.reserved = 0;
+    job.state = "done";
+  }
+
   /** A decode job's KV has arrived: it joins the decodes at the next step. */
   kvArrived(job: Job): void {
     this.transferring--;
+    if (job.aborted) {
+      this.dropAborted(job);
+      this.wake();
+      return;
+    }
+    job.state = "ready";
     this.cache.commit(job.ids, job.pinned, job.promptBlocks);
     job.reserved -= job.promptBlocks - job.pinned;
     job.pinned = job.promptBlocks;
@@ -179,6 +215,7 @@ export class Instance {
     this.cache.release(job.ids, job.pinned, job.reserved);
     job.pinned = 0;
     job.reserved = 0;
+    job.state = "done";
     this.wake(); // freed blocks may admit a waiting request
   }
 
@@ -217,6 +254,10 @@ export class Instance {
     while (this.waitingHead < this.waiting.length) {
       if (this.runningCount >= maxSeqs) break;
       const job = this.waiting[this.waitingHead]!;
+      if (job.state === "done") {
+        this.waitingHead++; // aborted while waiting
+        continue;
+      }
       if (job.kind !== "decode" && budget <= 0) break;
       const hit = this.cache.prefixHit(job.ids, job.promptBlocks);
       // a full hit still recomputes the last token (vLLM), so a prefill never starts with all its tokens cached
@@ -231,9 +272,11 @@ export class Instance {
       job.reserved = this.blocksNeeded(job, usable);
       job.computedTokens = usable * SIM_BLOCK_TOKENS;
       if (job.kind === "decode") {
+        job.state = "transferring";
         this.transferring++;
         this.host.decodeAdmitted(this, job);
       } else {
+        job.state = "prefilling";
         this.prefilling.push(job);
         this.pendingPrefill -= job.computedTokens;
         budget -= Math.min(budget, job.req.promptTokens - job.computedTokens);
@@ -251,6 +294,11 @@ export class Instance {
     this.runSteps = 0;
     this.chunks = [];
     for (const j of this.ready) {
+      if (j.aborted) {
+        this.dropAborted(j);
+        continue;
+      }
+      j.state = "decoding";
       j.doneAtStep = this.stepCounter + j.req.outputTokens; // its first token comes from its first step here
       this.decoding.push(j);
       this.decodeContext += j.req.promptTokens;
@@ -319,6 +367,14 @@ export class Instance {
     this.stepCounter += steps;
     this.decodeContext += seqs * steps;
     if (seqs > 0) {
+      if (this.decoding.some((j) => j.aborted)) {
+        this.decoding = this.decoding.filter((j) => {
+          if (!j.aborted) return true;
+          this.decodeContext -= j.req.promptTokens + j.generated + steps;
+          this.dropAborted(j);
+          return false;
+        });
+      }
       this.host.decoded?.(this, this.decoding, steps, now);
       const still: Job[] = [];
       for (const j of this.decoding) {
@@ -333,6 +389,7 @@ export class Instance {
           this.cache.release(j.ids, j.pinned, j.reserved);
           j.pinned = 0;
           j.reserved = 0;
+          j.state = "done";
           this.host.finished(this, j, now);
         } else still.push(j);
       }
@@ -356,11 +413,19 @@ export class Instance {
         if (job.computedTokens >= job.req.promptTokens) finished.add(job);
       }
       for (const job of this.prefilling) {
+        if (job.aborted) {
+          this.pendingPrefill -= job.req.promptTokens - Math.min(job.computedTokens, job.req.promptTokens);
+          this.dropAborted(job);
+          continue;
+        }
         if (!finished.has(job)) {
           remaining.push(job);
           continue;
         }
-        if (job.kind === "prefill") this.host.prefillDone(this, job);
+        if (job.kind === "prefill") {
+          job.state = "prefilled";
+          this.host.prefillDone(this, job);
+        }
         else {
           // the step that completes a prefill samples the first token (local path)
           job.generated = 1;
@@ -370,8 +435,10 @@ export class Instance {
             this.cache.release(job.ids, job.pinned, job.reserved);
             job.pinned = 0;
             job.reserved = 0;
+            job.state = "done";
             this.host.finished(this, job, now);
           } else {
+            job.state = "decoding";
             job.doneAtStep = this.stepCounter + job.req.outputTokens - 1;
             this.decoding.push(job);
             this.decodeContext += job.req.promptTokens + 1;
