@@ -1,14 +1,9 @@
 // `dolphin ablate`: the paper's ablations and the questions it left open (seed 001), each a study that trains and
 // evaluates on the simulated cluster and returns rows for docs/results.md. Every figure is simulated.
 
-import { withLoad } from "../sim/workload.js";
 import { FEATURE_NAMES } from "../table.js";
-import { evalJob, trainJob, workloadParts, type JobOptions, type TrainJobOptions } from "./job.js";
-import { baselineTable } from "./policies.js";
+import { atScale, evalJob, setup, trainJob, type JobOptions, type TrainJobOptions } from "./job.js";
 import { exhaustive, prepare, searchBits, SimEnvironment } from "./train.js";
-import { findSaturatedScale, resolveCluster } from "../sim/run.js";
-import { parseSlo } from "../sim/metrics.js";
-import { parseSplit } from "../sim/simulator.js";
 
 export const STUDIES = ["k", "scan", "osl-feature", "algo", "osl-noise", "load", "yardstick"] as const;
 export type Study = (typeof STUDIES)[number];
@@ -28,7 +23,8 @@ export interface AblationRow {
 
 function trainAndEval(o: TrainJobOptions, study: Study, variant: string): AblationRow {
   const t = trainJob(o);
-  const e = evalJob({ ...o, policies: ["dolphin", "dynamo"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
+  // evaluated at the load the table was learned at (not searched for again)
+  const e = evalJob({ ...o, load: `x${t.scale}`, policies: ["dolphin", "dynamo"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
   const d = e.policies["dolphin"]!;
   const y = e.policies["dynamo"]!;
   return {
@@ -75,11 +71,8 @@ export function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) =
     }
     case "yardstick": {
       // K = 8: evaluate all 256 tables once; how close does the search get, in how many rounds?
-      const { preset, link } = resolveCluster(o.cluster, o.link);
-      const base = { preset, link, split: parseSplit(o.split), slo: parseSlo(o.slo), ...(o.module ? { module: o.module } : {}) };
-      const parts = workloadParts(o);
-      const scale = findSaturatedScale(parts.train, { ...base, table: baselineTable("dynamo", preset) }).scale;
-      const env = new SimEnvironment(withLoad(parts.train, { kind: "scale", factor: scale }), base);
+      const s = setup(o);
+      const env = new SimEnvironment(atScale(s.parts.train, s.scale), s.base);
       const p = prepare(env, { k: 8, seed: o.seed ?? 1 });
       const all = exhaustive(p.env, p.makeTable, 8);
       const search = searchBits(p.env, p.makeTable, p.initial, { seed: o.seed ?? 1 });

@@ -56,7 +56,7 @@ export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed"
   return { train: part(0, half, `${all.name} (first half)`), eval: part(half, all.requests.length, `${all.name} (second half)`) };
 }
 
-interface Setup {
+export interface Setup {
   base: Omit<SimConfig, "table">;
   parts: Parts;
   /** load scale applied to both parts, relative to the training part's rate */
@@ -64,7 +64,8 @@ interface Setup {
   loadSpec: string;
 }
 
-function setup(o: JobOptions): Setup {
+/** The simulated cluster, the training and evaluation parts, and the load scale (found once when saturated). */
+export function setup(o: JobOptions): Setup {
   const { preset, link } = resolveCluster(o.cluster, o.link);
   const base: Omit<SimConfig, "table"> = { preset, link, split: parseSplit(o.split), slo: parseSlo(o.slo), ...(o.module ? { module: o.module } : {}) };
   const parts = workloadParts(o);
@@ -79,7 +80,7 @@ function setup(o: JobOptions): Setup {
   return { base, parts, scale, loadSpec };
 }
 
-const atScale = (w: Workload, scale: number): Workload => (scale === 1 ? w : withLoad(w, { kind: "scale", factor: scale }));
+export const atScale = (w: Workload, scale: number): Workload => (scale === 1 ? w : withLoad(w, { kind: "scale", factor: scale }));
 
 export interface TrainJobOptions extends JobOptions {
   k?: number;

@@ -7,7 +7,7 @@
 
 import { Rng } from "../sim/rng.js";
 import { attainmentByCluster, meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
-import { simulate, type OslPredictor, type SimConfig } from "../sim/simulator.js";
+import { classOf, simulate, type OslPredictor, type SimConfig } from "../sim/simulator.js";
 import type { SimRequest, Workload } from "../sim/types.js";
 import { FEATURE_NAMES, ruleTable, validateTable, type FeatureName, type Table } from "../table.js";
 import { fitGmm, fitKMeans, fitScaler, standardize } from "./cluster.js";
@@ -127,9 +127,7 @@ export function prepare(env: SimEnvironment, opts: TrainOptions = {}): Prepared 
   const oslHat = (i: number): number => {
     const s = samples[i]!;
     if (oslMode === "model") return osl.classes.representative[predictOslClass(osl.model, s)]!;
-    let c = 0;
-    while (c < osl.classes.thresholds.length && s.outputTokens > osl.classes.thresholds[c]!) c++;
-    return osl.classes.representative[c]!; // oracle, and the mean of noisy(p)'s training view
+    return osl.classes.representative[classOf(s.outputTokens, osl.classes.thresholds)]!; // oracle, and noisy(p)'s view on average
   };
   const rows = logged.map((r, i) => {
     const all: Record<FeatureName, number> = { isl: r.features.isl, eff_P: r.features.effP, eff_D: r.features.effD, osl_hat: oslHat(i) };
