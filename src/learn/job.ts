@@ -3,10 +3,10 @@
 // training and s + 1 for evaluation; a trace file is split in time, the first half to train, the second to evaluate.
 
 import { parseSlo } from "../sim/metrics.js";
-import { findSaturatedScale, resolveCluster } from "../sim/run.js";
+import { atScale, resolveCluster, scaleForLoad } from "../sim/run.js";
 import { parseSplit, type SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
-import { GENERATORS, loadWorkload, parseLoad, withLoad, type WorkloadFormat } from "../sim/workload.js";
+import { GENERATORS, loadWorkload, parseLoad, type WorkloadFormat } from "../sim/workload.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
 import { baselineTable, buildPpdTable, evaluatePolicies, POLICY_NAMES, type EvalOutput, type PolicyName } from "./policies.js";
 import { noisyOslPredictor } from "./osl.js";
@@ -71,16 +71,9 @@ export function setup(o: JobOptions): Setup {
   const parts = workloadParts(o);
   const loadSpec = o.load ?? "saturated";
   const load = parseLoad(loadSpec);
-  let scale = 1;
-  if (load.kind === "saturated") {
-    o.progress?.(`finding the saturated load of ${parts.train.name} on ${preset.name} ${o.split}…`, false);
-    scale = findSaturatedScale(parts.train, { ...base, table: baselineTable("dynamo", preset) }).scale;
-  } else if (load.kind === "scale") scale = load.factor;
-  else if (load.kind === "rate") scale = load.rps / parts.train.rate;
-  return { base, parts, scale, loadSpec };
+  if (load.kind === "saturated") o.progress?.(`finding the saturated load of ${parts.train.name} on ${preset.name} ${o.split}…`, false);
+  return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
 }
-
-export const atScale = (w: Workload, scale: number): Workload => (scale === 1 ? w : withLoad(w, { kind: "scale", factor: scale }));
 
 export interface TrainJobOptions extends JobOptions {
   k?: number;

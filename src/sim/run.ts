@@ -97,13 +97,22 @@ export function prepareRun(o: RunOptions): PreparedRun {
     ...(o.module ? { module: o.module } : {}),
   };
   const load = parseLoad(o.load ?? "trace");
-  let scale = 1;
-  if (load.kind === "saturated") scale = findSaturatedScale(base, config).scale;
-  else if (load.kind === "scale") scale = load.factor;
-  else if (load.kind === "rate") scale = load.rps / base.rate;
-  const workload = scale === 1 ? base : withLoad(base, { kind: "scale", factor: scale });
-  return { workload, config, loadScale: scale, load };
+  const scale = scaleForLoad(load, base, config);
+  return { workload: atScale(base, scale), config, loadScale: scale, load };
 }
+
+/** The arrival-rate scale a load asks for, relative to the workload's own rate (the saturated one is searched for). */
+export function scaleForLoad(load: Load, w: Workload, config: Omit<SimConfig, "table">): number {
+  switch (load.kind) {
+    case "saturated": return findSaturatedScale(w, config).scale;
+    case "scale": return load.factor;
+    case "rate": return load.rps / w.rate;
+    case "trace": return 1;
+  }
+}
+
+/** The workload with its arrival rate scaled. */
+export const atScale = (w: Workload, scale: number): Workload => (scale === 1 ? w : withLoad(w, { kind: "scale", factor: scale }));
 
 export interface Saturation {
   /** arrival-rate scale factor relative to the workload's own rate */
@@ -124,7 +133,7 @@ export const SATURATION_ATTAINMENT = 0.9;
  * Found by doubling or halving the workload's rate until the 90% line is bracketed, then 6 bisection steps (to
  * within ~1.1%). The probes use at most the first 1,500 requests to keep the search quick.
  */
-export function findSaturatedScale(w: Workload, config: SimConfig): Saturation {
+export function findSaturatedScale(w: Workload, config: Omit<SimConfig, "table">): Saturation {
   const probeWorkload: Workload = { ...w, requests: w.requests.slice(0, 1500) };
   const probeConfig: SimConfig = { ...config, table: ruleTable("dynamo-isl") };
   const probes: [number, number][] = [];
