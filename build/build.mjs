@@ -1,4 +1,5 @@
-// Builds the project: the AssemblyScript core in three flavours, then the TypeScript (tsc → dist/).
+// Builds the project: the constants generated from spec/abi.json, the AssemblyScript core in three flavours, then
+// the TypeScript (tsc → dist/).
 //   core.wasm              release: -O3, stub runtime, no imports (abort traps; the core validates all input)
 //   core.debug.wasm        debug: assertions and bounds checks on, env.abort import for messages (tests)
 //   core.incremental.wasm  release with the incremental GC runtime (what the proxy-wasm filter needs)
@@ -8,6 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnSync } from "node:child_process";
 import asc from "assemblyscript/asc";
+import { generate } from "./gen-abi.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const entry = join(root, "assembly/index.ts");
@@ -19,11 +21,21 @@ const targets = [
 
 function newestMtime(dir) {
   let newest = 0;
-  for (const name of readdirSync(dir)) newest = Math.max(newest, statSync(join(dir, name)).mtimeMs);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
   return newest;
 }
 
-const sourcesMtime = Math.max(newestMtime(join(root, "assembly")), statSync(fileURLToPath(import.meta.url)).mtimeMs);
+// The contract first: every host's constants come from spec/abi.json (build/gen-abi.mjs).
+for (const path of generate()) console.log(`build: ${path} (from spec/abi.json)`);
+
+const sourcesMtime = Math.max(
+  newestMtime(join(root, "assembly")),
+  statSync(fileURLToPath(import.meta.url)).mtimeMs,
+  statSync(join(root, "build/gen-abi.mjs")).mtimeMs,
+);
 for (const t of targets) {
   const out = join(root, t.out);
   if (existsSync(out) && statSync(out).mtimeMs > sourcesMtime) continue;
