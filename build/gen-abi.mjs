@@ -36,8 +36,8 @@ export function checkSpec(spec) {
       if (p.type === "scalar" && p.default === undefined && p.positive !== true) fail(`kind ${k.name}: required param ${p.name} must be positive`);
     }
   }
-  for (const r of ["request_record", "decision_record"]) {
-    if (new Set(spec[r].map((s) => s.name)).size !== spec[r].length) fail(`${r} repeats a slot name`);
+  for (const r of ["request_record", "decision_record", "table_error_record", "table_info_record", "table_problems", "table_value_types"]) {
+    if (spec[r] && new Set(spec[r].map((s) => s.name)).size !== spec[r].length) fail(`${r} repeats a name`);
   }
   return spec;
 }
@@ -115,6 +115,20 @@ function emitAssemblyScript(spec) {
     out.push("");
     spec.table_problems.forEach((p, i) => c(`P_${p.name}`, i, "i32", p.message));
   }
+  if (spec.table_error_record) {
+    out.push("");
+    spec.table_error_record.forEach((s, i) => c(`TE_${upper(s.name)}`, i, "i32", s.doc));
+    c("TABLE_ERROR_SLOTS", spec.table_error_record.length);
+  }
+  if (spec.table_value_types) {
+    out.push("");
+    spec.table_value_types.forEach((t, i) => c(`TV_${upper(t.name)}`, i, "i32", t.describe));
+  }
+  if (spec.table_info_record) {
+    out.push("");
+    spec.table_info_record.forEach((s, i) => c(`TI_${upper(s.name)}`, i, "i32", s.doc));
+    c("TABLE_INFO_SLOTS", spec.table_info_record.length);
+  }
   return `${out.join("\n")}\n`;
 }
 
@@ -156,8 +170,22 @@ function emitTypeScript(spec) {
     `export const ERROR_MESSAGES: Readonly<Record<number, ErrorMessage>> = ${json(Object.fromEntries(spec.errors.map((e) => [e.code, { name: e.name, message: e.message, ...(e.by_detail ? { by_detail: e.by_detail } : {}) }])))};`,
   ];
   if (spec.table_problems) {
-    out.push("/** The table decoder's problems, by code: message templates over the error record's fields. */");
-    out.push(`export const TABLE_PROBLEMS: readonly { name: string; message: string }[] = ${json(spec.table_problems.map((p) => ({ name: p.name, message: p.message })))};`);
+    out.push("/** The table decoder's problems, by code: message templates over the error record's fields (`missing`: the text when the value is absent). */");
+    out.push(`export const TABLE_PROBLEMS: readonly { name: string; message: string; missing?: string }[] = ${json(spec.table_problems.map((p) => ({ name: p.name, message: p.message, ...(p.missing ? { missing: p.missing } : {}) })))};`);
+  }
+  if (spec.table_error_record) {
+    out.push("/** Slots of the table error record (Float64Array of TABLE_ERROR_SLOTS at tableErrorPtr()) `loadTable` fills on E_BAD_TABLE. */");
+    out.push(`export const TableErrorSlot = ${obj(spec.table_error_record.map((s, i) => [camel(s.name), i]))} as const;`);
+    out.push(`export const TABLE_ERROR_SLOTS = ${spec.table_error_record.length};`);
+  }
+  if (spec.table_value_types) {
+    out.push("/** Types of the offending value in a table error record (value_type), by code. */");
+    out.push(`export const TABLE_VALUE_TYPES = ${json(spec.table_value_types.map((t) => t.name))} as const;`);
+  }
+  if (spec.table_info_record) {
+    out.push("/** Slots of the table info record (Float64Array of TABLE_INFO_SLOTS at tableInfoPtr()) `loadTable` fills on success. */");
+    out.push(`export const TableInfoSlot = ${obj(spec.table_info_record.map((s, i) => [camel(s.name), i]))} as const;`);
+    out.push(`export const TABLE_INFO_SLOTS = ${spec.table_info_record.length};`);
   }
   return `${out.join("\n")}\n`;
 }
