@@ -31,8 +31,12 @@ let v2: u64 = 0;
 let v3: u64 = 0;
 let v4: u64 = 0;
 
-export function canonicalInit(): void {
-  stripe = heap.alloc(32);
+export const CANONICAL_BYTES: usize = 32;
+
+/** Places the hash's 32-byte stripe buffer at `at`; returns the address after it. */
+export function canonicalInit(at: usize): usize {
+  stripe = at;
+  return at + 32;
 }
 
 // @ts-ignore: decorator

@@ -54,9 +54,13 @@ export function nextKey(map: i32, key: i32): i32 {
 let repeated: usize = 0; // u8[N] by key node: 1 when an earlier entry of its map has the same key
 let lastValue: usize = 0; // i32[N] by key node: the value of the last entry with that key
 
-export function keysInit(): void {
-  repeated = heap.alloc(<usize>LIMIT_MAX_TABLE_NODES);
-  lastValue = heap.alloc(<usize>LIMIT_MAX_TABLE_NODES << 2);
+export const KEYS_BYTES: usize = <usize>LIMIT_MAX_TABLE_NODES * 5;
+
+/** Places the key index at `at` (4-byte aligned); returns the address after it. */
+export function keysInit(at: usize): usize {
+  lastValue = at;
+  repeated = at + (<usize>LIMIT_MAX_TABLE_NODES << 2);
+  return repeated + <usize>LIMIT_MAX_TABLE_NODES;
 }
 
 /** Resolves repeated keys of every map on the tape (nodes 0 … used − 1) once, so lookups below are O(1). */
