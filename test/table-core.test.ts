@@ -250,6 +250,36 @@ function perturb(table: Record<string, unknown>, p: Perturbation): Uint8Array {
   return msgpackr.pack(shuffled);
 }
 
+// ---- hand-made msgpack: what no JavaScript object encodes (repeated keys, non-string keys, bin, extensions) -------
+
+/** A msgpack map from raw entries (each key and value encoded by msgpackr, or given as bytes). */
+function rawMap(entries: [unknown, unknown][]): Uint8Array {
+  const enc = (v: unknown): Uint8Array => (v instanceof RawBytes ? v.bytes : msgpackr.pack(v));
+  const parts = entries.flatMap(([k, v]) => [enc(k), enc(v)]);
+  const header = entries.length < 16 ? [0x80 | entries.length] : [0xde, entries.length >> 8, entries.length & 255];
+  return Uint8Array.from([...header, ...parts.flatMap((b) => [...b])]);
+}
+class RawBytes { constructor(readonly bytes: Uint8Array) {} }
+const raw = (...bytes: number[]): RawBytes => new RawBytes(Uint8Array.from(bytes));
+
+/** A valid kmeans table's entries, checksummed over `entries` as src/table.ts sees them (repeats: the last wins). */
+function kmeansEntries(extra: [unknown, unknown][] = [], checksum = true): [unknown, unknown][] {
+  const base: [unknown, unknown][] = [
+    ["format", "dolphin-routing.table"], ["version", 1], ["kind", "kmeans"], ["features", ["isl", "eff_D"]],
+    ["scaler", { mean: [7, 6], std: [2, 1.5] }], ["centroids", [[0, 0], [1, -1]]], ["bits", [0, 1]],
+    ["provenance", { tool: "t", created: "2025-01-15T00:00:00Z", workload: "w", seed: 3 }],
+  ];
+  const all = [...base, ...extra];
+  if (!checksum) return all;
+  let sum = "xxh64:0000000000000000";
+  try {
+    sum = tableChecksum(unpack(rawMap(all)) as object); // over what a decoder reads (repeated keys: the last wins)
+  } catch {
+    // bytes the canonical encoder cannot write (bin, extensions, non-string keys): a dummy checksum
+  }
+  return [...all, ["checksum", sum]];
+}
+
 for (const flavour of ["debug", "release"] as const) {
   describe(`core table decoder (${flavour} build)`, () => {
     const x = newCore(flavour);
@@ -306,6 +336,76 @@ for (const flavour of ["debug", "release"] as const) {
           expectSameOutcome(x, encodeTable(table));
         },
       ), { numRuns: 20 });
+    });
+
+    it("reads what only hand-made msgpack holds exactly as decodeTable does", () => {
+      const cases: [string, Uint8Array][] = [
+        ["a repeated key: first position, last value", rawMap(kmeansEntries([["bits", [1, 1]]]))],
+        ["a repeated key whose earlier value is bad", rawMap([["bits", [7, 7]], ...kmeansEntries()])],
+        ["a repeated top-level checksum", rawMap([...kmeansEntries(), ["checksum", "xxh64:0000000000000000"]])],
+        ["a number as a map key", rawMap(kmeansEntries([[5, 1]]))],
+        ["a uint64-format key", rawMap(kmeansEntries([[raw(0xcf, 0, 0, 0, 0, 0, 0, 0, 5), 1]]))],
+        ["an array as a map key", rawMap(kmeansEntries([[[1, 2], 1]]))],
+        ["a map as a map key", rawMap(kmeansEntries([[raw(0x80), 1]]))],
+        ["null as a map key", rawMap(kmeansEntries([[null, 1]]))],
+        ["bin as a map key", rawMap(kmeansEntries([[raw(0xc4, 1, 9), 1]]))],
+        ["a timestamp as a map key", rawMap(kmeansEntries([[raw(0xd6, 0xff, 0, 0, 0, 1), 1]]))],
+        ["extension type 0 as a map key", rawMap(kmeansEntries([[raw(0xd4, 0, 0), 1]]))],
+        ["a bin value", rawMap(kmeansEntries([["x_blob", raw(0xc4, 2, 1, 2)]]))],
+        ["a timestamp value", rawMap(kmeansEntries([["x_when", raw(0xd6, 0xff, 0, 0, 0, 1)]]))],
+        ["an undefined value (extension type 0)", rawMap(kmeansEntries([["x_u", raw(0xd4, 0, 0)]]))],
+        ["the reserved byte 0xc1", rawMap(kmeansEntries([["x_c1", raw(0xc1)]]))],
+        ["an unknown extension type", rawMap(kmeansEntries([["x_e", raw(0xd5, 0x07, 0, 0)]]))],
+        ["a uint64 beyond 2^53", rawMap(kmeansEntries([["x_big", raw(0xcf, 0, 0x20, 0, 0, 0, 0, 0, 0)]]))],
+        ["an int64 beyond −2^53", rawMap(kmeansEntries([["x_big", raw(0xd3, 0xff, 0xc0, 0, 0, 0, 0, 0, 0)]]))],
+        ["an int64-format seed", rawMap(kmeansEntries([["provenance", new RawBytes(rawMap([["tool", "t"], ["created", "2025-01-15"], ["workload", "w"], ["seed", raw(0xd3, 0, 0, 0, 0, 0, 0, 0, 9)]]))]]))],
+        ["float32 numbers", rawMap(kmeansEntries([["x_f", raw(0xca, 0x3f, 0xc0, 0, 0)]]))],
+        ["nesting 32 levels deep", rawMap(kmeansEntries([["x_deep", JSON.parse("[".repeat(31) + "1" + "]".repeat(31))]]))],
+        ["nesting 33 levels deep", rawMap(kmeansEntries([["x_deep", JSON.parse("[".repeat(32) + "1" + "]".repeat(32))]]))],
+        ["array-index keys first (JavaScript's key order)", rawMap(kmeansEntries([["x_m", { b: NaN, 7: NaN, 3: Infinity }]]))],
+        ["__proto__ as a top-level key", rawMap(kmeansEntries([["__proto__", 1]]))],
+        ["__proto__ inside an extension", rawMap(kmeansEntries([["x_p", { ["__proto__"]: NaN }]]))],
+        ["a non-ASCII unknown key", rawMap(kmeansEntries([["kïnd", 1]]))],
+        ["a non-string top level", msgpackr.pack([1, 2])],
+        ["nil", Uint8Array.of(0xc0)],
+        ["empty input", new Uint8Array(0)],
+        ["trailing bytes", Uint8Array.from([...rawMap(kmeansEntries()), 0])],
+        ["a truncated map", rawMap(kmeansEntries()).subarray(0, 40)],
+        ["a count beyond the bytes", Uint8Array.of(0xdf, 0xff, 0xff, 0xff, 0xff)],
+      ];
+      for (const [name, bytes] of cases) {
+        const want = viaTypeScript(bytes);
+        const got = viaCore(x, bytes);
+        const show = (o: Outcome) => (o.ok ? "accepted" : { field: o.field, message: o.message });
+        if (!want.ok && !got.ok && want.field === "(bytes)") {
+          expect(got.field, name).toBe("(bytes)"); // msgpackr's own parse-error text differs (see docs/table-format.md)
+          continue;
+        }
+        expect(show(got), name).toEqual(show(want));
+      }
+    });
+
+    it("names what it cannot hold: more than max_table_nodes values, and paths beyond error_text_bytes", () => {
+      const huge = rawMap(kmeansEntries([["x_many", new Array(20000).fill(0)]]));
+      expect(viaTypeScript(huge).ok).toBe(true); // the TypeScript decoder has no node budget
+      expect(viaCore(x, huge)).toMatchObject({ ok: false, field: "(bytes)", message: `table: (bytes): too large for the core: more than 16384 msgpack values (max_table_nodes)` });
+      const longKey = "x_" + "k".repeat(300);
+      const long = rawMap(kmeansEntries([[longKey, NaN]]));
+      const want = viaTypeScript(long);
+      const got = viaCore(x, long);
+      expect(want).toMatchObject({ ok: false, field: longKey });
+      expect(got.ok ? "" : got.field).toBe(`${longKey.slice(0, 256)}…`);
+    });
+
+    it("rejects bytes beyond the input buffer with a CoreError, and keeps the active table on every error", () => {
+      expect(() => loadTableInCore(x, new Uint8Array((1 << 20) + 1))).toThrow(/does not fit the input buffer/);
+      const good = fixture("ppd.msgpack");
+      viaCore(x, good);
+      const kind = x.tableKind();
+      const k = x.tableK();
+      expect(viaCore(x, fixture("invalid-kind.msgpack")).ok).toBe(false);
+      expect(x.loadTable(-1)).toBe(ErrorCode.BAD_LENGTH);
+      expect([x.tableKind(), x.tableK()]).toEqual([kind, k]);
     });
 
     it("survives flipped, truncated and extended table bytes: errors only, never a trap, memory unchanged", () => {
