@@ -24,7 +24,7 @@ import {
 /** Allocates the decoder's memory, once (called from init): the tape, the key index, the records, the hash state. */
 export function tableDecoderInit(): void {
   // f64 arrays first, then i32, then bytes, so every part stays aligned
-  let at = heap.alloc(REPORT_BYTES + TAPE_BYTES + KEYS_BYTES + CANONICAL_BYTES);
+  let at = heap.alloc(REPORT_BYTES + TAPE_BYTES + KEYS_BYTES + CANONICAL_BYTES + 24); // + alignment
   at = reportInit(at);
   at = tapeInit((at + 7) & ~7);
   at = keysInit((at + 7) & ~7);

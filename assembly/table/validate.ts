@@ -15,7 +15,7 @@ import {
   ANY, INTEGER, POSITIVE, checkBitArray, checkNumber, checkNumberArray, checkString,
   isArray, isChecksum, isIsoDate, isNumber, isSplit, isString, numberValue, sameString, wrongLength,
 } from "./fields";
-import { compareKeys, keyIs, mapGet, nextKeyInObjectOrder, valueOf } from "./keys";
+import { isFirstOccurrence, keyInByteOrder, keyIs, mapGet, nextKeyInObjectOrder, valueOf } from "./keys";
 import { T_ARRAY, T_MAP, T_NIL, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
 import { validateOslClasses, validateOslModel } from "./osl-fields";
 import { validateParams } from "./params";
@@ -377,21 +377,14 @@ function validateProvenance(node: i32): i32 {
 
 /** Extension fields: every top-level key starting with "x_", in sorted order, holds plain data with finite numbers. */
 function validateExtensions(root: i32): i32 {
-  let previous = -1;
-  while (true) {
-    let best = -1;
-    for (let k = nextKeyInObjectOrder(root, -1); k >= 0; k = nextKeyInObjectOrder(root, k)) {
-      if (!isExtensionKey(k)) continue;
-      if (previous >= 0 && compareKeys(k, previous) <= 0) continue;
-      if (best < 0 || compareKeys(k, best) < 0) best = k;
-    }
-    if (best < 0) return OK;
+  for (let i = 0; i < nodeCount(root); i++) {
+    const k = keyInByteOrder(root, i);
+    if (!isFirstOccurrence(root, k) || !isExtensionKey(k)) continue;
     const mark = pathMark();
-    pathKey(best);
-    const rc = finiteEverywhere(valueOf(root, best));
+    pathKey(k);
+    const rc = finiteEverywhere(valueOf(root, k));
     if (rc != OK) return rc;
     pathRestore(mark);
-    previous = best;
   }
   return OK;
 }
