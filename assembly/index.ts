@@ -14,7 +14,8 @@ import {
 } from "./prefix-index";
 import { checkInput, decision, hashes, input, inputBytes, matched, routeInit } from "./route";
 import { decodeTable, describeLoadedTable, stagedClusters, stagedFeatureCount, stagedKind, stagedOslAt, tableDecoderInit } from "./table/load";
-import { errorPathPtr, errorRecordPtr, infoRecordPtr } from "./table/report";
+import { errorPathPtr, errorRecordPtr, infoRecordPtr, lastProblem } from "./table/report";
+import { E_BAD_TABLE } from "./generated/abi";
 import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
 
 export { errorDetail } from "./errors";
@@ -217,7 +218,7 @@ export function loadTable(len: i32): i32 {
   const rc = checkInput(len, 1);
   if (rc != OK) return rc;
   const decoded = decodeTable(input, len);
-  if (decoded != OK) return fail(decoded, 0);
+  if (decoded != OK) return decoded == E_BAD_TABLE ? fail(decoded, lastProblem()) : decoded; // detail: the problem code
   const set = setTable(stagedKind(), stagedClusters(), stagedFeatureCount(), stagedOslAt());
   if (set == OK) describeLoadedTable();
   return set;

@@ -46,6 +46,11 @@ export function reportReset(length: i32): void {
   note(TE_LENGTH, <f64>length);
 }
 
+/** The problem of the last rejection (index into table_problems). */
+export function lastProblem(): i32 {
+  return <i32>load<f64>(record + (<usize>TE_PROBLEM << 3));
+}
+
 export function note(slot: i32, v: f64): void {
   store<f64>(record + (<usize>slot << 3), v);
 }
