@@ -71,8 +71,16 @@ function emitAssemblyScript(spec) {
   out.push("");
   spec.decision_record.forEach((s, i) => c(`D_${upper(s.name)}`, i, "i32", s.doc));
   c("DECISION_SLOTS", spec.decision_record.length);
-  out.push("");
-  // Kind descriptors as flat static arrays (no allocation at run time), indexed by kind code.
+  if (spec.table_problems) {
+    out.push("");
+    spec.table_problems.forEach((p, i) => c(`P_${p.name}`, i, "i32", p.message));
+  }
+  return `${out.join("\n")}\n`;
+}
+
+/** Names and kind descriptors as static data: a file of its own, so only the table decoder links them in. */
+function emitAssemblyScriptNames(spec) {
+  const out = [HEADER, "// Kind descriptors and names, as flat static arrays indexed by kind code (no allocation at run time).", ""];
   const names = ["", ...spec.kinds.slice().sort((a, b) => a.code - b.code).map((k) => k.name)];
   out.push(`/** Table kind names by code (index 0 is no kind). */`);
   out.push(`export const KIND_NAMES: StaticArray<string> = [${names.map((n) => JSON.stringify(n)).join(", ")}];`);
@@ -111,10 +119,6 @@ function emitAssemblyScript(spec) {
   out.push(`export const LIST_DEFAULTS: StaticArray<f64> = [${listDefaults.join(", ")}];`);
   out.push(`export const FEATURE_NAMES: StaticArray<string> = [${spec.features.map((f) => JSON.stringify(f)).join(", ")}];`);
   out.push(`export const OSL_FEATURE_NAMES: StaticArray<string> = [${spec.osl_features.map((f) => JSON.stringify(f)).join(", ")}];`);
-  if (spec.table_problems) {
-    out.push("");
-    spec.table_problems.forEach((p, i) => c(`P_${p.name}`, i, "i32", p.message));
-  }
   return `${out.join("\n")}\n`;
 }
 
@@ -166,6 +170,7 @@ function emitTypeScript(spec) {
 
 const EMITTERS = [
   { path: "assembly/generated/abi.ts", emit: emitAssemblyScript },
+  { path: "assembly/generated/names.ts", emit: emitAssemblyScriptNames },
   { path: "src/generated/abi.ts", emit: emitTypeScript },
 ];
 
