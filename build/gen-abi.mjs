@@ -151,7 +151,7 @@ function emitTypeScript(spec) {
     '  | { name: string; type: "scalar"; default?: number; positive?: boolean; stage?: number; doc?: string }',
     '  | { name: string; type: "list"; default: readonly number[]; min_length: number; max_length: number; positive: boolean; doc?: string }',
     '  | { name: string; type: "ppd-bits"; doc?: string };',
-    "export interface KindDescriptor { name: string; code: number; learned: boolean; doc: string; params: readonly ParamDescriptor[] }",
+    "export interface KindDescriptor { name: string; code: number; learned: boolean; doc: string; summary?: string; params: readonly ParamDescriptor[] }",
     "/** Every policy kind, described once (spec/abi.json): the table code, the reference engine, the baselines and the docs read this. */",
     `export const KINDS: readonly KindDescriptor[] = ${json(kinds)};`,
     "",
