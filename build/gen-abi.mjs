@@ -36,6 +36,7 @@ export function checkSpec(spec) {
       if (p.type === "scalar" && p.default === undefined && p.positive !== true) fail(`kind ${k.name}: required param ${p.name} must be positive`);
     }
   }
+  if (new Set(spec.exports.map((e) => e.name)).size !== spec.exports.length) fail("exports repeats a name");
   for (const r of ["request_record", "decision_record"]) {
     if (new Set(spec[r].map((s) => s.name)).size !== spec[r].length) fail(`${r} repeats a slot name`);
   }
@@ -155,6 +156,8 @@ function emitTypeScript(spec) {
     "/** Every policy kind, described once (spec/abi.json): the table code, the reference engine, the baselines and the docs read this. */",
     `export const KINDS: readonly KindDescriptor[] = ${json(kinds)};`,
     "",
+    "/** The core's exported functions (besides `memory`): every host checks they exist when it loads a module. */",
+    `export const EXPORT_NAMES = ${json(spec.exports.map((e) => e.name))} as const;`,
     `export const ErrorCode = ${obj(spec.errors.map((e) => [e.name, e.code]))} as const;`,
     "export interface ErrorMessage { name: string; message: string; by_detail?: Record<string, string> }",
     `export const ERROR_MESSAGES: Readonly<Record<number, ErrorMessage>> = ${json(Object.fromEntries(spec.errors.map((e) => [e.code, { name: e.name, message: e.message, ...(e.by_detail ? { by_detail: e.by_detail } : {}) }])))};`,

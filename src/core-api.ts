@@ -5,7 +5,7 @@
 // The constants shared with the core are generated from spec/abi.json (build/gen-abi.mjs): never typed here.
 import { FEATURES, Kind, LIMITS, OSL_FEATURES, Reason, Role } from "./generated/abi.js";
 export {
-  ABI_VERSION, DECISION_SLOTS, Flag, Kind, KINDS, OSL_FEATURES, Reason, REQUEST_SLOTS, RequestSlot, Role, Slot,
+  ABI_VERSION, DECISION_SLOTS, EXPORT_NAMES, Flag, Kind, KINDS, OSL_FEATURES, Reason, REQUEST_SLOTS, RequestSlot, Role, Slot,
   type KindDescriptor, type ParamDescriptor,
 } from "./generated/abi.js";
 

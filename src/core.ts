@@ -4,7 +4,7 @@
 
 import { CoreError } from "./errors.js";
 import {
-  ABI_VERSION, DECISION_SLOTS, DEFAULT_CORE_CONFIG, Flag, REQUEST_SLOTS, RequestSlot, STAGING_F64, type CoreConfig, type Engine,
+  ABI_VERSION, DECISION_SLOTS, EXPORT_NAMES, DEFAULT_CORE_CONFIG, Flag, REQUEST_SLOTS, RequestSlot, STAGING_F64, type CoreConfig, type Engine,
   type RouteInput,
 } from "./core-api.js";
 
@@ -42,12 +42,8 @@ interface RawExports {
   decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): number;
 }
 
-const REQUIRED: (keyof RawExports)[] = [
-  "memory", "abiVersion", "init", "errorDetail", "inputPtr", "inputCapacity", "hashesPtr", "matchedPtr", "decisionPtr", "requestPtr",
-  "stagingPtr", "scoresPtr", "standardizedPtr", "workerSpanNow", "setBlockSize", "setRoot", "hashTokens",
-  "hashText", "match", "setWorker", "setLoad", "setLoadScale", "setSignals", "indexStore", "indexRemove",
-  "indexClear", "indexCount", "setTable", "route", "decideFeatures",
-];
+/** What this host calls: the spec's exports it uses (createCore checks the module has every one of the spec's). */
+const REQUIRED: readonly string[] = ["memory", ...EXPORT_NAMES];
 
 class WasmEngine implements Engine {
   readonly name = "wasm" as const;

@@ -27,6 +27,19 @@ describe("the ABI version", () => {
   });
 });
 
+describe("the exports", () => {
+  it.each(["release", "debug"] as const)("of the %s build are exactly the spec's", (flavour) => {
+    const names = WebAssembly.Module.exports(coreModule(flavour)).map((e) => e.name).filter((n) => n !== "memory");
+    expect(names.sort()).toEqual(spec.exports.map((e: { name: string }) => e.name).sort());
+  });
+
+  it("are checked when a host loads a module, naming the missing one", () => {
+    const real = instantiateCore(coreModule("release"));
+    const { route: _route, ...rest } = real.exports;
+    expect(() => createCore({ exports: rest } as unknown as WebAssembly.Instance)).toThrow('does not export "route"');
+  });
+});
+
 describe("the request record", () => {
   it("has the spec's slots", () => {
     expect(REQUEST_SLOTS).toBe(spec.request_record.length);
