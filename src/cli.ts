@@ -284,7 +284,7 @@ Writes the table and prints a report of the search (--json: machine-readable, wi
       if (!v["out"]) throw new UsageError("--out is required (where to write the table)");
       const algo = String(v["algo"] ?? "kmeans");
       if (algo !== "kmeans" && algo !== "gmm") throw new UsageError(`--algo must be kmeans or gmm, got ${algo}`);
-      const r = trainJob({
+      const r = await trainJob({
         ...jobOptions(v), k: intOption(v["k"], "k", 1, 256, 8), algo,
         ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),
         ...(v["features"] !== undefined ? { features: parseFeatures(String(v["features"])) } : {}),
@@ -344,7 +344,7 @@ Every figure is simulated.`,
       const study = String(v["study"] ?? "");
       if (!(STUDIES as readonly string[]).includes(study)) throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
       const rows: AblationRow[] = [];
-      runStudy(study as Study, jobOptions(v), (row) => {
+      await runStudy(study as Study, jobOptions(v), (row) => {
         rows.push(row);
         if (v["json"]) process.stdout.write(JSON.stringify(row) + "\n");
       });

@@ -22,8 +22,8 @@ export interface AblationRow {
   [k: string]: unknown;
 }
 
-function trainAndEval(o: TrainJobOptions, study: Study, variant: string): AblationRow {
-  const t = trainJob(o);
+async function trainAndEval(o: TrainJobOptions, study: Study, variant: string): Promise<AblationRow> {
+  const t = await trainJob(o);
   // evaluated at the load the table was learned at (not searched for again)
   const e = evalJob({ ...o, load: `x${t.scale}`, policies: ["dolphin", "dynamo"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
   const d = e.policies["dolphin"]!;
@@ -35,28 +35,28 @@ function trainAndEval(o: TrainJobOptions, study: Study, variant: string): Ablati
   };
 }
 
-export function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) => void): void {
+export async function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) => void): Promise<void> {
   switch (study) {
     case "k":
-      for (const k of [2, 4, 8, 16]) emit(trainAndEval({ ...o, k }, study, `K=${k}`));
+      for (const k of [2, 4, 8, 16]) emit(await trainAndEval({ ...o, k }, study, `K=${k}`));
       return;
     case "scan":
-      for (const scanInit of [true, false]) emit(trainAndEval({ ...o, scanInit }, study, scanInit ? "with scan" : "without scan"));
+      for (const scanInit of [true, false]) emit(await trainAndEval({ ...o, scanInit }, study, scanInit ? "with scan" : "without scan"));
       return;
     case "osl-feature":
-      emit(trainAndEval(o, study, "with osl_hat"));
-      emit(trainAndEval({ ...o, features: FEATURE_NAMES.filter((f) => f !== "osl_hat") }, study, "without osl_hat"));
+      emit(await trainAndEval(o, study, "with osl_hat"));
+      emit(await trainAndEval({ ...o, features: FEATURE_NAMES.filter((f) => f !== "osl_hat") }, study, "without osl_hat"));
       return;
     case "algo":
-      for (const algo of ["kmeans", "gmm"] as const) emit(trainAndEval({ ...o, algo }, study, algo));
+      for (const algo of ["kmeans", "gmm"] as const) emit(await trainAndEval({ ...o, algo }, study, algo));
       return;
     case "osl-noise":
-      emit(trainAndEval(o, study, "classifier (model)"));
-      for (const p of [0, 0.2, 0.4]) emit(trainAndEval({ ...o, osl: p === 0 ? "oracle" : { noisy: p } }, study, p === 0 ? "oracle class (p = 0)" : `noisy p = ${p}`));
+      emit(await trainAndEval(o, study, "classifier (model)"));
+      for (const p of [0, 0.2, 0.4]) emit(await trainAndEval({ ...o, osl: p === 0 ? "oracle" : { noisy: p } }, study, p === 0 ? "oracle class (p = 0)" : `noisy p = ${p}`));
       return;
     case "load": {
       // one table learned at saturation, evaluated from 50% to 120% of it
-      const t = trainJob({ ...o, load: o.load ?? "saturated" });
+      const t = await trainJob({ ...o, load: o.load ?? "saturated" });
       for (const f of [0.5, 0.75, 0.9, 1, 1.1, 1.2]) {
         const e = evalJob({ ...o, load: `x${t.scale * f}`, policies: ["dolphin", "dynamo", "dynamo-legacy", "always-remote"], table: t.table });
         const d = e.policies["dolphin"]!;
@@ -74,9 +74,9 @@ export function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) =
       // K = 8: evaluate all 256 tables once; how close does the search get, in how many rounds?
       const s = setup(o);
       const env = new SimEnvironment(atScale(s.parts.train, s.scale), s.base);
-      const p = prepare(env, { k: 8, seed: o.seed ?? 1 });
-      const all = exhaustive(p.env, p.makeTable, 8);
-      const search = searchBits(p.env, p.makeTable, p.initial, { seed: o.seed ?? 1 });
+      const p = await prepare(env, { k: 8, seed: o.seed ?? 1 });
+      const all = await exhaustive(p.env, p.makeTable, 8);
+      const search = await searchBits(p.env, p.makeTable, p.initial, { seed: o.seed ?? 1 });
       const target = 0.98 * all.bestReward;
       const reached = search.log.findIndex((s) => s.reward >= target);
       const sorted = [...all.rewards].sort((a, b) => b - a);

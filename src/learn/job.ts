@@ -92,13 +92,13 @@ export interface TrainJobResult {
   wallS: number;
 }
 
-export function trainJob(o: TrainJobOptions): TrainJobResult {
+export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const t0 = performance.now();
   const s = setup(o);
   const w = atScale(s.parts.train, s.scale);
   const env = new SimEnvironment(w, s.base);
   o.progress?.(`learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`, false);
-  const result = train(env, {
+  const result = await train(env, {
     k: o.k ?? 8, algo: o.algo ?? "kmeans", seed: o.seed ?? 1,
     ...(o.osl !== undefined ? { osl: o.osl } : {}), ...(o.features ? { features: o.features } : {}),
     ...(o.scanInit !== undefined ? { scanInit: o.scanInit } : {}),

@@ -23,7 +23,7 @@ export interface MainJobOptions {
 
 const pct = (x: number): string => `${x >= 0 ? "+" : "−"}${Math.abs(100 * x).toFixed(1)}%`;
 
-export function runMainJob(o: MainJobOptions): number {
+export async function runMainJob(o: MainJobOptions): Promise<number> {
   const t0 = performance.now();
   const splits = o.splits ?? ["3P1D", "2P2D"];
   const workload = o.workload ?? "hybrid";
@@ -35,7 +35,7 @@ export function runMainJob(o: MainJobOptions): number {
   const results: EvalResult[] = [];
   o.print(`dolphin-routing main job: ${workload} on a SIMULATED ${o.cluster ?? "h20-72b"} cluster (no GPU here: every figure below comes from the calibrated simulator, ±25% step-time error).\n`);
   for (const split of splits) {
-    const trained = trainJob({ ...common, split });
+    const trained = await trainJob({ ...common, split });
     writeFileSync(join(o.outDir, `table-${workload}-${split}.msgpack`), trained.bytes);
     // evaluate at the load the table was learned at (found once, on the training part)
     const ev = evalJob({ ...common, split, table: trained.table, load: `x${trained.scale}` });
