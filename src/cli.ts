@@ -307,16 +307,16 @@ Writes the table and prints a report of the search (--json: machine-readable, wi
   eval: {
     summary: "evaluate every policy on the same simulated arrivals",
     usage: `dolphin eval --workload <name|file> [--format …] [--cluster <preset|file>] --split <nPmD> [--slo <…>]
-            [--table table.msgpack] [--policies dolphin,dynamo,…] [--load saturated|trace|xS|R] [--seed N] [--requests N] [--json]
+            [--table table.msgpack] [--policies dolphin,dynamo-isl,…] [--load saturated|trace|xS|R] [--seed N] [--requests N] [--json]
 
-Policies: dolphin (needs --table), dynamo, dynamo-load, dynamo-legacy, llm-d, trtllm, ppd (its offline table built
+Policies: dolphin (needs --table), dynamo-isl, dynamo-load, dynamo-legacy, llm-d, trtllm, ppd (its offline table built
 with Algorithm 1 on the training part), always-local, always-remote. Evaluated on arrivals the table was not
 trained on: a generator with --seed + 1, a trace's second half. Every figure is simulated.`,
     options: { ...jobOptionSpecs, table: { type: "string" }, policies: { type: "string" }, json: { type: "boolean" } },
     async run(v) {
       const tableFile = v["table"] !== undefined ? String(v["table"]) : undefined;
       if (tableFile && !existsSync(tableFile)) throw new UsageError(`--table: no such file: ${tableFile}`);
-      const policies = v["policies"] !== undefined ? parsePolicies(String(v["policies"])) : tableFile ? undefined : parsePolicies("dynamo,dynamo-load,dynamo-legacy,llm-d,trtllm,ppd,always-local,always-remote");
+      const policies = v["policies"] !== undefined ? parsePolicies(String(v["policies"])) : tableFile ? undefined : parsePolicies("dynamo-isl,dynamo-load,dynamo-legacy,llm-d,trtllm,ppd,always-local,always-remote");
       const out = evalJob({
         ...jobOptions(v), ...(policies ? { policies } : {}), ...(tableFile ? { table: decodeTable(readFileSync(tableFile)) } : {}),
       });

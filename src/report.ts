@@ -208,7 +208,7 @@ export interface Deltas {
 }
 
 /** Relative P90 deltas (x / base − 1) and the attainment difference in points of `policy` against `baseline`. */
-export function deltasVsBaseline(r: EvalResult, policy = "dolphin", baseline = "dynamo"): Deltas {
+export function deltasVsBaseline(r: EvalResult, policy = "dolphin", baseline = "dynamo-isl"): Deltas {
   const p = r.policies[policy], b = r.policies[baseline];
   if (!p) throw new ReportError(`no "${policy}" policy in the ${r.workload} ${r.split} result`);
   if (!b) throw new ReportError(`no "${baseline}" policy in the ${r.workload} ${r.split} result`);
@@ -263,8 +263,8 @@ function headerLine(r: EvalResult): string {
     `SLO TTFT ${r.slo.ttft_ms} ms / TPOT ${r.slo.tpot_ms} ms, load ${describeLoad(r.load)}, ${r.requests} requests`;
 }
 
-/** "dolphin vs dynamo: P90 TTFT −x.x%, P90 TPOT −y.y%, attainment +z.z points (paper: …)". */
-export function comparisonLine(r: EvalResult, policy = "dolphin", baseline = "dynamo"): string {
+/** "dolphin vs dynamo-isl: P90 TTFT −x.x%, P90 TPOT −y.y%, attainment +z.z points (paper: …)". */
+export function comparisonLine(r: EvalResult, policy = "dolphin", baseline = "dynamo-isl"): string {
   const kind = paperKind(r);
   const paper = kind ? `paper, real cluster, ${PAPER_DELTAS[kind].setting}: ${PAPER_DELTAS[kind].text}` : "paper: no published figure for this workload";
   if (!r.policies[policy] || !r.policies[baseline]) {
@@ -396,13 +396,13 @@ function timeValue(vMs: number, u: { unit: string; div: number }): string {
 /**
  * P90 TTFT (left panel) and P90 TPOT (right panel) per policy as horizontal bars, policies in table order; dolphin
  * highlighted, Dynamo's value as a dashed guide, and on dolphin's row the paper's published delta band drawn at
- * dynamo × (1 + delta). Standalone SVG, ~720 px wide.
+ * dynamo-isl × (1 + delta). Standalone SVG, ~720 px wide.
  */
 export function p90Chart(r: EvalResult): string {
   const rows = byAttainment(r);
   const kind = paperKind(r);
   const paper = kind ? PAPER_DELTAS[kind] : null;
-  const dyn = r.policies["dynamo"];
+  const dyn = r.policies["dynamo-isl"];
   const showPaper = paper !== null && dyn !== undefined && r.policies["dolphin"] !== undefined;
 
   const W = 720, rowH = 26, barH = 16;
@@ -437,7 +437,7 @@ export function p90Chart(r: EvalResult): string {
     const base = dyn?.[panel.metric].p90 ?? NaN;
     const marks = showPaper && panel.delta && Number.isFinite(base) ? panel.delta.map((d) => base * (1 + d)) : [];
     const finite = [...values, ...marks].filter(Number.isFinite);
-    // The axis covers what is compared (dolphin, dynamo, the paper's band) with room to spare; a policy far beyond
+    // The axis covers what is compared (dolphin, dynamo-isl, the paper's band) with room to spare; a policy far beyond
     // (e.g. always-local in overload) is drawn broken at the edge with its value, so it cannot flatten the rest.
     const dol = rows.find(([name]) => name === "dolphin")?.[1][panel.metric].p90;
     const focus = [dol ?? NaN, base, ...marks].filter(Number.isFinite);
@@ -471,7 +471,7 @@ export function p90Chart(r: EvalResult): string {
     rows.forEach(([name, p], i) => {
       const v = p[panel.metric].p90;
       const y = top + i * rowH + (rowH - barH) / 2;
-      const fill = name === "dolphin" ? DOLPHIN : name === "dynamo" ? DYNAMO : OTHER;
+      const fill = name === "dolphin" ? DOLPHIN : name === "dynamo-isl" ? DYNAMO : OTHER;
       const w = Number.isFinite(v) ? Math.max(0.5, sx(v) - x0) : 0;
       out.push(`<rect class="bar" data-policy="${xml(name)}" x="${x0}" y="${n2(y)}" width="${n2(w)}" height="${barH}" fill="${fill}">` +
         `<title>${xml(`${name}: ${panel.label} ${timeValue(v, { unit: "ms", div: 1 })}`)}</title></rect>`);
@@ -492,7 +492,7 @@ export function p90Chart(r: EvalResult): string {
     if (marks.length === 2 && di >= 0) {
       const [a, b] = [sx(Math.min(marks[0]!, marks[1]!)), sx(Math.max(marks[0]!, marks[1]!))];
       const y1 = top + di * rowH + 1, y2 = top + (di + 1) * rowH - 1;
-      const note = `paper: ${panel.label} dynamo × (1 ${panel.delta![0] <= 0 ? MINUS : "+"} ` +
+      const note = `paper: ${panel.label} dynamo-isl × (1 ${panel.delta![0] <= 0 ? MINUS : "+"} ` +
         `${(Math.abs(panel.delta![1]) * 100).toFixed(1)}…${(Math.abs(panel.delta![0]) * 100).toFixed(1)}%) = ` +
         `${timeValue(Math.min(...marks), u)}…${timeValue(Math.max(...marks), u)}`;
       out.push(`<g class="paper-target" data-metric="${panel.metric}"><title>${xml(note)}</title>`);
@@ -515,14 +515,14 @@ export function p90Chart(r: EvalResult): string {
     x += 17 + textWidth(label, 12) + 18;
   };
   swatch(DOLPHIN, "dolphin");
-  swatch(DYNAMO, "dynamo (baseline)");
+  swatch(DYNAMO, "dynamo-isl (baseline)");
   swatch(OTHER, "other policies");
   items.push(`<line x1="${n2(x)}" y1="${legendY - 11}" x2="${n2(x)}" y2="${legendY + 2}" stroke="${DYNAMO}" stroke-dasharray="3 3"/>`);
-  items.push(text(x + 6, legendY, "dynamo's P90", `fill="${INK}"`));
+  items.push(text(x + 6, legendY, "dynamo-isl's P90", `fill="${INK}"`));
   const y2 = legendY + 20;
   if (showPaper && paper) {
     items.push(`<rect x="${LEGEND_X}" y="${y2 - 10}" width="12" height="12" fill="${PAPER}" fill-opacity="0.22" stroke="${PAPER}" stroke-width="1.5"/>`);
-    items.push(fitText(LEGEND_X + 17, y2, W - LEGEND_X - 17 - 8, 11, `paper (real cluster, ${paper.setting}), dolphin vs dynamo: ${paper.text}`, `fill="${INK}"`));
+    items.push(fitText(LEGEND_X + 17, y2, W - LEGEND_X - 17 - 8, 11, `paper (real cluster, ${paper.setting}), dolphin vs dynamo-isl: ${paper.text}`, `fill="${INK}"`));
   } else if (paper === null) {
     items.push(text(LEGEND_X, y2, "paper: no published figure for this workload", `font-size="11" fill="${MUTED}"`));
   }
@@ -639,7 +639,7 @@ export function attainmentVsLoadChart(sweep: EvalResult[]): string {
   let paletteIndex = 0;
   const styles = names.map((n) => {
     if (n === "dolphin") return { color: DOLPHIN, width: 3, dash: "" };
-    if (n === "dynamo") return { color: DYNAMO, width: 2.5, dash: "" };
+    if (n === "dynamo-isl") return { color: DYNAMO, width: 2.5, dash: "" };
     const i = paletteIndex++;
     return { color: PALETTE[i % PALETTE.length]!, width: 1.6, dash: i >= PALETTE.length ? ' stroke-dasharray="5 3"' : "" };
   });

@@ -17,21 +17,21 @@ export interface AblationRow {
   slo_attainment: number;
   ttft_p90_ms: number;
   tpot_p90_ms: number;
-  /** dynamo on the same arrivals, for reference */
-  dynamo?: { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number };
+  /** dynamo-isl (Dynamo's rule) on the same arrivals, for reference */
+  dynamo_isl?: { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number };
   [k: string]: unknown;
 }
 
 async function trainAndEval(o: TrainJobOptions, study: Study, variant: string): Promise<AblationRow> {
   const t = await trainJob(o);
   // evaluated at the load the table was learned at (not searched for again)
-  const e = evalJob({ ...o, load: `x${t.scale}`, policies: ["dolphin", "dynamo"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
+  const e = evalJob({ ...o, load: `x${t.scale}`, policies: ["dolphin", "dynamo-isl"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
   const d = e.policies["dolphin"]!;
-  const y = e.policies["dynamo"]!;
+  const y = e.policies["dynamo-isl"]!;
   return {
     study, variant, rounds: t.result.rounds, best_round: t.result.bestRound, train_reward: t.result.bestReward,
     slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
-    dynamo: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
+    dynamo_isl: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
   };
 }
 
@@ -58,13 +58,13 @@ export async function runStudy(study: Study, o: JobOptions, emit: (row: Ablation
       // one table learned at saturation, evaluated from 50% to 120% of it
       const t = await trainJob({ ...o, load: o.load ?? "saturated" });
       for (const f of [0.5, 0.75, 0.9, 1, 1.1, 1.2]) {
-        const e = evalJob({ ...o, load: `x${t.scale * f}`, policies: ["dolphin", "dynamo", "dynamo-legacy", "always-remote"], table: t.table });
+        const e = evalJob({ ...o, load: `x${t.scale * f}`, policies: ["dolphin", "dynamo-isl", "dynamo-legacy", "always-remote"], table: t.table });
         const d = e.policies["dolphin"]!;
-        const y = e.policies["dynamo"]!;
+        const y = e.policies["dynamo-isl"]!;
         emit({
           study, variant: `${Math.round(f * 100)}% of saturation (${e.load.rps.toFixed(2)} req/s)`,
           slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
-          dynamo: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
+          dynamo_isl: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
           others: Object.fromEntries(Object.entries(e.policies).map(([n, p]) => [n, p.slo_attainment])),
         });
       }
@@ -99,12 +99,12 @@ export function ablationMarkdown(rows: AblationRow[]): string {
   const pct = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : `${(100 * x).toFixed(1)}%`);
   const ms = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(0));
   const lines = [
-    "| variant | rounds | train reward | SLO att. | P90 TTFT ms | P90 TPOT ms | dynamo att. | dynamo P90 TTFT | dynamo P90 TPOT |",
+    "| variant | rounds | train reward | SLO att. | P90 TTFT ms | P90 TPOT ms | dynamo-isl att. | dynamo-isl P90 TTFT | dynamo-isl P90 TPOT |",
     "|---|---|---|---|---|---|---|---|---|",
   ];
   for (const r of rows) {
     lines.push(`| ${r.variant} | ${r.rounds ?? "–"} | ${pct(r.train_reward)} | ${pct(r.slo_attainment)} | ${ms(r.ttft_p90_ms)} | ${ms(r.tpot_p90_ms)} | ` +
-      `${pct(r.dynamo?.slo_attainment)} | ${ms(r.dynamo?.ttft_p90_ms)} | ${ms(r.dynamo?.tpot_p90_ms)} |`);
+      `${pct(r.dynamo_isl?.slo_attainment)} | ${ms(r.dynamo_isl?.ttft_p90_ms)} | ${ms(r.dynamo_isl?.tpot_p90_ms)} |`);
   }
   return lines.join("\n");
 }

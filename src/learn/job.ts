@@ -8,7 +8,8 @@ import { parseSplit, type SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
 import { GENERATORS, loadWorkload, parseLoad, type WorkloadFormat } from "../sim/workload.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
-import { baselineTable, buildPpdTable, evaluatePolicies, POLICY_NAMES, type EvalOutput, type PolicyName } from "./policies.js";
+import { ruleTableFor } from "../sim/rule-table.js";
+import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type EvalOutput, type PolicyName } from "./policies.js";
 import { noisyOslPredictor } from "./osl.js";
 import { SimEnvironment, train, type OslMode, type TrainResult } from "./train.js";
 
@@ -133,7 +134,7 @@ export function evalJob(o: EvalJobOptions): EvalOutput & { ppd?: { measured_leve
       const b = buildPpdTable(atScale(s.parts.train, s.scale), s.base);
       tables.ppd = b.table;
       ppdInfo = { measured_levels: b.measuredLevels, samples: b.samples };
-    } else tables[p] = baselineTable(p, s.base.preset);
+    } else tables[p] = ruleTableFor(p, s.base.preset);
   }
   const w = atScale(s.parts.eval, s.scale);
   o.progress?.(`evaluating ${policies.length} policies on ${w.name} at ${w.rate.toFixed(2)} req/s…`, true);

@@ -43,7 +43,7 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
     writeFileSync(join(o.outDir, `eval-${workload}-${split}.json`), JSON.stringify(ev, null, 2) + "\n");
     results.push(ev as unknown as EvalResult);
     const rows = Object.entries(ev.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment);
-    const dyn = ev.policies["dynamo"];
+    const dyn = ev.policies["dynamo-isl"];
     const dol = ev.policies["dolphin"];
     o.print([
       ``,
@@ -51,7 +51,7 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
       `${"policy".padEnd(14)} ${"SLO att.".padStart(8)} ${"P90 TTFT ms".padStart(12)} ${"P90 TPOT ms".padStart(12)} ${"local".padStart(6)}`,
       ...rows.map(([name, p]) => `${name.padEnd(14)} ${(100 * p.slo_attainment).toFixed(1).padStart(7)}% ${p.ttft_ms.p90.toFixed(0).padStart(12)} ${p.tpot_ms.p90.toFixed(1).padStart(12)} ${(100 * p.local_fraction).toFixed(0).padStart(5)}%`),
       dol && dyn
-        ? `dolphin vs dynamo: P90 TTFT ${pct(dol.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(dol.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((dol.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points` +
+        ? `dolphin vs dynamo-isl: P90 TTFT ${pct(dol.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(dol.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((dol.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points` +
           `   (paper, real H20 cluster: ${PAPER_DELTAS.hybrid.text})`
         : "",
     ].join("\n") + "\n");
