@@ -19,7 +19,9 @@ import { tuneLive } from "./serve/tune.js";
 import { loadWorkload } from "./sim/workload.js";
 import { parseSlo } from "./sim/metrics.js";
 import { ablationMarkdown, runStudy, STUDIES, type AblationRow, type Study } from "./learn/ablate.js";
-import { parseReportInput, writeReport, type EvalResult } from "./report.js";
+import { parseReportInput } from "./report.js";
+import { writeReport } from "./report-files.js";
+import type { EvalOutput } from "./eval-output.js";
 import { encodeTable, FEATURE_NAMES, type FeatureName } from "./table.js";
 import { runSimBench } from "../bench/sim.js";
 import { formatProxyBench, runProxyBench } from "../bench/proxy.js";
@@ -479,8 +481,8 @@ per policy with the paper's figures marked) into --out (default out/report).`,
     options: { out: { type: "string" } },
     async run(v, pos) {
       if (pos.length === 0) throw new UsageError("give at least one eval result file");
-      const results: EvalResult[] = [];
-      const sweeps: EvalResult[][] = [];
+      const results: EvalOutput[] = [];
+      const sweeps: EvalOutput[][] = [];
       for (const f of pos) {
         if (!existsSync(f)) throw new UsageError(`no such file: ${f}`);
         const parsed = parseReportInput(readFileSync(f, "utf8"), f);

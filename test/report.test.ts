@@ -1,4 +1,4 @@
-// `dolphin report` (src/report.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
+// `dolphin report` (src/report.ts, src/report-files.ts) and its input (src/eval-output.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
 // charts (well-formed XML, one bar or line per policy, the paper's marker, escaping) and the files written.
 
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -7,12 +7,14 @@ import { basename, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   PAPER_DELTAS, ReportError, attainmentVsLoadChart, deltasVsBaseline, markdownTable, niceTicks, p90Chart, paperKind,
-  parseReportInput, validateEvalResult, writeReport, type EvalResult, type PolicyResult,
+  parseReportInput,
 } from "../src/report.js";
+import { validateEvalOutput, type EvalOutput, type PolicyOutcome } from "../src/eval-output.js";
+import { writeReport } from "../src/report-files.js";
 
 const POLICIES = ["dolphin", "dynamo-isl", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote"];
 
-function policy(attainment: number, ttftP90: number, tpotP90: number): PolicyResult {
+function policy(attainment: number, ttftP90: number, tpotP90: number): PolicyOutcome {
   return {
     slo_attainment: attainment,
     ttft_ms: { p50: ttftP90 / 2, p90: ttftP90, p99: ttftP90 * 1.5 },
@@ -22,8 +24,8 @@ function policy(attainment: number, ttftP90: number, tpotP90: number): PolicyRes
 }
 
 /** A hand-made hybrid result: dolphin 8% faster TTFT and 5% faster TPOT than dynamo-isl, 3 points better attainment. */
-function result(over: Partial<EvalResult> = {}, policies: string[] = POLICIES): EvalResult {
-  const ps: Record<string, PolicyResult> = {};
+function result(over: Partial<EvalOutput> = {}, policies: string[] = POLICIES): EvalOutput {
+  const ps: Record<string, PolicyOutcome> = {};
   policies.forEach((n, i) => { ps[n] = policy(0.8 - 0.05 * i, 4000 + 300 * i, 80 + 4 * i); });
   ps["dolphin"] = policy(0.83, 4000 * 0.92, 80 * 0.95);
   ps["dynamo-isl"] = policy(0.80, 4000, 80);
@@ -94,9 +96,9 @@ describe("xmlProblems (the test's own checker)", () => {
   });
 });
 
-describe("validateEvalResult", () => {
+describe("validateEvalOutput", () => {
   it("accepts an eval result and keeps extra fields", () => {
-    const r = validateEvalResult({ ...result(), extra: 7 }, "eval.json");
+    const r = validateEvalOutput({ ...result(), extra: 7 }, "eval.json");
     expect(r.policies["dolphin"]!.ttft_ms.p90).toBeCloseTo(3680);
     expect(r["extra"]).toBe(7);
   });
@@ -104,7 +106,7 @@ describe("validateEvalResult", () => {
   it("names the source and the field of a bad policy percentile", () => {
     const bad = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     bad["policies"]["dolphin"]["ttft_ms"]["p90"] = "fast";
-    expect(errorOf(() => validateEvalResult(bad, "eval.json"))).toBe("eval.json: policies.dolphin.ttft_ms.p90: expected a number");
+    expect(errorOf(() => validateEvalOutput(bad, "eval.json"))).toBe("eval.json: policies.dolphin.ttft_ms.p90: expected a number");
   });
 
   it.each([
@@ -118,18 +120,18 @@ describe("validateEvalResult", () => {
   ])("rejects a bad %s, naming it", (fieldPath, mutate) => {
     const bad = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     mutate(bad);
-    const message = errorOf(() => validateEvalResult(bad, "r.json"));
+    const message = errorOf(() => validateEvalOutput(bad, "r.json"));
     expect(message.startsWith(`r.json: ${fieldPath}: expected`)).toBe(true);
   });
 
   it("rejects a non-object with a ReportError", () => {
-    expect(() => validateEvalResult([1], "x")).toThrow(ReportError);
+    expect(() => validateEvalOutput([1], "x")).toThrow(ReportError);
   });
 
   it("reads a null percentile (JSON's NaN: nothing completed) as NaN, rendered n/a", () => {
     const raw = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     raw["policies"]["always-remote"]["ttft_ms"]["p99"] = null;
-    const r = validateEvalResult(raw, "x");
+    const r = validateEvalOutput(raw, "x");
     expect(r.policies["always-remote"]!.ttft_ms.p99).toBeNaN();
     expect(markdownTable([r])).toContain("n/a");
   });

@@ -9,7 +9,8 @@ import type { Workload } from "../sim/types.js";
 import { GENERATORS, loadWorkload, parseLoad, type WorkloadFormat } from "../sim/workload.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
 import { ruleTableFor } from "../sim/rule-table.js";
-import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type EvalOutput, type PolicyName } from "./policies.js";
+import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "./policies.js";
+import type { EvalLoad, EvalOutput } from "../eval-output.js";
 import { noisyOslPredictor } from "./osl.js";
 import { SimEnvironment, train, type OslMode, type TrainResult } from "./train.js";
 
@@ -120,7 +121,7 @@ export interface EvalJobOptions extends JobOptions {
   osl?: OslMode;
 }
 
-export function evalJob(o: EvalJobOptions): EvalOutput & { ppd?: { measured_levels: number[]; samples: number } } {
+export function evalJob(o: EvalJobOptions): EvalOutput<EvalLoad> & { ppd?: { measured_levels: number[]; samples: number } } {
   const s = setup(o);
   const policies = o.policies ?? [...POLICY_NAMES];
   const tables: Partial<Record<PolicyName, Table>> = {};

@@ -5,7 +5,9 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { PAPER_DELTAS, writeReport, type EvalResult } from "../report.js";
+import type { EvalOutput } from "../eval-output.js";
+import { PAPER_DELTAS } from "../report.js";
+import { writeReport } from "../report-files.js";
 import { evalJob, trainJob } from "./job.js";
 
 export interface MainJobOptions {
@@ -32,7 +34,7 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
     ...(o.cluster !== undefined ? { cluster: o.cluster } : {}), progress: o.progress,
   };
   mkdirSync(o.outDir, { recursive: true });
-  const results: EvalResult[] = [];
+  const results: EvalOutput[] = [];
   o.print(`dolphin-routing main job: ${workload} on a SIMULATED ${o.cluster ?? "h20-72b"} cluster (no GPU here: every figure below comes from the calibrated simulator, ±25% step-time error).\n`);
   for (const split of splits) {
     const trained = await trainJob({ ...common, split });
@@ -41,7 +43,7 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
     const ev = evalJob({ ...common, split, table: trained.table, load: `x${trained.scale}` });
     ev.load.spec = "saturated";
     writeFileSync(join(o.outDir, `eval-${workload}-${split}.json`), JSON.stringify(ev, null, 2) + "\n");
-    results.push(ev as unknown as EvalResult);
+    results.push(ev);
     const rows = Object.entries(ev.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment);
     const dyn = ev.policies["dynamo-isl"];
     const dol = ev.policies["dolphin"];

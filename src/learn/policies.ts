@@ -3,7 +3,7 @@
 // same simulator. All route through the core with the same worker choice around the bit.
 
 import { simulate, type SimConfig } from "../sim/simulator.js";
-import type { Summary } from "../sim/metrics.js";
+import type { EvalLoad, EvalOutput, PolicyOutcome } from "../eval-output.js";
 import type { Workload } from "../sim/types.js";
 import { withLoad } from "../sim/workload.js";
 import { defaultParams, ruleTable, type PolicyKind, type Table } from "../table.js";
@@ -111,35 +111,11 @@ export function buildPpdTable(w: Workload, base: Omit<SimConfig, "table">, weigh
 
 // ---- evaluation --------------------------------------------------------------------------------------------
 
-export interface PolicyOutcome {
-  slo_attainment: number;
-  slo_attainment_per_metric: number;
-  ttft_ms: Summary["ttft_ms"];
-  tpot_ms: Summary["tpot_ms"];
-  e2e_ms: Summary["e2e_ms"];
-  throughput_tokens_per_s: number;
-  local_fraction: number;
-  failed: number;
-  kv_bytes_transferred: number;
-  prefix_hit_rate: Summary["prefix_hit_rate"];
-}
-
-export interface EvalOutput {
-  workload: string;
-  cluster: string;
-  split: string;
-  slo: { ttft_ms: number; tpot_ms: number };
-  load: { spec: string; scale: number; rps: number };
-  requests: number;
-  simulated: true;
-  policies: Record<string, PolicyOutcome>;
-}
-
 /** Every policy on the same arrivals. */
 export function evaluatePolicies(
-  w: Workload, base: Omit<SimConfig, "table">, tables: Partial<Record<PolicyName, Table>>, meta: { split: string; load: EvalOutput["load"] },
+  w: Workload, base: Omit<SimConfig, "table">, tables: Partial<Record<PolicyName, Table>>, meta: { split: string; load: EvalLoad },
   overrides: Partial<Record<PolicyName, Partial<SimConfig>>> = {},
-): EvalOutput {
+): EvalOutput<EvalLoad> {
   const policies: Record<string, PolicyOutcome> = {};
   for (const [name, table] of Object.entries(tables)) {
     if (!table) continue;
