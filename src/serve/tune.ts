@@ -3,14 +3,14 @@
 // rate (streaming, so TTFT and TPOT are measured at the client), and every request's cluster is read back from the
 // proxy's records (GET /admin/decisions, joined on x-request-id) to give per-cluster end-to-end SLO attainment.
 //
-// The search is `dolphin train`'s own (`prepare` then `searchBits` in src/learn/train.ts); this module only makes the
-// proxy an Environment. Differences from the simulated environment, stated: the features are logged from a replay
-// under the proxy's current table; the clusters use (isl, eff_P, eff_D) only (output lengths are not observed
-// before a request finishes, so there is no output-length classifier for live traffic yet); prompts are synthesized
-// from the workload's block hashes (one word per block, so shared prefixes stay shared); output lengths are capped
-// (maxOutputTokens) to keep a replay short.
+// The learner is `dolphin train`'s own (`train`: `prepare` then `searchBits`, src/learn/train.ts); this module only
+// makes the proxy an environment. Differences from the simulated environment, stated: the features are logged from
+// a replay under the proxy's current table; the clusters use (isl, eff_P, eff_D) only (output lengths are not
+// observed before a request finishes, so there is no output-length classifier for live traffic yet); prompts are
+// synthesized from the workload's block hashes (one word per block, so shared prefixes stay shared); output lengths
+// are capped (maxOutputTokens) to keep a replay short.
 
-import { prepare, searchBits, type Evaluation, type LearningEnvironment, type FeatureLog, type SearchResult } from "../learn/train.js";
+import { train, type Evaluation, type FeatureLog, type LearningEnvironment, type SearchResult } from "../learn/train.js";
 import { meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import type { SimRequest, Workload } from "../sim/types.js";
 import { encodeTable, type Table } from "../table.js";
@@ -166,17 +166,13 @@ async function putTable(o: LiveOptions, table: Table): Promise<void> {
   await admin(o, "/admin/table", { method: "PUT", headers: { "content-type": "application/msgpack" }, body: Buffer.from(encodeTable(table)) });
 }
 
-/** Logs features under the proxy's current table, clusters them, searches the bits live and leaves the best table in place. */
+/** `dolphin train`'s learner with the proxy as the environment; leaves the best table in place. */
 export async function tuneLive(o: LiveOptions): Promise<{ table: Table; search: SearchResult }> {
-  const seed = o.seed ?? 1;
-  const env = new LiveEnvironment(o);
   o.onProgress?.(`logging features: replaying ${o.workload.requests.length} requests at ${o.rate} req/s under the proxy's current table…`);
-  const p = await prepare(env, { k: o.k ?? 8, seed });
-  const search = await searchBits(p.env, p.makeTable, p.initial, {
-    seed, maxRounds: o.maxRounds ?? 30,
+  const r = await train(new LiveEnvironment(o), {
+    k: o.k ?? 8, seed: o.seed ?? 1, maxRounds: o.maxRounds ?? 30,
     onProgress: (step) => o.onProgress?.(`  round ${step.round}: table ${step.bits.join("")} → live SLO attainment ${(100 * step.reward).toFixed(1)}%`),
   });
-  const table = p.makeTable(search.best);
-  await putTable(o, table);
-  return { table, search };
+  await putTable(o, r.table);
+  return { table: r.table, search: { best: r.table.bits!, bestReward: r.bestReward, bestRound: r.bestRound, log: r.log } };
 }
