@@ -4,7 +4,9 @@ import { describe, expect, it } from "vitest";
 import { learnOslClasses, noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample } from "../src/learn/osl.js";
 import { buildPpdTable, POLICY_NAMES } from "../src/learn/policies.js";
 import { evalJob, trainJob, workloadParts } from "../src/learn/job.js";
-import { exhaustive, searchBits, type Environment, type Evaluation } from "../src/learn/train.js";
+import {
+  exhaustive, prepare, searchBits, train, type Environment, type Evaluation, type FeatureLog, type LearningEnvironment,
+} from "../src/learn/train.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { parseSplit } from "../src/sim/simulator.js";
@@ -60,6 +62,38 @@ describe("search", () => {
   it("stops at the round limit", async () => {
     const r = await searchBits(new FakeEnv([1, 0, 1, 0, 1, 0, 1, 0]), makeTable, [0, 0, 0, 0, 0, 0, 0, 0], { maxRounds: 5 });
     expect(r.log.length).toBeLessThanOrEqual(5);
+  });
+});
+
+describe("prepare on an environment that observes no output lengths (a live cluster)", () => {
+  /** Two well-separated groups of requests, the long ones sent remote by the reference routing. */
+  class NoOslEnv extends FakeEnv implements LearningEnvironment {
+    readonly describe = { tool: "test env", workload: "two groups", slo: { ttftMs: 1000, tpotMs: 50 } };
+    async logFeatures(): Promise<FeatureLog> {
+      const requests = Array.from({ length: 40 }, (_, i) => {
+        const long = i % 2 === 1;
+        return { isl: long ? 8000 + i : 100 + i, effP: long ? 7000 : 90, effD: long ? 7000 : 90, path: long ? "remote" as const : "local" as const };
+      });
+      return { policy: "a test rule", requests };
+    }
+  }
+
+  it("clusters on isl, eff_P, eff_D, writes no output-length classes, and starts from the reference's vote", async () => {
+    const p = await prepare(new NoOslEnv([0, 1]), { k: 2, seed: 1 });
+    expect(p.osl).toBeNull();
+    expect(p.featureRun).toEqual({ policy: "a test rule", requests: 40 });
+    const t = p.makeTable(p.initial);
+    expect(t.features).toEqual(["isl", "eff_P", "eff_D"]);
+    expect(t.osl_classes).toBeUndefined();
+    expect(t.provenance?.tool).toBe("test env");
+    expect([...p.initial].sort()).toEqual([0, 1]);
+  });
+
+  it("runs the same search as train and refuses osl_hat it cannot compute", async () => {
+    const r = await train(new NoOslEnv([1, 0]), { k: 2, seed: 1 });
+    expect(r.log.length).toBeGreaterThan(0);
+    expect(r.osl).toBeNull();
+    await expect(prepare(new NoOslEnv([0, 1]), { k: 2, features: ["isl", "osl_hat"] })).rejects.toThrow(/osl_hat needs output lengths/);
   });
 });
 
