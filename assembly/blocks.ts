@@ -5,10 +5,11 @@
 // Trailing partial blocks are not hashed. WebAssembly memory is little-endian, so the u32 ids the host wrote
 // are already the bytes the scheme hashes.
 
+import { LIMIT_TEXT_BLOCK_BYTES } from "./generated/abi";
 import { xxh64, xxh64Block64, xxh64Pair } from "./xxh64";
 
 // @ts-ignore: decorator
-@inline export const TEXT_BLOCK_BYTES: i32 = 64;
+@inline export const TEXT_BLOCK_BYTES: i32 = LIMIT_TEXT_BLOCK_BYTES;
 // @ts-ignore: decorator
 @inline export const MAX_BLOCK_SIZE: i32 = 4096;
 

@@ -4,18 +4,19 @@
 
 import { blockSize, hashTextBlocks, hashTokenBlocks, root, setBlockSizeValue, setRootFrom } from "./blocks";
 import {
-  E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, fail, OK,
-} from "./errors";
+  ABI_VERSION, E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_TABLE, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, OK, LIMIT_MAX_INDEX_BLOCKS, LIMIT_MAX_INPUT_BYTES,
+  LIMIT_MAX_WORKERS,
+} from "./generated/abi";
+import { fail } from "./errors";
 import { applyOslSection, checkOslSection, clearOslModel, oslInit } from "./osl";
 import { policyInit, scores, setSignals as setSignalValues, setTable as setTableValue, staging, standardized, STAGING_F64 } from "./policy";
 import {
   capacityOf, clearWorker, countOf, freeCapacity, holds, indexInit, matchPrefix, removeBlocks, setCapacity,
   storeBlocks, workerInRange,
 } from "./prefix-index";
-import { checkInput, decision, hashes, input, inputBytes, matched, routeInit } from "./route";
+import { checkInput, decision, hashes, input, inputBytes, matched, request, routeInit } from "./route";
 import { decodeTable, describeLoadedTable, stagedClusters, stagedFeatureCount, stagedKind, stagedOslAt, tableDecoderInit } from "./table/load";
 import { errorPathPtr, errorRecordPtr, infoRecordPtr, lastProblem } from "./table/report";
-import { E_BAD_TABLE } from "./generated/abi";
 import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
 
 export { errorDetail } from "./errors";
@@ -24,12 +25,14 @@ export { tableKind, tableK, tableDims } from "./policy";
 export { decodeWorkers, prefillWorkers } from "./workers";
 
 // @ts-ignore: decorator
-@inline const MAX_WORKERS: i32 = 16384;
+@inline const MAX_WORKERS: i32 = LIMIT_MAX_WORKERS;
 // @ts-ignore: decorator
-@inline const MAX_INPUT_BYTES: i32 = 1 << 28;
+@inline const MAX_INPUT_BYTES: i32 = LIMIT_MAX_INPUT_BYTES;
 // @ts-ignore: decorator
-@inline const MAX_INDEX_BLOCKS: i32 = 1 << 26;
-export const ABI_VERSION: i32 = 1;
+@inline const MAX_INDEX_BLOCKS: i32 = LIMIT_MAX_INDEX_BLOCKS;
+
+/** The contract this core implements (spec/abi.json "abi_version"): hosts check it before anything else. */
+export function abiVersion(): i32 { return ABI_VERSION; }
 
 let ready = false;
 
@@ -60,6 +63,7 @@ export function inputCapacity(): i32 { return inputBytes; }
 export function hashesPtr(): usize { return hashes; }
 export function matchedPtr(): usize { return matched; }
 export function decisionPtr(): usize { return decision; }
+export function requestPtr(): usize { return request; }
 export function stagingPtr(): usize { return staging; }
 export function scoresPtr(): usize { return scores; }
 export function standardizedPtr(): usize { return standardized; }

@@ -4,7 +4,8 @@
 // on any worker / the prompt's blocks), 2 log1p(turn), 3 log1p(the session's previous output tokens),
 // 4 log1p(max_tokens), 5 max_tokens given (0/1). The host supplies 3–5; the core computes 0–2.
 
-import { E_BAD_FEATURE, E_BAD_K, E_BAD_NUMBER, E_BAD_PARAM, fail, OK } from "./errors";
+import { E_BAD_FEATURE, E_BAD_K, E_BAD_NUMBER, E_BAD_PARAM, OK } from "./generated/abi";
+import { fail } from "./errors";
 
 // @ts-ignore: decorator
 @inline export const OSL_FEATURES: i32 = 6;

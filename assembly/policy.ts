@@ -4,40 +4,26 @@
 // of reference-systems.md, as data. A table is validated in the staging area and only then copied in, so a
 // rejected table leaves the active one untouched.
 
+import { fail } from "./errors";
 import {
-  E_BAD_BIT, E_BAD_DIMS, E_BAD_FEATURE, E_BAD_K, E_BAD_KIND, E_BAD_NUMBER, E_BAD_PARAM, E_NO_TABLE,
-  E_TABLE_TOO_LARGE, fail, OK,
-} from "./errors";
+  E_BAD_BIT, E_BAD_DIMS, E_BAD_FEATURE, E_BAD_K, E_BAD_KIND, E_BAD_NUMBER, E_BAD_PARAM, E_NO_TABLE, E_TABLE_TOO_LARGE, OK,
+  KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_LEGACY, KIND_DYNAMO_LOAD, KIND_GMM, KIND_KMEANS,
+  KIND_LLM_D, KIND_NONE, KIND_PPD, KIND_TRTLLM, LIMIT_MAX_DIMS, LIMIT_MAX_K, LIMIT_STAGING_F64, REASON_CLUSTER,
+  REASON_FIRST_TURN, REASON_RULE,
+} from "./generated/abi";
 
-export const KIND_NONE: i32 = 0;
-export const KIND_KMEANS: i32 = 1;
-export const KIND_GMM: i32 = 2;
-export const KIND_DYNAMO_ISL: i32 = 3;
-export const KIND_DYNAMO_LOAD: i32 = 4;
-export const KIND_DYNAMO_LEGACY: i32 = 5;
-export const KIND_TRTLLM: i32 = 6;
-export const KIND_LLMD: i32 = 7;
-export const KIND_ALWAYS_LOCAL: i32 = 8;
-export const KIND_ALWAYS_REMOTE: i32 = 9;
-export const KIND_PPD: i32 = 10;
 
 // @ts-ignore: decorator
-@inline export const MAX_K: i32 = 256;
+@inline export const MAX_K: i32 = LIMIT_MAX_K;
 // @ts-ignore: decorator
-@inline export const MAX_DIMS: i32 = 4;
+@inline export const MAX_DIMS: i32 = LIMIT_MAX_DIMS;
 // @ts-ignore: decorator
 @inline const MAX_RATIO_EDGES: i32 = 15;
 // @ts-ignore: decorator
 @inline const MAX_QPS_LEVELS: i32 = 64;
-export const STAGING_F64: i32 = 4096;
+export const STAGING_F64: i32 = LIMIT_STAGING_F64;
 // @ts-ignore: decorator
 @inline const MAX_PPD_CELLS: i32 = 3 * (MAX_RATIO_EDGES + 1) * MAX_QPS_LEVELS;
-
-// reasons written to the decision record
-export const REASON_CLUSTER: i32 = 0;
-export const REASON_RULE: i32 = 1;
-export const REASON_FIRST_TURN: i32 = 2;
-export const REASON_NO_PREFILL_WORKER: i32 = 3;
 
 export let staging: usize = 0; // f64[STAGING_F64], written by the host before setTable
 export let scores: usize = 0; // f64[MAX_K]: distance (kmeans) or log-likelihood (gmm) per cluster, last decide
@@ -151,7 +137,7 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     dims = d;
     return OK;
   }
-  if (newKind >= KIND_DYNAMO_ISL && newKind <= KIND_LLMD) {
+  if (newKind >= KIND_DYNAMO_ISL && newKind <= KIND_LLM_D) {
     const bad = firstNonFinite(0, 2);
     if (bad >= 0) return fail(E_BAD_PARAM, bad);
     if (!(st(0) >= 0)) return fail(E_BAD_PARAM, 0);
@@ -311,7 +297,7 @@ export function decide(
       outBit = bool01(decodeCachedTokens == 0 || isl - decodeCachedTokens > param0);
       break;
     }
-    case KIND_LLMD: {
+    case KIND_LLM_D: {
       // remote iff nonCached threshold > 0, isl ≥ promptTokens threshold, and uncached ≥ nonCached threshold
       outBit = bool01(param0 > 0 && isl >= param1 && isl - decodeCachedTokens >= param0);
       break;

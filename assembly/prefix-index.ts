@@ -6,7 +6,8 @@
 // `match` walks the prompt's blocks once and ANDs group masks, so a 1,250-block prompt against 16 workers costs
 // 1,250 probes, not 20,000. Memory is fixed at init: the sum of the workers' capacities may not exceed the pool.
 
-import { E_INDEX_FULL, E_UNKNOWN_WORKER, fail, OK } from "./errors";
+import { E_INDEX_FULL, E_UNKNOWN_WORKER, OK } from "./generated/abi";
+import { fail } from "./errors";
 
 // @ts-ignore: decorator
 @inline const EMPTY_GROUP: u32 = 0xffffffff;

@@ -4,55 +4,38 @@
 
 import { hashTextBlocks, hashTokenBlocks, blockSize, TEXT_BLOCK_BYTES } from "./blocks";
 import {
-  E_BAD_LENGTH, E_BAD_OSL, E_BAD_PINNED, E_BAD_TURN, E_INPUT_TOO_LARGE, E_NO_DECODE_WORKER, fail, OK,
-} from "./errors";
+  D_BIT, D_BLOCKS, D_CLUSTER, D_COST_D, D_COST_P, D_DECODE, D_EFF_D, D_EFF_P, D_ISL, D_MATCHED_D, D_MATCHED_P, D_OSL_CLASS,
+  D_OSL_HAT, D_PATH, D_PREFILL, D_REASON, D_REUSE, D_SCORE, DECISION_SLOTS, E_BAD_LENGTH, E_BAD_OSL, E_BAD_PINNED, E_BAD_TURN, E_INPUT_TOO_LARGE, E_NO_DECODE_WORKER, OK,
+  E_BAD_FLAGS, FLAG_HASHES, FLAG_RECORD, FLAG_TEXT, LIMIT_MAX_TOKENS, LIMIT_TEXT_BLOCK_BYTES, LIMIT_TEXT_TOKENS_PER_BLOCK,
+  R_CONTEXT_TOKENS, R_FLAGS, R_LENGTH, R_MAX_TOKENS, R_OSL_HAT, R_PINNED_DECODE, R_PREV_OUTPUT_TOKENS, R_PROMPT_TOKENS,
+  R_TURN, REASON_NO_PREFILL_WORKER, REQUEST_SLOTS, ROLE_DECODE,
+} from "./generated/abi";
+import { fail } from "./errors";
 import {
-  decide, outBit, outCluster, outReason, outScore, REASON_NO_PREFILL_WORKER,
+  decide, outBit, outCluster, outReason, outScore,
 } from "./policy";
 import { matchPrefix, storeBlocks } from "./prefix-index";
 import { lastClass, oslClasses, predictOsl } from "./osl";
 import {
-  chooseDecode, choosePrefill, costOf, lastCost, prefillLoadOf, roleOf, ROLE_DECODE, workerSpan,
+  chooseDecode, choosePrefill, costOf, lastCost, prefillLoadOf, roleOf, workerSpan,
 } from "./workers";
 import { workerInRange } from "./prefix-index";
 
-// route flags
-export const FLAG_TEXT: i32 = 1; // input is UTF-8 bytes, hashed in 64-byte blocks
-export const FLAG_HASHES: i32 = 2; // input is already block hashes (u64 each), e.g. from a trace
-export const FLAG_RECORD: i32 = 4; // store the blocks on the chosen worker(s) after deciding
-
 // text mode estimates tokens as bytes / 4, so a 64-byte block stands for 16 tokens
 // @ts-ignore: decorator
-@inline const TEXT_BYTES_PER_TOKEN: f64 = 4;
+@inline const TEXT_BYTES_PER_TOKEN: f64 = <f64>LIMIT_TEXT_BLOCK_BYTES / <f64>LIMIT_TEXT_TOKENS_PER_BLOCK;
 // @ts-ignore: decorator
-@inline const MAX_TOKENS: f64 = 1073741824; // 2^30
-
-// decision record: f64 slots
-export const D_PATH: i32 = 0;
-export const D_BIT: i32 = 1;
-export const D_REASON: i32 = 2;
-export const D_DECODE: i32 = 3;
-export const D_PREFILL: i32 = 4;
-export const D_CLUSTER: i32 = 5;
-export const D_ISL: i32 = 6;
-export const D_EFF_P: i32 = 7;
-export const D_EFF_D: i32 = 8;
-export const D_OSL_HAT: i32 = 9;
-export const D_MATCHED_D: i32 = 10;
-export const D_MATCHED_P: i32 = 11;
-export const D_BLOCKS: i32 = 12;
-export const D_SCORE: i32 = 13;
-export const D_COST_D: i32 = 14;
-export const D_COST_P: i32 = 15;
-export const D_OSL_CLASS: i32 = 16; // predicted output-length class (−1 when the caller gave osl_hat)
-export const D_REUSE: i32 = 17; // longest cached prefix on any worker / blocks
-export const DECISION_SLOTS: i32 = 18;
+@inline const MAX_TOKENS: f64 = <f64>LIMIT_MAX_TOKENS;
+// the largest request-record integer (length, flags, turn, worker): anything above is out of range for i32
+// @ts-ignore: decorator
+@inline const MAX_I32: f64 = 2147483647;
 
 export let input: usize = 0;
 export let inputBytes: i32 = 0;
 export let hashes: usize = 0;
 export let matched: usize = 0;
 export let decision: usize = 0;
+export let request: usize = 0; // f64[REQUEST_SLOTS], written by the host before route()
 
 export function routeInit(bytes: i32, workers: i32): void {
   inputBytes = bytes;
@@ -60,6 +43,8 @@ export function routeInit(bytes: i32, workers: i32): void {
   hashes = heap.alloc(<usize>(bytes >> 2) << 3); // block size 1 gives one hash per token
   matched = heap.alloc(<usize>workers << 2);
   decision = heap.alloc(<usize>DECISION_SLOTS << 3);
+  request = heap.alloc(<usize>REQUEST_SLOTS << 3);
+  memory.fill(request, 0, <usize>REQUEST_SLOTS << 3);
   memory.fill(decision, 0, <usize>DECISION_SLOTS << 3);
 }
 
@@ -105,17 +90,40 @@ export function decideFeatures(isl: f64, effP: f64, effD: f64, oslHat: f64, turn
   return OK;
 }
 
+// @ts-ignore: decorator
+@inline function req(slot: i32): f64 { return load<f64>(request + (<usize>slot << 3)); }
+
+/** An integral request-record value in [lo, MAX_I32], else NaN (so callers reject it). */
+function integral(v: f64, lo: f64): f64 {
+  return v >= lo && v <= MAX_I32 && v == Math.floor(v) ? v : NaN;
+}
+
 /**
- * Routes one request whose prompt the host wrote into the input buffer: `n` token ids, or `n` UTF-8 bytes
- * (FLAG_TEXT), or `n` block hashes (FLAG_HASHES). `promptTokens` gives isl in text and hash modes (0 = derive
- * it); `oslHat` < 0 asks the table's output-length model (fed `prevOutputTokens` of the session and the request's
- * `maxTokens`, each ≤ 0 when unknown); `pinnedDecode` ≥ 0 forces the decode worker (a session's);
- * `contextTokens` < 0 means unknown.
+ * Routes one request: the host wrote the prompt into the input buffer and the request record (spec/abi.json
+ * "request_record") at requestPtr(). The prompt is `length` token ids, or `length` UTF-8 bytes (FLAG_TEXT), or
+ * `length` block hashes (FLAG_HASHES). `prompt_tokens` gives isl in text and hash modes (0 = derive it); `osl_hat`
+ * < 0 asks the table's output-length model (fed `prev_output_tokens` of the session and the request's
+ * `max_tokens`, each ≤ 0 when unknown); `pinned_decode` ≥ 0 forces the decode worker (a session's);
+ * `context_tokens` < 0 means unknown. Every slot is checked here, once.
  */
-export function route(
-  n: i32, flags: i32, promptTokens: f64, oslHat: f64, turn: i32, pinnedDecode: i32, contextTokens: f64,
-  prevOutputTokens: f64, maxTokens: f64,
-): i32 {
+export function route(): i32 {
+  const lengthValue = integral(req(R_LENGTH), 0);
+  if (isNaN(lengthValue)) return fail(E_BAD_LENGTH, req(R_LENGTH));
+  const flagsValue = integral(req(R_FLAGS), 0);
+  if (!(flagsValue <= <f64>(FLAG_TEXT | FLAG_HASHES | FLAG_RECORD))) return fail(E_BAD_FLAGS, req(R_FLAGS));
+  const turnValue = integral(req(R_TURN), 0);
+  if (isNaN(turnValue)) return fail(E_BAD_TURN, req(R_TURN));
+  const pinnedValue = req(R_PINNED_DECODE);
+  if (!(pinnedValue < 0) && isNaN(integral(pinnedValue, 0))) return fail(E_BAD_PINNED, pinnedValue);
+  const n = <i32>lengthValue;
+  const flags = <i32>flagsValue;
+  const turn = <i32>turnValue;
+  const pinnedDecode = pinnedValue < 0 ? -1 : <i32>pinnedValue;
+  const promptTokens = req(R_PROMPT_TOKENS);
+  let oslHat = req(R_OSL_HAT);
+  const contextTokens = req(R_CONTEXT_TOKENS);
+  const prevOutputTokens = req(R_PREV_OUTPUT_TOKENS);
+  const maxTokens = req(R_MAX_TOKENS);
   const text = (flags & FLAG_TEXT) != 0;
   const given = (flags & FLAG_HASHES) != 0;
   let rc = checkInput(n, given ? 8 : text ? 1 : 4);
@@ -124,7 +132,6 @@ export function route(
   const predict = oslHat < 0;
   if (!(predict || oslHat <= MAX_TOKENS) || isNaN(oslHat) || (predict && oslClasses() == 0)) return fail(E_BAD_OSL, oslHat);
   if (!(prevOutputTokens <= MAX_TOKENS) || !(maxTokens <= MAX_TOKENS)) return fail(E_BAD_LENGTH, isNaN(prevOutputTokens) ? prevOutputTokens : maxTokens);
-  if (turn < 0) return fail(E_BAD_TURN, turn);
   if (isNaN(contextTokens) || contextTokens > MAX_TOKENS) return fail(E_BAD_LENGTH, contextTokens);
   if (pinnedDecode >= 0 && (!workerInRange(pinnedDecode) || (roleOf(pinnedDecode) & ROLE_DECODE) == 0)) {
     return fail(E_BAD_PINNED, pinnedDecode);

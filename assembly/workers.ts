@@ -4,13 +4,10 @@
 // i.e. the prompt tokens the worker still has to prefill (overlap credit 1.0 for device-resident blocks)
 // against its load. Lowest cost wins; ties go to the lowest worker id, so choices are deterministic.
 
-import { E_BAD_LOAD, E_BAD_ROLE, E_UNKNOWN_WORKER, fail, OK } from "./errors";
+import { E_BAD_LOAD, E_BAD_ROLE, E_UNKNOWN_WORKER, OK, ROLE_BOTH, ROLE_DECODE, ROLE_NONE, ROLE_PREFILL } from "./generated/abi";
+import { fail } from "./errors";
 import { workerInRange } from "./prefix-index";
 
-export const ROLE_NONE: u8 = 0;
-export const ROLE_PREFILL: u8 = 1;
-export const ROLE_DECODE: u8 = 2;
-export const ROLE_BOTH: u8 = 3;
 
 let maxWorkers: i32 = 0;
 let roles: usize = 0; // u8[maxWorkers]

@@ -29,12 +29,13 @@ function newestMtime(dir) {
 }
 
 // The contract first: every host's constants come from spec/abi.json (build/gen-abi.mjs).
-for (const path of generate()) console.log(`build: ${path} (from spec/abi.json)`);
+for (const path of await generate()) console.log(`build: ${path} (from spec/abi.json)`);
 
 const sourcesMtime = Math.max(
   newestMtime(join(root, "assembly")),
   statSync(fileURLToPath(import.meta.url)).mtimeMs,
   statSync(join(root, "build/gen-abi.mjs")).mtimeMs,
+  newestMtime(join(root, "build/abi")),
 );
 for (const t of targets) {
   const out = join(root, t.out);

@@ -2,35 +2,24 @@
 // the plain-TypeScript reference (src/reference/engine.ts). Numbers only: block hashes travel as pairs of u32
 // (lo, hi) in a Uint32Array, exactly the little-endian layout of u64s in WebAssembly memory.
 
-export const Role = { none: 0, prefill: 1, decode: 2, both: 3 } as const;
+// The constants shared with the core are generated from spec/abi.json (build/gen-abi.mjs): never typed here.
+import { FEATURES, Kind, LIMITS, OSL_FEATURES, Reason, Role } from "./generated/abi.js";
+export {
+  ABI_VERSION, DECISION_SLOTS, EXPORT_NAMES, Flag, Kind, KINDS, OSL_FEATURES, Reason, REQUEST_SLOTS, RequestSlot, Role, Slot,
+  type KindDescriptor, type ParamDescriptor,
+} from "./generated/abi.js";
+
 export type RoleName = keyof typeof Role;
-
-export const Kind = {
-  kmeans: 1, gmm: 2, "dynamo-isl": 3, "dynamo-load": 4, "dynamo-legacy": 5, trtllm: 6, "llm-d": 7,
-  "always-local": 8, "always-remote": 9, ppd: 10,
-} as const;
-
-export const Flag = { text: 1, hashes: 2, record: 4 } as const;
-
-/** Slots of the decision record (Float64Array of DECISION_SLOTS). */
-export const Slot = {
-  path: 0, bit: 1, reason: 2, decode: 3, prefill: 4, cluster: 5, isl: 6, effP: 7, effD: 8, oslHat: 9,
-  matchedD: 10, matchedP: 11, blocks: 12, score: 13, costD: 14, costP: 15, oslClass: 16, reuse: 17,
-} as const;
-export const DECISION_SLOTS = 18;
-
-/** Features of the output-length model, by index (assembly/osl.ts). */
-export const OSL_FEATURES = ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens", "has_max_tokens"] as const;
+export type KindName = keyof typeof Kind;
 export type OslFeatureName = (typeof OSL_FEATURES)[number];
-
-export const Reason = ["cluster", "rule", "first-turn", "no-prefill-worker"] as const;
 export type ReasonName = (typeof Reason)[number];
+export type FeatureName = (typeof FEATURES)[number];
 
 /** Tokens a 64-byte text block stands for (text mode estimates 4 bytes per token). */
-export const TEXT_TOKENS_PER_BLOCK = 16;
-export const TEXT_BLOCK_BYTES = 64;
-export const MAX_K = 256;
-export const STAGING_F64 = 4096;
+export const TEXT_TOKENS_PER_BLOCK = LIMITS.textTokensPerBlock;
+export const TEXT_BLOCK_BYTES = LIMITS.textBlockBytes;
+export const MAX_K = LIMITS.maxK;
+export const STAGING_F64 = LIMITS.stagingF64;
 
 export interface CoreConfig {
   /** Worker slots (ids 0…maxWorkers−1). Default 1024. */

@@ -3,10 +3,14 @@
 // whenever memory has grown (old views detach); u64 values cross as (lo, hi) u32 pairs, never as BigInt.
 
 import { CoreError } from "./errors.js";
-import { DECISION_SLOTS, DEFAULT_CORE_CONFIG, Flag, STAGING_F64, type CoreConfig, type Engine, type RouteInput } from "./core-api.js";
+import {
+  ABI_VERSION, DECISION_SLOTS, EXPORT_NAMES, DEFAULT_CORE_CONFIG, Flag, REQUEST_SLOTS, RequestSlot, STAGING_F64, type CoreConfig, type Engine,
+  type RouteInput,
+} from "./core-api.js";
 
 interface RawExports {
   memory: WebAssembly.Memory;
+  abiVersion(): number;
   init(maxWorkers: number, maxInputBytes: number, indexBlocks: number): number;
   errorDetail(): number;
   inputPtr(): number;
@@ -14,6 +18,7 @@ interface RawExports {
   hashesPtr(): number;
   matchedPtr(): number;
   decisionPtr(): number;
+  requestPtr(): number;
   stagingPtr(): number;
   scoresPtr(): number;
   standardizedPtr(): number;
@@ -32,16 +37,13 @@ interface RawExports {
   indexClear(id: number): number;
   indexCount(id: number): number;
   setTable(kind: number, k: number, dims: number, oslAt: number): number;
-  route(n: number, flags: number, promptTokens: number, oslHat: number, turn: number, pinned: number, ctx: number, prevOutput: number, maxTokens: number): number;
+  /** Routes the request described by the request record at requestPtr() (spec/abi.json "request_record"). */
+  route(): number;
   decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): number;
 }
 
-const REQUIRED: (keyof RawExports)[] = [
-  "memory", "init", "errorDetail", "inputPtr", "inputCapacity", "hashesPtr", "matchedPtr", "decisionPtr",
-  "stagingPtr", "scoresPtr", "standardizedPtr", "workerSpanNow", "setBlockSize", "setRoot", "hashTokens",
-  "hashText", "match", "setWorker", "setLoad", "setLoadScale", "setSignals", "indexStore", "indexRemove",
-  "indexClear", "indexCount", "setTable", "route", "decideFeatures",
-];
+/** What this host calls: the spec's exports it uses (createCore checks the module has every one of the spec's). */
+const REQUIRED: readonly string[] = ["memory", ...EXPORT_NAMES];
 
 class WasmEngine implements Engine {
   readonly name = "wasm" as const;
@@ -56,10 +58,12 @@ class WasmEngine implements Engine {
   private readonly hashesPtr: number;
   private readonly matchedPtr: number;
   private readonly decisionPtr: number;
+  private readonly requestPtr: number;
   private readonly stagingPtr: number;
   private readonly scoresPtr: number;
   private readonly standardizedPtr: number;
   private decisionView!: Float64Array;
+  private requestView!: Float64Array;
 
   constructor(x: RawExports, config: CoreConfig) {
     this.x = x;
@@ -70,6 +74,7 @@ class WasmEngine implements Engine {
     this.hashesPtr = x.hashesPtr();
     this.matchedPtr = x.matchedPtr();
     this.decisionPtr = x.decisionPtr();
+    this.requestPtr = x.requestPtr();
     this.stagingPtr = x.stagingPtr();
     this.scoresPtr = x.scoresPtr();
     this.standardizedPtr = x.standardizedPtr();
@@ -85,6 +90,7 @@ class WasmEngine implements Engine {
     this.u32 = new Uint32Array(buf);
     this.f64 = new Float64Array(buf);
     this.decisionView = new Float64Array(buf, this.decisionPtr, DECISION_SLOTS);
+    this.requestView = new Float64Array(buf, this.requestPtr, REQUEST_SLOTS);
   }
 
   private check(rc: number, what: string): void {
@@ -189,7 +195,17 @@ class WasmEngine implements Engine {
       this.views();
       this.u32.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr >>> 2);
     }
-    const rc = x.route(r.length, r.flags, r.promptTokens, r.oslHat, r.turn, r.pinnedDecode, r.contextTokens, r.prevOutputTokens, r.maxTokens);
+    const q = this.requestView;
+    q[RequestSlot.length] = r.length;
+    q[RequestSlot.flags] = r.flags;
+    q[RequestSlot.promptTokens] = r.promptTokens;
+    q[RequestSlot.oslHat] = r.oslHat;
+    q[RequestSlot.turn] = r.turn;
+    q[RequestSlot.pinnedDecode] = r.pinnedDecode;
+    q[RequestSlot.contextTokens] = r.contextTokens;
+    q[RequestSlot.prevOutputTokens] = r.prevOutputTokens;
+    q[RequestSlot.maxTokens] = r.maxTokens;
+    const rc = x.route();
     if (rc !== 0) this.check(rc, "route");
     return this.decisionView;
   }
@@ -235,11 +251,20 @@ export function instantiateCore(module: WebAssembly.Module): WebAssembly.Instanc
   return instance;
 }
 
+/** Throws unless a core module implements the contract this host was generated from (spec/abi.json). */
+export function checkAbiVersion(moduleVersion: number): void {
+  if (moduleVersion !== ABI_VERSION) {
+    throw new TypeError(`createCore: the core module implements ABI version ${moduleVersion}, but this host expects ABI ` +
+      `version ${ABI_VERSION} (rebuild the core and the host from the same spec/abi.json: npm run build)`);
+  }
+}
+
 /** Wraps a core instance. Throws if the instance is not a dolphin-routing core. */
 export function createCore(instance: WebAssembly.Instance, config: Partial<CoreConfig> = {}): Engine {
   const x = instance.exports as unknown as RawExports;
   for (const name of REQUIRED) {
     if (!(name in x)) throw new TypeError(`createCore: the module does not export "${name}" (not a dolphin-routing core?)`);
   }
+  checkAbiVersion(x.abiVersion());
   return new WasmEngine(x, { ...DEFAULT_CORE_CONFIG, ...config });
 }

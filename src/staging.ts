@@ -2,7 +2,7 @@
 // layout that assembly/policy.ts setTable reads. Derived GMM constants (log-normalisers, inverse variances) are
 // computed here, once, so the WebAssembly core and the TypeScript reference use bit-identical numbers.
 
-import { Kind } from "./core-api.js";
+import { Kind, KINDS } from "./core-api.js";
 import { FEATURE_NAMES, OSL_MODEL_FEATURES, type Table } from "./table.js";
 
 export interface StagedTable {
@@ -14,13 +14,14 @@ export interface StagedTable {
   oslAt: number;
 }
 
-const RULE_PARAMS: Record<string, [string, string]> = {
-  "dynamo-isl": ["max_local_prefill_tokens", "max_local_prefill_ratio"],
-  "dynamo-load": ["prefill_busy_threshold", "max_num_batched_tokens"],
-  "dynamo-legacy": ["max_local_prefill_length", "max_prefill_queue_size"],
-  trtllm: ["max_local_prefill_length", ""],
-  "llm-d": ["non_cached_tokens", "prompt_tokens"],
-};
+/** The two staged parameters of each two-parameter rule kind: its scalars by their `stage` slot (spec/abi.json). */
+const RULE_PARAMS = new Map(
+  KINDS.filter((k) => !k.learned && k.params.some((p) => p.type === "scalar" && p.stage !== undefined)).map((k) => {
+    const slots: [string, string] = ["", ""];
+    for (const p of k.params) if (p.type === "scalar" && p.stage !== undefined) slots[p.stage] = p.name;
+    return [k.name, slots];
+  }),
+);
 
 function num(v: unknown): number {
   return typeof v === "number" ? v : NaN;
@@ -68,7 +69,7 @@ function stagePolicy(t: Table): Omit<StagedTable, "oslAt"> {
     return { kind, k, dims: d, staged: Float64Array.from(out) };
   }
   const params = t.params ?? {};
-  const names = RULE_PARAMS[t.kind];
+  const names = RULE_PARAMS.get(t.kind);
   if (names) {
     return { kind, k: 0, dims: 0, staged: Float64Array.from([names[0] ? num(params[names[0]]) : 0, names[1] ? num(params[names[1]]) : 0]) };
   }

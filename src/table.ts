@@ -14,21 +14,19 @@
 // Python writes an integer, so we follow Python. No Node-only imports: the browser explorer loads tables too.
 
 import { Unpackr } from "msgpackr";
+import { FEATURES, KINDS, OSL_FEATURES, type Kind, type ParamDescriptor } from "./generated/abi.js";
 import { xxh64Hex } from "./reference/xxh64.js";
+import { describeValue, MSGPACK_WORDS } from "./values.js";
 
 export const TABLE_FORMAT = "dolphin-routing.table";
 export const TABLE_VERSION = 1;
 
-export type FeatureName = "isl" | "eff_P" | "eff_D" | "osl_hat";
-export const FEATURE_NAMES: readonly FeatureName[] = ["isl", "eff_P", "eff_D", "osl_hat"];
+export type FeatureName = (typeof FEATURES)[number];
+export const FEATURE_NAMES: readonly FeatureName[] = FEATURES;
 
-export type PolicyKind =
-  | "kmeans" | "gmm"
-  | "dynamo-isl" | "dynamo-load" | "dynamo-legacy" | "trtllm" | "llm-d"
-  | "always-local" | "always-remote" | "ppd";
-export const POLICY_KINDS: readonly PolicyKind[] = [
-  "kmeans", "gmm", "dynamo-isl", "dynamo-load", "dynamo-legacy", "trtllm", "llm-d", "always-local", "always-remote", "ppd",
-];
+/** Every policy kind (spec/abi.json "kinds": one descriptor per kind, read here, by the core and by the docs). */
+export type PolicyKind = keyof typeof Kind;
+export const POLICY_KINDS: readonly PolicyKind[] = KINDS.map((k) => k.name as PolicyKind);
 
 /** Output-length classes: a request's predicted class `names[i]` stands for `representative[i]` tokens (osl_hat). */
 export interface OslClasses { names: string[]; thresholds: number[]; representative: number[] }
@@ -38,8 +36,8 @@ export interface OslClasses { names: string[]; thresholds: number[]; representat
  * class is argmax_c bias[c] + Σ_f weights[c][f] · (x_f − mean[f]) / std[f]; its osl_classes representative is osl_hat.
  */
 export interface OslModel { kind: "logistic"; features: OslModelFeature[]; mean: number[]; std: number[]; weights: number[][]; bias: number[] }
-export type OslModelFeature = "log_isl" | "prefix_reuse" | "log_turn" | "log_prev_output" | "log_max_tokens" | "has_max_tokens";
-export const OSL_MODEL_FEATURES: readonly OslModelFeature[] = ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens", "has_max_tokens"];
+export type OslModelFeature = (typeof OSL_FEATURES)[number];
+export const OSL_MODEL_FEATURES: readonly OslModelFeature[] = OSL_FEATURES;
 
 /** Who made a table, when, from what. Extra keys with string or number values are allowed here only. */
 export interface Provenance { tool: string; created: string; workload: string; seed: number; notes?: string; [k: string]: unknown }
@@ -94,33 +92,11 @@ const TOP_LEVEL = "(top level)";
 const BYTES = "(bytes)";
 
 type RuleKind = Exclude<PolicyKind, "kmeans" | "gmm">;
-type ParamSpec =
-  | { type: "scalar"; default?: number; positive?: boolean }
-  | { type: "list"; default: readonly number[]; minLength: number; maxLength: number; positive: boolean }
-  | { type: "ppd-bits" };
 
-const scalar = (dflt?: number): ParamSpec => (dflt === undefined ? { type: "scalar", positive: true } : { type: "scalar", default: dflt });
-const list = (dflt: readonly number[], minLength: number, maxLength: number, positive: boolean): ParamSpec =>
-  ({ type: "list", default: dflt, minLength, maxLength, positive });
-
-/** Parameters of each rule kind, with defaults from shared/docs/reference-systems.md. No default = required. */
-const RULE_PARAMS: Record<RuleKind, Record<string, ParamSpec>> = {
-  "dynamo-isl": { max_local_prefill_tokens: scalar(2048), max_local_prefill_ratio: scalar(0.7) },
-  "dynamo-load": { prefill_busy_threshold: scalar(), max_num_batched_tokens: scalar() },
-  "dynamo-legacy": { max_local_prefill_length: scalar(1000), max_prefill_queue_size: scalar(2) },
-  trtllm: { max_local_prefill_length: scalar(0) },
-  "llm-d": { non_cached_tokens: scalar(0), prompt_tokens: scalar(0) },
-  "always-local": {},
-  "always-remote": {},
-  ppd: {
-    context_edges: list([512, 4096], PPD_CONTEXT_CLASSES - 1, PPD_CONTEXT_CLASSES - 1, false),
-    ratio_edges: list([0.125, 0.25, 0.5, 1, 2, 4, 8, 16], PPD_RATIO_CLASSES - 1, PPD_RATIO_CLASSES - 1, true),
-    qps_levels: list([0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20], 1, MAX_QPS_LEVELS, true),
-    w_ttft: scalar(1),
-    w_tpot: scalar(1),
-    bits: { type: "ppd-bits" }, // last: its shape depends on qps_levels
-  },
-};
+/** Parameters of each rule kind, with defaults (from reference-systems.md, via spec/abi.json). No default = required. */
+const RULE_PARAMS = Object.fromEntries(
+  KINDS.filter((k) => !k.learned).map((k) => [k.name, Object.fromEntries(k.params.map((p) => [p.name, p]))]),
+) as Record<RuleKind, Record<string, ParamDescriptor>>;
 
 const isRuleKind = (kind: PolicyKind): kind is RuleKind => kind !== "kmeans" && kind !== "gmm";
 
@@ -134,18 +110,7 @@ const TOP_LEVEL_KEYS = new Set([
 
 type PlainMap = Record<string, unknown>;
 
-function describe(v: unknown): string {
-  if (v === null) return "null";
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
-  if (typeof v === "bigint") return `the integer ${v}`;
-  if (typeof v === "string") return `the string ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
-  if (Array.isArray(v)) return `an array of ${v.length}`;
-  if (v instanceof Uint8Array) return `binary data (${v.length} bytes)`;
-  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
-  if (v instanceof Map) return "a Map object";
-  if (typeof v === "object") return "a map";
-  return `a ${typeof v}`;
-}
+const describe = (v: unknown): string => describeValue(v, MSGPACK_WORDS);
 
 function expected(path: string, what: string, v: unknown): TableError {
   return new TableError(path, v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describe(v)}`);
@@ -350,8 +315,8 @@ function validateParams(v: unknown, kind: RuleKind): Record<string, number | num
     } else if (spec.type === "list") {
       if (given === undefined) { out[key] = [...spec.default]; continue; }
       const values = numberArray(given, path, undefined, { min: 0, minExclusive: spec.positive });
-      if (values.length < spec.minLength || values.length > spec.maxLength) {
-        const range = spec.minLength === spec.maxLength ? `${spec.minLength}` : `${spec.minLength} to ${spec.maxLength}`;
+      if (values.length < spec.min_length || values.length > spec.max_length) {
+        const range = spec.min_length === spec.max_length ? `${spec.min_length}` : `${spec.min_length} to ${spec.max_length}`;
         throw new TableError(path, `expected ${range} values, got ${values.length}`);
       }
       strictlyAscending(values, path);
@@ -702,30 +667,18 @@ export function ruleTable(kind: PolicyKind, params: Record<string, unknown> = {}
 // ------------------------------------------------------------------------------------------------------------------
 // Description.
 
+const KIND_SUMMARY = new Map(KINDS.map((k) => [k.name, k.summary]));
+
 function ruleSummary(kind: RuleKind, p: Record<string, unknown>): string {
-  switch (kind) {
-    case "dynamo-isl":
-      return `local iff eff_D < ${p.max_local_prefill_tokens} and eff_D / max(isl, 1) < ${p.max_local_prefill_ratio}`;
-    case "dynamo-load":
-      return `local iff the chosen prefill worker's active tokens > ${p.prefill_busy_threshold} × ${p.max_num_batched_tokens}`;
-    case "dynamo-legacy":
-      return `remote iff isl × (1 − prefix hit rate on D) > ${p.max_local_prefill_length} and prefill queue < ${p.max_prefill_queue_size}`;
-    case "trtllm":
-      return `remote iff no prefix match or isl − match > ${p.max_local_prefill_length}`;
-    case "llm-d":
-      return `remote iff non_cached_tokens (${p.non_cached_tokens}) > 0 and isl ≥ ${p.prompt_tokens} and isl − cached_D ≥ ${p.non_cached_tokens}`;
-    case "always-local":
-      return "every request prefills locally";
-    case "always-remote":
-      return "every request prefills remotely";
-    case "ppd": {
-      const cells = ((p.bits ?? []) as number[][][]).flat(2);
-      const remote = cells.filter((b) => b === 1).length;
-      return `turn 1 remote; later turns by a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${(p.qps_levels as number[]).length} ` +
-        `(context, input/output ratio, QPS) table, ${cells.length - remote} cells local / ${remote} remote, ` +
-        `w_ttft ${p.w_ttft}, w_tpot ${p.w_tpot}`;
-    }
+  if (kind === "ppd") {
+    const cells = ((p.bits ?? []) as number[][][]).flat(2);
+    const remote = cells.filter((b) => b === 1).length;
+    return `turn 1 remote; later turns by a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${(p.qps_levels as number[]).length} ` +
+      `(context, input/output ratio, QPS) table, ${cells.length - remote} cells local / ${remote} remote, ` +
+      `w_ttft ${p.w_ttft}, w_tpot ${p.w_tpot}`;
   }
+  // the spec's summary template, each {param} replaced by the table's value
+  return (KIND_SUMMARY.get(kind) ?? kind).replace(/\{(\w+)\}/g, (_, name: string) => String(p[name]));
 }
 
 /** One paragraph for humans: kind, clusters, features, split, SLO, provenance. */

@@ -2,7 +2,7 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { caseTokens } from "./vectors/expand.js";
+import { caseTokens } from "./vectors-expand.js";
 
 const BIN = new URL("../bin/dolphin.js", import.meta.url).pathname;
 
@@ -14,7 +14,7 @@ function dolphin(args: string[], input = ""): { code: number; out: string; err: 
 interface HashCase { name: string; mode: string; block_size?: number; model: string; salt: string; text?: string; hashes?: string[] }
 
 describe("dolphin hash", () => {
-  const vectors = JSON.parse(readFileSync(new URL("./vectors/hashes.json", import.meta.url), "utf8")) as { cases: HashCase[] };
+  const vectors = JSON.parse(readFileSync(new URL("../spec/vectors/hashes.json", import.meta.url), "utf8")) as { cases: HashCase[] };
   const small = vectors.cases.filter((c) => c.hashes && c.hashes.length > 0 && c.hashes.length < 300);
   it.each(small.filter((c) => c.mode === "tokens").slice(0, 4).map((c) => [c.name, c] as const))("prints the known hashes for %s", (_, c) => {
     const tokens = caseTokens(c as never);
@@ -49,7 +49,7 @@ describe("dolphin route", () => {
       JSON.stringify({ tokens: Array.from({ length: 3000 }, (_, i) => i), osl_hat: 200 }),
       JSON.stringify({ text: "hello", osl_hat: -4 }),
     ].join("\n");
-    const r = dolphin(["route", "--table", "test/vectors/tables/dynamo-isl.msgpack", "--workers", "p=prefill,d1=decode,d2=decode", "--record"], input);
+    const r = dolphin(["route", "--table", "spec/vectors/tables/dynamo-isl.msgpack", "--workers", "p=prefill,d1=decode,d2=decode", "--record"], input);
     expect(r.code).toBe(2);
     const lines = r.out.trim().split("\n").map((l) => JSON.parse(l));
     expect(lines).toHaveLength(4);
@@ -63,7 +63,7 @@ describe("dolphin route", () => {
   });
 
   it("rejects a corrupted table naming the field", () => {
-    const r = dolphin(["route", "--table", "test/vectors/tables/invalid-checksum-mismatch.msgpack"], "");
+    const r = dolphin(["route", "--table", "spec/vectors/tables/invalid-checksum-mismatch.msgpack"], "");
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/table: checksum/);
   });
@@ -96,7 +96,7 @@ describe("dolphin", () => {
   }, 120_000);
 
   it("table describes a table file", () => {
-    const r = dolphin(["table", "test/vectors/tables/kmeans.msgpack"]);
+    const r = dolphin(["table", "spec/vectors/tables/kmeans.msgpack"]);
     expect(r.out).toMatch(/kmeans table: K = 8/);
   });
 });

@@ -2,6 +2,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createCore, instantiateCore } from "../src/core.js";
+import { REQUEST_SLOTS } from "../src/core-api.js";
 import { CoreError } from "../src/errors.js";
 import { Router } from "../src/router.js";
 import { encodeTable, ruleTable } from "../src/table.js";
@@ -14,7 +15,7 @@ const WORKERS = [
 ];
 
 describe("the raw core never traps", () => {
-  it("survives every export called with arbitrary arguments and arbitrary staged tables (release build)", () => {
+  it("survives every export called with arbitrary arguments, staged tables and request records (release build)", () => {
     const instance = instantiateCore(coreModule("release"));
     const x = instance.exports as Record<string, unknown>;
     const memory = x["memory"] as WebAssembly.Memory;
@@ -28,12 +29,15 @@ describe("the raw core never traps", () => {
       fc.constantFrom(NaN, Infinity, -Infinity, -0, 1e308),
     );
     const staging = (x["stagingPtr"] as () => number)() >>> 3;
+    const request = (x["requestPtr"] as () => number)() >>> 3;
     fc.assert(
       fc.property(
         fc.array(fc.record({ fn: fc.constantFrom(...names), args: fc.array(num, { maxLength: 8 }) }), { maxLength: 40 }),
         fc.array(fc.oneof(fc.double(), fc.integer({ min: -2, max: 300 })), { maxLength: 64 }),
-        (calls, staged) => {
+        fc.array(num, { minLength: REQUEST_SLOTS, maxLength: REQUEST_SLOTS }),
+        (calls, staged, record) => {
           new Float64Array(memory.buffer).set(staged, staging);
+          new Float64Array(memory.buffer).set(record, request);
           for (const c of calls) {
             const fn = x[c.fn] as (...a: unknown[]) => unknown;
             // i64 parameters take BigInt; only the getter rootHash has one (a return), so numbers suffice
@@ -82,7 +86,8 @@ describe("bad input gets a clear error and loses nothing", () => {
     ["two prompts", (r) => r.route({ tokens: [1], text: "a", oslHat: 1 }), /exactly one of/],
     ["missing osl_hat for a table that uses it", (r) => r.route({ tokens: [1] }), /give oslHat or oslClass/],
     ["unknown osl class", (r) => r.route({ tokens: [1], oslClass: "huge" }), /oslClass given but the table has no osl_classes/],
-    ["negative turn", (r) => r.route({ tokens: [1], oslHat: 1, turn: -1 }), /turn must be ≥ 0/],
+    ["negative turn", (r) => r.route({ tokens: [1], oslHat: 1, turn: -1 }), /turn must be an integer ≥ 0, got -1/],
+    ["fractional turn", (r) => r.route({ tokens: [1], oslHat: 1, turn: 1.5 }), /turn must be an integer ≥ 0, got 1.5/],
     ["unknown pinned worker", (r) => r.route({ tokens: [1], oslHat: 1, decodeWorker: "zz" }), /unknown worker "zz"/],
     ["pinned worker that is not a decode worker", (r) => r.route({ tokens: [1], oslHat: 1, decodeWorker: "p0" }), /not a registered decode worker/],
     ["store for an unknown worker", (r) => r.index.store("nope", ["0000000000000001"]), /unknown worker "nope"/],

@@ -17,7 +17,7 @@ import { stageTable } from "../src/staging.js";
 import { TableError, decodeTable, encodeTable, tableChecksum, type Table } from "../src/table.js";
 import { coreModule } from "./helpers.js";
 
-const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "vectors", "tables");
+const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "spec", "vectors", "tables");
 const fixture = (name: string): Uint8Array => new Uint8Array(readFileSync(join(FIXTURES, name)));
 interface Manifest {
   valid: { file: string; kind: string; checksum: string }[];

@@ -1,5 +1,5 @@
 // Routing-table format (src/table.ts): known-answer fixtures written by an independent encoder
-// (test/vectors/tables/gen-tables.mjs: msgpackr + xxhash-wasm), canonical encoding, validation with field paths,
+// (spec/vectors/tables/gen-tables.mjs: msgpackr + xxhash-wasm), canonical encoding, validation with field paths,
 // rule defaults, and decoding that throws nothing but TableError for any bytes.
 
 import { readFileSync } from "node:fs";
@@ -14,7 +14,7 @@ import {
   type Table,
 } from "../src/table.js";
 
-const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "vectors", "tables");
+const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "spec", "vectors", "tables");
 const fixture = (name: string): Uint8Array => new Uint8Array(readFileSync(join(FIXTURES, name)));
 interface Manifest {
   valid: { file: string; kind: string; clusters: number | null; dims: number | null; checksum: string }[];

@@ -1,5 +1,5 @@
-// Replays the cross-language decision vectors (test/vectors/decisions.json, computed independently of src/ by
-// test/vectors/gen-decisions.mjs) against the WebAssembly core (debug and release builds) and the TypeScript
+// Replays the cross-language decision vectors (spec/vectors/decisions.json, computed independently of src/ by
+// spec/vectors/gen-decisions.mjs) against the WebAssembly core (debug and release builds) and the TypeScript
 // reference, through the Router API. Exact for bits, clusters, reasons, workers, matched blocks, features and costs;
 // the standardized features and per-cluster scores of learned tables within the file's documented tolerance.
 
@@ -9,7 +9,7 @@ import { Reason, Slot } from "../src/core-api.js";
 import type { Router } from "../src/router.js";
 import { decodeTable, type Table } from "../src/table.js";
 import { routerOn } from "./helpers.js";
-import { expandText, expandTokens, type LcgTokensFormula, type RepeatTextFormula } from "./vectors/expand.js";
+import { expandText, expandTokens, type LcgTokensFormula, type RepeatTextFormula } from "./vectors-expand.js";
 
 interface Signals {
   prefill_queue: number;
@@ -80,8 +80,8 @@ interface DecisionVectors {
   route: RouteCase[];
 }
 
-const vectors = JSON.parse(readFileSync(new URL("./vectors/decisions.json", import.meta.url), "utf8")) as DecisionVectors;
-const manifest = JSON.parse(readFileSync(new URL("./vectors/tables/manifest.json", import.meta.url), "utf8")) as {
+const vectors = JSON.parse(readFileSync(new URL("../spec/vectors/decisions.json", import.meta.url), "utf8")) as DecisionVectors;
+const manifest = JSON.parse(readFileSync(new URL("../spec/vectors/tables/manifest.json", import.meta.url), "utf8")) as {
   valid: { file: string; kind: string }[];
 };
 
@@ -89,7 +89,7 @@ const tables = new Map<string, Table>();
 function fixture(file: string): Table {
   let t = tables.get(file);
   if (!t) {
-    t = decodeTable(readFileSync(new URL(`./vectors/tables/${file}`, import.meta.url)));
+    t = decodeTable(readFileSync(new URL(`../spec/vectors/tables/${file}`, import.meta.url)));
     tables.set(file, t);
   }
   return t;

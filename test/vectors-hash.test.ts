@@ -1,5 +1,5 @@
-// Replays the cross-language chained-hashing vectors (test/vectors/hashes.json, generated from xxhash-wasm by
-// test/vectors/gen-hashes.mjs) against the plain-TypeScript reference in src/reference/.
+// Replays the cross-language chained-hashing vectors (spec/vectors/hashes.json, generated from xxhash-wasm by
+// spec/vectors/gen-hashes.mjs) against the plain-TypeScript reference in src/reference/.
 
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
@@ -12,10 +12,10 @@ import {
   expandTokens,
   type HashCase,
   type HashVectors,
-} from "./vectors/expand.js";
+} from "./vectors-expand.js";
 
 const vectors = JSON.parse(
-  readFileSync(new URL("./vectors/hashes.json", import.meta.url), "utf8"),
+  readFileSync(new URL("../spec/vectors/hashes.json", import.meta.url), "utf8"),
 ) as HashVectors;
 
 function expectedHashes(c: HashCase): { hashes?: string[]; hashes_head?: string[]; hash_last?: string } {

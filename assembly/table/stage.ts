@@ -3,10 +3,11 @@
 // f64 operations in the same order, so the GMM constants are bit-identical): numbers as validation keeps them
 // (−0 → 0; bits as written), rule defaults from the generated contract, then the output-length model's section.
 
+import { E_TABLE_TOO_LARGE, KIND_GMM, KIND_PPD, LIMIT_STAGING_F64, OK } from "../generated/abi";
 import {
-  E_TABLE_TOO_LARGE, KIND_GMM, KIND_LEARNED, KIND_PARAMS_START, KIND_PPD, LIMIT_STAGING_F64, LIST_DEFAULTS, OK,
-  PARAM_DEFAULT, PARAM_LIST_LENGTH, PARAM_LIST_START, PARAM_NAMES, PARAM_STAGE, PARAM_TYPE_SCALAR, PARAM_TYPES,
-} from "../generated/abi";
+  KIND_LEARNED, KIND_PARAMS_START, LIST_DEFAULTS, PARAM_DEFAULT, PARAM_LIST_LENGTH, PARAM_LIST_START, PARAM_NAMES,
+  PARAM_STAGE, PARAM_TYPES, PARAM_TYPE_SCALAR,
+} from "../generated/names";
 import { fail } from "../errors";
 import { staging } from "../policy";
 import { fdlibmLog } from "./fdlibm-log";

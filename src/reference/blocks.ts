@@ -1,7 +1,7 @@
 // Plain-TypeScript chained block hashing (llm-d's approximate prefix-cache scheme): the oracle for the WebAssembly
 // prefix hasher and its benchmark baseline.
 //
-// Scheme (bit-exact; test/vectors/hashes.json pins it for every binding):
+// Scheme (bit-exact; spec/vectors/hashes.json pins it for every binding):
 //   root   h_0 = xxh64(UTF-8(model + "\0" + salt), seed 0); when model and salt are both empty, h_0 = xxh64("", 0)
 //          = 0xef46db3751d8e999. A missing model or salt is the empty string ("m" alone hashes the bytes "m\0").
 //   tokens full blocks of `blockSize` u32 ids: c_i = xxh64(LE bytes of the ids), h_i = xxh64(LE64(c_i) ‖ LE64(h_{i-1})).

