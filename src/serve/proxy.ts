@@ -11,7 +11,7 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import https from "node:https";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { loadCoreModule } from "../../bindings/node/index.js";
+import { loadCoreModule } from "../core-file.js";
 import { TEXT_TOKENS_PER_BLOCK } from "../core-api.js";
 import { CoreError, ErrorCode } from "../errors.js";
 import { decodeEventBatch, KvEventError, type EventBatch } from "../kv-events.js";
