@@ -9,7 +9,8 @@ import {
 } from "./perf.js";
 import { parseSplit, simulate, type SimConfig, type SimResult, type SplitSpec } from "./simulator.js";
 import type { Workload } from "./types.js";
-import { loadWorkload, parseLoad, withLoad, type Load, type WorkloadFormat } from "./workload.js";
+import { parseLoad, withLoad, type Load, type WorkloadFormat } from "./workload.js";
+import { loadWorkload } from "./workload-files.js";
 
 export interface RunOptions {
   workload: string;
