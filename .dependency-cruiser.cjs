@@ -13,7 +13,9 @@
 const NODE_EDGES = [
   // the servers: HTTP and sockets, the config file, the emulated workers' clock (proxy, worker, emulate, tune, ...)
   "^src/serve/",
-  // finds and compiles build/core*.wasm beside the installed package, for the servers and the CLI
+  // finds the installed package's root and the files it ships (build/*.wasm, data/)
+  "^src/package-root\\.ts$",
+  // reads and compiles build/core*.wasm, for bindings/node, the servers and the CLI
   "^src/core-file\\.ts$",
   // reads workload files from disk; their parse* twins in workload.ts are the browser-safe part
   "^src/sim/workload-files\\.ts$",
