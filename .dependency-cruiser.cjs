@@ -73,6 +73,16 @@ module.exports = {
       to: { path: "^bindings/" },
     },
     {
+      name: "reference-is-the-oracle",
+      comment:
+        "src/reference/ is the plain-TypeScript engine the core is tested against, not a library: the host hashes " +
+        "with src/hashes.ts and src/xxh64.ts. Only the Router (which can run on the reference engine) and the " +
+        "public API (src/index.ts) import it; the tests and benchmarks may.",
+      severity: "error",
+      from: { path: "^src/", pathNot: ["^src/reference/", "^src/router\\.ts$", "^src/index\\.ts$"] },
+      to: { path: "^src/reference/" },
+    },
+    {
       name: "sim-not-learn-or-serve",
       comment: "The simulator never imports the learner or the servers (the learner talks to it through Environment).",
       severity: "error",

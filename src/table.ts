@@ -14,7 +14,7 @@
 // Python writes an integer, so we follow Python. No Node-only imports: the browser explorer loads tables too.
 
 import { Unpackr } from "msgpackr";
-import { xxh64Hex } from "./reference/xxh64.js";
+import { xxh64Hex } from "./xxh64.js";
 
 export const TABLE_FORMAT = "dolphin-routing.table";
 export const TABLE_VERSION = 1;

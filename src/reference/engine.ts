@@ -8,9 +8,9 @@ import {
   type CoreConfig, type Engine, type RouteInput,
 } from "../core-api.js";
 import { ErrorCode as E } from "../errors.js";
-import { hashText as refHashText, hashTokens as refHashTokens } from "./blocks.js";
+import { hashText as refHashText, hashTokens as refHashTokens } from "../hashes.js";
 import { log1p } from "./log1p.js";
-import { out as xxOut, xxh64 } from "./xxh64.js";
+import { out as xxOut, xxh64 } from "../xxh64.js";
 
 const MAX_TOKENS = 2 ** 30;
 const REASON_CLUSTER = 0, REASON_RULE = 1, REASON_FIRST_TURN = 2, REASON_NO_PREFILL = 3;

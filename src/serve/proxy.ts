@@ -15,7 +15,7 @@ import { loadCoreModule } from "../core-file.js";
 import { TEXT_TOKENS_PER_BLOCK } from "../core-api.js";
 import { CoreError, ErrorCode } from "../errors.js";
 import { decodeEventBatch, KvEventError, type EventBatch } from "../kv-events.js";
-import { rootHash, type Hash64 } from "../reference/blocks.js";
+import { rootHash, type Hash64 } from "../hashes.js";
 import { Router, type Decision, type RouteRequest } from "../router.js";
 import { describeTable, encodeTable, type Table } from "../table.js";
 import { loadConfigTable, parseConfig, parseWorker, type ServeConfig, type ServeConfigInput, type WorkerConfig } from "./config.js";

@@ -9,7 +9,7 @@
 // Browser-safe: the parse* functions take text and never touch the file system; workload-files.ts (Node) reads files
 // and hands their text to them.
 
-import { out, xxh64Pair } from "../reference/xxh64.js";
+import { out, xxh64Pair } from "../xxh64.js";
 import { Rng } from "./rng.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
 
