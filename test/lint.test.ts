@@ -1,30 +1,36 @@
 // The layer rules (.dependency-cruiser.cjs, run by `npm run lint`): the tree passes, and a copy of the tree with one
 // forbidden import per rule fails on exactly those imports, so a rule that stopped matching would show here.
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const CONFIG = join(ROOT, ".dependency-cruiser.cjs");
 const DEPCRUISE = join(ROOT, "node_modules/dependency-cruiser/bin/dependency-cruise.mjs");
 
-/** The folders `npm run lint` checks, read from its script so the test and the script cannot drift apart. */
-function lintedFolders(): string[] {
+/** The arguments `npm run lint` gives depcruise, read from its script so the test and the script cannot drift. */
+function lintArgs(): string[] {
   const script = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts["lint"];
   const words = (script ?? "").trim().split(/\s+/);
   expect(words[0], `package.json scripts.lint: ${script}`).toBe("depcruise");
-  return words.slice(1).filter((w) => !w.startsWith("-"));
+  return words.slice(1);
 }
 
+/** What the lint reads: the folders it is given, the rules and the tsconfig they resolve imports with. */
+const lintInputs = (): string[] => [
+  ...lintArgs().filter((a) => existsSync(join(ROOT, a)) && statSync(join(ROOT, a)).isDirectory()),
+  ".dependency-cruiser.cjs",
+  "tsconfig.json",
+];
+
 /**
- * Runs the lint in `cwd` with the same command line as `npm run lint` (its default "err" report): the exit code
- * and the violations it printed, as "rule: from → to".
+ * Runs the lint in `cwd` with the same command line as `npm run lint`: the exit code and the violations it
+ * printed, as "rule: from → to".
  */
 function lint(cwd: string): { status: number | null; violations: string[]; output: string } {
-  const r = spawnSync(process.execPath, [DEPCRUISE, "--config", CONFIG, ...lintedFolders()], {
+  const r = spawnSync(process.execPath, [DEPCRUISE, ...lintArgs()], {
     cwd, encoding: "utf8", env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" },
   });
   const output = r.stdout + r.stderr;
@@ -82,7 +88,7 @@ describe("npm run lint (layer rules)", () => {
   });
 
   it("fails on a copy of the tree with one forbidden import per rule, naming each and nothing else", () => {
-    for (const dir of [...lintedFolders(), "tsconfig.json"]) cpSync(join(ROOT, dir), join(tmp, dir), { recursive: true });
+    for (const input of lintInputs()) cpSync(join(ROOT, input), join(tmp, input), { recursive: true });
     for (const [file, content] of Object.entries(OFFENDERS)) {
       mkdirSync(dirname(join(tmp, file)), { recursive: true });
       writeFileSync(join(tmp, file), content);
