@@ -16,7 +16,7 @@ import { startEmulated } from "./serve/emulate.js";
 import { loadConfig } from "./serve/config.js";
 import { startProxy } from "./serve/proxy.js";
 import { tuneLive } from "./serve/tune.js";
-import { loadWorkload } from "./sim/workload.js";
+import { loadWorkload } from "./sim/workload-files.js";
 import { parseSlo } from "./sim/metrics.js";
 import { ablationMarkdown, runStudy, STUDIES, type AblationRow, type Study } from "./learn/ablate.js";
 import { parseReportInput } from "./report.js";
