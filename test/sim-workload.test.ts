@@ -10,7 +10,7 @@ import {
   GENERATORS, WorkloadError, generate, loadWorkload, parseLoad, readAzure, readLengths, readMooncake, withLoad,
 } from "../src/sim/workload.js";
 
-const data = (p: string) => fileURLToPath(new URL(`../../shared/data/${p}`, import.meta.url));
+const data = (p: string) => fileURLToPath(new URL(`../data/${p}`, import.meta.url));
 const MOONCAKE = data("traces/mooncake_conversation_dev.jsonl");
 const AZURE = data("traces/azure2023_conv.csv");
 const LENGTHS = {
