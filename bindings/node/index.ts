@@ -1,28 +1,15 @@
 // Node entry: finds build/core.wasm beside the installed package, compiles it once, and registers it as the
 // default module for Router.load. Everything else is the shared API.
 import { readFileSync, existsSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { setDefaultModuleProvider } from "../../src/router.js";
-
-/** The package root: the nearest ancestor holding build/ and a package.json named dolphin-routing. */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, "package.json");
-    if (existsSync(pkg) && JSON.parse(readFileSync(pkg, "utf8")).name === "dolphin-routing") return dir;
-    const up = dirname(dir);
-    if (up === dir) throw new Error("dolphin-routing: cannot find the package root from " + fileURLToPath(import.meta.url));
-    dir = up;
-  }
-}
+import { packageFile } from "./package-root.js";
 
 export type CoreFlavour = "release" | "debug" | "incremental";
 const FILES: Record<CoreFlavour, string> = { release: "core.wasm", debug: "core.debug.wasm", incremental: "core.incremental.wasm" };
 const cache = new Map<CoreFlavour, WebAssembly.Module>();
 
 export function corePath(flavour: CoreFlavour = "release"): string {
-  return join(packageRoot(), "build", FILES[flavour]);
+  return packageFile("build", FILES[flavour]);
 }
 
 /** The compiled core (cached). Run `npm run build` first if build/ is empty. */
