@@ -9,7 +9,7 @@ import type { SimRequest, Workload } from "../src/sim/types.js";
 import { GENERATORS, WorkloadError, generate, parseLoad, parseWorkload, withLoad, workloadName } from "../src/sim/workload.js";
 import { loadWorkload, readAzure, readLengths, readMooncake } from "../src/sim/workload-files.js";
 
-const data = (p: string) => fileURLToPath(new URL(`../../shared/data/${p}`, import.meta.url));
+const data = (p: string) => fileURLToPath(new URL(`../data/${p}`, import.meta.url));
 const MOONCAKE = data("traces/mooncake_conversation_dev.jsonl");
 const AZURE = data("traces/azure2023_conv.csv");
 const LENGTHS = {

@@ -130,7 +130,7 @@ export function evalJob(o: EvalJobOptions): EvalOutput<EvalLoad> & { ppd?: { mea
   let ppdInfo: { measured_levels: number[]; samples: number } | undefined;
   for (const p of policies) {
     if (p === "dolphin") {
-      if (!o.table) throw new Error("eval: policy dolphin needs --table (a table from dolphin train)");
+      if (!o.table) throw new Error("eval: policy dolphin needs a table");
       tables.dolphin = o.table;
     } else if (p === "ppd") {
       o.progress?.("building PPD's offline table (Algorithm 1) on the training part…", false);

@@ -45,18 +45,18 @@ export interface PreparedRun {
 /** The table a policy name or table file stands for (rule kinds through ruleTableFor). */
 export function policyTable(policy: string, preset: ModelPreset, tableFile?: string): Table {
   if (tableFile) {
-    if (!existsSync(tableFile)) throw new Error(`--table: no such file: ${tableFile}`);
+    if (!existsSync(tableFile)) throw new Error(`no such table file: ${tableFile}`);
     const t = decodeTable(readFileSync(tableFile));
     if (policy !== "table" && policy !== t.kind && !(policy === "dolphin" && (t.kind === "kmeans" || t.kind === "gmm"))) {
-      throw new Error(`--policy ${policy} does not match the table's kind ${t.kind}`);
+      throw new Error(`policy ${policy} does not match the table's kind ${t.kind}`);
     }
     return t;
   }
   if (!(POLICY_KINDS as readonly string[]).includes(policy)) {
-    throw new Error(`--policy: unknown policy ${JSON.stringify(policy)}; one of ${POLICY_KINDS.join(", ")}`);
+    throw new Error(`unknown policy ${JSON.stringify(policy)}; one of ${POLICY_KINDS.join(", ")}`);
   }
   const kind = policy as PolicyKind;
-  if (kind === "kmeans" || kind === "gmm" || kind === "ppd") throw new Error(`--policy ${kind} needs --table (a learned or built table)`);
+  if (kind === "kmeans" || kind === "gmm" || kind === "ppd") throw new Error(`${kind} needs a table (a learned or built one)`);
   return ruleTableFor(kind, preset);
 }
 
@@ -76,7 +76,7 @@ export function resolveCluster(cluster: string | undefined, link: string | undef
     extraPresets = parsed.presets;
     extraLinks = parsed.links;
     const names = Object.keys(extraPresets);
-    if (names.length !== 1) throw new Error(`${name}: a cluster file used as --cluster must define exactly one preset, found ${names.length}`);
+    if (names.length !== 1) throw new Error(`${name}: a cluster file to simulate must define exactly one preset, found ${names.length}`);
     preset = extraPresets[names[0]!]!;
   } else preset = resolvePreset(name, extraPresets);
   return { preset, link: link ? resolveLink(link, extraLinks) : LINKS["ib-ndr"] };

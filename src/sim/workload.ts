@@ -52,7 +52,7 @@ const msg = {
     `pass the format explicitly`,
   empty: (file: string) => `${file}: no requests`,
   badOption: (name: string, want: string, got: unknown) => `workload option ${name}: must be ${want}, got ${String(got)}`,
-  badLoad: (s: string) => `--load "${s}": expected ${LOAD_FORMS}`,
+  badLoad: (s: string) => `expected ${LOAD_FORMS}, got "${s}"`,
   noRate: (name: string) => `workload "${name}": cannot rescale to a rate: it has no arrival spread (rate 0)`,
 };
 
