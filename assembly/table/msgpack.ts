@@ -55,7 +55,6 @@ export function tapeInit(at: usize): usize {
 }
 
 export function tableBase(): usize { return base; }
-export function tableLength(): i32 { return length; }
 export function nodeType(i: i32): u8 { return load<u8>(types + <usize>i); }
 export function nodeFormat(i: i32): u8 { return load<u8>(formats + <usize>i); }
 export function nodeCount(i: i32): i32 { return load<i32>(counts + (<usize>i << 2)); }
@@ -225,10 +224,3 @@ export function isSafeInteger(v: f64): bool {
 
 /** Nodes on the tape after the last readTape. */
 export function tapeSize(): i32 { return used; }
-
-/** The `index`-th item of array `node` (0-based; walks the siblings before it). */
-export function item(node: i32, index: i32): i32 {
-  let c = node + 1;
-  for (let i = 0; i < index; i++) c = nodeEnd(c);
-  return c;
-}
