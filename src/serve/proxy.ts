@@ -5,11 +5,16 @@
 // taken out of rotation until its /health answers again. docs/serving.md describes the endpoints and the config.
 //
 // This file puts the proxy together and routes its HTTP requests; each concern is a module of proxy/:
-//   registry.ts   the workers, their rotation and load        health.ts       heartbeat expiry, /health probes
-//   kv-ingest.ts  KV events (ZMQ, POST) into the index        routing.ts      the prompt, the session, one Router call
-//   inference.ts  an inference request from body to answer    remote-path.ts  prefill → decode calls, streaming
-//   admin.ts      /admin/*                                    metrics.ts      /metrics
-//   openai.ts     the OpenAI request and error dialect        decisions.ts, request-context.ts, sessions.ts
+//   registry.ts         the workers, in rotation or not, and the load the proxy's requests put on them
+//   health.ts           heartbeat expiry and /health probes of workers out of rotation
+//   kv-feed.ts          KV events (ZMQ subscriptions, POSTed batches) into the index, via kv-ingest.ts (hash mapping)
+//   routing.ts          the prompt as the router reads it, the conversation, one Router call
+//   inference.ts        an inference request from body to answer, its log line and metrics
+//   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
+//   admin.ts            /admin/*
+//   metrics.ts          /metrics (prom-client)
+//   openai.ts           the OpenAI request as the proxy reads it, and its error dialect
+//   decisions.ts, request-context.ts, sessions.ts: the records, per-request state and conversations they share
 // The HTTP toolkit (errors, body limits, route table) is http-toolkit.ts, shared with the emulated worker.
 
 import http from "node:http";
@@ -26,7 +31,7 @@ import { AdminApi } from "./proxy/admin.js";
 import { DecisionLog } from "./proxy/decisions.js";
 import { expireWorkers, probeDownWorkers } from "./proxy/health.js";
 import { Inference } from "./proxy/inference.js";
-import { KvEventFeed } from "./proxy/kv-ingest.js";
+import { KvEventFeed } from "./proxy/kv-feed.js";
 import { ProxyMetrics } from "./proxy/metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS } from "./proxy/openai.js";
 import { WorkerRegistry } from "./proxy/registry.js";

@@ -11,7 +11,7 @@ import { HttpError, readBody, RouteTable, sendBody, sendJson } from "../http-too
 import type { Logger } from "../log.js";
 import { parseJson } from "../upstream.js";
 import type { DecisionLog } from "./decisions.js";
-import type { KvEventFeed } from "./kv-ingest.js";
+import type { KvEventFeed } from "./kv-feed.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { OPENAI_ERRORS } from "./openai.js";
 import type { WorkerRegistry, WorkerState } from "./registry.js";

@@ -8,7 +8,7 @@ import type { Logger } from "../log.js";
 import type { UpstreamError } from "../upstream.js";
 import type { ZmqSubscriber } from "../zeromq.js";
 import { rootHash, type Hash64 } from "../../reference/blocks.js";
-import { EventIngest, type KvEventFeed } from "./kv-ingest.js";
+import { EventIngest } from "./kv-ingest.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { RequestContext } from "./request-context.js";
 
@@ -26,6 +26,13 @@ export interface WorkerState {
   lastSeq: bigint | null;
 }
 
+/** What follows a worker's arrival and departure (kv-feed.ts: its KV-event subscription). */
+export interface WorkerSubscriptions {
+  subscribe(w: WorkerState): Promise<void>;
+  unsubscribe(w: WorkerState): void;
+  close(): void;
+}
+
 export type LoadField = "activePrefillTokens" | "activeDecodeTokens";
 
 export class WorkerRegistry {
@@ -36,7 +43,7 @@ export class WorkerRegistry {
   private closed = false;
 
   constructor(
-    private readonly config: ServeConfig, private readonly router: Router, private readonly kv: KvEventFeed,
+    private readonly config: ServeConfig, private readonly router: Router, private readonly kv: WorkerSubscriptions,
     private readonly metrics: ProxyMetrics, private readonly log: Logger,
   ) {
     this.root = rootHash(config.model);
