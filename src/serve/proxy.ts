@@ -14,6 +14,8 @@
 //   admin.ts            /admin/*
 //   metrics.ts          /metrics (prom-client)
 //   openai.ts           the OpenAI request as the proxy reads it, and its error dialect
+//   upstream.ts         calls to workers: keep-alive agents, timeouts, failure classification, usage sniffing
+//   log.ts              JSON log lines
 //   decisions.ts, request-context.ts, sessions.ts: the records, per-request state and conversations they share
 // The HTTP toolkit (errors, body limits, route table) is http-toolkit.ts, shared with the emulated worker.
 
@@ -24,9 +26,9 @@ import { Router } from "../router.js";
 import { encodeTable, type Table } from "../table.js";
 import { loadConfigTable, parseConfig, type ServeConfig, type ServeConfigInput } from "./config.js";
 import { closeServer, HttpError, listen, pathOf, RouteTable, sendError, sendJson, urlHost } from "./http-toolkit.js";
-import { Logger } from "./log.js";
+import { Logger } from "./proxy/log.js";
 import { sendMetrics } from "./prometheus.js";
-import { keepAliveAgents } from "./upstream.js";
+import { keepAliveAgents } from "./proxy/upstream.js";
 import { AdminApi } from "./proxy/admin.js";
 import { DecisionLog } from "./proxy/decisions.js";
 import { expireWorkers, probeDownWorkers } from "./proxy/health.js";

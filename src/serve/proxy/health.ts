@@ -2,7 +2,7 @@
 // (GET /health) until they answer 200 and come back. Both run on the proxy's timers (proxy.ts).
 
 import type { ServeConfig } from "../config.js";
-import { readUpstream, upstreamRequest, type Agents } from "../upstream.js";
+import { readUpstream, upstreamRequest, type Agents } from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { WorkerRegistry } from "./registry.js";
 

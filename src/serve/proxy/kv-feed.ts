@@ -5,7 +5,7 @@
 import { decodeEventBatch, type EventBatch } from "../../kv-events.js";
 import type { Router } from "../../router.js";
 import type { ServeConfig } from "../config.js";
-import type { Logger } from "../log.js";
+import type { Logger } from "./log.js";
 import { loadZeromq } from "../zeromq.js";
 import type { IngestCounts } from "./kv-ingest.js";
 import type { ProxyMetrics } from "./metrics.js";

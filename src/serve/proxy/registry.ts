@@ -4,8 +4,8 @@
 
 import type { Router } from "../../router.js";
 import type { ServeConfig, WorkerConfig } from "../config.js";
-import type { Logger } from "../log.js";
-import type { UpstreamError } from "../upstream.js";
+import type { Logger } from "./log.js";
+import type { UpstreamError } from "./upstream.js";
 import type { ZmqSubscriber } from "../zeromq.js";
 import { rootHash, type Hash64 } from "../../reference/blocks.js";
 import { EventIngest } from "./kv-ingest.js";

@@ -8,7 +8,7 @@ import type { IncomingMessage } from "node:http";
 import { isPlainObject } from "../../values.js";
 import type { ServeConfig } from "../config.js";
 import { drained, HttpError } from "../http-toolkit.js";
-import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, usageOf, UsageSniffer, type Agents } from "../upstream.js";
+import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, usageOf, UsageSniffer, type Agents } from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
 import type { WorkerRegistry, WorkerState } from "./registry.js";

@@ -1,6 +1,6 @@
 // The proxy's structured log: one JSON object a line, at or above the config's log_level.
 
-import type { LogLevel } from "./config.js";
+import type { LogLevel } from "../config.js";
 
 export const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
 
