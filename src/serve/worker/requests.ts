@@ -161,7 +161,12 @@ export function readCompletion(body: Record<string, unknown>, chat: boolean, lim
   if (kind === "decode" && role === "prefill") throw bad("this worker's role is prefill: it does not run remote-prefilled requests (kv_transfer_params.do_remote_prefill)", "kv_transfer_params");
   const outputTokens = kind === "prefill" ? 1 : Math.max(maxTokens, minTokens);
   if (tokens.length + outputTokens > maxModelLen) {
-    throw bad(`This model's maximum context length is ${maxModelLen} tokens. However, you requested ${tokens.length + outputTokens} tokens (${tokens.length} in the ${chat ? "messages" : "prompt"}, ${outputTokens} in the completion). Please reduce the length of the ${chat ? "messages" : "prompt"} or completion.`, chat ? "messages" : "prompt");
+    const what = chat ? "messages" : "prompt";
+    throw bad(
+      `This model's maximum context length is ${maxModelLen} tokens. However, you requested ${tokens.length + outputTokens} tokens ` +
+        `(${tokens.length} in the ${what}, ${outputTokens} in the completion). Please reduce the length of the ${what} or completion.`,
+      what,
+    );
   }
   return { chat, tokens, stream, includeUsage, outputTokens, kind, remote };
 }

@@ -58,7 +58,8 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
     engine.submit(c, ids);
     if (c.rejected) {
       const need = Math.ceil((tokens.length + (kind === "prefill" ? 0 : outputTokens)) / SIM_BLOCK_TOKENS);
-      throw vllmError(503, "ServiceUnavailableError", `the request needs ${need} KV blocks of ${SIM_BLOCK_TOKENS} tokens (prompt ${tokens.length}, output ${outputTokens}); this worker holds ${engine.inst.cache.capacityBlocks}`);
+      throw vllmError(503, "ServiceUnavailableError", `the request needs ${need} KV blocks of ${SIM_BLOCK_TOKENS} tokens ` +
+        `(prompt ${tokens.length}, output ${outputTokens}); this worker holds ${engine.inst.cache.capacityBlocks}`);
     }
     if (request.stream) c.startStream();
   }
