@@ -50,12 +50,11 @@ import { BlockIds } from "../sim/kv-cache.js";
 import { DEFAULT_TRANSFER, kvCapacityBlocks, resolveLink, resolvePreset, type LinkPreset, type ModelPreset, type TransferModel } from "../sim/perf.js";
 import { SIM_BLOCK_TOKENS } from "../sim/types.js";
 import type { WorkerRole } from "./config.js";
-import { closeServer, HttpError, listen, pathOf, sendError, urlHost } from "./http-toolkit.js";
+import { closeServer, listen, urlHost } from "./http-toolkit.js";
 import { WorkerEngine } from "./worker/engine.js";
 import { KvEventPublisher } from "./worker/kv-events.js";
 import { WorkerMetrics } from "./worker/metrics.js";
-import { vllmError } from "./worker/requests.js";
-import { workerRoutes, type WorkerExchange } from "./worker/routes.js";
+import { answer, workerRoutes } from "./worker/routes.js";
 
 export type { WorkerRole };
 
@@ -139,21 +138,29 @@ export interface WorkerHandle {
   close(): Promise<void>;
 }
 
-/** Starts an emulated worker: listening, its clock running, KV events published when asked for. */
-export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
+/** The options with their defaults, checked (errors name the option). */
+function resolveOptions(opts: WorkerOptions) {
   const role: WorkerRole = opts.role ?? "both";
   if (role !== "prefill" && role !== "decode" && role !== "both") throw new Error(`worker: role must be prefill, decode or both, got ${String(role)}`);
   const preset = typeof opts.preset === "object" ? opts.preset : resolvePreset(opts.preset ?? "h100-8b");
   const link = typeof opts.link === "object" ? opts.link : resolveLink(opts.link ?? "ib-ndr");
-  const transfer = opts.transfer ?? { ...DEFAULT_TRANSFER, links: preset.tp };
-  const host = opts.host ?? "127.0.0.1";
-  const model = opts.model ?? "dolphin-emulated";
   const timeScale = opts.timeScale ?? 1;
   if (!(timeScale > 0) || !Number.isFinite(timeScale)) throw new Error(`worker: timeScale must be a finite number > 0, got ${String(timeScale)}`);
   const capacityBlocks = opts.capacityBlocks ?? kvCapacityBlocks(preset, SIM_BLOCK_TOKENS);
   if (!Number.isSafeInteger(capacityBlocks) || capacityBlocks < 1) throw new Error(`worker: capacityBlocks must be an integer ≥ 1, got ${String(capacityBlocks)}`);
-  const maxModelLen = opts.maxModelLen ?? 131_072;
-  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  return {
+    role, preset, link, timeScale, capacityBlocks,
+    transfer: opts.transfer ?? { ...DEFAULT_TRANSFER, links: preset.tp },
+    host: opts.host ?? "127.0.0.1",
+    model: opts.model ?? "dolphin-emulated",
+    maxModelLen: opts.maxModelLen ?? 131_072,
+    log: opts.log ?? ((line: string) => process.stderr.write(`${line}\n`)),
+  };
+}
+
+/** Starts an emulated worker: listening, its clock running, KV events published when asked for. */
+export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
+  const { role, preset, link, timeScale, capacityBlocks, transfer, host, model, maxModelLen, log } = resolveOptions(opts);
 
   const blockIds = new BlockIds();
   const kv = new KvEventPublisher(blockIds, { topic: opts.kvEventsTopic ?? "kv-events", url: opts.kvEventsUrl ?? null, log });
@@ -175,19 +182,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   });
 
   const server = http.createServer((req, res) => {
-    const fail = (e: unknown): void => {
-      if (e instanceof HttpError) return sendError(res, e);
-      log(`worker ${engine.address.workerId}: internal error: ${(e as Error).stack ?? String(e)}`);
-      sendError(res, vllmError(500, "InternalServerError", (e as Error).message ?? "internal error"));
-    };
-    const exchange: WorkerExchange = { req, res };
-    try {
-      const r = routes.find(req.method ?? "GET", pathOf(req))(exchange);
-      if (r) r.catch(fail);
-    } catch (e) {
-      req.resume();
-      fail(e);
-    }
+    answer(routes, { req, res }, (e) => log(`worker ${engine.address.workerId}: internal error: ${(e as Error).stack ?? String(e)}`));
   });
   const port = await listen(server, opts.port ?? 0, host);
   const workerId = opts.workerId || `${host}:${port}`;

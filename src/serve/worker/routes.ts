@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { describeValue } from "../../values.js";
 import { hashTokens, type Hash64 } from "../../reference/blocks.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "../../sim/types.js";
-import { readBody, RouteTable, sendJson } from "../http-toolkit.js";
+import { HttpError, pathOf, readBody, RouteTable, sendError, sendJson } from "../http-toolkit.js";
 import { sendMetrics } from "../prometheus.js";
 import { chatPrompt, decode, encode } from "../tokenizer.js";
 import { Completion } from "./answers.js";
@@ -110,4 +110,20 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
         return sendMetrics(res, api.metrics.registry);
       },
     });
+}
+
+/** One HTTP request: its route's handler, and vLLM's error answer for whatever it throws (a 500 is logged). */
+export function answer(routes: RouteTable<WorkerExchange>, x: WorkerExchange, logInternal: (e: unknown) => void): void {
+  const fail = (e: unknown): void => {
+    if (e instanceof HttpError) return sendError(x.res, e);
+    logInternal(e);
+    sendError(x.res, vllmError(500, "InternalServerError", (e as Error).message ?? "internal error"));
+  };
+  try {
+    const r = routes.find(x.req.method ?? "GET", pathOf(x.req))(x);
+    if (r) r.catch(fail);
+  } catch (e) {
+    x.req.resume();
+    fail(e);
+  }
 }
