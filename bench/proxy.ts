@@ -8,7 +8,7 @@
 //                back. It listens on two ports: decode (every path) and prefill (the two-step detail).
 //   passthrough  a bare pass-through (node:http, `node -e`): reads the body, JSON-parses it, forwards the raw bytes
 //                to the upstream and pipes the answer back; no routing. Its client is a keep-alive node:http Agent,
-//                the same client `dolphin serve` uses for workers (src/serve/proxy.ts), for a like-for-like
+//                the same client `dolphin serve` uses for workers (src/serve/proxy/upstream.ts), for a like-for-like
 //                comparison (the issue says undici; the proxy does not use it, so neither does this).
 //   proxy        `node bin/dolphin.js serve --config <tmp>` (via LAUNCH_SCRIPT): approximate mode (no /tokenize round trip), table
 //                always-local, one decode worker: every request takes the one-hop local path.

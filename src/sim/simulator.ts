@@ -15,6 +15,7 @@ import {
   DEFAULT_TRANSFER, kvCapacityBlocks, kvTransferMs, LINKS, type LinkPreset, type ModelPreset, type TransferModel,
 } from "./perf.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
+import { QpsWindow } from "../qps-window.js";
 
 export interface SplitSpec {
   replicas: number;
@@ -95,8 +96,7 @@ export class Simulation implements InstanceHost {
   private readonly sessionDecode = new Map<number, string>();
   /** output tokens of each session's latest finished turn (a feature of the output-length model) */
   private readonly sessionOutput = new Map<number, number>();
-  private readonly recent: number[] = []; // arrival times in the last QPS window
-  private recentHead = 0;
+  private readonly qps = new QpsWindow();
   private readonly dirty = new Set<Instance>();
   private readonly blockIds = new BlockIds();
   private readonly idsOf = new Map<number, Int32Array>();
@@ -195,15 +195,10 @@ export class Simulation implements InstanceHost {
       this.router.setLoad(inst.name, { activePrefillTokens: inst.pendingPrefillTokens, activeDecodeTokens: inst.activeDecodeTokens });
     }
     this.dirty.clear();
-    this.recent.push(now);
-    while (this.recent[this.recentHead]! < now - 10_000) this.recentHead++;
-    if (this.recentHead > 4096) {
-      this.recent.splice(0, this.recentHead);
-      this.recentHead = 0;
-    }
+    const qps = this.qps.arrive(now);
     let queued = 0;
     for (const inst of this.instances) if (inst.role === "prefill") queued += inst.waitingCount;
-    this.router.setSignals({ prefillQueue: queued, qps: (this.recent.length - this.recentHead) / 10 });
+    this.router.setSignals({ prefillQueue: queued, qps });
   }
 
   private arrive(r: SimRequest): void {
