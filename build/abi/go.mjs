@@ -29,6 +29,8 @@ export function emitGo(spec) {
   out.push("");
   out.push("// kindCodes maps a table kind's name to its code.");
   out.push(`var kindCodes = map[string]int{${kinds.map((k) => `${str(k.name)}: ${k.code}`).join(", ")}}`);
+  out.push("", "// kindParams lists each kind's parameter names (in the spec's order).");
+  out.push(`var kindParams = map[string][]string{${kinds.map((k) => `${str(k.name)}: ${strings(k.params.map((p) => p.name))}`).join(", ")}}`);
   out.push(`var learnedKinds = ${strings(kinds.filter((k) => k.learned).map((k) => k.name))}`);
   out.push(`var reasonNames = ${strings(spec.reasons)}`);
   out.push(`var featureNames = ${strings(spec.features)}`);
@@ -68,7 +70,7 @@ export function emitGo(spec) {
     spec.table_error_record.forEach((s, i) => out.push(`const te${goName(s.name)} = ${i}`));
     out.push(`const tableErrorSlots = ${spec.table_error_record.length}`);
   }
-  if (spec.table_value_types) out.push(`var tableValueTypes = ${strings(spec.table_value_types.map((t) => t.name))}`);
+  if (spec.table_value_types) out.push("", `var tableValueTypes = ${strings(spec.table_value_types.map((t) => t.name))}`);
   if (spec.table_info_record) {
     out.push("", "// Slots of the table info record (f64 each) loadTable fills at tableInfoPtr() on success.");
     spec.table_info_record.forEach((s, i) => out.push(`const ti${goName(s.name)} = ${i}`));

@@ -28,6 +28,7 @@ export function emitPython(spec) {
   out.push(`ROLES: Final[Mapping[str, int]] = ${py(spec.roles)}`);
   for (const [k, v] of Object.entries(spec.route_flags)) out.push(`FLAG_${upper(k)}: Final = ${v.bit}  # ${v.doc}`);
   out.push(`KINDS: Final[Mapping[str, int]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.code])))}`);
+  out.push(`KIND_PARAMS: Final[Mapping[str, Tuple[str, ...]]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.params.map((p) => p.name)])))}`);
   out.push(`LEARNED_KINDS: Final[Tuple[str, ...]] = ${py(kinds.filter((k) => k.learned).map((k) => k.name))}`);
   out.push(`REASONS: Final[Tuple[str, ...]] = ${py(spec.reasons)}`);
   out.push(`FEATURES: Final[Tuple[str, ...]] = ${py(spec.features)}`);

@@ -52,6 +52,12 @@ class PerWorker:
 
 
 @dataclass(frozen=True)
+class MatchedBlocks:
+    decode: int
+    prefill: int
+
+
+@dataclass(frozen=True)
 class Decision:
     path: str  # "local" or "remote"
     bit: int  # the policy's bit before worker constraints (1 = remote)
@@ -60,7 +66,7 @@ class Decision:
     prefill_worker: Optional[str]  # also set when the path is local: it is where eff_P was measured
     cluster: Optional[int]  # the cluster (k-means, GMM) or PPD cell; None for other rules
     features: Features
-    matched_blocks: PerWorker
+    matched_blocks: MatchedBlocks
     blocks: int
     osl_class: Optional[int]  # the output-length class the table's model predicted (None when osl_hat was given)
     reuse: float
@@ -367,7 +373,7 @@ class Router:
             prefill_worker=(ids[prefill] or None) if 0 <= prefill < len(ids) else None,
             cluster=int(cluster) if cluster >= 0 else None,
             features=Features(d[_abi.D_ISL], d[_abi.D_EFF_P], d[_abi.D_EFF_D], d[_abi.D_OSL_HAT]),
-            matched_blocks=PerWorker(d[_abi.D_MATCHED_D], d[_abi.D_MATCHED_P]),
+            matched_blocks=MatchedBlocks(int(d[_abi.D_MATCHED_D]), int(d[_abi.D_MATCHED_P])),
             blocks=int(d[_abi.D_BLOCKS]),
             osl_class=int(osl_class) if osl_class >= 0 else None,
             reuse=d[_abi.D_REUSE],
