@@ -16,10 +16,10 @@ from ._core import Core
 from .errors import RequestError, WorkerError, js_number
 from .tables import TableInfo, load_table
 
-TokensInput = Union[Sequence[int], array, memoryview]
+TokensInput = Union[Sequence[int], "array[int]", memoryview]
 """Token ids: a sequence of ints, or (fastest) an array('I') / any buffer of unsigned 32-bit ints (numpy uint32)."""
 TextInput = Union[str, bytes, bytearray]
-HashesInput = Union[Sequence[Union[int, str]], array]
+HashesInput = Union[Sequence[Union[int, str]], "array[int]"]
 """Block hashes: ints (unsigned or signed 64-bit, as vLLM publishes them), 16-hex-digit strings, or array('Q')."""
 WorkerInput = Union["Worker", Tuple[str, str], Tuple[str, str, int], Mapping[str, object]]
 
@@ -179,7 +179,7 @@ class Router:
     """Routes requests with one table over named workers. Build it with `Router.load`."""
 
     def __init__(self, core: Core, table: TableInfo, workers: Iterable[WorkerInput], record_decisions: bool,
-                 capacity_blocks: int) -> None:
+                 capacity_blocks: int, max_workers: int) -> None:
         self._core = core
         self._lock = threading.Lock()
         self._ids: List[str] = []
@@ -187,7 +187,7 @@ class Router:
         self._free: List[int] = []
         self._record = record_decisions
         self._capacity = capacity_blocks
-        self._max_workers = 0
+        self._max_workers = max_workers
         self._table = table
         self.index = Index(self)
         for w in workers:
@@ -215,9 +215,7 @@ class Router:
         if load_scale is not None:
             core.check(core.call("setLoadScale", float(load_scale)), "setLoadScale")
         info = load_table(core, table_bytes)
-        router = cls(core, info, specs, record_decisions, capacity_blocks)
-        router._max_workers = max_workers
-        return router
+        return cls(core, info, specs, record_decisions, capacity_blocks, max_workers)
 
     # ---- table -------------------------------------------------------------------------------------------
 
@@ -247,6 +245,8 @@ class Router:
             raise RequestError(f'router: worker "{w.id}": role must be prefill, decode or both, got {w.role}')
         with self._lock:
             index = self._free.pop() if self._free else len(self._ids)
+            if index >= self._max_workers:
+                raise RequestError(f"router: more than maxWorkers ({self._max_workers}) workers")
             capacity = self._capacity if w.capacity_blocks is None else w.capacity_blocks
             try:
                 self._core.check(self._core.call("setWorker", index, role, capacity), "setWorker")
@@ -353,8 +353,8 @@ class Router:
         else:
             length = core.write_input(memoryview(token_array(tokens, "route")), "route") // 4  # type: ignore[arg-type]
         pinned = -1 if decode_worker is None else self._index_of(decode_worker)
-        core.request[:] = (float(length), float(flags), float(prompt_tokens), self._osl_hat(osl_hat), float(turn),
-                           float(pinned), float(context_tokens), float(prev_output_tokens), float(max_tokens))
+        core.request[:] = [float(length), float(flags), float(prompt_tokens), self._osl_hat(osl_hat), float(turn),
+                           float(pinned), float(context_tokens), float(prev_output_tokens), float(max_tokens)]
         core.route()
         return core.decision[:]
 

@@ -123,7 +123,10 @@ def _problem_text(r: List[float], table: bytes) -> str:
     missing = _abi.TABLE_VALUE_TYPES[int(r[_abi.TE_VALUE_TYPE])] == "missing"
     template = missing_template if missing and missing_template else message
     kind_name = _KIND_NAMES.get(int(r[_abi.TE_KIND]))
-    text = lambda: _text(table, r[_abi.TE_VALUE_AT], r[_abi.TE_VALUE_LENGTH])  # noqa: E731
+
+    def text() -> str:
+        return _text(table, r[_abi.TE_VALUE_AT], r[_abi.TE_VALUE_LENGTH])
+
     values: Dict[str, Callable[[], str]] = {
         "got": lambda: _describe_value(r, table),
         "got_integer": lambda: str(_integer64(table, r[_abi.TE_VALUE_AT], r[_abi.TE_VALUE_NUMBER] == 1)),
