@@ -23,6 +23,7 @@ import { parseReportInput, writeReport, type EvalResult } from "./report.js";
 import { encodeTable, FEATURE_NAMES, type FeatureName } from "./table.js";
 import { runSimBench } from "../bench/sim.js";
 import { formatProxyBench, runProxyBench } from "../bench/proxy.js";
+import { formatBindingsBench, runBindingsBench } from "../bench/bindings.js";
 import { prepareRun, resolveCluster } from "./sim/run.js";
 import { simulate } from "./sim/simulator.js";
 import { writeFileSync } from "node:fs";
@@ -141,6 +142,7 @@ requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "...
     usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE]
 dolphin bench proxy [--json] [--quick]
+dolphin bench bindings [--json]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
@@ -167,7 +169,12 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
         process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatProxyBench(r) + "\n");
         return 0;
       }
-      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy");
+      if (pos[0] === "bindings") {
+        const r = runBindingsBench(loadCoreModule());
+        process.stdout.write(v["json"] ? JSON.stringify(r) + "\n" : formatBindingsBench(r) + "\n");
+        return 0;
+      }
+      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | bindings");
       const time = intOption(v["time"], "time", 50, 60_000, 1000);
       const bytes = readFileSync(corePath());
       const r = await runCoreBench(loadCoreModule(), bytes.length, time);
