@@ -106,6 +106,9 @@ func newCore(maxWorkers, maxInputBytes, indexBlocks int) (*core, error) {
 	return c, nil
 }
 
+// close frees the instance's memory.
+func (c *core) close() { _ = c.mod.Close(c.ctx) }
+
 func i32(v int) uint64     { return api.EncodeI32(int32(v)) }
 func f64(v float64) uint64 { return api.EncodeF64(v) }
 

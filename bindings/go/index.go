@@ -2,7 +2,7 @@ package dolphin
 
 // The prefix index (fed by KV events in precise mode, or by the router's own decisions) and stand-alone hashing.
 
-import "sync"
+import "runtime"
 
 // Index is a router's prefix index: which blocks each worker holds.
 type Index struct{ r *Router }
@@ -85,22 +85,35 @@ func (x *Index) Match(hashes []uint64) (map[string]int, error) {
 	return out, nil
 }
 
-var (
-	hashMu   sync.Mutex
-	hashCore *core
-)
+// hashCores keeps idle core instances for the stand-alone hash functions: they hold no state between calls (block
+// size and root are set on every call), so unlike a Router's instance they can be handed out freely, and goroutines
+// hashing at once each get one instead of queueing on one. A bounded free list rather than a sync.Pool: a pool
+// empties at every GC and an instance costs a module instantiation and init (milliseconds) to rebuild.
+var hashCores = make(chan *core, runtime.GOMAXPROCS(0))
+
+func getHashCore() (*core, error) {
+	select {
+	case c := <-hashCores:
+		return c, nil
+	default:
+		return newCore(1, 4<<20, 16)
+	}
+}
+
+func putHashCore(c *core) {
+	select {
+	case hashCores <- c:
+	default:
+		c.close() // more idle instances than processors: let this one go
+	}
+}
 
 func withHashCore(blockSize int, model, salt string, f func(c *core) ([]uint64, error)) ([]uint64, error) {
-	hashMu.Lock()
-	defer hashMu.Unlock()
-	if hashCore == nil {
-		c, err := newCore(1, 4<<20, 16)
-		if err != nil {
-			return nil, err
-		}
-		hashCore = c
+	c, err := getHashCore()
+	if err != nil {
+		return nil, err
 	}
-	c := hashCore
+	defer putHashCore(c)
 	if err := c.check(c.call("setBlockSize", i32(blockSize)), "setBlockSize"); err != nil {
 		return nil, err
 	}

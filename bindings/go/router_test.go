@@ -190,3 +190,24 @@ func BenchmarkRoute20kTokensParallel(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkHashBlocks20kTokens(b *testing.B) {
+	tokens := lcg(20_000, 7)
+	for i := 0; i < b.N; i++ {
+		if _, err := HashBlocks(tokens, 16, "", ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHashBlocksParallel: HashBlocks takes an idle core instance (or makes one), so goroutines run in parallel.
+func BenchmarkHashBlocksParallel(b *testing.B) {
+	tokens := lcg(20_000, 7)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := HashBlocks(tokens, 16, "", ""); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}
