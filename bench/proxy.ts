@@ -36,6 +36,7 @@ import http from "node:http";
 import os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { quantile } from "../src/sim/metrics.js";
 
 export interface Quantiles { p50: number; p99: number }
 
@@ -410,11 +411,6 @@ function openLoop(ep: Endpoint, n: number, rate: number, stream: boolean): Promi
 }
 
 // ---- statistics --------------------------------------------------------------------------------------------------
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}
 
 const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 

@@ -19,7 +19,9 @@ import { tuneLive } from "./serve/tune.js";
 import { loadWorkload } from "./sim/workload.js";
 import { parseSlo } from "./sim/metrics.js";
 import { ablationMarkdown, runStudy, STUDIES, type AblationRow, type Study } from "./learn/ablate.js";
-import { parseReportInput, writeReport, type EvalResult } from "./report.js";
+import { parseReportInput } from "./report.js";
+import { writeReport } from "./report-files.js";
+import type { EvalOutput } from "./eval-output.js";
 import { encodeTable, FEATURE_NAMES, type FeatureName } from "./table.js";
 import { runSimBench } from "../bench/sim.js";
 import { formatProxyBench, runProxyBench } from "../bench/proxy.js";
@@ -291,7 +293,7 @@ Writes the table and prints a report of the search (--json: machine-readable, wi
       if (!v["out"]) throw new UsageError("--out is required (where to write the table)");
       const algo = String(v["algo"] ?? "kmeans");
       if (algo !== "kmeans" && algo !== "gmm") throw new UsageError(`--algo must be kmeans or gmm, got ${algo}`);
-      const r = trainJob({
+      const r = await trainJob({
         ...jobOptions(v), k: intOption(v["k"], "k", 1, 256, 8), algo,
         ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),
         ...(v["features"] !== undefined ? { features: parseFeatures(String(v["features"])) } : {}),
@@ -314,16 +316,16 @@ Writes the table and prints a report of the search (--json: machine-readable, wi
   eval: {
     summary: "evaluate every policy on the same simulated arrivals",
     usage: `dolphin eval --workload <name|file> [--format …] [--cluster <preset|file>] --split <nPmD> [--slo <…>]
-            [--table table.msgpack] [--policies dolphin,dynamo,…] [--load saturated|trace|xS|R] [--seed N] [--requests N] [--json]
+            [--table table.msgpack] [--policies dolphin,dynamo-isl,…] [--load saturated|trace|xS|R] [--seed N] [--requests N] [--json]
 
-Policies: dolphin (needs --table), dynamo, dynamo-load, dynamo-legacy, llm-d, trtllm, ppd (its offline table built
+Policies: dolphin (needs --table), dynamo-isl, dynamo-load, dynamo-legacy, llm-d, trtllm, ppd (its offline table built
 with Algorithm 1 on the training part), always-local, always-remote. Evaluated on arrivals the table was not
 trained on: a generator with --seed + 1, a trace's second half. Every figure is simulated.`,
     options: { ...jobOptionSpecs, table: { type: "string" }, policies: { type: "string" }, json: { type: "boolean" } },
     async run(v) {
       const tableFile = v["table"] !== undefined ? String(v["table"]) : undefined;
       if (tableFile && !existsSync(tableFile)) throw new UsageError(`--table: no such file: ${tableFile}`);
-      const policies = v["policies"] !== undefined ? parsePolicies(String(v["policies"])) : tableFile ? undefined : parsePolicies("dynamo,dynamo-load,dynamo-legacy,llm-d,trtllm,ppd,always-local,always-remote");
+      const policies = v["policies"] !== undefined ? parsePolicies(String(v["policies"])) : tableFile ? undefined : parsePolicies("dynamo-isl,dynamo-load,dynamo-legacy,llm-d,trtllm,ppd,always-local,always-remote");
       const out = evalJob({
         ...jobOptions(v), ...(policies ? { policies } : {}), ...(tableFile ? { table: decodeTable(readFileSync(tableFile)) } : {}),
       });
@@ -351,7 +353,7 @@ Every figure is simulated.`,
       const study = String(v["study"] ?? "");
       if (!(STUDIES as readonly string[]).includes(study)) throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
       const rows: AblationRow[] = [];
-      runStudy(study as Study, jobOptions(v), (row) => {
+      await runStudy(study as Study, jobOptions(v), (row) => {
         rows.push(row);
         if (v["json"]) process.stdout.write(JSON.stringify(row) + "\n");
       });
@@ -486,8 +488,8 @@ per policy with the paper's figures marked) into --out (default out/report).`,
     options: { out: { type: "string" } },
     async run(v, pos) {
       if (pos.length === 0) throw new UsageError("give at least one eval result file");
-      const results: EvalResult[] = [];
-      const sweeps: EvalResult[][] = [];
+      const results: EvalOutput[] = [];
+      const sweeps: EvalOutput[][] = [];
       for (const f of pos) {
         if (!existsSync(f)) throw new UsageError(`no such file: ${f}`);
         const parsed = parseReportInput(readFileSync(f, "utf8"), f);

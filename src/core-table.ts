@@ -97,7 +97,7 @@ export function describeTableValue(record: Float64Array, bytes: Uint8Array): str
     case "integer64": return `the integer ${integer64(bytes, at, n === 1)}`;
     case "bin": return `binary data (${n} bytes)`;
     case "map_object": return "a Map object";
-    case "undefined": return "a undefined";
+    case "undefined": return "nothing";
     case "object": return "a map";
     default: return "nothing";
   }

@@ -38,15 +38,20 @@ let length: i32 = 0;
 let used: i32 = 0;
 let at: i32 = 0; // read position
 
-export function tapeInit(): void {
+/** Bytes the tape takes (tapeInit carves them from the decoder's one allocation). */
+export const TAPE_BYTES: usize = <usize>LIMIT_MAX_TABLE_NODES * (8 + 4 * 4 + 2);
+
+/** Places the tape at `at` (8-byte aligned); returns the address after it. */
+export function tapeInit(at: usize): usize {
   const n = <usize>LIMIT_MAX_TABLE_NODES;
-  types = heap.alloc(n);
-  formats = heap.alloc(n);
-  counts = heap.alloc(n << 2);
-  positions = heap.alloc(n << 2);
-  ends = heap.alloc(n << 2);
-  nums = heap.alloc(n << 3);
-  stack = heap.alloc(n << 2);
+  nums = at;
+  counts = nums + (n << 3);
+  positions = counts + (n << 2);
+  ends = positions + (n << 2);
+  stack = ends + (n << 2);
+  types = stack + (n << 2);
+  formats = types + n;
+  return formats + n;
 }
 
 export function tableBase(): usize { return base; }

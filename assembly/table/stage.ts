@@ -6,10 +6,11 @@
 import { E_TABLE_TOO_LARGE, KIND_GMM, KIND_PPD, LIMIT_STAGING_F64, OK } from "../generated/abi";
 import {
   KIND_LEARNED, KIND_PARAMS_START, LIST_DEFAULTS, PARAM_DEFAULT, PARAM_LIST_LENGTH, PARAM_LIST_START, PARAM_NAMES,
-  PARAM_STAGE, PARAM_TYPE_SCALAR, PARAM_TYPES,
+  PARAM_STAGE, PARAM_TYPES, PARAM_TYPE_SCALAR,
 } from "../generated/names";
 import { fail } from "../errors";
 import { staging } from "../policy";
+import { fdlibmLog } from "./fdlibm-log";
 import { numberValue } from "./fields";
 import { mapGet } from "./keys";
 import { nodeCount, nodeEnd, nodeNum } from "./msgpack";
@@ -74,14 +75,14 @@ function stageLearned(): void {
   putBits(bits);
   if (kind != KIND_GMM) return;
   // log w_k − ½ Σ_j log(2π σ²_kj), as src/staging.ts computes it
-  const log2pi = Math.log(2 * Math.PI);
+  const log2pi = fdlibmLog(2 * Math.PI);
   let w = weights + 1;
   row = variances + 1;
   for (let k = 0; k < clusters; k++, w = nodeEnd(w), row = nodeEnd(row)) {
     let logDet: f64 = 0;
     let v = row + 1;
-    for (let j = 0; j < d; j++, v = nodeEnd(v)) logDet += Math.log(numberValue(v));
-    put(Math.log(numberValue(w)) - 0.5 * (logDet + <f64>d * log2pi));
+    for (let j = 0; j < d; j++, v = nodeEnd(v)) logDet += fdlibmLog(numberValue(v));
+    put(fdlibmLog(numberValue(w)) - 0.5 * (logDet + <f64>d * log2pi));
   }
   row = variances + 1;
   for (let k = 0; k < clusters; k++, row = nodeEnd(row)) {

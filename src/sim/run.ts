@@ -7,6 +7,7 @@ import { parseSlo, type Slo } from "./metrics.js";
 import {
   DEFAULT_PRESET, LINKS, parseClusterFile, resolveLink, resolvePreset, type LinkPreset, type ModelPreset,
 } from "./perf.js";
+import { ruleTableFor } from "./rule-table.js";
 import { parseSplit, simulate, type SimConfig, type SimResult, type SplitSpec } from "./simulator.js";
 import type { Workload } from "./types.js";
 import { loadWorkload, parseLoad, withLoad, type Load, type WorkloadFormat } from "./workload.js";
@@ -38,7 +39,7 @@ export interface PreparedRun {
   load: Load;
 }
 
-/** Rule tables for policy names; dynamo-load needs its threshold, set against the preset's token budget. */
+/** The table a policy name or table file stands for (rule kinds through ruleTableFor). */
 export function policyTable(policy: string, preset: ModelPreset, tableFile?: string): Table {
   if (tableFile) {
     if (!existsSync(tableFile)) throw new Error(`--table: no such file: ${tableFile}`);
@@ -53,11 +54,7 @@ export function policyTable(policy: string, preset: ModelPreset, tableFile?: str
   }
   const kind = policy as PolicyKind;
   if (kind === "kmeans" || kind === "gmm" || kind === "ppd") throw new Error(`--policy ${kind} needs --table (a learned or built table)`);
-  if (kind === "dynamo-load") {
-    // busy when more than one step's worth of prefill tokens is queued (Dynamo leaves the threshold to the operator)
-    return ruleTable(kind, { prefill_busy_threshold: 1, max_num_batched_tokens: preset.maxNumBatchedTokens });
-  }
-  return ruleTable(kind);
+  return ruleTableFor(kind, preset);
 }
 
 export function resolveCluster(cluster: string | undefined, link: string | undefined): { preset: ModelPreset; link: LinkPreset } {
