@@ -304,8 +304,10 @@ class Router:
               turn: int = 1, decode_worker: Optional[str] = None, context_tokens: float = -1,
               prev_output_tokens: float = 0, max_tokens: float = 0) -> Decision:
         """Routes one request: give exactly one of tokens, text or block_hashes."""
-        return self._decision(self._run(tokens, text, block_hashes, prompt_tokens, osl_hat, turn, decode_worker,
-                                        context_tokens, prev_output_tokens, max_tokens, self._record))
+        with self._lock:
+            record = self._run_locked(tokens, text, block_hashes, prompt_tokens, osl_hat, turn, decode_worker,
+                                      context_tokens, prev_output_tokens, max_tokens, self._record)
+        return self._decision(record)
 
     def explain(self, tokens: Optional[TokensInput] = None, text: Optional[TextInput] = None,
                 block_hashes: Optional[HashesInput] = None, *, prompt_tokens: int = 0, osl_hat: Optional[float] = None,
@@ -321,10 +323,6 @@ class Router:
             standardized = tuple(self._core.read_f64s(self._core.standardized_ptr, t.dims or 0)) if learned else ()
         d = self._decision(record)
         return Explanation(d, t.kind, t.features if learned else (), standardized, scores, _why(t.kind, d, scores))
-
-    def _run(self, *args: object) -> List[float]:
-        with self._lock:
-            return self._run_locked(*args)  # type: ignore[arg-type]
 
     def _osl_hat(self, osl_hat: Optional[float]) -> float:
         if osl_hat is not None:
@@ -350,8 +348,8 @@ class Router:
         elif block_hashes is not None:
             length = core.write_input(memoryview(hash_array(block_hashes, "route: blockHashes")), "route") // 8
             flags |= _abi.FLAG_HASHES
-        else:
-            length = core.write_input(memoryview(token_array(tokens, "route")), "route") // 4  # type: ignore[arg-type]
+        elif tokens is not None:
+            length = core.write_input(memoryview(token_array(tokens, "route")), "route") // 4
         pinned = -1 if decode_worker is None else self._index_of(decode_worker)
         core.request[:] = [float(length), float(flags), float(prompt_tokens), self._osl_hat(osl_hat), float(turn),
                            float(pinned), float(context_tokens), float(prev_output_tokens), float(max_tokens)]
@@ -387,8 +385,8 @@ def _hash(core: Core, tokens: Optional[TokensInput], text: Optional[TextInput]) 
     if text is not None:
         n = core.write_input(text.encode() if isinstance(text, str) else text, "hashText")
         blocks = core.check_count(int(core.call("hashText", n)), "hashText")
-    else:
-        n = core.write_input(memoryview(token_array(tokens, "hashTokens")), "hashTokens") // 4  # type: ignore[arg-type]
+    elif tokens is not None:
+        n = core.write_input(memoryview(token_array(tokens, "hashTokens")), "hashTokens") // 4
         blocks = core.check_count(int(core.call("hashTokens", n)), "hashTokens")
     return core.read_u64s(core.hashes_ptr, blocks)
 
