@@ -15,8 +15,8 @@
 
 import { Unpackr } from "msgpackr";
 import { FEATURES, KINDS, OSL_FEATURES, type Kind, type ParamDescriptor } from "./generated/abi.js";
-import { xxh64Hex } from "./reference/xxh64.js";
 import { describeValue, MSGPACK_WORDS } from "./values.js";
+import { xxh64Hex } from "./xxh64.js";
 
 export const TABLE_FORMAT = "dolphin-routing.table";
 export const TABLE_VERSION = 1;

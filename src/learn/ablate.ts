@@ -2,7 +2,7 @@
 // evaluates on the simulated cluster and returns rows for docs/results.md. Every figure is simulated.
 
 import { FEATURE_NAMES } from "../table.js";
-import { atScale } from "../sim/run.js";
+import { atScale } from "../sim/saturation.js";
 import { evalJob, setup, trainJob, type JobOptions, type TrainJobOptions } from "./job.js";
 import { exhaustive, prepare, searchBits, SimEnvironment } from "./train.js";
 

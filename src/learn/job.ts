@@ -3,10 +3,12 @@
 // training and s + 1 for evaluation; a trace file is split in time, the first half to train, the second to evaluate.
 
 import { parseSlo } from "../sim/metrics.js";
-import { atScale, resolveCluster, scaleForLoad } from "../sim/run.js";
+import { resolveCluster } from "../sim/run.js";
+import { atScale, scaleForLoad } from "../sim/saturation.js";
 import { parseSplit, type SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
-import { GENERATORS, loadWorkload, parseLoad, type WorkloadFormat } from "../sim/workload.js";
+import { GENERATORS, parseLoad, type WorkloadFormat } from "../sim/workload.js";
+import { loadWorkload } from "../sim/workload-files.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
 import { ruleTableFor } from "../sim/rule-table.js";
 import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "./policies.js";
@@ -128,7 +130,7 @@ export function evalJob(o: EvalJobOptions): EvalOutput<EvalLoad> & { ppd?: { mea
   let ppdInfo: { measured_levels: number[]; samples: number } | undefined;
   for (const p of policies) {
     if (p === "dolphin") {
-      if (!o.table) throw new Error("eval: policy dolphin needs --table (a table from dolphin train)");
+      if (!o.table) throw new Error("eval: policy dolphin needs a table");
       tables.dolphin = o.table;
     } else if (p === "ppd") {
       o.progress?.("building PPD's offline table (Algorithm 1) on the training part…", false);

@@ -17,9 +17,9 @@ export type PolicyName = (typeof POLICY_NAMES)[number];
 export function parsePolicies(s: string): PolicyName[] {
   const names = s.split(",").map((x) => x.trim()).filter(Boolean);
   for (const n of names) {
-    if (!(POLICY_NAMES as readonly string[]).includes(n)) throw new Error(`--policies: unknown policy ${JSON.stringify(n)}; known: ${POLICY_NAMES.join(", ")}`);
+    if (!(POLICY_NAMES as readonly string[]).includes(n)) throw new Error(`unknown policy ${JSON.stringify(n)}; known: ${POLICY_NAMES.join(", ")}`);
   }
-  if (names.length === 0) throw new Error("--policies: give at least one policy");
+  if (names.length === 0) throw new Error("give at least one policy");
   return names as PolicyName[];
 }
 

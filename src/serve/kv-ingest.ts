@@ -2,7 +2,7 @@
 // engine block hashes mapped to the router's chained hashes.
 
 import type { EventBatch } from "../kv-events.js";
-import { hashTokens, type Hash64 } from "../reference/blocks.js";
+import { hashTokens, type Hash64 } from "../hashes.js";
 import type { Router } from "../router.js";
 
 // ---- KV events -------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@
 // KV events: every store and eviction of the instance's prefix cache becomes a vLLM EventBatch (src/kv-events.ts
 // encodeEventBatch; BlockStored with block_hashes, parent_block_hash, token_ids, block_size 16, medium "GPU";
 // BlockRemoved), one batch per timer tick that had events, ts = wall-clock seconds. Block hashes are llm-d's chained
-// scheme (src/reference/blocks.ts: hashTokens(tokens, 16, rootHash(model))), the one the router uses in precise mode
+// scheme (src/hashes.ts: hashTokens(tokens, 16, rootHash(model))), the one the router uses in precise mode
 // with `model` set to the served model name. Published over ZMQ PUB (frames: topic, 8-byte big-endian sequence
 // number from 0, payload, as vLLM; no replay socket) and/or POSTed to kvEventsUrl (content-type
 // application/msgpack, header x-dolphin-worker: workerId, x-dolphin-seq: sequence), in order, one at a time.
@@ -55,7 +55,7 @@ import http from "node:http";
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { encodeEventBatch, type KvEvent } from "../kv-events.js";
-import { hashTokens, rootHash } from "../reference/blocks.js";
+import { hashTokens, rootHash } from "../hashes.js";
 import { EventQueue, Priority, type SimEvent } from "../sim/events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job, type JobKind } from "../sim/instance.js";
 import { BlockIds, type KvEventSink } from "../sim/kv-cache.js";

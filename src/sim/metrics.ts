@@ -24,7 +24,7 @@ export function parseSlo(s: string): Slo {
   const ttft = m ? Number(m[1]) : NaN;
   const tpot = m ? Number(m[2]) : NaN;
   if (!(ttft > 0 && tpot > 0 && Number.isFinite(ttft) && Number.isFinite(tpot))) {
-    throw new Error(`--slo: expected a preset (${Object.keys(SLO_PRESETS).join(", ")}) or "ttft_ms,tpot_ms" with both > 0, got ${JSON.stringify(s)}`);
+    throw new Error(`expected a preset (${Object.keys(SLO_PRESETS).join(", ")}) or "ttft_ms,tpot_ms" with both > 0, got ${JSON.stringify(s)}`);
   }
   return { ttftMs: ttft, tpotMs: tpot };
 }
