@@ -4,7 +4,7 @@
 //   core.debug.wasm        debug: assertions and bounds checks on, env.abort import for messages (tests)
 //   core.incremental.wasm  release with the incremental GC runtime (what the proxy-wasm filter needs)
 // Usage: node build/build.mjs [--wasm-only]
-import { existsSync, statSync, readdirSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, statSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnSync } from "node:child_process";
@@ -47,6 +47,17 @@ for (const t of targets) {
     process.exit(1);
   }
   console.log(`build: ${t.out} (${statSync(out).size} bytes)`);
+}
+
+// The Python and Go bindings ship the release core inside their packages (package data, go:embed): copy it there,
+// never by hand, so every host runs the same bytes.
+for (const dest of ["bindings/python/dolphin_routing/core.wasm", "bindings/go/core.wasm"]) {
+  const src = join(root, "build/core.wasm");
+  const out = join(root, dest);
+  if (!existsSync(dirname(out))) continue;
+  if (existsSync(out) && readFileSync(out).equals(readFileSync(src))) continue;
+  copyFileSync(src, out);
+  console.log(`build: ${dest} (copy of build/core.wasm)`);
 }
 
 if (!process.argv.includes("--wasm-only")) {

@@ -54,10 +54,14 @@ export function loadSpec() {
 async function emitters() {
   const { emitAssemblyScript, emitAssemblyScriptNames } = await import("./abi/assemblyscript.mjs");
   const { emitTypeScript } = await import("./abi/typescript.mjs");
+  const { emitPython } = await import("./abi/python.mjs");
+  const { emitGo } = await import("./abi/go.mjs");
   return [
     { path: "assembly/generated/abi.ts", emit: emitAssemblyScript },
     { path: "assembly/generated/names.ts", emit: emitAssemblyScriptNames },
     { path: "src/generated/abi.ts", emit: emitTypeScript },
+    { path: "bindings/python/dolphin_routing/_abi.py", emit: emitPython },
+    { path: "bindings/go/abi_gen.go", emit: emitGo },
   ];
 }
 

@@ -1,0 +1,209 @@
+// Cross-language agreement beyond the vectors: seeded random tables (valid and corrupted), workers, index events,
+// loads, signals and requests, replayed through Node (the Router on the release core), Python
+// (bindings/python/tests/agree.py) and Go (bindings/go/internal/agree). Every hash, decision, match and error
+// message must be identical. A missing toolchain fails with how to install it (build/setup.mjs).
+
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import type { Decision, Router } from "../src/router.js";
+import { encodeTable, ruleTable, type Table } from "../src/table.js";
+import { pairsToHex } from "../src/hashes.js";
+import { instantiateCore } from "../src/core.js";
+import { loadTableInCore, type TableCoreExports } from "../src/core-table.js";
+import { TableError } from "../src/table.js";
+import { coreModule, kmeansTable, PROVENANCE, routerOn } from "./helpers.js";
+import { pythonCommand, goCommand, ROOT } from "./bindings-tools.js";
+
+const SEED = 20261130;
+const SCENARIOS = 60;
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Rand = () => number;
+const int = (r: Rand, lo: number, hi: number): number => lo + Math.floor(r() * (hi - lo + 1));
+const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+
+const FEATURES = ["isl", "eff_P", "eff_D", "osl_hat"] as const;
+
+function randomTable(r: Rand): Uint8Array {
+  const kind = pick(r, ["kmeans", "kmeans", "gmm", "dynamo-isl", "dynamo-load", "dynamo-legacy", "trtllm", "llm-d", "always-local", "always-remote", "ppd"] as const);
+  let t: Table;
+  if (kind === "kmeans" || kind === "gmm") {
+    const k = int(r, 1, 8);
+    const d = int(r, 1, 4);
+    const centroids = Array.from({ length: k }, () => Array.from({ length: d }, () => r() * 6 - 3));
+    const bits = Array.from({ length: k }, () => int(r, 0, 1));
+    const scaler = { mean: Array.from({ length: d }, () => 3 + r() * 6), std: Array.from({ length: d }, () => 0.5 + r() * 3) };
+    const extra: Partial<Table> = { scaler, features: [...FEATURES].slice(0, d) };
+    if (kind === "gmm") {
+      extra.kind = "gmm";
+      extra.weights = Array.from({ length: k }, () => 1 / k);
+      extra.variances = Array.from({ length: k }, () => Array.from({ length: d }, () => 0.2 + r() * 2));
+    }
+    t = kmeansTable(centroids, bits, extra);
+  } else if (kind === "ppd") {
+    const bits = Array.from({ length: 3 }, () => Array.from({ length: 9 }, () => Array.from({ length: 2 }, () => int(r, 0, 1))));
+    t = ruleTable("ppd", { qps_levels: [1, 4], bits }, { provenance: PROVENANCE });
+  } else {
+    const params: Record<string, number> = {
+      "dynamo-isl": { max_local_prefill_tokens: int(r, 0, 4000), max_local_prefill_ratio: r() },
+      "dynamo-load": { prefill_busy_threshold: 0.1 + r(), max_num_batched_tokens: int(r, 100, 8000) },
+      "dynamo-legacy": { max_local_prefill_length: int(r, 0, 3000), max_prefill_queue_size: int(r, 0, 5) },
+      trtllm: { max_local_prefill_length: int(r, 0, 2000) },
+      "llm-d": { non_cached_tokens: int(r, 0, 1000), prompt_tokens: int(r, 0, 1000) },
+      "always-local": {},
+      "always-remote": {},
+    }[kind];
+    t = ruleTable(kind, params, { provenance: PROVENANCE });
+  }
+  const bytes = encodeTable(t);
+  // one table in five is corrupted: a random byte changed, so the three hosts must give the same table error
+  if (r() < 0.2) bytes[int(r, 0, bytes.length - 1)] = int(r, 0, 255);
+  return bytes;
+}
+
+const TEXT_UNITS = ["system: you are helpful. ", "🐬 dolphins ", "预填充与解码 ", "user: tell me about caches\n", "ä", "x"];
+
+function randomScenario(r: Rand): Record<string, unknown> {
+  const roles = ["decode", "prefill", "both"] as const;
+  const workers = Array.from({ length: int(r, 1, 5) }, (_, i) => ({ id: `w${i}`, role: i === 0 ? "decode" : pick(r, roles), capacity_blocks: int(r, 8, 400) }));
+  const base = Array.from({ length: int(r, 0, 1500) }, () => int(r, 0, 152063));
+  const prompts: ({ tokens: number[] } | { text: string })[] = [];
+  for (let i = 0; i < 3; i++) prompts.push({ tokens: [...base.slice(0, int(r, 0, base.length)), ...Array.from({ length: int(r, 0, 300) }, () => int(r, 0, 2 ** 32 - 1))] });
+  const textBase = Array.from({ length: int(r, 0, 60) }, () => pick(r, TEXT_UNITS)).join("");
+  for (let i = 0; i < 2; i++) prompts.push({ text: textBase + Array.from({ length: int(r, 0, 20) }, () => pick(r, TEXT_UNITS)).join("") });
+  const steps: Record<string, unknown>[] = [];
+  for (let i = 0; i < 14; i++) {
+    const op = pick(r, ["store", "store", "remove", "load", "signals", "match", "route", "route", "route", "route"] as const);
+    const worker = r() < 0.05 ? "nobody" : pick(r, workers).id;
+    const prompt = int(r, 0, prompts.length - 1);
+    if (op === "store" || op === "remove") steps.push({ op, worker, prompt, blocks: int(r, 0, 120) });
+    else if (op === "load") steps.push({ op, worker, prefill: r() < 0.05 ? -1 : int(r, 0, 5000), decode: int(r, 0, 5000) });
+    else if (op === "signals") steps.push({ op, prefill_queue: int(r, 0, 6), qps: r() * 20 });
+    else if (op === "match") steps.push({ op, prompt });
+    else {
+      const step: Record<string, unknown> = {
+        op, prompt, mode: r() < 0.25 ? "hashes" : "prompt", turn: int(r, 1, 4),
+        context_tokens: r() < 0.5 ? -1 : int(r, 0, 3000), prompt_tokens: r() < 0.3 ? int(r, 0, 3000) : 0,
+      };
+      if (r() < 0.9) step["osl_hat"] = r() < 0.05 ? -2 : int(r, 0, 2000);
+      if (r() < 0.25) step["pin"] = r() < 0.1 ? "nobody" : pick(r, workers).id;
+      steps.push(step);
+    }
+  }
+  return {
+    table: Buffer.from(randomTable(r)).toString("base64"), workers, block_size: pick(r, [1, 4, 16, 16, 32]),
+    model: pick(r, ["", "", "llama-3-8b", "Qwen/Qwen2.5 ✓"]), salt: pick(r, ["", "", "tenant-a"]), record: r() < 0.5,
+    load_scale: pick(r, [0, 0.5, 1, 2]), prompts, steps,
+  };
+}
+
+function decisionJSON(d: Decision): Record<string, unknown> {
+  return {
+    path: d.path, bit: d.bit, reason: d.reason, decode_worker: d.decodeWorker, prefill_worker: d.prefillWorker, cluster: d.cluster,
+    features: { isl: d.features.isl, eff_P: d.features.effP, eff_D: d.features.effD, osl_hat: d.features.oslHat },
+    matched_blocks: d.matchedBlocks, blocks: d.blocks, osl_class: d.oslClass, reuse: d.reuse, cost: d.cost,
+  };
+}
+
+/** Node's results: the same replay as agree.py and internal/agree, through the TypeScript Router on the release core. */
+function runNode(s: Record<string, unknown>): unknown {
+  const workers = s["workers"] as { id: string; role: "decode" | "prefill" | "both"; capacity_blocks: number }[];
+  let router: Router;
+  try {
+    router = routerOn("wasm", new Uint8Array(Buffer.from(s["table"] as string, "base64")), {
+      workers: workers.map((w) => ({ id: w.id, role: w.role, capacityBlocks: w.capacity_blocks })),
+      blockSize: s["block_size"] as number, model: s["model"] as string, salt: s["salt"] as string,
+      recordDecisions: s["record"] as boolean, ...((s["load_scale"] as number) !== 0 ? { loadScale: s["load_scale"] as number } : {}),
+      maxWorkers: 16, maxPromptTokens: 1 << 16, indexBlocks: 1 << 14,
+    }, "release");
+  } catch (e) {
+    if (!(e instanceof TableError)) return { load_error: (e as Error).message };
+    // the bindings load tables through the core's decoder; Node's Router still decodes in TypeScript (src/table.ts),
+    // whose message can differ in wording (see coreTableMessage): compare with what the core's decoder says
+    return { load_error: coreTableMessage(new Uint8Array(Buffer.from(s["table"] as string, "base64"))) };
+  }
+  const prompts = s["prompts"] as ({ tokens: number[] } | { text: string })[];
+  const hashesOf = (p: { tokens: number[] } | { text: string }): Uint32Array => router.hash(p);
+  const out = { hashes: prompts.map((p) => pairsToHex(hashesOf(p))), steps: [] as unknown[] };
+  for (const st of s["steps"] as Record<string, any>[]) {
+    try {
+      const p = prompts[st["prompt"]]!;
+      switch (st["op"]) {
+        case "store": router.index.store(st["worker"], hashesOf(p).slice(0, 2 * st["blocks"])); out.steps.push(null); break;
+        case "remove": router.index.remove(st["worker"], hashesOf(p).slice(0, 2 * st["blocks"])); out.steps.push(null); break;
+        case "load": router.setLoad(st["worker"], { activePrefillTokens: st["prefill"], activeDecodeTokens: st["decode"] }); out.steps.push(null); break;
+        case "signals": router.setSignals({ prefillQueue: st["prefill_queue"], qps: st["qps"] }); out.steps.push(null); break;
+        case "match": out.steps.push(router.index.match(hashesOf(p))); break;
+        default: {
+          const input = st["mode"] === "hashes" ? { blockHashes: hashesOf(p) } : p;
+          out.steps.push(decisionJSON(router.route({
+            ...input, turn: st["turn"], contextTokens: st["context_tokens"], promptTokens: st["prompt_tokens"],
+            ...(st["osl_hat"] !== undefined ? { oslHat: st["osl_hat"] } : {}), ...(st["pin"] !== undefined ? { decodeWorker: st["pin"] } : {}),
+          })));
+        }
+      }
+    } catch (e) {
+      out.steps.push({ error: (e as Error).message });
+    }
+  }
+  return out;
+}
+
+let tableCore: TableCoreExports | null = null;
+
+/** The message the core's own decoder (loadTable, src/core-table.ts) gives for a table, as the bindings report it. */
+function coreTableMessage(bytes: Uint8Array): string {
+  if (!tableCore) {
+    tableCore = instantiateCore(coreModule("release")).exports as unknown as TableCoreExports;
+    (tableCore as unknown as { init(w: number, b: number, i: number): number }).init(1, 1 << 20, 16);
+  }
+  try {
+    loadTableInCore(tableCore, bytes);
+    return "(accepted by the core's decoder, refused by src/table.ts)";
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+function runHost(cmd: { command: string; args: string[]; cwd: string; env?: NodeJS.ProcessEnv }, file: string, what: string): unknown {
+  const r = spawnSync(cmd.command, [...cmd.args, file], { cwd: cmd.cwd, env: cmd.env ?? process.env, encoding: "utf8", maxBuffer: 256 << 20 });
+  if (r.error) throw new Error(`${what}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${what} exited with ${r.status}:\n${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+describe("bindings agree with Node on seeded random scenarios", () => {
+  const r = mulberry32(SEED);
+  const scenarios = Array.from({ length: SCENARIOS }, () => randomScenario(r));
+  const file = join(mkdtempSync(join(tmpdir(), "dolphin-agree-")), "scenarios.json");
+  writeFileSync(file, JSON.stringify(scenarios));
+  const node = JSON.parse(JSON.stringify(scenarios.map(runNode)));
+
+  it("the scenarios exercise decisions, errors and table errors", () => {
+    const flat = (node as { steps?: unknown[] }[]).flatMap((s) => s.steps ?? []);
+    expect(flat.filter((x) => x && typeof x === "object" && "path" in x).length).toBeGreaterThan(100);
+    expect(flat.filter((x) => x && typeof x === "object" && "error" in x).length).toBeGreaterThan(5);
+    expect((node as object[]).filter((s) => "load_error" in s).length).toBeGreaterThan(2);
+  });
+
+  for (const [name, cmd] of [["Python", pythonCommand(join(ROOT, "bindings/python/tests/agree.py"))], ["Go", goCommand("./internal/agree")]] as const) {
+    it(`${name}: identical hashes, decisions, matches and messages`, () => {
+      const got = runHost(cmd, file, name) as unknown[];
+      expect(got.length).toBe(node.length);
+      for (let i = 0; i < node.length; i++) expect(got[i], `scenario ${i}`).toEqual(node[i]);
+    }, 180_000);
+  }
+});
