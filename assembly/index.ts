@@ -15,6 +15,8 @@ import {
   storeBlocks, workerInRange,
 } from "./prefix-index";
 import { checkInput, decision, hashes, input, inputBytes, matched, request, routeInit } from "./route";
+import { decodeTable, describeLoadedTable, stagedClusters, stagedFeatureCount, stagedKind, stagedOslAt, tableDecoderInit } from "./table/load";
+import { errorPathPtr, errorRecordPtr, infoRecordPtr } from "./table/report";
 import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
 
 export { errorDetail } from "./errors";
@@ -50,6 +52,7 @@ export function init(maxWorkers: i32, maxInputBytes: i32, indexBlocks: i32): i32
   workersInit(maxWorkers);
   policyInit();
   oslInit();
+  tableDecoderInit();
   ready = true;
   return OK;
 }
@@ -207,3 +210,24 @@ export function setTable(kind: i32, k: i32, dims: i32, oslAt: i32): i32 {
   else clearOslModel();
   return OK;
 }
+
+/**
+ * Decodes, validates and verifies the table file (msgpack, docs/table-format.md) the host wrote as `len` bytes at
+ * the input buffer, stages it and makes it active: the same result as staging it on the host and calling setTable.
+ * On E_BAD_TABLE the table error record (tableErrorPtr(), the path at tableErrorPathPtr()) says which field is
+ * wrong and how; on any error the active table stays as it was. On OK the table info record describes it.
+ */
+export function loadTable(len: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  const rc = checkInput(len, 1);
+  if (rc != OK) return rc;
+  const decoded = decodeTable(input, len);
+  if (decoded != OK) return fail(decoded, 0);
+  const set = setTable(stagedKind(), stagedClusters(), stagedFeatureCount(), stagedOslAt());
+  if (set == OK) describeLoadedTable();
+  return set;
+}
+
+export function tableErrorPtr(): usize { return errorRecordPtr(); }
+export function tableErrorPathPtr(): usize { return errorPathPtr(); }
+export function tableInfoPtr(): usize { return infoRecordPtr(); }

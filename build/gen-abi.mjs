@@ -38,8 +38,8 @@ export function checkSpec(spec) {
     }
   }
   if (new Set(spec.exports.map((e) => e.name)).size !== spec.exports.length) fail("exports repeats a name");
-  for (const r of ["request_record", "decision_record"]) {
-    if (new Set(spec[r].map((s) => s.name)).size !== spec[r].length) fail(`${r} repeats a slot name`);
+  for (const r of ["request_record", "decision_record", "table_error_record", "table_info_record", "table_problems", "table_value_types"]) {
+    if (spec[r] && new Set(spec[r].map((s) => s.name)).size !== spec[r].length) fail(`${r} repeats a name`);
   }
   return spec;
 }

@@ -29,6 +29,20 @@ export function emitAssemblyScript(spec) {
     out.push("");
     spec.table_problems.forEach((p, i) => c(`P_${p.name}`, i, "i32", p.message));
   }
+  if (spec.table_error_record) {
+    out.push("");
+    spec.table_error_record.forEach((s, i) => c(`TE_${upper(s.name)}`, i, "i32", s.doc));
+    c("TABLE_ERROR_SLOTS", spec.table_error_record.length);
+  }
+  if (spec.table_value_types) {
+    out.push("");
+    spec.table_value_types.forEach((t, i) => c(`TV_${upper(t.name)}`, i, "i32", t.describe));
+  }
+  if (spec.table_info_record) {
+    out.push("");
+    spec.table_info_record.forEach((s, i) => c(`TI_${upper(s.name)}`, i, "i32", s.doc));
+    c("TABLE_INFO_SLOTS", spec.table_info_record.length);
+  }
   return `${out.join("\n")}\n`;
 }
 
