@@ -65,6 +65,7 @@ export class DolphinStream extends Context {
   private decision: FilterDecision | null = null;
   private bodyLength: u32 = 0;
   private route: string = "";
+  private matchedBlocks: f64 = 0;
   private requestId: string = "";
   private authorization: string = "";
   /** Loads held for this request, released once (the answer's end, or the stream's end). */
@@ -226,6 +227,7 @@ export class DolphinStream extends Context {
   private sendToDecode(route: string, matchedBlocks: f64): FilterDataStatusValues {
     const d = this.decision!;
     this.route = route;
+    this.matchedBlocks = matchedBlocks;
     count(route == "local" ? metrics.requestsLocal : route == "remote" ? metrics.requestsRemote : metrics.requestsFallback);
     count(metrics.matchedBlocks, <i64>matchedBlocks);
     setCluster(unchecked(this.root.routing.workers[d.decode]).cluster);
@@ -239,6 +241,8 @@ export class DolphinStream extends Context {
     addHeader(HeaderMapTypeValues.ResponseHeaders, "x-dolphin-decode-worker", unchecked(workers[d.decode]).id);
     if (this.route == "remote") addHeader(HeaderMapTypeValues.ResponseHeaders, "x-dolphin-prefill-worker", unchecked(workers[d.prefill]).id);
     addHeader(HeaderMapTypeValues.ResponseHeaders, "x-dolphin-route", this.route);
+    // the prefix the index expected cached on the worker that prefilled (blocks of 64 bytes of text, or block_size tokens)
+    addHeader(HeaderMapTypeValues.ResponseHeaders, "x-dolphin-matched-blocks", (<i64>this.matchedBlocks).toString());
     this.releasePrefill();
     if (endOfStream) this.release();
     return FilterHeadersStatusValues.Continue;

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync,
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { bootstrap, listener, pluginConfig, toYaml, type EnvoySetup } from "./config.js";
+import { bootstrap, listener, pluginConfig, toYaml, type EnvoySetup, type PluginConfig } from "./config.js";
 
 const READY_TIMEOUT_MS = 30_000;
 
@@ -72,13 +72,15 @@ export interface EnvoyOptions {
   logLevel?: string;
   /** Called with each line Envoy logs. */
   onLog?: (line: string) => void;
+  /** Rewrites the plugin configuration before it is written (tests of the filter's own checks). */
+  plugin?: (config: PluginConfig) => unknown;
 }
 
 /** Writes envoy.yaml and listener.yaml for `setup` into `dir`; returns their paths. */
-export function writeEnvoyConfig(setup: EnvoySetup, dir: string, wasmPath = filterWasmPath()): { bootstrap: string; listener: string } {
+export function writeEnvoyConfig(setup: EnvoySetup, dir: string, wasmPath = filterWasmPath(), plugin = pluginConfig(setup) as unknown): { bootstrap: string; listener: string } {
   const lds = join(dir, "listener.yaml");
   const boot = join(dir, "envoy.yaml");
-  writeAtomically(lds, `${toYaml(listener(setup, pluginConfig(setup), wasmPath)).trimStart()}\n`);
+  writeAtomically(lds, `${toYaml(listener(setup, plugin as PluginConfig, wasmPath)).trimStart()}\n`);
   writeFileSync(boot, `${toYaml(bootstrap(setup, lds)).trimStart()}\n`);
   return { bootstrap: boot, listener: lds };
 }
@@ -95,7 +97,8 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
   const wasmPath = opts.wasmPath ?? filterWasmPath();
   const ownDir = opts.dir === undefined;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "dolphin-envoy-"));
-  const paths = writeEnvoyConfig(setup, dir, wasmPath);
+  const pluginOf = (s: EnvoySetup): PluginConfig => (opts.plugin ? opts.plugin(pluginConfig(s)) : pluginConfig(s)) as PluginConfig;
+  const paths = writeEnvoyConfig(setup, dir, wasmPath, pluginOf(setup));
   const adminPath = join(dir, "admin-address");
   const args = [
     "-c", paths.bootstrap, "--concurrency", String(setup.concurrency ?? 2), "--log-level", opts.logLevel ?? "warn",
@@ -129,6 +132,7 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
     }
     if (adminUrl) port = await listenerPort(adminUrl);
     if (port > 0) break;
+    if (adminUrl && await statValue(adminUrl, "listener_manager.lds.update_rejected") > 0) fail("the listener was rejected (see the log above)");
     await sleep(50);
   }
   if (port === 0) fail(`not ready after ${READY_TIMEOUT_MS} ms`);
@@ -143,7 +147,8 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
     log: () => log,
     async reconfigure(next: EnvoySetup): Promise<void> {
       const before = await statValue(adminUrl, "listener_manager.lds.update_success");
-      writeAtomically(paths.listener, `${toYaml(listener(next, pluginConfig(next), wasmPath)).trimStart()}\n`);
+      const rejectedBefore = await statValue(adminUrl, "listener_manager.lds.update_rejected");
+      writeAtomically(paths.listener, `${toYaml(listener(next, pluginOf(next), wasmPath)).trimStart()}\n`);
       const until = Date.now() + READY_TIMEOUT_MS;
       while (Date.now() < until) {
         if (await statValue(adminUrl, "listener_manager.lds.update_success") > before) {
@@ -151,7 +156,7 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
           while (Date.now() < until && await statValue(adminUrl, "listener_manager.total_listeners_warming") > 0) await sleep(20);
           return;
         }
-        if (await statValue(adminUrl, "listener_manager.lds.update_rejected") > 0) throw new Error(`envoy: the new listener was rejected\n${log.split("\n").slice(-10).join("\n")}`);
+        if (await statValue(adminUrl, "listener_manager.lds.update_rejected") > rejectedBefore) throw new Error(`envoy: the new listener was rejected\n${log.split("\n").slice(-10).join("\n")}`);
         await sleep(20);
       }
       throw new Error("envoy: the new listener was not applied in time");
