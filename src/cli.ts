@@ -23,6 +23,7 @@ import { parseReportInput, writeReport, type EvalResult } from "./report.js";
 import { encodeTable, FEATURE_NAMES, type FeatureName } from "./table.js";
 import { runSimBench } from "../bench/sim.js";
 import { formatProxyBench, runProxyBench } from "../bench/proxy.js";
+import { ENVOY_OPTIONS, ENVOY_USAGE } from "./envoy/usage.js";
 import { prepareRun, resolveCluster } from "./sim/run.js";
 import { simulate } from "./sim/simulator.js";
 import { writeFileSync } from "node:fs";
@@ -141,11 +142,14 @@ requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "...
     usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE]
 dolphin bench proxy [--json] [--quick]
+dolphin bench envoy [--json] [--quick]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
 bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
 node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
+bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
+latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
 
 Measures, in one run with tinybench, medians of: chained hashing of a 20,000-token prompt; matching its 1,250
 blocks against 16 workers' prefix indexes; decide (features → cluster → bit) at K = 8 and K = 64; one whole
@@ -167,7 +171,13 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
         process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatProxyBench(r) + "\n");
         return 0;
       }
-      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy");
+      if (pos[0] === "envoy") {
+        const { formatEnvoyBench, runEnvoyBench } = await import("../bench/envoy.js");
+        const r = await runEnvoyBench({ ...(v["quick"] ? { quick: true } : {}), progress: (l) => process.stderr.write(l + "\n") });
+        process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEnvoyBench(r) + "\n");
+        return 0;
+      }
+      if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | envoy");
       const time = intOption(v["time"], "time", 50, 60_000, 1000);
       const bytes = readFileSync(corePath());
       const r = await runCoreBench(loadCoreModule(), bytes.length, time);
@@ -394,6 +404,12 @@ two-step remote path. The config format is in docs/serving.md. --emulate starts 
       });
       return 0;
     },
+  },
+  envoy: {
+    summary: "run Envoy with the dolphin proxy-wasm filter (in front of emulated workers: --emulate 1P2D)",
+    usage: ENVOY_USAGE,
+    options: ENVOY_OPTIONS,
+    run: async (v) => (await import("./envoy/command.js")).runEnvoyCommand(v),
   },
   tune: {
     summary: "learn a table against a running proxy (live search through the admin API)",

@@ -122,7 +122,7 @@ export class DolphinStream extends Context {
     }
     this.prompt = p;
     const routing = this.root.routing;
-    routing.catchUp(<f64>started / 1e9);
+    count(metrics.logSkipped, routing.catchUp(<f64>started / 1e9));
     const d = routing.route(p);
     record(metrics.routeTimeUs, (nowNs() - started) / 1000);
     if (d.code != 0) {

@@ -4,14 +4,14 @@
 // with kv_transfer_params.do_remote_decode, stream false, max_tokens 1; decode: the client's body with the prefill
 // answer's kv_transfer_params).
 
-import { appendAscii, appendQuoted, appendText, bytesOf, Json, JsonType, Member, memberNamed } from "./json";
+import { appendAscii, appendQuoted, appendText, Bytes, Json, JsonType, Member, memberNamed } from "./json";
 
 export const enum Endpoint { Chat = 0, Completions = 1 }
 
 /** What the router reads from one request; `error` is set (with an HTTP status) when the request is rejected. */
 export class Prompt {
   /** UTF-8 text (chat canonical text, or a completions prompt string), or token ids. */
-  text: Array<u8> = new Array<u8>();
+  text: Bytes = new Bytes();
   tokens: Array<u32> = new Array<u32>();
   tokenMode: bool = false;
   turn: i32 = 1;
@@ -48,10 +48,9 @@ export function readPrompt(endpoint: Endpoint, body: Uint8Array, model: string):
   const m = memberNamed(members, "model");
   if (m) {
     if (json.typeAt(m.start) != JsonType.String) return p.reject(400, "model must be a string", bad);
-    const name = json.stringAt(m.start);
-    if (model.length > 0 && name != model) {
-      p.reject(404, "the model `" + name + "` does not exist (this proxy serves `" + model + "`)", "model_not_found");
-      return p;
+    if (model.length > 0 && !json.stringEquals(m.start, m.end, model)) {
+      const name = json.stringAt(m.start);
+      if (name != model) return p.reject(404, "the model `" + name + "` does not exist (this proxy serves `" + model + "`)", "model_not_found");
     }
   }
   const s = memberNamed(members, "stream");
@@ -82,9 +81,8 @@ function readChat(p: Prompt, json: Json, members: Array<Member>): Prompt {
     if (role) {
       const t = json.typeAt(role.start);
       if (t == JsonType.String) {
-        const name = json.stringAt(role.start);
-        if (name == "user") userTurns++;
-        appendText(name, p.text);
+        if (json.stringEquals(role.start, role.end, "user")) userTurns++;
+        json.appendString(role.start, p.text);
       } else if (t != JsonType.Null) json.appendCompact(role.start, role.end, p.text);
     }
     p.text.push(0x0a);
@@ -98,7 +96,7 @@ function readChat(p: Prompt, json: Json, members: Array<Member>): Prompt {
 }
 
 /** proxy.ts contentText: a string as is, text parts joined by "\n", anything else as its JSON. */
-function appendContent(json: Json, content: Member, out: Array<u8>): void {
+function appendContent(json: Json, content: Member, out: Bytes): void {
   const t = json.typeAt(content.start);
   if (t == JsonType.String) {
     json.appendString(content.start, out);
@@ -208,7 +206,7 @@ export function decodeBody(p: Prompt, kvParams: string): Uint8Array {
  */
 function rewrite(p: Prompt, replaced: Map<string, string>, appended: Array<string>, dropped: Array<string>): Uint8Array {
   const json = p.json!;
-  const out = new Array<u8>();
+  const out = new Bytes();
   const written = new Set<string>();
   out.push(0x7b);
   for (let k = 0; k < p.members.length; k++) {
@@ -233,7 +231,7 @@ function rewrite(p: Prompt, replaced: Map<string, string>, appended: Array<strin
     appendText(replaced.get(key), out);
   }
   out.push(0x7d);
-  return bytesOf(out);
+  return out.toUint8Array();
 }
 
 /** The kv_transfer_params object of a prefill answer, compacted, or "" when the answer has none. */
@@ -242,14 +240,14 @@ export function kvTransferParams(answer: Uint8Array): string {
   if (!json.isValid() || json.typeAt(json.root()) != JsonType.Object) return "";
   const kv = memberNamed(json.members(json.root()), "kv_transfer_params");
   if (!kv || json.typeAt(kv.start) != JsonType.Object) return "";
-  const out = new Array<u8>();
+  const out = new Bytes();
   json.appendCompact(kv.start, kv.end, out);
-  return String.UTF8.decode(bytesOf(out).buffer);
+  return String.UTF8.decode(out.toUint8Array().buffer);
 }
 
 /** An OpenAI-style error body: {"error": {"message", "type", "code"}} (http-util.ts errorBody). */
 export function errorBody(message: string, type: string, code: string): ArrayBuffer {
-  const out = new Array<u8>();
+  const out = new Bytes();
   appendAscii('{"error":{"message":', out);
   appendQuoted(message, out);
   appendAscii(',"type":', out);
@@ -257,5 +255,5 @@ export function errorBody(message: string, type: string, code: string): ArrayBuf
   appendAscii(',"code":', out);
   appendQuoted(code, out);
   appendAscii("}}", out);
-  return bytesOf(out).buffer;
+  return out.toUint8Array().buffer;
 }

@@ -49,8 +49,6 @@ export class Routing {
   private oslMode: i32 = 0;
   /** Next decision-log entry this VM applies. */
   nextSeq: u32 = 0;
-  /** Entries skipped because this VM fell more than the log's length behind. */
-  skipped: u32 = 0;
   private period: f64 = -1;
   private load: StaticArray<f64> = new StaticArray<f64>(2);
 
@@ -112,8 +110,9 @@ export class Routing {
     return "";
   }
 
-  /** Applies the decision log up to its head, and the forgetting period (approximate mode). */
-  catchUp(nowS: f64): void {
+  /** Applies the decision log up to its head, and the forgetting period (approximate mode); returns the entries
+   *  skipped because this VM fell more than the log's length behind. */
+  catchUp(nowS: f64): u32 {
     const ttl = this.config.approximateTtlS;
     const period = ttl > 0 ? Math.floor(nowS / ttl) : 0;
     if (period != this.period) {
@@ -121,8 +120,9 @@ export class Routing {
       this.period = period;
     }
     const head = logHead();
+    let skipped: u32 = 0;
     if (head - this.nextSeq > LOG_SLOTS) {
-      this.skipped += head - this.nextSeq - LOG_SLOTS;
+      skipped = head - this.nextSeq - LOG_SLOTS;
       this.nextSeq = head - LOG_SLOTS;
     }
     while (this.nextSeq != head) {
@@ -135,6 +135,7 @@ export class Routing {
       if (e.decode >= 0) indexStore(e.decode, n);
       if (e.prefill >= 0) indexStore(e.prefill, n);
     }
+    return skipped;
   }
 
   /** Routes one prompt; the decision is appended to the shared log. */

@@ -145,15 +145,19 @@ export function bootstrap(setup: EnvoySetup, ldsPath: string): object {
   };
 }
 
-/** The listener (LDS file): the filter chain and the routes; `wasmPath` is the filter module. */
-export function listener(setup: EnvoySetup, plugin: PluginConfig, wasmPath: string): object {
-  const maxBody = plugin.max_body_bytes ?? DEFAULT_MAX_BODY_BYTES;
+/**
+ * The listener (LDS file): the filter chain and the routes; `wasmPath` is the filter module. Without a plugin
+ * (null), Envoy alone: only the router, every request to the first decode worker (the benchmark's baseline).
+ */
+export function listener(setup: EnvoySetup, plugin: PluginConfig | null, wasmPath: string): object {
+  const maxBody = plugin?.max_body_bytes ?? DEFAULT_MAX_BODY_BYTES;
   const firstDecode = setup.workers.find((w) => w.role !== "prefill")!;
   const timeout = `${(setup.request_timeout_ms ?? 0) / 1000}s`;
   const routed = (path: string): object => ({
     match: { path },
-    route: { cluster_header: "x-dolphin-cluster", timeout },
+    route: plugin ? { cluster_header: "x-dolphin-cluster", timeout } : { cluster: firstDecode.cluster ?? firstDecode.id, timeout },
   });
+  const router = { name: "envoy.filters.http.router", typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } };
   return {
     resources: [{
       "@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
@@ -180,7 +184,7 @@ export function listener(setup: EnvoySetup, plugin: PluginConfig, wasmPath: stri
                 ],
               }],
             },
-            http_filters: [
+            http_filters: plugin === null ? [router] : [
               {
                 name: "envoy.filters.http.wasm",
                 typed_config: {
@@ -221,7 +225,7 @@ export function listener(setup: EnvoySetup, plugin: PluginConfig, wasmPath: stri
                   },
                 },
               },
-              { name: "envoy.filters.http.router", typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } },
+              router,
             ],
           },
         }],

@@ -74,13 +74,15 @@ export interface EnvoyOptions {
   onLog?: (line: string) => void;
   /** Rewrites the plugin configuration before it is written (tests of the filter's own checks). */
   plugin?: (config: PluginConfig) => unknown;
+  /** Envoy alone, without the filter (same listener and routes to the first decode worker): a baseline. */
+  withoutFilter?: boolean;
 }
 
 /** Writes envoy.yaml and listener.yaml for `setup` into `dir`; returns their paths. */
-export function writeEnvoyConfig(setup: EnvoySetup, dir: string, wasmPath = filterWasmPath(), plugin = pluginConfig(setup) as unknown): { bootstrap: string; listener: string } {
+export function writeEnvoyConfig(setup: EnvoySetup, dir: string, wasmPath = filterWasmPath(), plugin: unknown = pluginConfig(setup)): { bootstrap: string; listener: string } {
   const lds = join(dir, "listener.yaml");
   const boot = join(dir, "envoy.yaml");
-  writeAtomically(lds, `${toYaml(listener(setup, plugin as PluginConfig, wasmPath)).trimStart()}\n`);
+  writeAtomically(lds, `${toYaml(listener(setup, plugin as PluginConfig | null, wasmPath)).trimStart()}\n`);
   writeFileSync(boot, `${toYaml(bootstrap(setup, lds)).trimStart()}\n`);
   return { bootstrap: boot, listener: lds };
 }
@@ -94,10 +96,11 @@ function writeAtomically(path: string, text: string): void {
 
 export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Promise<RunningEnvoy> {
   const binary = findEnvoy();
-  const wasmPath = opts.wasmPath ?? filterWasmPath();
+  const wasmPath = opts.wasmPath ?? (opts.withoutFilter ? "" : filterWasmPath());
   const ownDir = opts.dir === undefined;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "dolphin-envoy-"));
-  const pluginOf = (s: EnvoySetup): PluginConfig => (opts.plugin ? opts.plugin(pluginConfig(s)) : pluginConfig(s)) as PluginConfig;
+  const pluginOf = (s: EnvoySetup): PluginConfig | null =>
+    opts.withoutFilter ? null : (opts.plugin ? opts.plugin(pluginConfig(s)) : pluginConfig(s)) as PluginConfig;
   const paths = writeEnvoyConfig(setup, dir, wasmPath, pluginOf(setup));
   const adminPath = join(dir, "admin-address");
   const args = [
