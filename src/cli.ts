@@ -190,7 +190,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     usage: `dolphin simulate --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
                 --split <nPmD|nR> [--slo <preset|ttft_ms,tpot_ms>] --policy <kind> [--table T]
                 [--load trace|xS|R|saturated] [--seed N] [--requests N] [--link nvlink|ib-ndr|ib-hdr|100gbe]
-                [--dedupe] [--index-lag-ms MS] [--json] [--trace-out FILE]
+                [--dedupe] [--index-lag-ms MS] [--cache-view precise|approximate] [--json] [--trace-out FILE]
 
 Workloads: hybrid, arxiv, leval, humaneval, multiturn (generated, seeded) or a Mooncake JSONL / Azure CSV / lengths
 CSV file. Clusters: h20-72b (default), h100-70b, h100-8b, or a JSON cluster file defining one preset. SLO presets:
@@ -202,7 +202,7 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
       workload: { type: "string" }, format: { type: "string" }, cluster: { type: "string" }, split: { type: "string" },
       slo: { type: "string" }, policy: { type: "string" }, table: { type: "string" }, load: { type: "string" },
       seed: { type: "string" }, requests: { type: "string" }, link: { type: "string" }, dedupe: { type: "boolean" },
-      "index-lag-ms": { type: "string" }, json: { type: "boolean" }, "trace-out": { type: "string" },
+      "index-lag-ms": { type: "string" }, "cache-view": { type: "string" }, json: { type: "boolean" }, "trace-out": { type: "string" },
     },
     async run(v) {
       for (const k of ["workload", "split", "policy"]) if (!v[k]) throw new UsageError(`--${k} is required`);
@@ -219,6 +219,7 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
         ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
         ...(v["dedupe"] ? { dedupeTransfer: true } : {}),
         ...(v["index-lag-ms"] !== undefined ? { indexLagMs: Number(v["index-lag-ms"]) } : {}),
+        ...(v["cache-view"] !== undefined ? { cacheView: cacheViewOption(v["cache-view"]) } : {}),
       });
       const t0 = performance.now();
       const result = simulate(prepared.workload, prepared.config);
@@ -511,6 +512,11 @@ per policy with the paper's figures marked) into --out (default out/report).`,
   },
 };
 
+
+function cacheViewOption(v: unknown): "precise" | "approximate" {
+  if (v !== "precise" && v !== "approximate") throw new UsageError(`--cache-view must be precise or approximate, got ${String(v)}`);
+  return v;
+}
 
 /** The options train and eval share. */
 function jobOptions(v: Record<string, string | boolean | undefined>): JobOptions {
