@@ -7,9 +7,8 @@
 //            when the prefill fails and fallback_local is on, the unchanged body goes to the decode worker.
 // Bad input gets an OpenAI-style error from the filter. Nothing here throws: a trap would stop the VM.
 
-import {
-  BaseContext, Context, FilterDataStatusValues, FilterHeadersStatusValues, get_buffer_bytes, makeHeaderPair, RootContext,
-} from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
+import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
+import { get_buffer_bytes } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
 import { E_NO_DECODE_WORKER } from "../../assembly/generated/abi";
 import { parseConfig } from "./config";
 import {
@@ -24,19 +23,20 @@ import { addPrefills, initSharedKeys, logHead } from "./shared";
 const CHAT_PATH = "/v1/chat/completions";
 const COMPLETIONS_PATH = "/v1/completions";
 
-/** Stream contexts alive in this VM: the SDK's own map traps on a context it does not hold (index.ts). */
-export const liveStreams = new Set<u32>();
+// proxy-wasm status values (FilterHeadersStatus, FilterDataStatus)
+const CONTINUE: i32 = 0;
+const STOP_ITERATION: i32 = 1;
+const STOP_ITERATION_AND_BUFFER: i32 = 1;
+const STOP_ITERATION_NO_BUFFER: i32 = 3;
 
-export class DolphinRoot extends RootContext {
+/** Prefill requests in flight: dispatch_http_call token → the stream waiting for the answer. */
+export const pendingCalls = new Map<u32, DolphinStream>();
+
+export class DolphinRoot {
   readonly routing: Routing = new Routing();
   configured: bool = false;
 
-  createContext(contextId: u32): Context {
-    liveStreams.add(contextId);
-    return new DolphinStream(contextId, this);
-  }
-
-  onConfigure(size: u32): bool {
+  configure(size: u32): bool {
     const text = Uint8Array.wrap(get_buffer_bytes(BufferTypeValues.PluginConfiguration, 0, size));
     const parsed = parseConfig(text);
     if (parsed.error.length > 0) {
@@ -59,7 +59,7 @@ export class DolphinRoot extends RootContext {
   }
 }
 
-export class DolphinStream extends Context {
+export class DolphinStream {
   private endpoint: i32 = -1;
   private prompt: Prompt | null = null;
   private decision: FilterDecision | null = null;
@@ -73,52 +73,50 @@ export class DolphinStream extends Context {
   private heldDecodeTokens: f64 = 0;
   private answered: bool = false;
 
-  constructor(contextId: u32, readonly root: DolphinRoot) {
-    super(contextId, root);
-  }
+  constructor(readonly contextId: u32, readonly root: DolphinRoot) {}
 
-  onRequestHeaders(_headers: u32, endOfStream: bool): FilterHeadersStatusValues {
+  onRequestHeaders(endOfStream: bool): i32 {
     const path = header(HeaderMapTypeValues.RequestHeaders, ":path");
     const q = path.indexOf("?");
     const bare = q >= 0 ? path.substring(0, q) : path;
-    if (bare != CHAT_PATH && bare != COMPLETIONS_PATH) return FilterHeadersStatusValues.Continue;
+    if (bare != CHAT_PATH && bare != COMPLETIONS_PATH) return CONTINUE;
     const method = header(HeaderMapTypeValues.RequestHeaders, ":method");
     if (method != "POST") {
       this.reject(405, method + " is not allowed on " + bare + " (allowed: POST)", "method_not_allowed");
-      return FilterHeadersStatusValues.StopIteration;
+      return STOP_ITERATION;
     }
     this.endpoint = bare == CHAT_PATH ? Endpoint.Chat : Endpoint.Completions;
     const c = this.root.routing.config;
     const declared = header(HeaderMapTypeValues.RequestHeaders, "content-length");
     if (declared.length > 0 && parseFloat(declared) > <f64>c.maxBodyBytes) {
       this.tooLarge();
-      return FilterHeadersStatusValues.StopIteration;
+      return STOP_ITERATION;
     }
     if (endOfStream) {
       this.reject(400, "empty request body", "invalid_json");
-      return FilterHeadersStatusValues.StopIteration;
+      return STOP_ITERATION;
     }
     this.requestId = header(HeaderMapTypeValues.RequestHeaders, "x-request-id");
     this.authorization = header(HeaderMapTypeValues.RequestHeaders, "authorization");
     // the body may change length (remote path): the buffer filter after this one sets the final content-length
     removeHeader(HeaderMapTypeValues.RequestHeaders, "content-length");
-    return FilterHeadersStatusValues.Continue;
+    return CONTINUE;
   }
 
-  onRequestBody(size: usize, endOfStream: bool): FilterDataStatusValues {
-    if (this.endpoint < 0 || this.answered || this.decision !== null) return FilterDataStatusValues.Continue;
+  onRequestBody(size: u32, endOfStream: bool): i32 {
+    if (this.endpoint < 0 || this.answered || this.decision !== null) return CONTINUE;
     const c = this.root.routing.config;
-    if (size > <usize>c.maxBodyBytes) {
+    if (size > <u32>c.maxBodyBytes) {
       this.tooLarge();
-      return FilterDataStatusValues.StopIterationNoBuffer;
+      return STOP_ITERATION_NO_BUFFER;
     }
-    if (!endOfStream) return FilterDataStatusValues.StopIterationAndBuffer;
+    if (!endOfStream) return STOP_ITERATION_AND_BUFFER;
     this.bodyLength = <u32>size;
     const started = nowNs();
     const p = readPrompt(this.endpoint, bufferBytes(BufferTypeValues.HttpRequestBody, <u32>size), c.model);
     if (p.status != 0) {
       this.reject(p.status, p.errorMessage, p.errorCode);
-      return FilterDataStatusValues.StopIterationNoBuffer;
+      return STOP_ITERATION_NO_BUFFER;
     }
     this.prompt = p;
     const routing = this.root.routing;
@@ -129,7 +127,7 @@ export class DolphinStream extends Context {
       count(metrics.routeErrors);
       if (d.code == E_NO_DECODE_WORKER) this.answer(503, "no decode worker is in rotation", "service_unavailable", "no_decode_worker");
       else this.answer(500, "internal error: routing failed: " + d.error, "server_error", "internal_error");
-      return FilterDataStatusValues.StopIterationNoBuffer;
+      return STOP_ITERATION_NO_BUFFER;
     }
     this.decision = d;
     if (!d.shared) count(metrics.logUnshared);
@@ -143,33 +141,30 @@ export class DolphinStream extends Context {
   }
 
   /** Step 1 of the NixlConnector protocol; the answer continues the request (onPrefillAnswer). */
-  private dispatchPrefill(p: Prompt, d: FilterDecision): FilterDataStatusValues {
+  private dispatchPrefill(p: Prompt, d: FilterDecision): i32 {
     const routing = this.root.routing;
     const worker = unchecked(routing.workers[d.prefill]);
-    const headers = [
-      makeHeaderPair(":method", "POST"),
-      makeHeaderPair(":path", this.endpoint == Endpoint.Chat ? CHAT_PATH : COMPLETIONS_PATH),
-      makeHeaderPair(":authority", worker.cluster),
-      makeHeaderPair("content-type", "application/json"),
-    ];
-    if (this.requestId.length > 0) headers.push(makeHeaderPair("x-request-id", this.requestId));
-    if (this.authorization.length > 0) headers.push(makeHeaderPair("authorization", this.authorization));
+    const headers = new Array<string>();
+    headers.push(":method"); headers.push("POST");
+    headers.push(":path"); headers.push(this.endpoint == Endpoint.Chat ? CHAT_PATH : COMPLETIONS_PATH);
+    headers.push(":authority"); headers.push(worker.cluster);
+    headers.push("content-type"); headers.push("application/json");
+    if (this.requestId.length > 0) { headers.push("x-request-id"); headers.push(this.requestId); }
+    if (this.authorization.length > 0) { headers.push("authorization"); headers.push(this.authorization); }
     routing.hold(d.prefill, d.effP, 0);
     addPrefills(1);
-    const rc = this.root.httpCall(worker.cluster, headers, prefillBody(p).buffer, [], <u32>routing.config.prefillTimeoutMs, this,
-      (origin: BaseContext, headerCount: u32, bodySize: usize, _trailers: u32): void => {
-        (origin as DolphinStream).onPrefillAnswer(headerCount, bodySize);
-      });
-    if (rc != 0) {
+    const token = httpCall(worker.cluster, headers, prefillBody(p), <u32>routing.config.prefillTimeoutMs);
+    if (token < 0) {
       this.prefillDone();
-      return this.prefillFailed("dispatch_http_call to cluster " + worker.cluster + " failed (" + rc.toString() + ")", false);
+      return this.prefillFailed("dispatch_http_call to cluster " + worker.cluster + " failed (" + (-token).toString() + ")", false);
     }
-    return FilterDataStatusValues.StopIterationAndBuffer;
+    pendingCalls.set(<u32>token, this);
+    return STOP_ITERATION_AND_BUFFER;
   }
 
-  onPrefillAnswer(headerCount: u32, bodySize: usize): void {
+  onPrefillAnswer(headerCount: u32, bodySize: u32): void {
     this.prefillDone();
-    if (this.answered || !liveStreams.has(this.context_id)) return; // the client left meanwhile
+    if (this.answered) return;
     const d = this.decision!;
     const status = headerCount > 0 ? header(HeaderMapTypeValues.HttpCallResponseHeaders, ":status") : "";
     if (status.length == 0) {
@@ -202,7 +197,7 @@ export class DolphinStream extends Context {
   }
 
   /** The prefill failed: local prefill on the decode worker (fallback_local), else 502 (or the worker's 4xx). */
-  private prefillFailed(why: string, resume: bool, status: string = "", answer: Uint8Array | null = null): FilterDataStatusValues {
+  private prefillFailed(why: string, resume: bool, status: string = "", answer: Uint8Array | null = null): i32 {
     count(metrics.prefillFailures);
     const d = this.decision!;
     const routing = this.root.routing;
@@ -212,7 +207,7 @@ export class DolphinStream extends Context {
         localReply(<u32>parseInt(status), "dolphin_prefill_rejected", answer.buffer);
         this.answered = true;
       } else this.answer(502, "prefill worker " + worker + " failed: " + why, "upstream_error", "prefill_failed");
-      return FilterDataStatusValues.StopIterationNoBuffer;
+      return STOP_ITERATION_NO_BUFFER;
     }
     count(metrics.fallbacks);
     logInfo("dolphin: prefill failed, falling back to local prefill: " + why);
@@ -224,19 +219,19 @@ export class DolphinStream extends Context {
     return next;
   }
 
-  private sendToDecode(route: string, matchedBlocks: f64): FilterDataStatusValues {
+  private sendToDecode(route: string, matchedBlocks: f64): i32 {
     const d = this.decision!;
     this.route = route;
     this.matchedBlocks = matchedBlocks;
     count(route == "local" ? metrics.requestsLocal : route == "remote" ? metrics.requestsRemote : metrics.requestsFallback);
     count(metrics.matchedBlocks, <i64>matchedBlocks);
     setCluster(unchecked(this.root.routing.workers[d.decode]).cluster);
-    return FilterDataStatusValues.Continue;
+    return CONTINUE;
   }
 
-  onResponseHeaders(_headers: u32, endOfStream: bool): FilterHeadersStatusValues {
+  onResponseHeaders(endOfStream: bool): i32 {
     const d = this.decision;
-    if (d === null || this.route.length == 0) return FilterHeadersStatusValues.Continue;
+    if (d === null || this.route.length == 0) return CONTINUE;
     const workers = this.root.routing.workers;
     addHeader(HeaderMapTypeValues.ResponseHeaders, "x-dolphin-decode-worker", unchecked(workers[d.decode]).id);
     if (this.route == "remote") addHeader(HeaderMapTypeValues.ResponseHeaders, "x-dolphin-prefill-worker", unchecked(workers[d.prefill]).id);
@@ -245,21 +240,12 @@ export class DolphinStream extends Context {
     addHeader(HeaderMapTypeValues.ResponseHeaders, "x-dolphin-matched-blocks", (<i64>this.matchedBlocks).toString());
     this.releasePrefill();
     if (endOfStream) this.release();
-    return FilterHeadersStatusValues.Continue;
+    return CONTINUE;
   }
 
-  onResponseBody(_size: usize, endOfStream: bool): FilterDataStatusValues {
+  onResponseBody(endOfStream: bool): i32 {
     if (endOfStream) this.release();
-    return FilterDataStatusValues.Continue;
-  }
-
-  onLog(): void {
-    this.release();
-  }
-
-  onDelete(): void {
-    this.release();
-    liveStreams.delete(this.context_id);
+    return CONTINUE;
   }
 
   private releasePrefill(): void {
@@ -269,7 +255,8 @@ export class DolphinStream extends Context {
     this.heldDecodePrefill = 0;
   }
 
-  private release(): void {
+  /** Releases the loads this request holds (once; the answer's end, or the stream's). */
+  release(): void {
     this.releasePrefill();
     const d = this.decision;
     if (d === null || this.heldDecodeTokens == 0) return;
@@ -293,4 +280,34 @@ export class DolphinStream extends Context {
     this.release();
     localReply(<u32>status, "dolphin_" + code, errorBody(message, type, code));
   }
+}
+
+/**
+ * proxy_dispatch_http_call with the headers as name, value, name, value…; the token, or −status when the call could
+ * not be made. Header pairs are proxy-wasm's map encoding: count, (name length, value length)…, then each name and
+ * value followed by a NUL.
+ */
+function httpCall(cluster: string, pairs: Array<string>, body: Uint8Array, timeoutMs: u32): i64 {
+  const encoded = new Array<ArrayBuffer>(pairs.length);
+  let size = 4 + pairs.length * 4;
+  for (let k = 0; k < pairs.length; k++) {
+    const b = String.UTF8.encode(unchecked(pairs[k]));
+    unchecked(encoded[k] = b);
+    size += b.byteLength + 1;
+  }
+  const map = new ArrayBuffer(size);
+  const at = changetype<usize>(map);
+  store<u32>(at, pairs.length >> 1);
+  let data = at + 4 + (<usize>pairs.length << 2);
+  for (let k = 0; k < pairs.length; k++) {
+    const b = unchecked(encoded[k]);
+    store<u32>(at + 4 + (<usize>k << 2), b.byteLength);
+    memory.copy(data, changetype<usize>(b), b.byteLength);
+    data += b.byteLength;
+    store<u8>(data++, 0);
+  }
+  const name = String.UTF8.encode(cluster);
+  const token = memory.data(4);
+  const rc = imports.proxy_http_call(changetype<usize>(name), name.byteLength, at, size, body.dataStart, body.byteLength, 0, 0, timeoutMs, token);
+  return rc == 0 ? <i64>load<u32>(token) : -<i64>rc;
 }

@@ -1,37 +1,103 @@
 // The Envoy filter's entry (built to build/dolphin-envoy.wasm by build/build.mjs): the proxy-wasm ABI 0.2.1
-// exports, the root context, and the routing core compiled in from assembly/ (docs/envoy.md).
+// exports, and the routing core compiled in from assembly/ (docs/envoy.md).
 //
-// The SDK's exports are used as they are, except the three that end a context: its proxy_on_done and
-// proxy_on_delete look the root context up among the stream contexts and trap ("Key does not exist"), which
-// happens whenever Envoy retires a plugin (every table swap, and at shutdown); with FAIL_RELOAD that would cost a
-// second of 503s per swap. These versions know which contexts are streams (filter.ts liveStreams).
+// The exports are written here, not taken from the SDK: its dispatch builds debug strings on every call whether or
+// not they are logged (one of them joins the ids of every live context: work that grows with the requests in
+// flight), its proxy_on_done / proxy_on_delete trap for a root context (which Envoy retires at every table swap),
+// and its httpCall keeps a callback per call that a vanished stream leaks. The SDK still provides the host-import
+// declarations, malloc, and the buffer, shared-data and local-reply helpers (host.ts, shared.ts).
 
-import { deleteContext, getContext, registerRootContext, RootContext } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
-import { DolphinRoot, liveStreams } from "./filter";
+import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
+import { DolphinRoot, DolphinStream, pendingCalls } from "./filter";
 
 export { malloc } from "@gcoredev/proxy-wasm-sdk-as/assembly/malloc";
-export {
-  proxy_abi_version_0_2_1, proxy_on_vm_start, proxy_validate_configuration, proxy_on_configure, proxy_on_tick,
-  proxy_on_foreign_function, proxy_on_queue_ready, proxy_on_context_create, proxy_on_request_headers,
-  proxy_on_request_body, proxy_on_request_trailers, proxy_on_request_metadata, proxy_on_response_headers,
-  proxy_on_response_body, proxy_on_response_trailers, proxy_on_response_metadata, proxy_on_http_call_response,
-  proxy_on_grpc_receive_initial_metadata, proxy_on_grpc_trailing_metadata, proxy_on_grpc_receive, proxy_on_grpc_close,
-  proxy_on_downstream_data, proxy_on_upstream_data, proxy_on_upstream_connection_close,
-  proxy_on_downstream_connection_close, proxy_on_new_connection,
-} from "@gcoredev/proxy-wasm-sdk-as/assembly/exports";
+
+let root: DolphinRoot | null = null;
+const streams = new Map<u32, DolphinStream>();
+
+/** The stream context `id`, or null (a context Envoy never created here, or already deleted). */
+function stream(id: u32): DolphinStream | null {
+  return streams.has(id) ? streams.get(id) : null;
+}
+
+export function proxy_abi_version_0_2_1(): void {}
+
+export function proxy_on_context_create(contextId: u32, rootContextId: u32): void {
+  if (rootContextId == 0) {
+    // one root per VM: a new plugin configuration (a table swap) reconfigures it, keeping the core and its index
+    if (root === null) root = new DolphinRoot();
+    return;
+  }
+  if (root !== null) streams.set(contextId, new DolphinStream(contextId, root!));
+}
+
+export function proxy_on_vm_start(_rootContextId: u32, _vmConfigurationSize: u32): u32 {
+  return 1;
+}
+
+export function proxy_validate_configuration(_rootContextId: u32, _configurationSize: u32): u32 {
+  return 1;
+}
+
+export function proxy_on_configure(_rootContextId: u32, configurationSize: u32): u32 {
+  return root !== null && root!.configure(configurationSize) ? 1 : 0;
+}
+
+export function proxy_on_tick(_rootContextId: u32): void {}
+
+export function proxy_on_queue_ready(_rootContextId: u32, _token: u32): void {}
+
+export function proxy_on_foreign_function(_rootContextId: u32, _functionId: u32, _dataSize: u32): void {}
+
+export function proxy_on_request_headers(contextId: u32, _headers: u32, endOfStream: u32): i32 {
+  const s = stream(contextId);
+  return s !== null ? s.onRequestHeaders(endOfStream != 0) : 0;
+}
+
+export function proxy_on_request_body(contextId: u32, bodySize: u32, endOfStream: u32): i32 {
+  const s = stream(contextId);
+  return s !== null ? s.onRequestBody(bodySize, endOfStream != 0) : 0;
+}
+
+export function proxy_on_request_trailers(_contextId: u32, _trailers: u32): i32 { return 0; }
+
+export function proxy_on_request_metadata(_contextId: u32, _elements: u32): i32 { return 0; }
+
+export function proxy_on_response_headers(contextId: u32, _headers: u32, endOfStream: u32): i32 {
+  const s = stream(contextId);
+  return s !== null ? s.onResponseHeaders(endOfStream != 0) : 0;
+}
+
+export function proxy_on_response_body(contextId: u32, _bodySize: u32, endOfStream: u32): i32 {
+  const s = stream(contextId);
+  return s !== null ? s.onResponseBody(endOfStream != 0) : 0;
+}
+
+export function proxy_on_response_trailers(_contextId: u32, _trailers: u32): i32 { return 0; }
+
+export function proxy_on_response_metadata(_contextId: u32, _elements: u32): i32 { return 0; }
+
+export function proxy_on_http_call_response(_rootContextId: u32, token: u32, headers: u32, bodySize: u32, _trailers: u32): void {
+  if (!pendingCalls.has(token)) return;
+  const s = pendingCalls.get(token);
+  pendingCalls.delete(token);
+  if (!streams.has(s.contextId)) return; // the client left while the prefill ran
+  imports.proxy_set_effective_context(s.contextId);
+  s.onPrefillAnswer(headers, bodySize);
+}
+
+export function proxy_on_log(contextId: u32): void {
+  const s = stream(contextId);
+  if (s !== null) s.release();
+}
 
 export function proxy_on_done(_contextId: u32): u32 {
   return 1; // nothing to finish asynchronously
 }
 
-export function proxy_on_log(contextId: u32): void {
-  if (liveStreams.has(contextId)) getContext(contextId).onLog();
-}
-
 export function proxy_on_delete(contextId: u32): void {
-  if (!liveStreams.has(contextId)) return; // a root context: it lives as long as the VM
-  getContext(contextId).onDelete();
-  deleteContext(contextId);
+  const s = stream(contextId);
+  if (s === null) return; // a root context: it lives as long as the VM
+  s.release();
+  streams.delete(contextId);
 }
-
-registerRootContext((contextId: u32): RootContext => new DolphinRoot(contextId), "dolphin");
