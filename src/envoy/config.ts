@@ -131,7 +131,8 @@ export function bootstrap(setup: EnvoySetup, ldsPath: string): object {
       name: w.cluster ?? w.id,
       type: /^[\d.]+$/.test(host) ? "STATIC" : "STRICT_DNS",
       connect_timeout: "5s",
-      // one request per worker connection at a time, kept alive (vLLM serves HTTP/1.1)
+      // LLM requests are long-lived: Envoy's default 1,024 concurrent requests per cluster would queue them
+      circuit_breakers: { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 }] },
       load_assignment: { cluster_name: w.cluster ?? w.id, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: host, port_value: port } } } }] }] },
     };
   });
