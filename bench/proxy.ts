@@ -8,7 +8,7 @@
 //                back. It listens on two ports: decode (every path) and prefill (the two-step detail).
 //   passthrough  a bare pass-through (node:http, `node -e`): reads the body, JSON-parses it, forwards the raw bytes
 //                to the upstream and pipes the answer back; no routing. Its client is a keep-alive node:http Agent,
-//                the same client `dolphin serve` uses for workers (src/serve/proxy.ts), for a like-for-like
+//                the same client `dolphin serve` uses for workers (src/serve/proxy/upstream.ts), for a like-for-like
 //                comparison (the issue says undici; the proxy does not use it, so neither does this).
 //   proxy        `node bin/dolphin.js serve --config <tmp>` (via LAUNCH_SCRIPT): approximate mode (no /tokenize round trip), table
 //                always-local, one decode worker: every request takes the one-hop local path.
@@ -36,6 +36,7 @@ import http from "node:http";
 import os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { quantile } from "../src/sim/metrics.js";
 
 export interface Quantiles { p50: number; p99: number }
 
@@ -410,11 +411,6 @@ export function openLoop(ep: Endpoint, n: number, rate: number, stream: boolean)
 }
 
 // ---- statistics --------------------------------------------------------------------------------------------------
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}
 
 export const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 

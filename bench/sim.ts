@@ -5,7 +5,7 @@ import { ruleTable } from "../src/table.js";
 import { parseSlo } from "../src/sim/metrics.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { parseSplit, simulate } from "../src/sim/simulator.js";
-import { readMooncake } from "../src/sim/workload.js";
+import { readMooncake } from "../src/sim/workload-files.js";
 
 export interface SimBenchResult {
   requests: number;

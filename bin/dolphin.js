@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `dolphin` command. The TypeScript is compiled to dist/ by `npm run build` (run by npm ci and npm test).
 import { existsSync } from "node:fs";
-const cli = new URL("../dist/src/cli.js", import.meta.url);
+const cli = new URL("../dist/src/cli/index.js", import.meta.url);
 if (!existsSync(cli)) {
   console.error("dolphin: dist/ is missing; run `npm run build` first");
   process.exit(1);

@@ -6,6 +6,7 @@
 // big-endian, are used). Decoding never throws anything but KvEventError, whatever the bytes.
 
 import { Packr, Unpackr } from "msgpackr";
+import { describeValue, MSGPACK_WORDS } from "./values.js";
 
 export type KvEvent =
   | { kind: "stored"; hashes: Uint32Array; parent: Uint32Array | null; tokenIds: number[]; blockSize: number; medium: string | null }
@@ -57,12 +58,7 @@ function optionalString(v: unknown, where: string): string | null {
   return v;
 }
 
-function describe(v: unknown): string {
-  if (v === null) return "nil";
-  if (Array.isArray(v)) return "an array";
-  if (v instanceof Uint8Array) return "bytes";
-  return typeof v === "object" ? "a map" : `${typeof v} ${String(v)}`;
-}
+const describe = (v: unknown): string => describeValue(v, MSGPACK_WORDS);
 
 /** Fields of an event given as a tagged array or as a map with a "type" (or "tag") key. */
 function fields(e: unknown, names: string[], where: string): { tag: string; get: (name: string) => unknown } {

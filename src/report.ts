@@ -1,122 +1,19 @@
 // `dolphin report`: eval and load-sweep results (what `dolphin eval --json` prints) as a markdown table and
 // hand-written SVG charts — P90 TTFT and TPOT per policy with the paper's published deltas marked, and SLO
 // attainment vs load. Every result here is simulated; the markdown and every chart say so.
-// No dependencies: the SVG is plain strings, escaped once in `xml()`.
+// No dependencies and no I/O (browser-safe): the SVG is plain strings, escaped once in `xml()`; src/report-files.ts
+// writes the files. The input's type and validator are in src/eval-output.ts.
 
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { ReportError, validateEvalOutput, type EvalOutput, type PolicyOutcome } from "./eval-output.js";
+import { isPlainObject } from "./values.js";
 
-// ---------------------------------------------------------------------------------------------------------------
-// Input shapes and validation
-
-export interface Percentiles { p50: number; p90: number; p99: number }
-
-export interface PolicyResult {
-  slo_attainment: number;
-  ttft_ms: Percentiles;
-  tpot_ms: Percentiles;
-  throughput_tokens_per_s: number;
-  local_fraction: number;
-  failed: number;
-  [k: string]: unknown;
-}
-
-export interface EvalResult {
-  workload: string;
-  cluster: string;
-  split: string;
-  slo: { ttft_ms: number; tpot_ms: number };
-  load: unknown;
-  requests: number;
-  simulated: true;
-  policies: Record<string, PolicyResult>;
-  [k: string]: unknown;
-}
-
-export class ReportError extends Error {
-  override readonly name = "ReportError";
-}
-
-type Obj = Record<string, unknown>;
-const isObj = (x: unknown): x is Obj => typeof x === "object" && x !== null && !Array.isArray(x);
-const fail = (source: string, path: string, want: string): never => {
-  throw new ReportError(`${source}: ${path}: expected ${want}`);
-};
-
-function field(o: Obj, key: string, path: string, source: string): unknown {
-  if (!(key in o)) fail(source, path, "a value (field missing)");
-  return o[key];
-}
-function str(o: Obj, key: string, path: string, source: string): string {
-  const v = field(o, key, path, source);
-  return typeof v === "string" && v !== "" ? v : fail(source, path, "a non-empty string");
-}
-function num(o: Obj, key: string, path: string, source: string, min = -Infinity, max = Infinity): number {
-  const v = field(o, key, path, source);
-  if (typeof v !== "number" || !Number.isFinite(v)) return fail(source, path, "a number");
-  if (v < min || v > max) return fail(source, path, `a number in ${min}–${max}, got ${v}`);
-  return v;
-}
-/** A latency percentile; null (how JSON writes NaN: no request completed) reads as NaN and renders as "n/a". */
-function latency(o: Obj, key: string, path: string, source: string): number {
-  const v = field(o, key, path, source);
-  if (v === null) return NaN;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) return fail(source, path, "a number");
-  return v;
-}
-function percentiles(o: Obj, key: string, path: string, source: string): Percentiles {
-  const v = field(o, key, path, source);
-  if (!isObj(v)) return fail(source, path, "an object {p50, p90, p99}");
-  return {
-    p50: latency(v, "p50", `${path}.p50`, source),
-    p90: latency(v, "p90", `${path}.p90`, source),
-    p99: latency(v, "p99", `${path}.p99`, source),
-  };
-}
-
-/**
- * Checks that `x` is an eval result and returns a normalized copy (extra fields kept; null latency percentiles
- * become NaN). Errors name the source and the field: "<source>: policies.dolphin.ttft_ms.p90: expected a number".
- */
-export function validateEvalResult(x: unknown, source: string): EvalResult {
-  if (!isObj(x)) return fail(source, "(top level)", "an eval result object");
-  const slo = field(x, "slo", "slo", source);
-  if (!isObj(slo)) return fail(source, "slo", "an object {ttft_ms, tpot_ms}");
-  if (x["simulated"] !== true) fail(source, "simulated", "true (this report covers simulated results only)");
-  const policies = field(x, "policies", "policies", source);
-  if (!isObj(policies) || Object.keys(policies).length === 0) return fail(source, "policies", "an object with at least one policy");
-  const out: Record<string, PolicyResult> = {};
-  for (const [name, p] of Object.entries(policies)) {
-    const at = `policies.${name}`;
-    if (!isObj(p)) return fail(source, at, "an object");
-    out[name] = {
-      ...p,
-      slo_attainment: num(p, "slo_attainment", `${at}.slo_attainment`, source, 0, 1),
-      ttft_ms: percentiles(p, "ttft_ms", `${at}.ttft_ms`, source),
-      tpot_ms: percentiles(p, "tpot_ms", `${at}.tpot_ms`, source),
-      throughput_tokens_per_s: num(p, "throughput_tokens_per_s", `${at}.throughput_tokens_per_s`, source, 0),
-      local_fraction: num(p, "local_fraction", `${at}.local_fraction`, source, 0, 1),
-      failed: num(p, "failed", `${at}.failed`, source, 0),
-    };
-  }
-  return {
-    ...x,
-    workload: str(x, "workload", "workload", source),
-    cluster: str(x, "cluster", "cluster", source),
-    split: str(x, "split", "split", source),
-    slo: { ttft_ms: num(slo, "ttft_ms", "slo.ttft_ms", source, 0), tpot_ms: num(slo, "tpot_ms", "slo.tpot_ms", source, 0) },
-    load: x["load"],
-    requests: num(x, "requests", "requests", source, 0),
-    simulated: true,
-    policies: out,
-  };
-}
+export { ReportError };
 
 /**
  * Reads report input: one JSON eval result, a JSON array of them (a load sweep), or JSON lines (one result per
  * line). `source` names the input in errors ("<source>[2]: policies…" for the third element or line).
  */
-export function parseReportInput(text: string, source: string): { results: EvalResult[]; sweeps: EvalResult[][] } {
+export function parseReportInput(text: string, source: string): { results: EvalOutput[]; sweeps: EvalOutput[][] } {
   const trimmed = text.trim();
   let whole: unknown;
   try {
@@ -126,16 +23,16 @@ export function parseReportInput(text: string, source: string): { results: EvalR
     const results = lines.map((l, i) => {
       let v: unknown;
       try { v = JSON.parse(l); } catch { throw new ReportError(`${source}: line ${i + 1}: not JSON`); }
-      return validateEvalResult(v, `${source}:${i + 1}`);
+      return validateEvalOutput(v, `${source}:${i + 1}`);
     });
     return { results, sweeps: [] };
   }
   if (Array.isArray(whole)) {
-    const sweep = whole.map((v, i) => validateEvalResult(v, `${source}[${i}]`));
+    const sweep = whole.map((v, i) => validateEvalOutput(v, `${source}[${i}]`));
     checkSweep(sweep, source);
     return { results: [], sweeps: [sweep] };
   }
-  return { results: [validateEvalResult(whole, source)], sweeps: [] };
+  return { results: [validateEvalOutput(whole, source)], sweeps: [] };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -185,7 +82,7 @@ const SINGLE_TYPE = /arxiv|leval|l-eval|humaneval/i;
  * (arxiv, leval, humaneval); a trace file (any other name); null for multiturn (the paper has no such figure).
  * A result may override with a string field `paper_kind` ("hybrid" | "trace" | "single" | "none").
  */
-export function paperKind(r: EvalResult): PaperKind | null {
+export function paperKind(r: EvalOutput): PaperKind | null {
   const override = r["paper_kind"];
   if (override === "hybrid" || override === "trace" || override === "single") return override;
   if (override === "none") return null;
@@ -208,7 +105,7 @@ export interface Deltas {
 }
 
 /** Relative P90 deltas (x / base − 1) and the attainment difference in points of `policy` against `baseline`. */
-export function deltasVsBaseline(r: EvalResult, policy = "dolphin", baseline = "dynamo"): Deltas {
+export function deltasVsBaseline(r: EvalOutput, policy = "dolphin", baseline = "dynamo-isl"): Deltas {
   const p = r.policies[policy], b = r.policies[baseline];
   if (!p) throw new ReportError(`no "${policy}" policy in the ${r.workload} ${r.split} result`);
   if (!b) throw new ReportError(`no "${baseline}" policy in the ${r.workload} ${r.split} result`);
@@ -228,7 +125,7 @@ const pct = (fraction: number): string => `${signed(100 * fraction, 1)}%`;
 function describeLoad(load: unknown): string {
   if (typeof load === "string") return load;
   if (typeof load === "number") return `${load}`;
-  if (isObj(load)) {
+  if (isPlainObject(load)) {
     const parts: string[] = [];
     if (typeof load["scale"] === "number") parts.push(`×${fmt(load["scale"], 2)}`);
     if (typeof load["rps"] === "number") parts.push(`${fmt(load["rps"], 2)} req/s`);
@@ -245,7 +142,7 @@ function fmt(x: number, digits: number): string {
 const ms = (x: number): string => (!Number.isFinite(x) ? "n/a" : x >= 100 ? x.toFixed(0) : x.toFixed(1));
 
 /** Policies by SLO attainment, best first (ties by name), the order of the table and the bar chart. */
-function byAttainment(r: EvalResult): [string, PolicyResult][] {
+function byAttainment(r: EvalOutput): [string, PolicyOutcome][] {
   return Object.entries(r.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment || (a[0] < b[0] ? -1 : 1));
 }
 
@@ -258,13 +155,13 @@ function md(s: string): string {
     .replace(/\r?\n/g, " ");
 }
 
-function headerLine(r: EvalResult): string {
+function headerLine(r: EvalOutput): string {
   return `simulated cluster — workload ${r.workload}, cluster ${r.cluster}, split ${r.split}, ` +
     `SLO TTFT ${r.slo.ttft_ms} ms / TPOT ${r.slo.tpot_ms} ms, load ${describeLoad(r.load)}, ${r.requests} requests`;
 }
 
-/** "dolphin vs dynamo: P90 TTFT −x.x%, P90 TPOT −y.y%, attainment +z.z points (paper: …)". */
-export function comparisonLine(r: EvalResult, policy = "dolphin", baseline = "dynamo"): string {
+/** "dolphin vs dynamo-isl: P90 TTFT −x.x%, P90 TPOT −y.y%, attainment +z.z points (paper: …)". */
+export function comparisonLine(r: EvalOutput, policy = "dolphin", baseline = "dynamo-isl"): string {
   const kind = paperKind(r);
   const paper = kind ? `paper, real cluster, ${PAPER_DELTAS[kind].setting}: ${PAPER_DELTAS[kind].text}` : "paper: no published figure for this workload";
   if (!r.policies[policy] || !r.policies[baseline]) {
@@ -276,7 +173,7 @@ export function comparisonLine(r: EvalResult, policy = "dolphin", baseline = "dy
 }
 
 /** One section per result: a header saying "simulated", the policy table (best attainment first), the comparison. */
-export function markdownTable(results: EvalResult[]): string {
+export function markdownTable(results: EvalOutput[]): string {
   const sections = results.map((r) => {
     const rows = byAttainment(r).map(([name, p]) => {
       const cells = [
@@ -304,7 +201,7 @@ export function markdownTable(results: EvalResult[]): string {
 }
 
 /** A load sweep as markdown: SLO attainment % per policy (rows) at each load (columns). */
-export function markdownSweep(sweep: EvalResult[]): string {
+export function markdownSweep(sweep: EvalOutput[]): string {
   const points = sweepPoints(sweep);
   const first = points[0]!.r;
   const names = policyNames(sweep);
@@ -396,13 +293,13 @@ function timeValue(vMs: number, u: { unit: string; div: number }): string {
 /**
  * P90 TTFT (left panel) and P90 TPOT (right panel) per policy as horizontal bars, policies in table order; dolphin
  * highlighted, Dynamo's value as a dashed guide, and on dolphin's row the paper's published delta band drawn at
- * dynamo × (1 + delta). Standalone SVG, ~720 px wide.
+ * dynamo-isl × (1 + delta). Standalone SVG, ~720 px wide.
  */
-export function p90Chart(r: EvalResult): string {
+export function p90Chart(r: EvalOutput): string {
   const rows = byAttainment(r);
   const kind = paperKind(r);
   const paper = kind ? PAPER_DELTAS[kind] : null;
-  const dyn = r.policies["dynamo"];
+  const dyn = r.policies["dynamo-isl"];
   const showPaper = paper !== null && dyn !== undefined && r.policies["dolphin"] !== undefined;
 
   const W = 720, rowH = 26, barH = 16;
@@ -437,7 +334,7 @@ export function p90Chart(r: EvalResult): string {
     const base = dyn?.[panel.metric].p90 ?? NaN;
     const marks = showPaper && panel.delta && Number.isFinite(base) ? panel.delta.map((d) => base * (1 + d)) : [];
     const finite = [...values, ...marks].filter(Number.isFinite);
-    // The axis covers what is compared (dolphin, dynamo, the paper's band) with room to spare; a policy far beyond
+    // The axis covers what is compared (dolphin, dynamo-isl, the paper's band) with room to spare; a policy far beyond
     // (e.g. always-local in overload) is drawn broken at the edge with its value, so it cannot flatten the rest.
     const dol = rows.find(([name]) => name === "dolphin")?.[1][panel.metric].p90;
     const focus = [dol ?? NaN, base, ...marks].filter(Number.isFinite);
@@ -471,7 +368,7 @@ export function p90Chart(r: EvalResult): string {
     rows.forEach(([name, p], i) => {
       const v = p[panel.metric].p90;
       const y = top + i * rowH + (rowH - barH) / 2;
-      const fill = name === "dolphin" ? DOLPHIN : name === "dynamo" ? DYNAMO : OTHER;
+      const fill = name === "dolphin" ? DOLPHIN : name === "dynamo-isl" ? DYNAMO : OTHER;
       const w = Number.isFinite(v) ? Math.max(0.5, sx(v) - x0) : 0;
       out.push(`<rect class="bar" data-policy="${xml(name)}" x="${x0}" y="${n2(y)}" width="${n2(w)}" height="${barH}" fill="${fill}">` +
         `<title>${xml(`${name}: ${panel.label} ${timeValue(v, { unit: "ms", div: 1 })}`)}</title></rect>`);
@@ -492,7 +389,7 @@ export function p90Chart(r: EvalResult): string {
     if (marks.length === 2 && di >= 0) {
       const [a, b] = [sx(Math.min(marks[0]!, marks[1]!)), sx(Math.max(marks[0]!, marks[1]!))];
       const y1 = top + di * rowH + 1, y2 = top + (di + 1) * rowH - 1;
-      const note = `paper: ${panel.label} dynamo × (1 ${panel.delta![0] <= 0 ? MINUS : "+"} ` +
+      const note = `paper: ${panel.label} dynamo-isl × (1 ${panel.delta![0] <= 0 ? MINUS : "+"} ` +
         `${(Math.abs(panel.delta![1]) * 100).toFixed(1)}…${(Math.abs(panel.delta![0]) * 100).toFixed(1)}%) = ` +
         `${timeValue(Math.min(...marks), u)}…${timeValue(Math.max(...marks), u)}`;
       out.push(`<g class="paper-target" data-metric="${panel.metric}"><title>${xml(note)}</title>`);
@@ -515,14 +412,14 @@ export function p90Chart(r: EvalResult): string {
     x += 17 + textWidth(label, 12) + 18;
   };
   swatch(DOLPHIN, "dolphin");
-  swatch(DYNAMO, "dynamo (baseline)");
+  swatch(DYNAMO, "dynamo-isl (baseline)");
   swatch(OTHER, "other policies");
   items.push(`<line x1="${n2(x)}" y1="${legendY - 11}" x2="${n2(x)}" y2="${legendY + 2}" stroke="${DYNAMO}" stroke-dasharray="3 3"/>`);
-  items.push(text(x + 6, legendY, "dynamo's P90", `fill="${INK}"`));
+  items.push(text(x + 6, legendY, "dynamo-isl's P90", `fill="${INK}"`));
   const y2 = legendY + 20;
   if (showPaper && paper) {
     items.push(`<rect x="${LEGEND_X}" y="${y2 - 10}" width="12" height="12" fill="${PAPER}" fill-opacity="0.22" stroke="${PAPER}" stroke-width="1.5"/>`);
-    items.push(fitText(LEGEND_X + 17, y2, W - LEGEND_X - 17 - 8, 11, `paper (real cluster, ${paper.setting}), dolphin vs dynamo: ${paper.text}`, `fill="${INK}"`));
+    items.push(fitText(LEGEND_X + 17, y2, W - LEGEND_X - 17 - 8, 11, `paper (real cluster, ${paper.setting}), dolphin vs dynamo-isl: ${paper.text}`, `fill="${INK}"`));
   } else if (paper === null) {
     items.push(text(LEGEND_X, y2, "paper: no published figure for this workload", `font-size="11" fill="${MUTED}"`));
   }
@@ -534,10 +431,10 @@ export function p90Chart(r: EvalResult): string {
 // ---------------------------------------------------------------------------------------------------------------
 // SLO attainment vs load
 
-interface SweepPoint { r: EvalResult; x: number; label: string; axis: string }
+interface SweepPoint { r: EvalOutput; x: number; label: string; axis: string }
 
 /** Every result of a sweep must share workload, cluster and split. */
-function checkSweep(sweep: EvalResult[], source = "sweep"): void {
+function checkSweep(sweep: EvalOutput[], source = "sweep"): void {
   const first = sweep[0];
   if (!first) throw new ReportError(`${source}: a load sweep needs at least one result`);
   sweep.forEach((r, i) => {
@@ -550,19 +447,19 @@ function checkSweep(sweep: EvalResult[], source = "sweep"): void {
 }
 
 /** The x of each sweep point: req/s when every result has load.rps, else the load scale, else a number in the load spec, else the order. */
-function sweepPoints(sweep: EvalResult[]): SweepPoint[] {
+function sweepPoints(sweep: EvalOutput[]): SweepPoint[] {
   checkSweep(sweep);
-  const get = (r: EvalResult, k: string): number | undefined => {
+  const get = (r: EvalOutput, k: string): number | undefined => {
     const l = r.load;
-    const v = isObj(l) ? l[k] : undefined;
+    const v = isPlainObject(l) ? l[k] : undefined;
     return typeof v === "number" && Number.isFinite(v) ? v : undefined;
   };
-  const fromSpec = (r: EvalResult): number | undefined => {
-    const s = typeof r.load === "number" ? String(r.load) : typeof r.load === "string" ? r.load : isObj(r.load) && typeof r.load["spec"] === "string" ? r.load["spec"] : "";
+  const fromSpec = (r: EvalOutput): number | undefined => {
+    const s = typeof r.load === "number" ? String(r.load) : typeof r.load === "string" ? r.load : isPlainObject(r.load) && typeof r.load["spec"] === "string" ? r.load["spec"] : "";
     const m = /^\s*x?\s*(\d+(?:\.\d+)?)\s*x?\s*$/i.exec(s);
     return m ? Number(m[1]) : undefined;
   };
-  const pick = (f: (r: EvalResult) => number | undefined, axis: string, label: (v: number) => string): SweepPoint[] | null => {
+  const pick = (f: (r: EvalOutput) => number | undefined, axis: string, label: (v: number) => string): SweepPoint[] | null => {
     const xs = sweep.map(f);
     if (!xs.every((v): v is number => v !== undefined)) return null;
     return sweep.map((r, i) => ({ r, x: xs[i]!, label: label(xs[i]!), axis })).sort((a, b) => a.x - b.x);
@@ -574,7 +471,7 @@ function sweepPoints(sweep: EvalResult[]): SweepPoint[] {
 }
 
 /** Policy names across a sweep, best SLO attainment at the highest load first (the legend reads like the lines end). */
-function policyNames(sweep: EvalResult[]): string[] {
+function policyNames(sweep: EvalOutput[]): string[] {
   const all = new Set<string>();
   for (const r of sweep) for (const n of Object.keys(r.policies)) all.add(n);
   const points = sweepPoints(sweep);
@@ -589,7 +486,7 @@ function policyNames(sweep: EvalResult[]): string[] {
 }
 
 /** SLO attainment (0–100%) against load, one line per policy with a legend. Standalone SVG, 720 × 400. */
-export function attainmentVsLoadChart(sweep: EvalResult[]): string {
+export function attainmentVsLoadChart(sweep: EvalOutput[]): string {
   const points = sweepPoints(sweep);
   const first = points[0]!.r;
   const names = policyNames(sweep);
@@ -639,7 +536,7 @@ export function attainmentVsLoadChart(sweep: EvalResult[]): string {
   let paletteIndex = 0;
   const styles = names.map((n) => {
     if (n === "dolphin") return { color: DOLPHIN, width: 3, dash: "" };
-    if (n === "dynamo") return { color: DYNAMO, width: 2.5, dash: "" };
+    if (n === "dynamo-isl") return { color: DYNAMO, width: 2.5, dash: "" };
     const i = paletteIndex++;
     return { color: PALETTE[i % PALETTE.length]!, width: 1.6, dash: i >= PALETTE.length ? ' stroke-dasharray="5 3"' : "" };
   });
@@ -680,7 +577,7 @@ export function attainmentVsLoadChart(sweep: EvalResult[]): string {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Files
+// The whole report
 
 /** A file-name part: lowercase letters, digits, dots and dashes. */
 function slug(s: string): string {
@@ -688,12 +585,10 @@ function slug(s: string): string {
 }
 
 /**
- * Writes report.md and one SVG per result (p90-<workload>-<split>.svg) and per sweep
- * (attainment-vs-load-<workload>-<split>.svg) into `outDir` (created if missing). Returns the markdown and the
- * paths written, report.md first.
+ * The report: report.md's text, one P90 chart per result (p90-<workload>-<split>.svg) and one attainment-vs-load
+ * chart per sweep (attainment-vs-load-<workload>-<split>.svg), file names made unique. src/report-files.ts writes it.
  */
-export function writeReport(results: EvalResult[], sweeps: EvalResult[][], outDir: string): { markdown: string; files: string[] } {
-  mkdirSync(outDir, { recursive: true });
+export function buildReport(results: EvalOutput[], sweeps: EvalOutput[][]): { markdown: string; svgs: { name: string; svg: string }[] } {
   const used = new Set<string>();
   const unique = (base: string): string => {
     let name = `${base}.svg`;
@@ -721,13 +616,5 @@ export function writeReport(results: EvalResult[], sweeps: EvalResult[][], outDi
     svgs.push({ name, svg: attainmentVsLoadChart(sweep) });
     parts.push(markdownSweep(sweep), `![SLO attainment vs load, ${md(first.workload)} ${md(first.split)} (simulated)](${name})`, "");
   }
-  const markdown = parts.join("\n");
-  const files = [join(outDir, "report.md")];
-  writeFileSync(files[0]!, markdown);
-  for (const s of svgs) {
-    const path = join(outDir, s.name);
-    writeFileSync(path, s.svg);
-    files.push(path);
-  }
-  return { markdown, files };
+  return { markdown: parts.join("\n"), svgs };
 }

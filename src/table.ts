@@ -15,7 +15,8 @@
 
 import { Unpackr } from "msgpackr";
 import { FEATURES, KINDS, OSL_FEATURES, type Kind, type ParamDescriptor } from "./generated/abi.js";
-import { xxh64Hex } from "./reference/xxh64.js";
+import { describeValue, MSGPACK_WORDS } from "./values.js";
+import { xxh64Hex } from "./xxh64.js";
 
 export const TABLE_FORMAT = "dolphin-routing.table";
 export const TABLE_VERSION = 1;
@@ -109,18 +110,7 @@ const TOP_LEVEL_KEYS = new Set([
 
 type PlainMap = Record<string, unknown>;
 
-function describe(v: unknown): string {
-  if (v === null) return "null";
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
-  if (typeof v === "bigint") return `the integer ${v}`;
-  if (typeof v === "string") return `the string ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
-  if (Array.isArray(v)) return `an array of ${v.length}`;
-  if (v instanceof Uint8Array) return `binary data (${v.length} bytes)`;
-  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
-  if (v instanceof Map) return "a Map object";
-  if (typeof v === "object") return "a map";
-  return `a ${typeof v}`;
-}
+const describe = (v: unknown): string => describeValue(v, MSGPACK_WORDS);
 
 function expected(path: string, what: string, v: unknown): TableError {
   return new TableError(path, v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describe(v)}`);

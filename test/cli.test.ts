@@ -1,10 +1,29 @@
 // The dolphin command as a user runs it: a real process, stdin in, stdout out, exit codes.
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { caseTokens } from "./vectors-expand.js";
 
 const BIN = new URL("../bin/dolphin.js", import.meta.url).pathname;
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** Repository-relative paths of the TypeScript files reached from `entries` by static imports (not import()). */
+function staticImports(entries: string[]): string[] {
+  const seen = new Set<string>();
+  const visit = (file: string): void => {
+    if (seen.has(file) || !existsSync(file)) return;
+    seen.add(file);
+    const text = readFileSync(file, "utf8");
+    for (const m of text.matchAll(/^(?:import|export)\s[^;]*?\sfrom\s+"(\.{1,2}\/[^"]+)"/gm)) {
+      if (/^(?:import|export)\s+type\s/.test(m[0])) continue; // type-only: erased at build
+      visit(join(dirname(file), m[1]!.replace(/\.js$/, ".ts")));
+    }
+  };
+  entries.forEach(visit);
+  return [...seen].map((f) => relative(ROOT, f));
+}
 
 function dolphin(args: string[], input = ""): { code: number; out: string; err: string } {
   const r = spawnSync(process.execPath, [BIN, ...args], { input, encoding: "utf8", timeout: 60_000 });
@@ -94,6 +113,33 @@ describe("dolphin", () => {
     }
     expect(j.wasm_bytes).toBe(readFileSync(new URL("../build/core.wasm", import.meta.url)).length);
   }, 120_000);
+
+  it("every command's --help answers, the --help list names all of them, and each has its own module", () => {
+    const list = dolphin(["--help"]).out;
+    const names = [...list.matchAll(/^  (\w+) /gm)].map((m) => m[1]!);
+    expect(names).toEqual(["hash", "route", "bench", "simulate", "table", "start", "train", "eval", "ablate", "serve", "tune", "worker", "report"]);
+    for (const name of names) {
+      expect(existsSync(join(ROOT, "src", "cli", `${name}.ts`))).toBe(true);
+      const r = dolphin([name, "--help"]);
+      expect(r.code).toBe(0);
+      expect(r.out).toMatch(new RegExp(`^dolphin ${name}`));
+    }
+  }, 120_000);
+
+  // Start-up time: hash and route must not pull in the simulator, the learner, the proxy or the benchmarks. The
+  // dispatcher imports commands with import(); this walks the static imports from it and from those two commands.
+  it.each(["hash", "route", "table"])("%s statically imports nothing from src/sim, src/learn, src/serve, src/report or bench/", (name) => {
+    const reached = staticImports([join(ROOT, "src", "cli", "index.ts"), join(ROOT, "src", "cli", `${name}.ts`)]);
+    const heavy = reached.filter((f) => /^(src\/(sim|learn|serve)\/|src\/report\.ts$|bench\/)/.test(f));
+    expect(heavy).toEqual([]);
+    expect(reached).toContain(`src/cli/${name}.ts`);
+  });
+
+  it("bench sim names --trace only when --trace was given, and by default runs the trace shipped in data/", () => {
+    expect(dolphin(["bench", "sim", "--trace", "no-such.jsonl"]).err).toMatch(/--trace: no such file: no-such\.jsonl/);
+    expect(existsSync(join(ROOT, "data", "traces", "mooncake_conversation_dev.jsonl"))).toBe(true);
+    expect(readFileSync(join(ROOT, "src", "cli", "bench.ts"), "utf8")).toMatch(/packageFile\("data", "traces", "mooncake_conversation_dev\.jsonl"\)/);
+  });
 
   it("table describes a table file", () => {
     const r = dolphin(["table", "spec/vectors/tables/kmeans.msgpack"]);

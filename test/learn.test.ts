@@ -4,7 +4,9 @@ import { describe, expect, it } from "vitest";
 import { learnOslClasses, noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample } from "../src/learn/osl.js";
 import { buildPpdTable, POLICY_NAMES } from "../src/learn/policies.js";
 import { evalJob, trainJob, workloadParts } from "../src/learn/job.js";
-import { exhaustive, searchBits, type Environment, type Evaluation } from "../src/learn/train.js";
+import {
+  exhaustive, prepare, searchBits, train, type Environment, type Evaluation, type FeatureLog, type LearningEnvironment,
+} from "../src/learn/train.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { parseSplit } from "../src/sim/simulator.js";
@@ -17,7 +19,7 @@ class FakeEnv implements Environment {
   evaluations = 0;
   readonly seen = new Set<string>();
   constructor(private readonly target: number[]) {}
-  evaluate(t: Table): Evaluation {
+  async evaluate(t: Table): Promise<Evaluation> {
     this.evaluations++;
     const bits = t.bits!;
     this.seen.add(bits.join(""));
@@ -37,11 +39,11 @@ const makeTable = (bits: number[]): Table =>
   kmeansTable(bits.map((_, i) => [i, 0, 0, 0]), bits);
 
 describe("search", () => {
-  it("reaches the exhaustive optimum of a K = 8 landscape from a bad start, evaluating no table twice", () => {
+  it("reaches the exhaustive optimum of a K = 8 landscape from a bad start, evaluating no table twice", async () => {
     const target = [1, 0, 1, 1, 0, 0, 1, 0];
     const env = new FakeEnv(target);
-    const r = searchBits(env, makeTable, [0, 1, 0, 0, 1, 1, 0, 1], { seed: 3 });
-    const best = exhaustive(new FakeEnv(target), makeTable, 8);
+    const r = await searchBits(env, makeTable, [0, 1, 0, 0, 1, 1, 0, 1], { seed: 3 });
+    const best = await exhaustive(new FakeEnv(target), makeTable, 8);
     expect(r.best).toEqual(target);
     expect(r.bestReward).toBeCloseTo(best.bestReward, 12);
     expect(env.evaluations).toBe(env.seen.size);
@@ -50,16 +52,48 @@ describe("search", () => {
     expect(r.log.filter((s) => s.phase === "scan").length).toBeGreaterThan(0);
   });
 
-  it("without scanning, refines from the start table alone and still improves it", () => {
+  it("without scanning, refines from the start table alone and still improves it", async () => {
     const env = new FakeEnv([1, 1, 1, 1, 0, 0, 0, 0]);
-    const r = searchBits(env, makeTable, [0, 0, 0, 0, 1, 1, 1, 1], { seed: 1, scanInit: false });
+    const r = await searchBits(env, makeTable, [0, 0, 0, 0, 1, 1, 1, 1], { seed: 1, scanInit: false });
     expect(r.log.some((s) => s.phase === "scan")).toBe(false);
     expect(r.bestReward).toBeGreaterThan(r.log[0]!.reward);
   });
 
-  it("stops at the round limit", () => {
-    const r = searchBits(new FakeEnv([1, 0, 1, 0, 1, 0, 1, 0]), makeTable, [0, 0, 0, 0, 0, 0, 0, 0], { maxRounds: 5 });
+  it("stops at the round limit", async () => {
+    const r = await searchBits(new FakeEnv([1, 0, 1, 0, 1, 0, 1, 0]), makeTable, [0, 0, 0, 0, 0, 0, 0, 0], { maxRounds: 5 });
     expect(r.log.length).toBeLessThanOrEqual(5);
+  });
+});
+
+describe("prepare on an environment that observes no output lengths (a live cluster)", () => {
+  /** Two well-separated groups of requests, the long ones sent remote by the reference routing. */
+  class NoOslEnv extends FakeEnv implements LearningEnvironment {
+    readonly describe = { tool: "test env", workload: "two groups", slo: { ttftMs: 1000, tpotMs: 50 } };
+    async logFeatures(): Promise<FeatureLog> {
+      const requests = Array.from({ length: 40 }, (_, i) => {
+        const long = i % 2 === 1;
+        return { isl: long ? 8000 + i : 100 + i, effP: long ? 7000 : 90, effD: long ? 7000 : 90, path: long ? "remote" as const : "local" as const };
+      });
+      return { policy: "a test rule", requests };
+    }
+  }
+
+  it("clusters on isl, eff_P, eff_D, writes no output-length classes, and starts from the reference's vote", async () => {
+    const p = await prepare(new NoOslEnv([0, 1]), { k: 2, seed: 1 });
+    expect(p.osl).toBeNull();
+    expect(p.featureRun).toEqual({ policy: "a test rule", requests: 40 });
+    const t = p.makeTable(p.initial);
+    expect(t.features).toEqual(["isl", "eff_P", "eff_D"]);
+    expect(t.osl_classes).toBeUndefined();
+    expect(t.provenance?.tool).toBe("test env");
+    expect([...p.initial].sort()).toEqual([0, 1]);
+  });
+
+  it("runs the same search as train and refuses osl_hat it cannot compute", async () => {
+    const r = await train(new NoOslEnv([1, 0]), { k: 2, seed: 1 });
+    expect(r.log.length).toBeGreaterThan(0);
+    expect(r.osl).toBeNull();
+    await expect(prepare(new NoOslEnv([0, 1]), { k: 2, features: ["isl", "osl_hat"] })).rejects.toThrow(/osl_hat needs output lengths/);
   });
 });
 
@@ -127,9 +161,9 @@ describe("training and evaluation on a simulated cluster", () => {
     expect(JSON.stringify(p.train.requests[0]!.blocks)).not.toBe(JSON.stringify(p.eval.requests[0]!.blocks));
   });
 
-  it("writes a valid table whose clusters and bits route in the core, deterministically", () => {
-    const a = trainJob({ ...job, k: 4, load: "x1" });
-    const b = trainJob({ ...job, k: 4, load: "x1" });
+  it("writes a valid table whose clusters and bits route in the core, deterministically", async () => {
+    const a = await trainJob({ ...job, k: 4, load: "x1" });
+    const b = await trainJob({ ...job, k: 4, load: "x1" });
     const t = decodeTable(a.bytes);
     expect(t.kind).toBe("kmeans");
     expect(t.centroids).toHaveLength(4);
@@ -141,8 +175,8 @@ describe("training and evaluation on a simulated cluster", () => {
     expect(r.route({ tokens: Array.from({ length: 3000 }, (_, i) => i) }).cluster).not.toBeNull();
   });
 
-  it("evaluates every policy on the same arrivals in the documented shape", () => {
-    const trained = trainJob({ ...job, k: 2, load: "x1" });
+  it("evaluates every policy on the same arrivals in the documented shape", async () => {
+    const trained = await trainJob({ ...job, k: 2, load: "x1" });
     const out = evalJob({ ...job, load: "x1", table: trained.table });
     expect(Object.keys(out.policies).sort()).toEqual([...POLICY_NAMES].sort());
     expect(out.simulated).toBe(true);

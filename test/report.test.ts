@@ -1,4 +1,4 @@
-// `dolphin report` (src/report.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
+// `dolphin report` (src/report.ts, src/report-files.ts) and its input (src/eval-output.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
 // charts (well-formed XML, one bar or line per policy, the paper's marker, escaping) and the files written.
 
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -7,12 +7,14 @@ import { basename, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   PAPER_DELTAS, ReportError, attainmentVsLoadChart, deltasVsBaseline, markdownTable, niceTicks, p90Chart, paperKind,
-  parseReportInput, validateEvalResult, writeReport, type EvalResult, type PolicyResult,
+  parseReportInput,
 } from "../src/report.js";
+import { validateEvalOutput, type EvalOutput, type PolicyOutcome } from "../src/eval-output.js";
+import { writeReport } from "../src/report-files.js";
 
-const POLICIES = ["dolphin", "dynamo", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote"];
+const POLICIES = ["dolphin", "dynamo-isl", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote"];
 
-function policy(attainment: number, ttftP90: number, tpotP90: number): PolicyResult {
+function policy(attainment: number, ttftP90: number, tpotP90: number): PolicyOutcome {
   return {
     slo_attainment: attainment,
     ttft_ms: { p50: ttftP90 / 2, p90: ttftP90, p99: ttftP90 * 1.5 },
@@ -21,12 +23,12 @@ function policy(attainment: number, ttftP90: number, tpotP90: number): PolicyRes
   };
 }
 
-/** A hand-made hybrid result: dolphin 8% faster TTFT and 5% faster TPOT than dynamo, 3 points better attainment. */
-function result(over: Partial<EvalResult> = {}, policies: string[] = POLICIES): EvalResult {
-  const ps: Record<string, PolicyResult> = {};
+/** A hand-made hybrid result: dolphin 8% faster TTFT and 5% faster TPOT than dynamo-isl, 3 points better attainment. */
+function result(over: Partial<EvalOutput> = {}, policies: string[] = POLICIES): EvalOutput {
+  const ps: Record<string, PolicyOutcome> = {};
   policies.forEach((n, i) => { ps[n] = policy(0.8 - 0.05 * i, 4000 + 300 * i, 80 + 4 * i); });
   ps["dolphin"] = policy(0.83, 4000 * 0.92, 80 * 0.95);
-  ps["dynamo"] = policy(0.80, 4000, 80);
+  ps["dynamo-isl"] = policy(0.80, 4000, 80);
   return {
     workload: "hybrid", cluster: "h20-72b", split: "3P1D", slo: { ttft_ms: 10000, tpot_ms: 100 },
     load: { spec: "saturated", scale: 0.6, rps: 1.8 }, requests: 1500, simulated: true, policies: ps, ...over,
@@ -94,9 +96,9 @@ describe("xmlProblems (the test's own checker)", () => {
   });
 });
 
-describe("validateEvalResult", () => {
+describe("validateEvalOutput", () => {
   it("accepts an eval result and keeps extra fields", () => {
-    const r = validateEvalResult({ ...result(), extra: 7 }, "eval.json");
+    const r = validateEvalOutput({ ...result(), extra: 7 }, "eval.json");
     expect(r.policies["dolphin"]!.ttft_ms.p90).toBeCloseTo(3680);
     expect(r["extra"]).toBe(7);
   });
@@ -104,7 +106,7 @@ describe("validateEvalResult", () => {
   it("names the source and the field of a bad policy percentile", () => {
     const bad = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     bad["policies"]["dolphin"]["ttft_ms"]["p90"] = "fast";
-    expect(errorOf(() => validateEvalResult(bad, "eval.json"))).toBe("eval.json: policies.dolphin.ttft_ms.p90: expected a number");
+    expect(errorOf(() => validateEvalOutput(bad, "eval.json"))).toBe("eval.json: policies.dolphin.ttft_ms.p90: expected a number");
   });
 
   it.each([
@@ -112,24 +114,24 @@ describe("validateEvalResult", () => {
     ["slo.tpot_ms", (o: Record<string, any>) => { o["slo"]["tpot_ms"] = "100"; }],
     ["simulated", (o: Record<string, any>) => { o["simulated"] = false; }],
     ["policies", (o: Record<string, any>) => { o["policies"] = {}; }],
-    ["policies.dynamo.slo_attainment", (o: Record<string, any>) => { o["policies"]["dynamo"]["slo_attainment"] = 1.5; }],
+    ["policies.dynamo-isl.slo_attainment", (o: Record<string, any>) => { o["policies"]["dynamo-isl"]["slo_attainment"] = 1.5; }],
     ["policies.ppd.failed", (o: Record<string, any>) => { delete o["policies"]["ppd"]["failed"]; }],
     ["policies.llm-d.tpot_ms", (o: Record<string, any>) => { o["policies"]["llm-d"]["tpot_ms"] = [1, 2, 3]; }],
   ])("rejects a bad %s, naming it", (fieldPath, mutate) => {
     const bad = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     mutate(bad);
-    const message = errorOf(() => validateEvalResult(bad, "r.json"));
+    const message = errorOf(() => validateEvalOutput(bad, "r.json"));
     expect(message.startsWith(`r.json: ${fieldPath}: expected`)).toBe(true);
   });
 
   it("rejects a non-object with a ReportError", () => {
-    expect(() => validateEvalResult([1], "x")).toThrow(ReportError);
+    expect(() => validateEvalOutput([1], "x")).toThrow(ReportError);
   });
 
   it("reads a null percentile (JSON's NaN: nothing completed) as NaN, rendered n/a", () => {
     const raw = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     raw["policies"]["always-remote"]["ttft_ms"]["p99"] = null;
-    const r = validateEvalResult(raw, "x");
+    const r = validateEvalOutput(raw, "x");
     expect(r.policies["always-remote"]!.ttft_ms.p99).toBeNaN();
     expect(markdownTable([r])).toContain("n/a");
   });
@@ -180,7 +182,7 @@ describe("deltasVsBaseline", () => {
 
   it("compares any two policies", () => {
     const r = result();
-    const d = deltasVsBaseline(r, "dynamo", "dolphin");
+    const d = deltasVsBaseline(r, "dynamo-isl", "dolphin");
     expect(d.ttftP90).toBeCloseTo(1 / 0.92 - 1, 12);
     expect(d.attainment).toBeCloseTo(-3, 12);
   });
@@ -211,16 +213,16 @@ describe("markdownTable", () => {
     expect(rows[0]).toContain("| 83.0 | 1840 | 3680 | 5520 | 38.0 | 76.0 | 114 | 400 | 40.0 | 0 |");
   });
 
-  it("ends each section with dolphin vs dynamo and the paper's figure for the workload kind", () => {
-    expect(text).toContain("dolphin vs dynamo: P90 TTFT −8.0%, P90 TPOT −5.0%, SLO attainment +3.0 points (paper, real cluster, hybrid workload, two P/D splits: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%)");
+  it("ends each section with dolphin vs dynamo-isl and the paper's figure for the workload kind", () => {
+    expect(text).toContain("dolphin vs dynamo-isl: P90 TTFT −8.0%, P90 TPOT −5.0%, SLO attainment +3.0 points (paper, real cluster, hybrid workload, two P/D splits: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%)");
     expect(text).toContain("level with Dynamo or slightly behind");
   });
 
-  it("says so when dynamo is missing", () => {
+  it("says so when dynamo-isl is missing", () => {
     expect(markdownTable([result({}, ["dolphin", "ppd"])].map((x) => {
-      delete x.policies["dynamo"];
+      delete x.policies["dynamo-isl"];
       return x;
-    }))).toContain("dolphin vs dynamo: not available (the result lacks dynamo)");
+    }))).toContain("dolphin vs dynamo-isl: not available (the result lacks dynamo-isl)");
   });
 
   it("escapes pipes and angle brackets in names", () => {
@@ -253,12 +255,12 @@ describe("p90Chart", () => {
     expect(bars.filter((b) => b[1] === "ppd")[0]![2]).not.toBe([...colors][0]);
   });
 
-  it("draws the paper's band at dynamo × (1 + delta) on both panels", () => {
+  it("draws the paper's band at dynamo-isl × (1 + delta) on both panels", () => {
     const targets = svg.match(/<g class="paper-target"[\s\S]*?<\/g>/g) ?? [];
     expect(targets).toHaveLength(2);
-    // TTFT axis: 4000 ms dynamo; band 3684…3700 ms = 3.68…3.70 s
-    expect(targets[0]).toContain("paper: P90 TTFT dynamo × (1 − 7.5…7.9%) = 3.68 s…3.70 s");
-    expect(svg).toContain("paper (real cluster, hybrid workload, two P/D splits), dolphin vs dynamo: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%");
+    // TTFT axis: 4000 ms dynamo-isl; band 3684…3700 ms = 3.68…3.70 s
+    expect(targets[0]).toContain("paper: P90 TTFT dynamo-isl × (1 − 7.5…7.9%) = 3.68 s…3.70 s");
+    expect(svg).toContain("paper (real cluster, hybrid workload, two P/D splits), dolphin vs dynamo-isl: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%");
   });
 
   it("marks the band's position on the bar's scale", () => {
@@ -393,7 +395,7 @@ describe("p90Chart axis", () => {
     expect(xmlProblems(svg)).toEqual([]);
     expect(svg).toContain('class="axis-break"');
     expect(svg).toContain("2633 s");
-    // dolphin's and dynamo's bars keep a readable length: neither is squeezed below a tenth of the panel
+    // dolphin's and dynamo-isl's bars keep a readable length: neither is squeezed below a tenth of the panel
     const width = (name: string) => Number(new RegExp(`data-policy="${name}"[^>]*width="([0-9.]+)"`).exec(svg)![1]);
     expect(width("dolphin")).toBeGreaterThan(width("always-local") / 10);
   });

@@ -2,8 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { Router } from "../bindings/node/index.js";
 import { Slot } from "../src/core-api.js";
-import { pairsToBigInts, pairsToHex } from "../src/hashes.js";
-import { hashTokens, rootHash } from "../src/reference/blocks.js";
+import { hashTokens, pairsToBigInts, pairsToHex, rootHash } from "../src/hashes.js";
 import { encodeTable, ruleTable } from "../src/table.js";
 import { kmeansTable, routerOn } from "./helpers.js";
 

@@ -4,7 +4,7 @@ import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerRespon
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { encodeEventBatch } from "../src/kv-events.js";
-import { hashTokens, rootHash } from "../src/reference/blocks.js";
+import { hashTokens, rootHash } from "../src/hashes.js";
 import { ConfigError, parseConfig, type ServeConfigInput, type WorkerConfig } from "../src/serve/config.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { encodeTable, ruleTable } from "../src/table.js";

@@ -5,7 +5,7 @@ import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeEventBatch, type EventBatch, type KvEvent } from "../src/kv-events.js";
-import { hashTokens, rootHash } from "../src/reference/blocks.js";
+import { hashTokens, rootHash } from "../src/hashes.js";
 import { attnPairs, kvTransferMs, LINKS, PRESETS, stepTimeMs } from "../src/sim/perf.js";
 import {
   chatPrompt, decodeToken, encode, OUTPUT_WORDS, pieces, tokenId, VOCAB_SIZE,

@@ -1,5 +1,6 @@
 // The simulator's building blocks: event order, the prefix cache (pins, LRU, KV events), instances.
 import { describe, expect, it } from "vitest";
+import { quantile } from "../src/sim/metrics.js";
 import { EventQueue, Priority } from "../src/sim/events.js";
 import { BlockIds, KvCache } from "../src/sim/kv-cache.js";
 
@@ -142,5 +143,24 @@ describe("instance abort", () => {
     expect(inst.activeDecodeTokens).toBe(0);
     expect(inst.cache.availableBlocks).toBe(600); // everything unpinned again
     expect(inst.abort(jobs[1]!)).toBe(false); // already done
+  });
+});
+
+describe("quantile", () => {
+  const five = [10, 20, 30, 40, 50];
+  it("is the nearest-rank member by default: index ceil(q·n) − 1", () => {
+    expect([0, 0.2, 0.5, 0.9, 0.99, 1].map((q) => quantile(five, q))).toEqual([10, 10, 30, 50, 50, 50]);
+  });
+  it("is the lower member with rank \"lower\": index floor(q·(n − 1))", () => {
+    expect([0, 0.5, 0.9, 1].map((q) => quantile(five, q, "lower"))).toEqual([10, 30, 40, 50]);
+  });
+  it("differs between the two only where the doc says: q = 2/3 with n ≡ 2 (mod 3)", () => {
+    expect(quantile(five, 2 / 3)).toBe(40);
+    expect(quantile(five, 2 / 3, "lower")).toBe(30);
+    expect(quantile([1, 2, 3, 4, 5, 6], 2 / 3)).toBe(quantile([1, 2, 3, 4, 5, 6], 2 / 3, "lower"));
+  });
+  it("is NaN for an empty array", () => {
+    expect(quantile([], 0.5)).toBeNaN();
+    expect(quantile([], 0.5, "lower")).toBeNaN();
   });
 });

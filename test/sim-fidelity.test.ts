@@ -5,7 +5,7 @@ import { LINKS, PRESETS } from "../src/sim/perf.js";
 import { parseSplit, simulate, type SimConfig, type SimResult } from "../src/sim/simulator.js";
 import type { SimRequest, Workload } from "../src/sim/types.js";
 import { generate, withLoad } from "../src/sim/workload.js";
-import { out as xx, xxh64Pair } from "../src/reference/xxh64.js";
+import { out as xx, xxh64Pair } from "../src/xxh64.js";
 import { ruleTable } from "../src/table.js";
 import { coreModule } from "./helpers.js";
 

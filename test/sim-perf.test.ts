@@ -1,5 +1,5 @@
 // Calibration of the simulator's step-time and KV-transfer model (src/sim/perf.ts) against the points of
-// shared/docs/perf-model.md and the measured profiles in shared/data/perf (read here, never modified), plus the
+// shared/docs/perf-model.md and the measured profiles in data/perf (data/README.md), plus the
 // closed forms the simulator relies on and cluster-file validation. docs/simulator-calibration.md states the model,
 // the tolerances and the measured errors; `SIM_PERF_REPORT=1 npx vitest run test/sim-perf.test.ts` prints them.
 
@@ -14,7 +14,7 @@ import {
   resolveLink, resolvePreset, stepTimeMs, type LinkPreset, type ModelPreset,
 } from "../src/sim/perf.js";
 
-const PERF_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "shared", "data", "perf");
+const PERF_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "data", "perf");
 const H8 = PRESETS["h100-8b"];
 const H70 = PRESETS["h100-70b"];
 const H20 = PRESETS["h20-72b"];
@@ -53,10 +53,10 @@ function errorStats(errors: readonly number[], at: readonly number[]): ErrorStat
 const fmt = (s: ErrorStats): string =>
   `n=${s.n} median |err| ${pct(s.medianAbs)} (signed ${pct(s.medianSigned)}), max |err| ${pct(s.maxAbs)} at ${s.worstAt} tokens`;
 
-/** A CSV of numbers and names from shared/data/perf as rows of column → value. */
+/** A CSV of numbers and names from data/perf as rows of column → value. */
 function readCsv(file: string): Record<string, string>[] {
   const path = join(PERF_DIR, file);
-  if (!existsSync(path)) throw new Error(`calibration data missing: ${path} (see shared/data/README.md)`);
+  if (!existsSync(path)) throw new Error(`calibration data missing: ${path} (see data/README.md)`);
   const [header, ...lines] = readFileSync(path, "utf8").trim().split(/\r?\n/);
   const cols = header!.split(",");
   return lines.map((line) => {
@@ -163,10 +163,10 @@ describe("perf-model.md: what the model predicts, and what it must match", () =>
   });
 });
 
-// ---- 2. measured profiles (shared/data/perf) ----
+// ---- 2. measured profiles (data/perf) ----
 
-describe("calibration against shared/data/perf", () => {
-  const vidur = readCsv("derived_vidur_h100_linear_layers_model_totals.csv");
+describe("calibration against data/perf", () => {
+  const vidur = readCsv("derived_vidur_h100_linear_layers_7b_tp1_70b_tp4.csv");
   const vidurRows = (model: string, tp: number) => vidur.filter((r) => r.model === model && r.device === "h100" && num(r, "tp") === tp);
   const llmss8 = readCsv("derived_llmss_h100_Llama-3.1-8B_tp1_model_totals.csv");
   const llmss70 = readCsv("derived_llmss_h100_Llama-3.1-70B_tp4_model_totals_no_allreduce.csv");
@@ -273,7 +273,7 @@ describe("calibration against shared/data/perf", () => {
   });
 
   it("Splitwise (older stack) Llama2-70B TP4 H100 prompt times: the model is 20–60% faster for prompts of 128…8192", () => {
-    const rows = readCsv("splitwise_sim_perf_model.csv")
+    const rows = readCsv("derived_splitwise_llama2-70b_h100-80gb_tp4_bs1.csv")
       .filter((r) => r.model === "llama2-70b" && r.hardware === "h100-80gb" && num(r, "batch_size") === 1 && num(r, "tensor_parallel") === 4);
     const byPrompt = new Map<number, number[]>();
     for (const r of rows) byPrompt.set(num(r, "prompt_size"), [...(byPrompt.get(num(r, "prompt_size")) ?? []), num(r, "prompt_time")]);

@@ -2,15 +2,14 @@
 // meet their targets, block hashes share exactly the shared prefixes, load scaling, and every bad row names its place.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SimRequest, Workload } from "../src/sim/types.js";
-import {
-  GENERATORS, WorkloadError, generate, loadWorkload, parseLoad, readAzure, readLengths, readMooncake, withLoad,
-} from "../src/sim/workload.js";
+import { GENERATORS, WorkloadError, generate, parseLoad, parseWorkload, withLoad, workloadName } from "../src/sim/workload.js";
+import { loadWorkload, readAzure, readLengths, readMooncake } from "../src/sim/workload-files.js";
 
-const data = (p: string) => fileURLToPath(new URL(`../../shared/data/${p}`, import.meta.url));
+const data = (p: string) => fileURLToPath(new URL(`../data/${p}`, import.meta.url));
 const MOONCAKE = data("traces/mooncake_conversation_dev.jsonl");
 const AZURE = data("traces/azure2023_conv.csv");
 const LENGTHS = {
@@ -171,15 +170,14 @@ describe("Mooncake conversation trace", () => {
     loadMs = performance.now() - t0;
   });
 
-  it("loads all 7,851 requests, well formed, in file order, in well under 2 s", () => {
+  it("loads all 7,851 requests, well formed, in file order", () => {
     expect(w.requests.length).toBe(7851);
     expect(firstMalformed(w)).toBeUndefined();
     w.requests.forEach((r, i) => {
       expect(r.promptTokens).toBe(rows[i]!.input_length);
       expect(r.outputTokens).toBe(rows[i]!.output_length);
     });
-    expect(loadMs).toBeLessThan(2000);
-    console.log(`mooncake: loaded in ${loadMs.toFixed(0)} ms, rate ${w.rate.toFixed(3)} req/s`);
+    console.log(`mooncake: loaded in ${loadMs.toFixed(0)} ms (timing is the benchmark's job, not the test's), rate ${w.rate.toFixed(3)} req/s`);
   });
 
   it("spreads each ~3 s timestamp bucket's arrivals over the bucket", () => {
@@ -453,6 +451,21 @@ describe("loadWorkload", () => {
     expect(() => generate("arxiv", { requests: 0 })).toThrow(/requests: must be an integer ≥ 1, got 0/);
     expect(() => generate("arxiv", { rate: -1 })).toThrow(/rate: must be a number > 0, got -1/);
     expect(() => generate("arxiv", { seed: 1.5 })).toThrow(/seed: must be an integer/);
+  });
+});
+
+describe("browser-safe parsing", () => {
+  it("names a workload after its file as node:path's basename without extension does", () => {
+    const cases = ["a/b/trace.jsonl", "trace.jsonl", "dir/lengths_x.y.csv", ".hidden", "dir/.hidden", "file.", "...", "..a",
+      "noext", "dir/sub/", "/abs/path/t.csv", "a.b/c", ""];
+    for (const f of cases) expect(workloadName(f), f).toBe(basename(f, extname(f)));
+  });
+
+  it("parses a file's text in the format told from its first line, as loadWorkload does", () => {
+    const text = readFileSync(AZURE, "utf8");
+    const parsed = parseWorkload(text, AZURE, "auto", { requests: 50 });
+    expect(parsed).toEqual(loadWorkload(AZURE, "auto", { requests: 50 }));
+    expect(() => parseWorkload("a,b\n1,2\n", "what.csv")).toThrow(/what\.csv: cannot tell the workload format/);
   });
 });
 

@@ -6,8 +6,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { packageRoot } from "../package-root.js";
 import { bootstrap, listener, pluginConfig, toYaml, type EnvoySetup, type PluginConfig } from "./config.js";
 
 const READY_TIMEOUT_MS = 30_000;
@@ -18,11 +18,9 @@ export class EnvoyNotInstalledError extends Error {
   }
 }
 
-/** The project root (the directory holding package.json), from src/ or dist/src/. */
+/** The project root: where .venv (npm run setup) and build/ are. */
 export function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, "package.json")) && dirname(dir) !== dir) dir = dirname(dir);
-  return dir;
+  return packageRoot();
 }
 
 /**

@@ -2,7 +2,7 @@
 // evaluates on the simulated cluster and returns rows for docs/results.md. Every figure is simulated.
 
 import { FEATURE_NAMES } from "../table.js";
-import { atScale } from "../sim/run.js";
+import { atScale } from "../sim/saturation.js";
 import { evalJob, setup, trainJob, type JobOptions, type TrainJobOptions } from "./job.js";
 import { exhaustive, prepare, searchBits, SimEnvironment } from "./train.js";
 
@@ -17,54 +17,54 @@ export interface AblationRow {
   slo_attainment: number;
   ttft_p90_ms: number;
   tpot_p90_ms: number;
-  /** dynamo on the same arrivals, for reference */
-  dynamo?: { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number };
+  /** dynamo-isl (Dynamo's rule) on the same arrivals, for reference */
+  dynamo_isl?: { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number };
   [k: string]: unknown;
 }
 
-function trainAndEval(o: TrainJobOptions, study: Study, variant: string): AblationRow {
-  const t = trainJob(o);
+async function trainAndEval(o: TrainJobOptions, study: Study, variant: string): Promise<AblationRow> {
+  const t = await trainJob(o);
   // evaluated at the load the table was learned at (not searched for again)
-  const e = evalJob({ ...o, load: `x${t.scale}`, policies: ["dolphin", "dynamo"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
+  const e = evalJob({ ...o, load: `x${t.scale}`, policies: ["dolphin", "dynamo-isl"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
   const d = e.policies["dolphin"]!;
-  const y = e.policies["dynamo"]!;
+  const y = e.policies["dynamo-isl"]!;
   return {
     study, variant, rounds: t.result.rounds, best_round: t.result.bestRound, train_reward: t.result.bestReward,
     slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
-    dynamo: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
+    dynamo_isl: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
   };
 }
 
-export function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) => void): void {
+export async function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) => void): Promise<void> {
   switch (study) {
     case "k":
-      for (const k of [2, 4, 8, 16]) emit(trainAndEval({ ...o, k }, study, `K=${k}`));
+      for (const k of [2, 4, 8, 16]) emit(await trainAndEval({ ...o, k }, study, `K=${k}`));
       return;
     case "scan":
-      for (const scanInit of [true, false]) emit(trainAndEval({ ...o, scanInit }, study, scanInit ? "with scan" : "without scan"));
+      for (const scanInit of [true, false]) emit(await trainAndEval({ ...o, scanInit }, study, scanInit ? "with scan" : "without scan"));
       return;
     case "osl-feature":
-      emit(trainAndEval(o, study, "with osl_hat"));
-      emit(trainAndEval({ ...o, features: FEATURE_NAMES.filter((f) => f !== "osl_hat") }, study, "without osl_hat"));
+      emit(await trainAndEval(o, study, "with osl_hat"));
+      emit(await trainAndEval({ ...o, features: FEATURE_NAMES.filter((f) => f !== "osl_hat") }, study, "without osl_hat"));
       return;
     case "algo":
-      for (const algo of ["kmeans", "gmm"] as const) emit(trainAndEval({ ...o, algo }, study, algo));
+      for (const algo of ["kmeans", "gmm"] as const) emit(await trainAndEval({ ...o, algo }, study, algo));
       return;
     case "osl-noise":
-      emit(trainAndEval(o, study, "classifier (model)"));
-      for (const p of [0, 0.2, 0.4]) emit(trainAndEval({ ...o, osl: p === 0 ? "oracle" : { noisy: p } }, study, p === 0 ? "oracle class (p = 0)" : `noisy p = ${p}`));
+      emit(await trainAndEval(o, study, "classifier (model)"));
+      for (const p of [0, 0.2, 0.4]) emit(await trainAndEval({ ...o, osl: p === 0 ? "oracle" : { noisy: p } }, study, p === 0 ? "oracle class (p = 0)" : `noisy p = ${p}`));
       return;
     case "load": {
       // one table learned at saturation, evaluated from 50% to 120% of it
-      const t = trainJob({ ...o, load: o.load ?? "saturated" });
+      const t = await trainJob({ ...o, load: o.load ?? "saturated" });
       for (const f of [0.5, 0.75, 0.9, 1, 1.1, 1.2]) {
-        const e = evalJob({ ...o, load: `x${t.scale * f}`, policies: ["dolphin", "dynamo", "dynamo-legacy", "always-remote"], table: t.table });
+        const e = evalJob({ ...o, load: `x${t.scale * f}`, policies: ["dolphin", "dynamo-isl", "dynamo-legacy", "always-remote"], table: t.table });
         const d = e.policies["dolphin"]!;
-        const y = e.policies["dynamo"]!;
+        const y = e.policies["dynamo-isl"]!;
         emit({
           study, variant: `${Math.round(f * 100)}% of saturation (${e.load.rps.toFixed(2)} req/s)`,
           slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
-          dynamo: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
+          dynamo_isl: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
           others: Object.fromEntries(Object.entries(e.policies).map(([n, p]) => [n, p.slo_attainment])),
         });
       }
@@ -74,9 +74,9 @@ export function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) =
       // K = 8: evaluate all 256 tables once; how close does the search get, in how many rounds?
       const s = setup(o);
       const env = new SimEnvironment(atScale(s.parts.train, s.scale), s.base);
-      const p = prepare(env, { k: 8, seed: o.seed ?? 1 });
-      const all = exhaustive(p.env, p.makeTable, 8);
-      const search = searchBits(p.env, p.makeTable, p.initial, { seed: o.seed ?? 1 });
+      const p = await prepare(env, { k: 8, seed: o.seed ?? 1 });
+      const all = await exhaustive(p.env, p.makeTable, 8);
+      const search = await searchBits(p.env, p.makeTable, p.initial, { seed: o.seed ?? 1 });
       const target = 0.98 * all.bestReward;
       const reached = search.log.findIndex((s) => s.reward >= target);
       const sorted = [...all.rewards].sort((a, b) => b - a);
@@ -99,12 +99,12 @@ export function ablationMarkdown(rows: AblationRow[]): string {
   const pct = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : `${(100 * x).toFixed(1)}%`);
   const ms = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(0));
   const lines = [
-    "| variant | rounds | train reward | SLO att. | P90 TTFT ms | P90 TPOT ms | dynamo att. | dynamo P90 TTFT | dynamo P90 TPOT |",
+    "| variant | rounds | train reward | SLO att. | P90 TTFT ms | P90 TPOT ms | dynamo-isl att. | dynamo-isl P90 TTFT | dynamo-isl P90 TPOT |",
     "|---|---|---|---|---|---|---|---|---|",
   ];
   for (const r of rows) {
     lines.push(`| ${r.variant} | ${r.rounds ?? "–"} | ${pct(r.train_reward)} | ${pct(r.slo_attainment)} | ${ms(r.ttft_p90_ms)} | ${ms(r.tpot_p90_ms)} | ` +
-      `${pct(r.dynamo?.slo_attainment)} | ${ms(r.dynamo?.ttft_p90_ms)} | ${ms(r.dynamo?.tpot_p90_ms)} |`);
+      `${pct(r.dynamo_isl?.slo_attainment)} | ${ms(r.dynamo_isl?.ttft_p90_ms)} | ${ms(r.dynamo_isl?.tpot_p90_ms)} |`);
   }
   return lines.join("\n");
 }

@@ -3,12 +3,16 @@
 // training and s + 1 for evaluation; a trace file is split in time, the first half to train, the second to evaluate.
 
 import { parseSlo } from "../sim/metrics.js";
-import { atScale, resolveCluster, scaleForLoad } from "../sim/run.js";
+import { resolveCluster } from "../sim/run.js";
+import { atScale, scaleForLoad } from "../sim/saturation.js";
 import { parseSplit, type SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
-import { GENERATORS, loadWorkload, parseLoad, type WorkloadFormat } from "../sim/workload.js";
+import { GENERATORS, parseLoad, type WorkloadFormat } from "../sim/workload.js";
+import { loadWorkload } from "../sim/workload-files.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
-import { baselineTable, buildPpdTable, evaluatePolicies, POLICY_NAMES, type EvalOutput, type PolicyName } from "./policies.js";
+import { ruleTableFor } from "../sim/rule-table.js";
+import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "./policies.js";
+import type { EvalLoad, EvalOutput } from "../eval-output.js";
 import { noisyOslPredictor } from "./osl.js";
 import { SimEnvironment, train, type OslMode, type TrainResult } from "./train.js";
 
@@ -92,13 +96,13 @@ export interface TrainJobResult {
   wallS: number;
 }
 
-export function trainJob(o: TrainJobOptions): TrainJobResult {
+export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const t0 = performance.now();
   const s = setup(o);
   const w = atScale(s.parts.train, s.scale);
   const env = new SimEnvironment(w, s.base);
   o.progress?.(`learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`, false);
-  const result = train(env, {
+  const result = await train(env, {
     k: o.k ?? 8, algo: o.algo ?? "kmeans", seed: o.seed ?? 1,
     ...(o.osl !== undefined ? { osl: o.osl } : {}), ...(o.features ? { features: o.features } : {}),
     ...(o.scanInit !== undefined ? { scanInit: o.scanInit } : {}),
@@ -119,21 +123,21 @@ export interface EvalJobOptions extends JobOptions {
   osl?: OslMode;
 }
 
-export function evalJob(o: EvalJobOptions): EvalOutput & { ppd?: { measured_levels: number[]; samples: number } } {
+export function evalJob(o: EvalJobOptions): EvalOutput<EvalLoad> & { ppd?: { measured_levels: number[]; samples: number } } {
   const s = setup(o);
   const policies = o.policies ?? [...POLICY_NAMES];
   const tables: Partial<Record<PolicyName, Table>> = {};
   let ppdInfo: { measured_levels: number[]; samples: number } | undefined;
   for (const p of policies) {
     if (p === "dolphin") {
-      if (!o.table) throw new Error("eval: policy dolphin needs --table (a table from dolphin train)");
+      if (!o.table) throw new Error("eval: policy dolphin needs a table");
       tables.dolphin = o.table;
     } else if (p === "ppd") {
       o.progress?.("building PPD's offline table (Algorithm 1) on the training part…", false);
       const b = buildPpdTable(atScale(s.parts.train, s.scale), s.base);
       tables.ppd = b.table;
       ppdInfo = { measured_levels: b.measuredLevels, samples: b.samples };
-    } else tables[p] = baselineTable(p, s.base.preset);
+    } else tables[p] = ruleTableFor(p, s.base.preset);
   }
   const w = atScale(s.parts.eval, s.scale);
   o.progress?.(`evaluating ${policies.length} policies on ${w.name} at ${w.rate.toFixed(2)} req/s…`, true);

@@ -5,7 +5,9 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { PAPER_DELTAS, writeReport, type EvalResult } from "../report.js";
+import type { EvalOutput } from "../eval-output.js";
+import { PAPER_DELTAS } from "../report.js";
+import { writeReport } from "../report-files.js";
 import { evalJob, trainJob } from "./job.js";
 
 export interface MainJobOptions {
@@ -23,7 +25,7 @@ export interface MainJobOptions {
 
 const pct = (x: number): string => `${x >= 0 ? "+" : "−"}${Math.abs(100 * x).toFixed(1)}%`;
 
-export function runMainJob(o: MainJobOptions): number {
+export async function runMainJob(o: MainJobOptions): Promise<number> {
   const t0 = performance.now();
   const splits = o.splits ?? ["3P1D", "2P2D"];
   const workload = o.workload ?? "hybrid";
@@ -32,18 +34,18 @@ export function runMainJob(o: MainJobOptions): number {
     ...(o.cluster !== undefined ? { cluster: o.cluster } : {}), progress: o.progress,
   };
   mkdirSync(o.outDir, { recursive: true });
-  const results: EvalResult[] = [];
+  const results: EvalOutput[] = [];
   o.print(`dolphin-routing main job: ${workload} on a SIMULATED ${o.cluster ?? "h20-72b"} cluster (no GPU here: every figure below comes from the calibrated simulator, ±25% step-time error).\n`);
   for (const split of splits) {
-    const trained = trainJob({ ...common, split });
+    const trained = await trainJob({ ...common, split });
     writeFileSync(join(o.outDir, `table-${workload}-${split}.msgpack`), trained.bytes);
     // evaluate at the load the table was learned at (found once, on the training part)
     const ev = evalJob({ ...common, split, table: trained.table, load: `x${trained.scale}` });
     ev.load.spec = "saturated";
     writeFileSync(join(o.outDir, `eval-${workload}-${split}.json`), JSON.stringify(ev, null, 2) + "\n");
-    results.push(ev as unknown as EvalResult);
+    results.push(ev);
     const rows = Object.entries(ev.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment);
-    const dyn = ev.policies["dynamo"];
+    const dyn = ev.policies["dynamo-isl"];
     const dol = ev.policies["dolphin"];
     o.print([
       ``,
@@ -51,7 +53,7 @@ export function runMainJob(o: MainJobOptions): number {
       `${"policy".padEnd(14)} ${"SLO att.".padStart(8)} ${"P90 TTFT ms".padStart(12)} ${"P90 TPOT ms".padStart(12)} ${"local".padStart(6)}`,
       ...rows.map(([name, p]) => `${name.padEnd(14)} ${(100 * p.slo_attainment).toFixed(1).padStart(7)}% ${p.ttft_ms.p90.toFixed(0).padStart(12)} ${p.tpot_ms.p90.toFixed(1).padStart(12)} ${(100 * p.local_fraction).toFixed(0).padStart(5)}%`),
       dol && dyn
-        ? `dolphin vs dynamo: P90 TTFT ${pct(dol.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(dol.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((dol.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points` +
+        ? `dolphin vs dynamo-isl: P90 TTFT ${pct(dol.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(dol.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((dol.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points` +
           `   (paper, real H20 cluster: ${PAPER_DELTAS.hybrid.text})`
         : "",
     ].join("\n") + "\n");

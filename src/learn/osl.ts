@@ -6,6 +6,7 @@
 
 import { Rng } from "../sim/rng.js";
 import { classOf } from "../sim/simulator.js";
+import { quantile } from "../sim/metrics.js";
 import type { SimRequest } from "../sim/types.js";
 import { OSL_MODEL_FEATURES, type OslClasses, type OslModel } from "../table.js";
 
@@ -24,21 +25,16 @@ export interface OslSample {
 
 const CLASS_NAMES = ["short", "medium", "long"];
 
-function quantile(sorted: number[], q: number): number {
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.floor(q * (sorted.length - 1))));
-  return sorted[i]!;
-}
-
 /** Tertile thresholds of the training outputs; each class's representative length is its median output. */
 export function learnOslClasses(outputs: number[]): OslClasses {
   if (outputs.length === 0) throw new Error("learnOslClasses: no training outputs");
   const sorted = [...outputs].sort((a, b) => a - b);
-  let thresholds = [quantile(sorted, 1 / 3), quantile(sorted, 2 / 3)];
+  let thresholds = [quantile(sorted, 1 / 3, "lower"), quantile(sorted, 2 / 3, "lower")];
   if (!(thresholds[1]! > thresholds[0]!)) thresholds = [thresholds[0]!]; // too few distinct lengths for three classes
   const names = CLASS_NAMES.slice(0, thresholds.length + 1);
   const representative = names.map((_, c) => {
     const members = sorted.filter((x) => classOf(x, thresholds) === c);
-    return members.length > 0 ? quantile(members, 0.5) : thresholds[Math.min(c, thresholds.length - 1)]!;
+    return members.length > 0 ? quantile(members, 0.5, "lower") : thresholds[Math.min(c, thresholds.length - 1)]!;
   });
   return { names, thresholds, representative };
 }

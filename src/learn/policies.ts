@@ -3,35 +3,24 @@
 // same simulator. All route through the core with the same worker choice around the bit.
 
 import { simulate, type SimConfig } from "../sim/simulator.js";
-import { PRESETS, type ModelPreset } from "../sim/perf.js";
-import type { Summary } from "../sim/metrics.js";
+import type { EvalLoad, EvalOutput, PolicyOutcome } from "../eval-output.js";
 import type { Workload } from "../sim/types.js";
 import { withLoad } from "../sim/workload.js";
-import { defaultParams, ruleTable, type Table } from "../table.js";
+import { defaultParams, ruleTable, type PolicyKind, type Table } from "../table.js";
 
+/** "dolphin" (a learned kmeans or gmm table) and every other policy by its table kind's name: one name per kind. */
 export const POLICY_NAMES = [
-  "dolphin", "dynamo", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote",
-] as const;
+  "dolphin", "dynamo-isl", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote",
+] as const satisfies readonly ("dolphin" | PolicyKind)[];
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
 export function parsePolicies(s: string): PolicyName[] {
   const names = s.split(",").map((x) => x.trim()).filter(Boolean);
   for (const n of names) {
-    if (!(POLICY_NAMES as readonly string[]).includes(n)) throw new Error(`--policies: unknown policy ${JSON.stringify(n)}; known: ${POLICY_NAMES.join(", ")}`);
+    if (!(POLICY_NAMES as readonly string[]).includes(n)) throw new Error(`unknown policy ${JSON.stringify(n)}; known: ${POLICY_NAMES.join(", ")}`);
   }
-  if (names.length === 0) throw new Error("--policies: give at least one policy");
+  if (names.length === 0) throw new Error("give at least one policy");
   return names as PolicyName[];
-}
-
-/** A rule baseline's table with its reference defaults. */
-export function baselineTable(name: Exclude<PolicyName, "dolphin" | "ppd">, preset: ModelPreset = PRESETS["h20-72b"]): Table {
-  switch (name) {
-    case "dynamo": return ruleTable("dynamo-isl");
-    case "dynamo-load":
-      // Dynamo leaves prefill_busy_threshold to the operator: busy = more than one step's token budget queued
-      return ruleTable("dynamo-load", { prefill_busy_threshold: 1, max_num_batched_tokens: preset.maxNumBatchedTokens });
-    default: return ruleTable(name);
-  }
 }
 
 // ---- PPD's offline table (Algorithm 1, Appendix B.1) -------------------------------------------------------
@@ -122,35 +111,11 @@ export function buildPpdTable(w: Workload, base: Omit<SimConfig, "table">, weigh
 
 // ---- evaluation --------------------------------------------------------------------------------------------
 
-export interface PolicyOutcome {
-  slo_attainment: number;
-  slo_attainment_per_metric: number;
-  ttft_ms: Summary["ttft_ms"];
-  tpot_ms: Summary["tpot_ms"];
-  e2e_ms: Summary["e2e_ms"];
-  throughput_tokens_per_s: number;
-  local_fraction: number;
-  failed: number;
-  kv_bytes_transferred: number;
-  prefix_hit_rate: Summary["prefix_hit_rate"];
-}
-
-export interface EvalOutput {
-  workload: string;
-  cluster: string;
-  split: string;
-  slo: { ttft_ms: number; tpot_ms: number };
-  load: { spec: string; scale: number; rps: number };
-  requests: number;
-  simulated: true;
-  policies: Record<string, PolicyOutcome>;
-}
-
 /** Every policy on the same arrivals. */
 export function evaluatePolicies(
-  w: Workload, base: Omit<SimConfig, "table">, tables: Partial<Record<PolicyName, Table>>, meta: { split: string; load: EvalOutput["load"] },
+  w: Workload, base: Omit<SimConfig, "table">, tables: Partial<Record<PolicyName, Table>>, meta: { split: string; load: EvalLoad },
   overrides: Partial<Record<PolicyName, Partial<SimConfig>>> = {},
-): EvalOutput {
+): EvalOutput<EvalLoad> {
   const policies: Record<string, PolicyOutcome> = {};
   for (const [name, table] of Object.entries(tables)) {
     if (!table) continue;

@@ -3,7 +3,7 @@
 // feedback: per-cluster scanning (cluster k local, then remote, the others fixed; keep the better for cluster k),
 // then epsilon-greedy refinement of the whole table until it stops improving. Every candidate table is evaluated on
 // the same arrivals (common random numbers: the simulator is deterministic), so noise does not decide.
-// The search talks to an Environment; the simulator is the first one, a live cluster can be another.
+// The search talks to an Environment; the simulator is one, a live cluster (src/serve/tune.ts) another.
 
 import { Rng } from "../sim/rng.js";
 import { attainmentByCluster, meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
@@ -13,10 +13,27 @@ import { FEATURE_NAMES, ruleTable, validateTable, type FeatureName, type Table }
 import { fitGmm, fitKMeans, fitScaler, standardize } from "./cluster.js";
 import { noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample, type OslTraining } from "./osl.js";
 
-/** Where the search gets its reward: run a candidate table, report per-cluster SLO attainment. */
+/**
+ * Where the search gets its reward. Asynchronous, so a live cluster (src/serve/tune.ts) is an environment like the
+ * simulator, and `prepare` and `searchBits` are the same for both.
+ */
 export interface Environment {
-  evaluate(table: Table): Evaluation;
+  /** Runs a candidate table and reports per-cluster SLO attainment. */
+  evaluate(table: Table): Promise<Evaluation>;
   readonly evaluations: number;
+}
+
+/** An environment the learner also logs features in and names in its tables: what `prepare` needs. */
+export interface LearningEnvironment extends Environment {
+  /** Runs the workload under the environment's reference routing and reports each request's features. */
+  logFeatures(): Promise<FeatureLog>;
+  /**
+   * The same environment with the router's output-length predictor replaced (the oracle and noisy ablations);
+   * absent where the router's predictor cannot be replaced (a live cluster runs its table's model).
+   */
+  withOslPredictor?(predictor: OslPredictor): Environment;
+  /** what the tables learned here say about their origin */
+  readonly describe: { tool: string; workload: string; slo: Slo };
 }
 
 export interface Evaluation {
@@ -27,18 +44,55 @@ export interface Evaluation {
   records: RequestRecord[];
 }
 
+/** One request of the feature-logging run: the router's features and where the reference routing sent it. */
+export interface LoggedRequest {
+  isl: number;
+  effP: number;
+  effD: number;
+  path: "local" | "remote";
+  /** what the output-length classifier learns from; absent where outputs are not observed (a live cluster) */
+  osl?: OslSample;
+}
+
+export interface FeatureLog {
+  /** the routing the features were logged under ("dynamo-isl", "the proxy's current table") */
+  policy: string;
+  requests: LoggedRequest[];
+}
+
 /** The simulated cluster as the environment: one fixed workload (the same arrivals for every table). */
-export class SimEnvironment implements Environment {
+export class SimEnvironment implements LearningEnvironment {
   evaluations = 0;
   constructor(
     readonly workload: Workload,
     readonly base: Omit<SimConfig, "table">,
   ) {}
 
-  evaluate(table: Table): Evaluation {
+  get describe(): LearningEnvironment["describe"] {
+    return { tool: "dolphin-routing train", workload: this.workload.name, slo: this.base.slo };
+  }
+
+  async evaluate(table: Table): Promise<Evaluation> {
     this.evaluations++;
     const r = simulate(this.workload, { ...this.base, table });
     return { reward: r.summary.slo_attainment, byCluster: attainmentByCluster(r.records, this.base.slo), records: r.records };
+  }
+
+  /** Features as the core computes them, from a run under the rule people use today (Dynamo's), true output lengths. */
+  async logFeatures(): Promise<FeatureLog> {
+    const logged = simulate(this.workload, { ...this.base, table: ruleTable("dynamo-isl"), osl: "oracle" }).records.filter((r) => !r.failed);
+    const prev = previousOutputs(this.workload.requests);
+    return {
+      policy: "dynamo-isl",
+      requests: logged.map((r) => ({
+        isl: r.features.isl, effP: r.features.effP, effD: r.features.effD, path: r.path,
+        osl: { isl: r.features.isl, reuse: r.prefixReuse, turn: r.turn, prevOutput: prev.get(r.id) ?? 0, maxTokens: 0, outputTokens: r.outputTokens },
+      })),
+    };
+  }
+
+  withOslPredictor(predictor: OslPredictor): SimEnvironment {
+    return new SimEnvironment(this.workload, { ...this.base, osl: predictor });
   }
 }
 
@@ -48,7 +102,7 @@ export interface TrainOptions {
   k?: number;
   algo?: "kmeans" | "gmm";
   seed?: number;
-  /** features to cluster on; default all four (drop osl_hat for the ablation) */
+  /** features to cluster on; default all four (drop osl_hat for the ablation), three where outputs are not observed */
   features?: FeatureName[];
   /** per-cluster scanning before the refinement (the paper's scan initialization) */
   scanInit?: boolean;
@@ -103,34 +157,37 @@ export interface Prepared {
   initial: number[];
   /** the environment the search runs in (with the output-length predictor of the chosen mode) */
   env: Environment;
-  osl: OslTraining;
+  /** null where the environment observes no output lengths (a live cluster) */
+  osl: OslTraining | null;
   clusterSizes: number[];
-  loggedRequests: number;
+  /** the routing the features were logged under, and how many requests were logged */
+  featureRun: { policy: string; requests: number };
 }
 
-/** Logs the features of a run under Dynamo's rule, learns the classifier and the clusters. */
-export function prepare(env: SimEnvironment, opts: TrainOptions = {}): Prepared {
+/** Logs the features of a run under the environment's reference routing, learns the classifier and the clusters. */
+export async function prepare(env: LearningEnvironment, opts: TrainOptions = {}): Promise<Prepared> {
   const k = opts.k ?? 8;
   const seed = opts.seed ?? 1;
-  const features = opts.features ?? [...FEATURE_NAMES];
   const oslMode = opts.osl ?? "model";
 
-  // 1. features as the core computes them, from a run under the rule people use today
-  const logged = simulate(env.workload, { ...env.base, table: ruleTable("dynamo-isl"), osl: "oracle" }).records.filter((r) => !r.failed);
-  const prev = previousOutputs(env.workload.requests);
-  const samples: OslSample[] = logged.map((r) => ({
-    isl: r.features.isl, reuse: r.prefixReuse, turn: r.turn, prevOutput: prev.get(r.id) ?? 0, maxTokens: 0, outputTokens: r.outputTokens,
-  }));
+  // 1. features as the core computes them, from a run under the environment's reference routing
+  const log = await env.logFeatures();
+  const logged = log.requests;
+  if (logged.length < k) throw new Error(`train: only ${logged.length} requests logged under ${log.policy}; need at least K = ${k}`);
+  const samples = logged.every((r) => r.osl !== undefined) ? logged.map((r) => r.osl!) : null;
+  const features = opts.features ?? (samples ? [...FEATURE_NAMES] : FEATURE_NAMES.filter((f) => f !== "osl_hat"));
+  if (!samples && features.includes("osl_hat")) throw new Error(`train: osl_hat needs output lengths, which ${env.describe.tool} does not observe`);
 
-  // 2. the output-length classifier
-  const osl = trainOslClassifier(samples, { seed });
+  // 2. the output-length classifier (where outputs are observed)
+  const osl = samples ? trainOslClassifier(samples, { seed }) : null;
   const oslHat = (i: number): number => {
+    if (!osl || !samples) return NaN; // not a feature without a classifier (checked above)
     const s = samples[i]!;
     if (oslMode === "model") return osl.classes.representative[predictOslClass(osl.model, s)]!;
     return osl.classes.representative[classOf(s.outputTokens, osl.classes.thresholds)]!; // oracle, and noisy(p)'s view on average
   };
   const rows = logged.map((r, i) => {
-    const all: Record<FeatureName, number> = { isl: r.features.isl, eff_P: r.features.effP, eff_D: r.features.effD, osl_hat: oslHat(i) };
+    const all: Record<FeatureName, number> = { isl: r.isl, eff_P: r.effP, eff_D: r.effD, osl_hat: features.includes("osl_hat") ? oslHat(i) : NaN };
     return features.map((f) => all[f]);
   });
 
@@ -142,40 +199,46 @@ export function prepare(env: SimEnvironment, opts: TrainOptions = {}): Prepared 
   const assignments = model.assignments;
   const clusterSizes = new Array<number>(k).fill(0);
   for (const a of assignments) clusterSizes[a]!++;
-  // initial bits: what Dynamo did to most of each cluster's requests
+  // initial bits: what the reference routing did to most of each cluster's requests
   const remoteVotes = new Array<number>(k).fill(0);
   logged.forEach((r, i) => {
     if (r.path === "remote") remoteVotes[assignments[i]!]!++;
   });
   const initial = clusterSizes.map((n, c) => (remoteVotes[c]! * 2 >= n ? 1 : 0));
 
+  const { tool, slo } = env.describe;
+  const oslNote = osl ? `; osl ${typeof oslMode === "string" ? oslMode : `noisy(${oslMode.noisy})`}` : "";
   const makeTable = (bits: number[]): Table =>
     validateTable({
       format: "dolphin-routing.table", version: 1, kind: algo, features, scaler,
       centroids: model.kind === "kmeans" ? model.centroids : model.means,
       ...(model.kind === "gmm" ? { variances: model.variances, weights: model.weights } : {}),
       bits,
-      osl_classes: osl.classes,
-      ...(oslMode === "model" ? { osl_model: osl.model } : {}),
+      ...(osl ? { osl_classes: osl.classes } : {}),
+      ...(osl && oslMode === "model" ? { osl_model: osl.model } : {}),
       ...(opts.provenance?.split ? { split: opts.provenance.split } : {}),
-      slo: { ttft_ms: env.base.slo.ttftMs, tpot_ms: env.base.slo.tpotMs },
+      slo: { ttft_ms: slo.ttftMs, tpot_ms: slo.tpotMs },
       provenance: {
-        tool: "dolphin-routing train", created: new Date().toISOString(), workload: opts.provenance?.workload ?? env.workload.name, seed,
-        notes: opts.provenance?.notes ?? `${algo} K=${k} over ${features.join(", ")}; osl ${typeof oslMode === "string" ? oslMode : `noisy(${oslMode.noisy})`}`,
+        tool, created: new Date().toISOString(), workload: opts.provenance?.workload ?? env.describe.workload, seed,
+        notes: opts.provenance?.notes ?? `${algo} K=${k} over ${features.join(", ")}${oslNote}`,
       },
       checksum: PLACEHOLDER_CHECKSUM,
     });
 
   // the environment sees the predictor this mode stands for
-  const envFor = oslMode === "model" ? env : new SimEnvironment(env.workload, { ...env.base, osl: predictorFor(oslMode, osl, seed) });
+  let envFor: Environment = env;
+  if (osl && oslMode !== "model") {
+    if (!env.withOslPredictor) throw new Error(`train: ${env.describe.tool} cannot replace the router's output-length predictor`);
+    envFor = env.withOslPredictor(predictorFor(oslMode, osl, seed));
+  }
 
-  return { makeTable, initial, env: envFor, osl, clusterSizes, loggedRequests: logged.length };
+  return { makeTable, initial, env: envFor, osl, clusterSizes, featureRun: { policy: log.policy, requests: logged.length } };
 }
 
-/** Learns a routing table for `env`'s workload. */
-export function train(env: SimEnvironment, opts: TrainOptions = {}): TrainResult {
-  const p = prepare(env, opts);
-  const search = searchBits(p.env, p.makeTable, p.initial, { ...opts, seed: opts.seed ?? 1 });
+/** Learns a routing table for `env`'s workload: `prepare`, then `searchBits`. */
+export async function train(env: LearningEnvironment, opts: TrainOptions = {}): Promise<TrainResult> {
+  const p = await prepare(env, opts);
+  const search = await searchBits(p.env, p.makeTable, p.initial, { ...opts, seed: opts.seed ?? 1 });
   return {
     table: p.makeTable(search.best),
     log: search.log,
@@ -184,7 +247,7 @@ export function train(env: SimEnvironment, opts: TrainOptions = {}): TrainResult
     bestRound: search.bestRound,
     osl: p.osl,
     clusterSizes: p.clusterSizes,
-    featureRun: { policy: "dynamo-isl", requests: p.loggedRequests },
+    featureRun: p.featureRun,
   };
 }
 
@@ -202,10 +265,10 @@ export interface SearchResult {
 }
 
 /** Scan, then epsilon-greedy refinement; each evaluation is one round. Memoized by bit string. */
-export function searchBits(
+export async function searchBits(
   env: Environment, makeTable: (bits: number[]) => Table, initial: number[],
   opts: Pick<TrainOptions, "scanInit" | "epsilon" | "patience" | "maxRounds" | "seed" | "onProgress"> = {},
-): SearchResult {
+): Promise<SearchResult> {
   const k = initial.length;
   const rng = new Rng(opts.seed ?? 1, 3);
   const memo = new Map<string, Evaluation>();
@@ -214,11 +277,11 @@ export function searchBits(
   let bestEval: Evaluation;
   let bestRound = 0;
   const maxRounds = opts.maxRounds ?? 80;
-  const evaluate = (bits: number[], phase: SearchStep["phase"]): Evaluation => {
+  const evaluate = async (bits: number[], phase: SearchStep["phase"]): Promise<Evaluation> => {
     const key = bits.join("");
     let e = memo.get(key);
     if (!e) {
-      e = env.evaluate(makeTable(bits));
+      e = await env.evaluate(makeTable(bits));
       memo.set(key, e);
       const step: SearchStep = { round: log.length + 1, phase, bits: [...bits], reward: e.reward, accepted: false };
       log.push(step);
@@ -233,7 +296,7 @@ export function searchBits(
     const step = log[bestRound - 1];
     if (step) step.accepted = true;
   };
-  bestEval = evaluate(best, "init");
+  bestEval = await evaluate(best, "init");
   accept(best, bestEval);
   const clusterScore = (e: Evaluation, c: number): number => {
     const s = e.byCluster.get(c);
@@ -247,8 +310,8 @@ export function searchBits(
       local[c] = 0;
       const remote = [...best];
       remote[c] = 1;
-      const eL = evaluate(local, "scan");
-      const eR = evaluate(remote, "scan");
+      const eL = await evaluate(local, "scan");
+      const eR = await evaluate(remote, "scan");
       const sL = clusterScore(eL, c);
       const sR = clusterScore(eR, c);
       const pick = sL > sR || (sL === sR && eL.reward >= eR.reward) ? local : remote;
@@ -284,7 +347,7 @@ export function searchBits(
     else c = untried.reduce((a, b) => (clusterScore(bestEval, b) < clusterScore(bestEval, a) ? b : a));
     const cand = [...best];
     cand[c] = 1 - cand[c]!;
-    const e = evaluate(cand, "refine");
+    const e = await evaluate(cand, "refine");
     if (e.reward > bestEval.reward) {
       accept(cand, e);
       stale = 0;
@@ -294,14 +357,16 @@ export function searchBits(
 }
 
 /** Evaluates every one of the 2^K tables (K ≤ 12): the search's yardstick. */
-export function exhaustive(env: Environment, makeTable: (bits: number[]) => Table, k: number): { best: number[]; bestReward: number; rewards: number[] } {
+export async function exhaustive(
+  env: Environment, makeTable: (bits: number[]) => Table, k: number,
+): Promise<{ best: number[]; bestReward: number; rewards: number[] }> {
   if (k > 12) throw new RangeError(`exhaustive: 2^${k} tables is too many`);
   const rewards: number[] = [];
   let best: number[] = [];
   let bestReward = -1;
   for (let m = 0; m < 1 << k; m++) {
     const bits = Array.from({ length: k }, (_, c) => (m >> c) & 1);
-    const r = env.evaluate(makeTable(bits)).reward;
+    const r = (await env.evaluate(makeTable(bits))).reward;
     rewards.push(r);
     if (r > bestReward) {
       bestReward = r;

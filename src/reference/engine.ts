@@ -9,9 +9,9 @@ import {
 } from "../core-api.js";
 import { ErrorCode as E } from "../errors.js";
 import { LIMITS } from "../generated/abi.js";
-import { hashText as refHashText, hashTokens as refHashTokens } from "./blocks.js";
+import { hashText as refHashText, hashTokens as refHashTokens } from "../hashes.js";
 import { log1p } from "./log1p.js";
-import { out as xxOut, xxh64 } from "./xxh64.js";
+import { out as xxOut, xxh64 } from "../xxh64.js";
 
 const MAX_TOKENS = LIMITS.maxTokens;
 const MAX_I32 = 2 ** 31 - 1;

@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table.js";
+import { describeValue } from "../values.js";
 
 export type WorkerRole = "prefill" | "decode" | "both";
 export type ServeMode = "precise" | "approximate";
@@ -97,16 +98,8 @@ const MAX_INDEX_BLOCKS = 1 << 26;
 
 type Obj = Record<string, unknown>;
 
-function describe(v: unknown): string {
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "an array";
-  if (typeof v === "string") return JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}…` : v);
-  if (typeof v === "object") return "an object";
-  return String(v);
-}
-
 function fail(field: string, what: string, v: unknown): never {
-  throw new ConfigError(field, v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describe(v)}`);
+  throw new ConfigError(field, v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describeValue(v)}`);
 }
 
 function object(v: unknown, field: string): Obj {

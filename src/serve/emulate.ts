@@ -7,6 +7,7 @@ import type { ModelPreset } from "../sim/perf.js";
 import { startProxy, type RunningProxy } from "./proxy.js";
 import { startWorker, type WorkerHandle } from "./worker.js";
 import type { ServeConfigInput } from "./config.js";
+import { loadZeromq } from "./zeromq.js";
 
 export interface Emulated {
   proxy: RunningProxy;
@@ -23,12 +24,7 @@ export async function startEmulated(o: {
   const roles: ("prefill" | "decode" | "both")[] = [
     ...Array<"both">(split.replicas).fill("both"), ...Array<"prefill">(split.prefill).fill("prefill"), ...Array<"decode">(split.decode).fill("decode"),
   ];
-  let zmq = true;
-  try {
-    await import("zeromq");
-  } catch {
-    zmq = false;
-  }
+  const zmq = (await loadZeromq()).zmq !== null;
   const workers: WorkerHandle[] = [];
   const names: string[] = [];
   const counts = { both: 0, prefill: 0, decode: 0 };

@@ -3,16 +3,17 @@
 // rate (streaming, so TTFT and TPOT are measured at the client), and every request's cluster is read back from the
 // proxy's records (GET /admin/decisions, joined on x-request-id) to give per-cluster end-to-end SLO attainment.
 //
-// Differences from `dolphin train`, stated: the features are logged from a replay under the proxy's current table;
-// the clusters use (isl, eff_P, eff_D) only (the proxy has no output-length classifier for live traffic yet); prompts
-// are synthesized from the workload's block hashes (one word per block, so shared prefixes stay shared); output
-// lengths are capped (maxOutputTokens) to keep a replay short.
+// The learner is `dolphin train`'s own (`train`: `prepare` then `searchBits`, src/learn/train.ts); this module only
+// makes the proxy an environment. Differences from the simulated environment, stated: the features are logged from
+// a replay under the proxy's current table; the clusters use (isl, eff_P, eff_D) only (output lengths are not
+// observed before a request finishes, so there is no output-length classifier for live traffic yet); prompts are
+// synthesized from the workload's block hashes (one word per block, so shared prefixes stay shared); output lengths
+// are capped (maxOutputTokens) to keep a replay short.
 
-import { fitKMeans, fitScaler, standardize } from "../learn/cluster.js";
-import { searchBits, type Environment, type Evaluation, type SearchResult } from "../learn/train.js";
+import { train, type Evaluation, type FeatureLog, type LearningEnvironment, type SearchResult } from "../learn/train.js";
 import { meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import type { SimRequest, Workload } from "../sim/types.js";
-import { encodeTable, validateTable, type FeatureName, type Table } from "../table.js";
+import { encodeTable, type Table } from "../table.js";
 
 export interface LiveOptions {
   proxyUrl: string;
@@ -114,18 +115,19 @@ async function decisionsFor(o: LiveOptions, ids: Set<string>): Promise<Map<strin
 }
 
 /** The proxy as the search's environment. */
-export class LiveEnvironment implements Environment {
+export class LiveEnvironment implements LearningEnvironment {
   evaluations = 0;
   constructor(private readonly o: LiveOptions) {}
 
-  /** Not used: the live search is asynchronous (see evaluateAsync); present to satisfy the interface. */
-  evaluate(): Evaluation {
-    throw new Error("LiveEnvironment: use evaluateAsync");
+  get describe(): LearningEnvironment["describe"] {
+    const o = this.o;
+    return { tool: "dolphin-routing tune --live", workload: `${o.workload.name} live at ${o.rate} req/s via ${o.proxyUrl}`, slo: o.slo };
   }
 
-  async evaluateAsync(table: Table): Promise<Evaluation> {
+  /** Swaps the table in, replays the workload, and joins each outcome with the proxy's decision record. */
+  async evaluate(table: Table): Promise<Evaluation> {
     this.evaluations++;
-    await admin(this.o, "/admin/table", { method: "PUT", headers: { "content-type": "application/msgpack" }, body: Buffer.from(encodeTable(table)) });
+    await putTable(this.o, table);
     const outcomes = await replay(this.o);
     const decisions = await decisionsFor(this.o, new Set(outcomes.map((x) => x.id)));
     const byCluster = new Map<number, { requests: number; met: number }>();
@@ -147,64 +149,30 @@ export class LiveEnvironment implements Environment {
     }
     return { reward: outcomes.length ? met / outcomes.length : 0, byCluster, records };
   }
+
+  /** A replay under the proxy's current table: each answered request's features and path, from its decision record. */
+  async logFeatures(): Promise<FeatureLog> {
+    const outcomes = await replay(this.o);
+    const decisions = await decisionsFor(this.o, new Set(outcomes.map((x) => x.id)));
+    const logged = outcomes.map((x) => decisions.get(x.id)).filter((d): d is LoggedDecision => d !== undefined);
+    return {
+      policy: "the proxy's current table",
+      requests: logged.map((d) => ({ isl: d.features.isl, effP: d.features.effP, effD: d.features.effD, path: d.path === "remote" ? "remote" : "local" })),
+    };
+  }
 }
 
-const FEATURES: FeatureName[] = ["isl", "eff_P", "eff_D"];
+async function putTable(o: LiveOptions, table: Table): Promise<void> {
+  await admin(o, "/admin/table", { method: "PUT", headers: { "content-type": "application/msgpack" }, body: Buffer.from(encodeTable(table)) });
+}
 
-/** Logs features under the proxy's current table, clusters them, and searches the bits live. */
+/** `dolphin train`'s learner with the proxy as the environment; leaves the best table in place. */
 export async function tuneLive(o: LiveOptions): Promise<{ table: Table; search: SearchResult }> {
-  const k = o.k ?? 8;
-  const seed = o.seed ?? 1;
   o.onProgress?.(`logging features: replaying ${o.workload.requests.length} requests at ${o.rate} req/s under the proxy's current table…`);
-  const outcomes = await replay(o);
-  const decisions = await decisionsFor(o, new Set(outcomes.map((x) => x.id)));
-  const logged = outcomes.map((x) => decisions.get(x.id)).filter((d): d is LoggedDecision => d !== undefined);
-  if (logged.length < k) throw new Error(`tune: only ${logged.length} decisions logged; need at least K = ${k}`);
-  const rows = logged.map((d) => [d.features.isl, d.features.effP, d.features.effD]);
-  const scaler = fitScaler(rows);
-  const model = fitKMeans(standardize(rows, scaler), k, { seed });
-  const sizes = new Array<number>(k).fill(0);
-  const remote = new Array<number>(k).fill(0);
-  model.assignments.forEach((c, i) => {
-    sizes[c]!++;
-    if (logged[i]!.path === "remote") remote[c]!++;
+  const r = await train(new LiveEnvironment(o), {
+    k: o.k ?? 8, seed: o.seed ?? 1, maxRounds: o.maxRounds ?? 30,
+    onProgress: (step) => o.onProgress?.(`  round ${step.round}: table ${step.bits.join("")} → live SLO attainment ${(100 * step.reward).toFixed(1)}%`),
   });
-  const initial = sizes.map((n, c) => (remote[c]! * 2 >= n ? 1 : 0));
-  const makeTable = (bits: number[]): Table => validateTable({
-    format: "dolphin-routing.table", version: 1, kind: "kmeans", features: FEATURES, scaler, centroids: model.centroids, bits,
-    slo: { ttft_ms: o.slo.ttftMs, tpot_ms: o.slo.tpotMs },
-    provenance: { tool: "dolphin-routing tune --live", created: new Date().toISOString(), workload: `${o.workload.name} live at ${o.rate} req/s via ${o.proxyUrl}`, seed },
-    checksum: "xxh64:0000000000000000",
-  });
-  const env = new LiveEnvironment(o);
-  // searchBits is synchronous; run it over a cache of live evaluations, one round trip per new table
-  const cache = new Map<string, Evaluation>();
-  const sync: Environment = {
-    get evaluations() { return env.evaluations; },
-    evaluate: (t) => {
-      const e = cache.get(t.bits!.join(""));
-      if (!e) throw new NeedEvaluation(t);
-      return e;
-    },
-  };
-  for (;;) {
-    try {
-      const search = searchBits(sync, makeTable, initial, { seed, maxRounds: o.maxRounds ?? 30 });
-      const table = makeTable(search.best);
-      await admin(o, "/admin/table", { method: "PUT", headers: { "content-type": "application/msgpack" }, body: Buffer.from(encodeTable(table)) });
-      return { table, search };
-    } catch (e) {
-      if (!(e instanceof NeedEvaluation)) throw e;
-      const ev = await env.evaluateAsync(e.table);
-      cache.set(e.table.bits!.join(""), ev);
-      o.onProgress?.(`  round ${env.evaluations}: table ${e.table.bits!.join("")} → live SLO attainment ${(100 * ev.reward).toFixed(1)}%`);
-    }
-  }
-}
-
-/** Thrown by the synchronous view when a table has not been evaluated live yet (the search is replayed from the start). */
-class NeedEvaluation extends Error {
-  constructor(readonly table: Table) {
-    super("needs a live evaluation");
-  }
+  await putTable(o, r.table);
+  return { table: r.table, search: { best: r.table.bits!, bestReward: r.bestReward, bestRound: r.bestRound, log: r.log } };
 }

@@ -24,7 +24,7 @@ export function parseSlo(s: string): Slo {
   const ttft = m ? Number(m[1]) : NaN;
   const tpot = m ? Number(m[2]) : NaN;
   if (!(ttft > 0 && tpot > 0 && Number.isFinite(ttft) && Number.isFinite(tpot))) {
-    throw new Error(`--slo: expected a preset (${Object.keys(SLO_PRESETS).join(", ")}) or "ttft_ms,tpot_ms" with both > 0, got ${JSON.stringify(s)}`);
+    throw new Error(`expected a preset (${Object.keys(SLO_PRESETS).join(", ")}) or "ttft_ms,tpot_ms" with both > 0, got ${JSON.stringify(s)}`);
   }
   return { ttftMs: ttft, tpotMs: tpot };
 }
@@ -82,16 +82,24 @@ export interface Summary {
   makespan_s: number;
 }
 
-/** Nearest-rank percentile of an ascending array (NaN when empty). */
-export function percentile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
-  return sorted[i]!;
+/**
+ * The project's one quantile: the value at quantile q (0–1) of an ascending array, NaN when empty. Always a member
+ * of the array, never an interpolation. `rank` picks which member:
+ * - "nearest" (default): the nearest-rank definition, index ceil(q·n) − 1. Every latency percentile the simulator,
+ *   the reports and the benchmarks print.
+ * - "lower": index floor(q·(n − 1)) (numpy's method="lower"). The output-length classes' tertiles and medians were
+ *   learned with it; it stays so learned tables stay the same (it differs from "nearest" at q = 2/3 when n ≡ 2 mod 3).
+ */
+export function quantile(sorted: readonly number[], q: number, rank: "nearest" | "lower" = "nearest"): number {
+  const n = sorted.length;
+  if (n === 0) return NaN;
+  const i = rank === "nearest" ? Math.ceil(q * n) - 1 : Math.floor(q * (n - 1));
+  return sorted[Math.min(n - 1, Math.max(0, i))]!;
 }
 
 function percentiles(values: number[]): Percentiles {
   const s = [...values].sort((a, b) => a - b);
-  return { p50: percentile(s, 0.5), p90: percentile(s, 0.9), p99: percentile(s, 0.99) };
+  return { p50: quantile(s, 0.5), p90: quantile(s, 0.9), p99: quantile(s, 0.99) };
 }
 
 /** End to end, DolphinRouting's reward: E2E ≤ ttft_slo + (osl − 1) × tpot_slo. */

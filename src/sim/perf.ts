@@ -5,7 +5,7 @@
 // (about ±25% against current vLLM): docs/simulator-calibration.md, test/sim-perf.test.ts. Every routing result of
 // the simulator inherits that error. Pure functions, no I/O, no Node built-ins (the browser explorer loads this).
 
-import { describeValue, isPlainObject } from "../values.js";
+import { describeValue, isPlainObject, JSON_WORDS } from "../values.js";
 
 /** One model on one instance (tp GPUs). Coefficients in ms; T = decode sequences + new prefill tokens in a step. */
 export interface ModelPreset {
@@ -267,7 +267,7 @@ const PRESET_KEYS = ["base", "description", ...Object.keys(PRESET_NUMBER_FIELDS)
 const LINK_KEYS = ["gbPerSecond"];
 const PRESET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-const describe = (v: unknown): string => describeValue(v, "a map");
+const describe = (v: unknown): string => describeValue(v, { ...JSON_WORDS, object: "a map" });
 const isMap = isPlainObject;
 
 function checkNumber(source: string, path: string, v: unknown, rule: NumberRule): number {

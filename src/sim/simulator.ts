@@ -15,6 +15,7 @@ import {
   DEFAULT_TRANSFER, kvCapacityBlocks, kvTransferMs, LINKS, type LinkPreset, type ModelPreset, type TransferModel,
 } from "./perf.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
+import { QpsWindow } from "../qps-window.js";
 
 export interface SplitSpec {
   replicas: number;
@@ -27,9 +28,9 @@ export function parseSplit(s: string): SplitSpec {
   const m = /^(?:(\d+)R)?(?:(\d+)P)?(?:(\d+)D)?$/.exec(s.trim());
   const spec = m ? { replicas: Number(m[1] ?? 0), prefill: Number(m[2] ?? 0), decode: Number(m[3] ?? 0) } : null;
   if (!spec || spec.replicas + spec.prefill + spec.decode === 0 || spec.replicas + spec.decode === 0) {
-    throw new Error(`--split: expected nPmD, nR or a mix like 1R1P2D with at least one decode-capable instance, got ${JSON.stringify(s)}`);
+    throw new Error(`expected nPmD, nR or a mix like 1R1P2D with at least one decode-capable instance, got ${JSON.stringify(s)}`);
   }
-  if (spec.replicas + spec.prefill + spec.decode > 1024) throw new Error(`--split: at most 1024 instances, got ${s}`);
+  if (spec.replicas + spec.prefill + spec.decode > 1024) throw new Error(`at most 1024 instances, got ${s}`);
   return spec;
 }
 
@@ -102,8 +103,7 @@ export class Simulation implements InstanceHost {
   private readonly sessionDecode = new Map<number, string>();
   /** output tokens of each session's latest finished turn (a feature of the output-length model) */
   private readonly sessionOutput = new Map<number, number>();
-  private readonly recent: number[] = []; // arrival times in the last QPS window
-  private recentHead = 0;
+  private readonly qps = new QpsWindow();
   private readonly dirty = new Set<Instance>();
   /** Approximate cache view: when the index is next cleared (simulated ms). */
   private nextIndexClearMs = NaN;
@@ -215,15 +215,10 @@ export class Simulation implements InstanceHost {
       this.router.setLoad(inst.name, { activePrefillTokens: inst.pendingPrefillTokens, activeDecodeTokens: inst.activeDecodeTokens });
     }
     this.dirty.clear();
-    this.recent.push(now);
-    while (this.recent[this.recentHead]! < now - 10_000) this.recentHead++;
-    if (this.recentHead > 4096) {
-      this.recent.splice(0, this.recentHead);
-      this.recentHead = 0;
-    }
+    const qps = this.qps.arrive(now);
     let queued = 0;
     for (const inst of this.instances) if (inst.role === "prefill") queued += inst.waitingCount;
-    this.router.setSignals({ prefillQueue: queued, qps: (this.recent.length - this.recentHead) / 10 });
+    this.router.setSignals({ prefillQueue: queued, qps });
   }
 
   private arrive(r: SimRequest): void {

@@ -1,4 +1,4 @@
-// Workloads for the cluster simulator: loaders for recorded traces and length files (Mooncake JSONL, Azure CSV, the
+// Workloads for the cluster simulator: parsers for recorded traces and length files (Mooncake JSONL, Azure CSV, the
 // per-dataset length CSVs, or files of the same formats a user brings), seeded synthetic generators (the paper's
 // hybrid mix, its three single-type parts, multi-turn chat), and arrival-rate scaling for `--load`.
 //
@@ -6,12 +6,10 @@
 // description of the prompt's content, so that requests sharing a prefix share leading hashes exactly as vLLM's prefix
 // cache would see them: h_i = xxh64Pair(content_i, h_{i−1}), h_{−1} = 0.
 //
-// The parse* functions take text and never touch the file system (usable in a browser); read* and loadWorkload read
-// files with node:fs.
+// Browser-safe: the parse* functions take text and never touch the file system; workload-files.ts (Node) reads files
+// and hands their text to them.
 
-import { readFileSync, statSync } from "node:fs";
-import { basename, extname } from "node:path";
-import { out, xxh64Pair } from "../reference/xxh64.js";
+import { out, xxh64Pair } from "../xxh64.js";
 import { Rng } from "./rng.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
 
@@ -47,16 +45,14 @@ function rowError(file: string, line: number, field: string, what: string): Work
 }
 
 const msg = {
-  unknownWorkload: (s: string) => `workload "${s}": not a generator (${GENERATOR_LIST}) and no such file`,
   unknownGenerator: (s: string) => `unknown generator "${s}" (generators: ${GENERATOR_LIST})`,
-  unreadable: (file: string, why: string) => `${file}: cannot read: ${why}`,
   unknownFormat: (file: string) =>
     `${file}: cannot tell the workload format: expected Mooncake JSONL (timestamp, input_length, output_length, hash_ids), ` +
     `an Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or a lengths CSV (num_prefill_tokens,num_decode_tokens,…); ` +
     `pass the format explicitly`,
   empty: (file: string) => `${file}: no requests`,
   badOption: (name: string, want: string, got: unknown) => `workload option ${name}: must be ${want}, got ${String(got)}`,
-  badLoad: (s: string) => `--load "${s}": expected ${LOAD_FORMS}`,
+  badLoad: (s: string) => `expected ${LOAD_FORMS}, got "${s}"`,
   noRate: (name: string) => `workload "${name}": cannot rescale to a rate: it has no arrival spread (rate 0)`,
 };
 
@@ -212,19 +208,14 @@ function clampRound(x: number, min: number, max: number): number {
   return Math.min(max, Math.max(min, Math.round(x)));
 }
 
-function workloadName(file: string): string {
-  return basename(file, extname(file));
-}
-
-function readText(file: string): string {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    throw new WorkloadError(msg.unreadable(file, e.code === "ENOENT" ? "no such file" : e.message));
-  }
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text; // drop a UTF-8 byte-order mark
+/**
+ * A workload's name from its file: the last path segment without its extension, as node:path's
+ * basename(file, extname(file)) gives it on POSIX (written out so this module loads in a browser).
+ */
+export function workloadName(file: string): string {
+  const base = file.replace(/\/+$/, "").split("/").pop() ?? "";
+  const dot = base.lastIndexOf(".");
+  return dot > 0 ? base.slice(0, dot) : base;
 }
 
 /** Splits text into lines (LF or CRLF) with 1-based numbers, skipping blank lines. */
@@ -424,10 +415,6 @@ export function parseMooncake(text: string, file: string, opts: WorkloadOptions 
   return finish(workloadName(file), requests);
 }
 
-export function readMooncake(path: string, opts: WorkloadOptions = {}): Workload {
-  return parseMooncake(readText(path), path, opts);
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Azure LLM inference trace CSV.
 
@@ -475,10 +462,6 @@ export function parseAzure(text: string, file: string, opts: WorkloadOptions = {
   return finish(workloadName(file), requests);
 }
 
-export function readAzure(path: string, opts: WorkloadOptions = {}): Workload {
-  return parseAzure(readText(path), path, opts);
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Per-dataset length CSVs.
 
@@ -522,10 +505,6 @@ export function parseLengths(text: string, file: string, opts: WorkloadOptions =
     };
   });
   return finish(name, requests);
-}
-
-export function readLengths(path: string, opts: WorkloadOptions = {}): Workload {
-  return parseLengths(readText(path), path, opts);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -724,9 +703,9 @@ export function generate(name: GeneratorName, opts: WorkloadOptions = {}): Workl
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Dispatch and load.
+// Generator names and format dispatch.
 
-function isGenerator(s: string): s is GeneratorName {
+export function isGenerator(s: string): s is GeneratorName {
   return (GENERATORS as readonly string[]).includes(s);
 }
 
@@ -741,24 +720,15 @@ function detectFormat(file: string, text: string): Exclude<WorkloadFormat, "auto
 }
 
 /**
- * A workload by generator name (hybrid, arxiv, leval, humaneval, multiturn) or file path. With format "auto", a
- * generator name wins over a file of the same name, and a file's format is told from its first line.
+ * Parses a workload file's text in the given format; with "auto", the format is told from its first line. `file`
+ * names the source in errors and gives the workload its name.
  */
-export function loadWorkload(nameOrFile: string, format: WorkloadFormat = "auto", opts: WorkloadOptions = {}): Workload {
-  if (format === "auto" && isGenerator(nameOrFile)) return generate(nameOrFile, opts);
-  let isFile = false;
-  try {
-    isFile = statSync(nameOrFile).isFile();
-  } catch {
-    // no such path: reported below
-  }
-  if (!isFile) throw new WorkloadError(msg.unknownWorkload(nameOrFile));
-  const text = readText(nameOrFile);
-  const f = format === "auto" ? detectFormat(nameOrFile, text) : format;
+export function parseWorkload(text: string, file: string, format: WorkloadFormat = "auto", opts: WorkloadOptions = {}): Workload {
+  const f = format === "auto" ? detectFormat(file, text) : format;
   switch (f) {
-    case "mooncake": return parseMooncake(text, nameOrFile, opts);
-    case "azure": return parseAzure(text, nameOrFile, opts);
-    case "lengths": return parseLengths(text, nameOrFile, opts);
+    case "mooncake": return parseMooncake(text, file, opts);
+    case "azure": return parseAzure(text, file, opts);
+    case "lengths": return parseLengths(text, file, opts);
   }
 }
 

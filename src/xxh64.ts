@@ -1,4 +1,5 @@
-// Plain-TypeScript XXH64: the differential-test oracle for the WebAssembly hashing core and the benchmark baseline.
+// Plain-TypeScript XXH64: the host's xxh64 (block hashes in hashes.ts, table checksums, the simulator's synthetic
+// block contents), the differential-test oracle for the WebAssembly hashing core, and the benchmark baseline.
 //
 // Algorithm: XXH64 as specified in Yann Collet's xxHash spec (github.com/Cyan4973/xxHash, doc/xxhash_spec.md,
 // "XXH64 Algorithm Description"): 32-byte stripes into 4 accumulators, convergence, 8/4/1-byte tail steps, avalanche.

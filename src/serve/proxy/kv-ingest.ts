@@ -1,11 +1,11 @@
-// KV events into the router's index: vLLM EventBatches from ZMQ subscriptions or POST /admin/kv-events, with
-// engine block hashes mapped to the router's chained hashes.
+// One worker's KV events into the router's index, with the engine's block hashes mapped to the router's chained
+// hashes. The events come from kv-feed.ts (ZMQ subscriptions) and admin.ts (POST /admin/kv-events).
 
-import type { EventBatch } from "../kv-events.js";
-import { hashTokens, type Hash64 } from "../reference/blocks.js";
-import type { Router } from "../router.js";
+import type { EventBatch } from "../../kv-events.js";
+import { hashTokens, type Hash64 } from "../../hashes.js";
+import type { Router } from "../../router.js";
 
-// ---- KV events -------------------------------------------------------------------------------------------------
+export interface IngestCounts { stored: number; removed: number; cleared: number; unmapped: number }
 
 export const pairKey = (lo: number, hi: number): string => `${hi.toString(16)}:${lo.toString(16)}`;
 
@@ -27,8 +27,8 @@ export class EventIngest {
     this.sameScheme = false;
   }
 
-  apply(router: Router, worker: string, batch: EventBatch): { stored: number; removed: number; cleared: number; unmapped: number } {
-    const n = { stored: 0, removed: 0, cleared: 0, unmapped: 0 };
+  apply(router: Router, worker: string, batch: EventBatch): IngestCounts {
+    const n: IngestCounts = { stored: 0, removed: 0, cleared: 0, unmapped: 0 };
     for (const e of batch.events) {
       if (e.kind === "cleared") {
         router.index.clear(worker);
@@ -90,20 +90,4 @@ export class EventIngest {
     }
     return pairs;
   }
-}
-
-export interface ZmqSubscriber {
-  connect(endpoint: string): void;
-  subscribe(...topics: string[]): void;
-  close(): void;
-  [Symbol.asyncIterator](): AsyncIterator<Buffer[]>;
-}
-
-let zmqModule: Promise<{ Subscriber: new () => ZmqSubscriber } | null> | null = null;
-
-/** zeromq is an optional dependency: without it, KV events arrive only through POST /admin/kv-events. */
-export function loadZmq(): Promise<{ Subscriber: new () => ZmqSubscriber } | null> {
-  const specifier = "zeromq"; // a variable, so type checking does not need the package
-  zmqModule ??= import(specifier).then((m) => (m?.Subscriber ? m : m?.default?.Subscriber ? m.default : null)).catch(() => null);
-  return zmqModule;
 }

@@ -1,23 +1,15 @@
-// The proxy's HTTP plumbing: OpenAI-style errors, structured logs, and calls to upstream workers (keep-alive
-// agents, timeouts, connect-failure classification, usage sniffing in responses and SSE streams).
+// The proxy's calls to its workers: keep-alive agents, timeouts, connect-failure classification, and usage sniffing in
+// responses and SSE streams.
 
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
-import type { LogLevel } from "./config.js";
-import { isPlainObject } from "../values.js";
+import { isPlainObject } from "../../values.js";
 
 const MAX_UPSTREAM_BODY_BYTES = 64 << 20;
 /** Longest SSE line the usage sniffer buffers. */
 const SSE_SNIFF_LINE_BYTES = 1 << 20;
 
-// ---- errors and logs -------------------------------------------------------------------------------------------
-
-/** An answer to the client: `{"error": {"message", "type", "code"}}` with this status. */
-export class HttpError extends Error {
-  constructor(readonly status: number, message: string, readonly type: string, readonly code: string) {
-    super(message);
-  }
-}
+// ---- failures ------------------------------------------------------------------------------------------------
 
 export type UpstreamFailure = "connect" | "timeout" | "reset" | "status" | "protocol" | "aborted";
 
@@ -31,23 +23,17 @@ export class UpstreamError extends Error {
   }
 }
 
-export const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
-
-export class Logger {
-  constructor(private readonly level: LogLevel, private readonly sink: (line: string) => void) {}
-  enabled(level: Exclude<LogLevel, "silent">): boolean {
-    return LEVELS[level] >= LEVELS[this.level];
-  }
-  log(level: Exclude<LogLevel, "silent">, msg: string, fields: Record<string, unknown> = {}): void {
-    if (this.enabled(level)) this.sink(JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields }));
-  }
-}
-
-export function errorBody(message: string, type: string, code: string): string {
-  return JSON.stringify({ error: { message, type, code } });
-}
-
 // ---- upstream HTTP ---------------------------------------------------------------------------------------------
+
+/** Keep-alive connection pools to the workers, one per scheme. */
+export interface Agents {
+  http: http.Agent;
+  https: https.Agent;
+}
+
+export function keepAliveAgents(): Agents {
+  return { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+}
 
 export interface UpstreamCall {
   method: "GET" | "POST";
@@ -70,7 +56,7 @@ export function classify(e: unknown, where: string): UpstreamError {
 }
 
 /** One request to a worker; resolves with the response once its headers are in. */
-export function upstreamRequest(agents: { http: http.Agent; https: https.Agent }, url: string, call: UpstreamCall, retried = false): Promise<IncomingMessage> {
+export function upstreamRequest(agents: Agents, url: string, call: UpstreamCall, retried = false): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const target = new URL(url);
     const secure = target.protocol === "https:";
@@ -152,14 +138,12 @@ export function parseJson(buf: Buffer): unknown {
   }
 }
 
-export const isObject = isPlainObject;
-
 /** usage.prompt_tokens_details.cached_tokens and usage.completion_tokens of an OpenAI response or stream chunk. */
 export function usageOf(v: unknown): { cached: number | null; completion: number | null } | null {
-  if (!isObject(v) || !isObject(v["usage"])) return null;
+  if (!isPlainObject(v) || !isPlainObject(v["usage"])) return null;
   const u = v["usage"];
   const details = u["prompt_tokens_details"];
-  const cached = isObject(details) && typeof details["cached_tokens"] === "number" ? details["cached_tokens"] : null;
+  const cached = isPlainObject(details) && typeof details["cached_tokens"] === "number" ? details["cached_tokens"] : null;
   return { cached, completion: typeof u["completion_tokens"] === "number" ? u["completion_tokens"] : null };
 }
 

@@ -1,0 +1,62 @@
+// `dolphin bench core | sim | proxy | envoy`: each benchmark is loaded only when asked for (the proxy one starts servers).
+
+import { existsSync, readFileSync } from "node:fs";
+import { corePath, loadCoreModule } from "../../bindings/node/index.js";
+import { packageFile } from "../package-root.js";
+import { intOption, UsageError, type Command } from "./args.js";
+
+/** The trace `bench sim` runs by default; shipped in the package (data/README.md). */
+const MOONCAKE_DEV = packageFile("data", "traces", "mooncake_conversation_dev.jsonl");
+
+export const command: Command = {
+  usage: `dolphin bench core [--json] [--time MS]
+dolphin bench sim [--json] [--trace FILE]
+dolphin bench proxy [--json] [--quick]
+dolphin bench envoy [--json] [--quick]
+
+bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
+prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
+bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
+node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
+bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
+latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
+
+Measures, in one run with tinybench, medians of: chained hashing of a 20,000-token prompt; matching its 1,250
+blocks against 16 workers' prefix indexes; decide (features → cluster → bit) at K = 8 and K = 64; one whole
+route call (hash, match, worker choice, features, decide) for the 20,000-token prompt against 16 workers.
+Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per task (default 1000).`,
+  options: { json: { type: "boolean" }, time: { type: "string" }, trace: { type: "string" }, quick: { type: "boolean" } },
+  async run(v, pos) {
+    if (pos[0] === "sim") {
+      if (v["trace"] !== undefined && !existsSync(String(v["trace"]))) throw new UsageError(`--trace: no such file: ${String(v["trace"])}`);
+      const trace = String(v["trace"] ?? MOONCAKE_DEV);
+      // the shipped trace missing is a broken install, not a usage error
+      if (!existsSync(trace)) throw new Error(`the default trace is missing: ${trace} (see data/README.md), or give --trace FILE`);
+      const { runSimBench } = await import("../../bench/sim.js");
+      const r = runSimBench(trace, loadCoreModule());
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" :
+        `simulated ${r.requests} requests (${r.trace}, ${r.cluster} ${r.split}, ${r.policy}): ${r.simulated_s} s of cluster time in ` +
+        `${r.wall_s} s wall (${r.requests_per_wall_s} requests/s, ${r.speedup_vs_realtime}× real time); trace loaded in ${r.load_s} s\n`);
+      return 0;
+    }
+    if (pos[0] === "proxy") {
+      const { formatProxyBench, runProxyBench } = await import("../../bench/proxy.js");
+      const r = await runProxyBench({ ...(v["quick"] ? { quick: true } : {}), progress: (l) => process.stderr.write(l + "\n") });
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatProxyBench(r) + "\n");
+      return 0;
+    }
+    if (pos[0] === "envoy") {
+      const { formatEnvoyBench, runEnvoyBench } = await import("../../bench/envoy.js");
+      const r = await runEnvoyBench({ ...(v["quick"] ? { quick: true } : {}), progress: (l) => process.stderr.write(l + "\n") });
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEnvoyBench(r) + "\n");
+      return 0;
+    }
+    if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | envoy");
+    const time = intOption(v["time"], "time", 50, 60_000, 1000);
+    const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");
+    const bytes = readFileSync(corePath());
+    const r = await runCoreBench(loadCoreModule(), bytes.length, time);
+    process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatCoreBench(r) + "\n");
+    return 0;
+  },
+};

@@ -1,0 +1,38 @@
+// `dolphin eval`: every policy on the same simulated arrivals (ones the table was not trained on).
+
+import { existsSync, readFileSync } from "node:fs";
+import { evalJob } from "../learn/job.js";
+import { parsePolicies } from "../learn/policies.js";
+import { decodeTable } from "../table.js";
+import { flag, UsageError, type Command } from "./args.js";
+import { jobOptions, jobOptionSpecs } from "./sim-options.js";
+
+const DEFAULT_WITHOUT_TABLE = "dynamo-isl,dynamo-load,dynamo-legacy,llm-d,trtllm,ppd,always-local,always-remote";
+
+export const command: Command = {
+  usage: `dolphin eval --workload <name|file> [--format …] [--cluster <preset|file>] --split <nPmD> [--slo <…>]
+            [--table table.msgpack] [--policies dolphin,dynamo-isl,…] [--load saturated|trace|xS|R] [--seed N] [--requests N] [--json]
+
+Policies: dolphin (needs --table), dynamo-isl, dynamo-load, dynamo-legacy, llm-d, trtllm, ppd (its offline table built
+with Algorithm 1 on the training part), always-local, always-remote. Evaluated on arrivals the table was not
+trained on: a generator with --seed + 1, a trace's second half. Every figure is simulated.`,
+  options: { ...jobOptionSpecs, table: { type: "string" }, policies: { type: "string" }, json: { type: "boolean" } },
+  async run(v) {
+    const tableFile = v["table"] !== undefined ? String(v["table"]) : undefined;
+    if (tableFile && !existsSync(tableFile)) throw new UsageError(`--table: no such file: ${tableFile}`);
+    const policies = v["policies"] !== undefined ? flag("policies", () => parsePolicies(String(v["policies"])))
+      : tableFile ? undefined : parsePolicies(DEFAULT_WITHOUT_TABLE);
+    if (!tableFile && policies?.includes("dolphin")) throw new Error("--policies dolphin needs --table (a table from dolphin train)");
+    const out = evalJob({
+      ...jobOptions(v), ...(policies ? { policies } : {}), ...(tableFile ? { table: decodeTable(readFileSync(tableFile)) } : {}),
+    });
+    if (v["json"]) process.stdout.write(JSON.stringify(out) + "\n");
+    else {
+      process.stdout.write(`simulated: ${out.workload} on ${out.cluster} ${out.split}, ${out.requests} requests at ${out.load.rps.toFixed(2)} req/s, SLO ${out.slo.ttft_ms}/${out.slo.tpot_ms} ms\n`);
+      for (const [name, p] of Object.entries(out.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment)) {
+        process.stdout.write(`${name.padEnd(14)} attainment ${(100 * p.slo_attainment).toFixed(1).padStart(5)}%  P90 TTFT ${p.ttft_ms.p90.toFixed(0).padStart(7)} ms  P90 TPOT ${p.tpot_ms.p90.toFixed(1).padStart(6)} ms  local ${(100 * p.local_fraction).toFixed(0)}%\n`);
+      }
+    }
+    return 0;
+  },
+};

@@ -1,0 +1,163 @@
+// The HTTP toolkit both servers share (the proxy, proxy.ts, and the emulated worker, worker.ts): one error type, one
+// request-body reader with a size limit, one route table, JSON answers, and listening. Each server speaks its own
+// error dialect (OpenAI's for the proxy, vLLM's for the worker): the dialect shapes the error body and words the
+// toolkit's own errors (404, 405, 413), so each server's answers stay what its clients expect.
+
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+
+/** Discarding an over-limit request body gives up after this long (then the socket is destroyed). */
+const DISCARD_LIMIT_MS = 30_000;
+
+/**
+ * An error answer: `{"error": {"message", "type", "param"?, "code"}}` with this status. The proxy's code is a string
+ * (OpenAI's), the worker's the status number and a `param` (vLLM's); `param` is left out when undefined.
+ */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number, message: string, readonly type: string, readonly code: string | number, readonly param?: string | null,
+  ) {
+    super(message);
+  }
+
+  /** The JSON error body. */
+  body(): string {
+    const { message, type, param, code } = this;
+    return JSON.stringify({ error: param === undefined ? { message, type, code } : { message, type, param, code } });
+  }
+}
+
+/** How a server words the errors the toolkit raises. */
+export interface ErrorDialect {
+  notFound(method: string, path: string): HttpError;
+  methodNotAllowed(method: string, path: string, allowed: readonly string[]): HttpError;
+  bodyTooLarge(limitBytes: number): HttpError;
+  bodyUnreadable(reason: string): HttpError;
+}
+
+// ---- answers ---------------------------------------------------------------------------------------------------
+
+/** A whole answer with its content-length; nothing when the answer has begun or the client has gone. */
+export function sendBody(res: ServerResponse, status: number, contentType: string, body: string | Uint8Array, headers: Record<string, string> = {}): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  sendBody(res, status, "application/json", JSON.stringify(body), headers);
+}
+
+export function sendError(res: ServerResponse, e: HttpError): void {
+  sendBody(res, e.status, "application/json", e.body());
+}
+
+/** Resolves once a full socket buffer has drained (or the response closed). */
+export function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}
+
+// ---- requests --------------------------------------------------------------------------------------------------
+
+export function pathOf(req: IncomingMessage): string {
+  return (req.url ?? "/").split("?")[0]!;
+}
+
+/**
+ * The request body, at most `maxBytes` (the dialect's 413 beyond it, from the declared content-length or as the bytes
+ * arrive). The rest of an over-limit body is read and dropped, so the connection stays usable, for DISCARD_LIMIT_MS
+ * at most.
+ */
+export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorDialect): Promise<Buffer> {
+  const discard = (): void => {
+    req.resume();
+    const t = setTimeout(() => req.socket.destroy(), DISCARD_LIMIT_MS);
+    t.unref();
+    req.once("end", () => clearTimeout(t));
+  };
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    discard();
+    return Promise.reject(dialect.bodyTooLarge(maxBytes));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (c: Buffer): void => {
+      size += c.length;
+      if (size > maxBytes) {
+        req.off("data", onData);
+        discard();
+        reject(dialect.bodyTooLarge(maxBytes));
+        return;
+      }
+      chunks.push(c);
+    };
+    req.on("data", onData);
+    req.once("end", () => resolve(Buffer.concat(chunks)));
+    req.once("error", (e) => reject(dialect.bodyUnreadable(e.message)));
+  });
+}
+
+// ---- routes ----------------------------------------------------------------------------------------------------
+
+export type Handler<C> = (c: C) => Promise<void> | void;
+/** Handlers by HTTP method; "*" takes any method. */
+export type Methods<C> = Readonly<Record<string, Handler<C>>>;
+
+/** Paths to handlers by method: exact paths, and prefixes (a path given ending in "*"), tried in the order added. */
+export class RouteTable<C> {
+  private readonly exact = new Map<string, Methods<C>>();
+  private readonly prefixes: Array<[prefix: string, methods: Methods<C>]> = [];
+
+  constructor(private readonly dialect: ErrorDialect) {}
+
+  on(path: string, methods: Methods<C>): this {
+    if (path.endsWith("*")) this.prefixes.push([path.slice(0, -1), methods]);
+    else this.exact.set(path, methods);
+    return this;
+  }
+
+  /** The handler of `method` on `path`; throws the dialect's 404 (no such path) or 405 (not that method). */
+  find(method: string, path: string): Handler<C> {
+    const methods = this.exact.get(path) ?? this.prefixes.find(([prefix]) => path.startsWith(prefix))?.[1];
+    if (!methods) throw this.dialect.notFound(method, path);
+    const handler = Object.hasOwn(methods, method) ? methods[method] : methods["*"];
+    if (!handler) throw this.dialect.methodNotAllowed(method, path, Object.keys(methods));
+    return handler;
+  }
+}
+
+// ---- listening -------------------------------------------------------------------------------------------------
+
+/** Listens on host:port (0: any free port) and resolves with the port bound. */
+export async function listen(server: Server, port: number, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  return typeof address === "object" && address ? address.port : port;
+}
+
+/** A host as it stands in a URL (IPv6 addresses in brackets). */
+export function urlHost(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
+/** Stops listening and cuts every open connection. */
+export function closeServer(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeAllConnections();
+  return closed;
+}

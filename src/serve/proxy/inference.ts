@@ -1,0 +1,125 @@
+// POST /v1/chat/completions and /v1/completions, from body to answer: validate, route (routing.ts), record the
+// decision, run the remote path's prefill (falling back to local prefill when it fails and fallback_local allows)
+// and the decode call (remote-path.ts); when the answer is over, one log line and the request's metrics.
+
+import type { Router } from "../../router.js";
+import { isPlainObject } from "../../values.js";
+import type { ServeConfig } from "../config.js";
+import { HttpError, readBody } from "../http-toolkit.js";
+import type { Logger } from "./log.js";
+import { classify, parseJson } from "./upstream.js";
+import type { DecisionLog, DecisionRecord } from "./decisions.js";
+import type { ProxyMetrics } from "./metrics.js";
+import { ENDPOINT_PATHS, OPENAI_ERRORS, validateInference, type Endpoint } from "./openai.js";
+import type { WorkerCalls } from "./remote-path.js";
+import type { RequestContext } from "./request-context.js";
+import type { Routing } from "./routing.js";
+
+export class Inference {
+  /** Inference requests in flight (a gauge). */
+  inflight = 0;
+
+  constructor(
+    private readonly config: ServeConfig, private readonly router: Router, private readonly routing: Routing,
+    private readonly calls: WorkerCalls, private readonly decisions: DecisionLog, private readonly metrics: ProxyMetrics,
+    private readonly log: Logger,
+  ) {}
+
+  async handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
+    this.inflight++;
+    ctx.res.once("close", () => {
+      this.inflight--;
+      this.finish(ctx, endpoint);
+    });
+    const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS);
+    const body = parseJson(raw);
+    if (!isPlainObject(body)) throw new HttpError(400, raw.length === 0 ? "empty request body" : "request body is not a JSON object", "invalid_request_error", "invalid_json");
+    validateInference(endpoint, body, this.config.model);
+    const routed = await this.routing.route(ctx, endpoint, body);
+    if (!routed) return;
+    const { decision: d, session, turn, tokenMode } = routed;
+    ctx.decision = d;
+    ctx.isl = d.features.isl;
+    const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
+    const table = this.router.table;
+    const record: DecisionRecord = {
+      id: ctx.id, ts: new Date().toISOString(), endpoint: ENDPOINT_PATHS[endpoint], table: { kind: table.kind, checksum: table.checksum },
+      turn, path: d.path, route: remote ? "remote" : "local", reason: d.reason, decode_worker: d.decodeWorker,
+      prefill_worker: d.prefillWorker, cluster: d.cluster, features: d.features, matched_blocks: d.matchedBlocks,
+      predicted_cached_tokens: 0, reported_cached_tokens: null, status: null, latency_ms: null,
+    };
+    ctx.record = record;
+    this.decisions.remember(record);
+    this.metrics.decisions.inc({ path: d.path, reason: d.reason });
+    ctx.res.setHeader("x-dolphin-decode-worker", d.decodeWorker);
+
+    let kvParams: unknown;
+    if (remote) {
+      const prefillWorker = d.prefillWorker!;
+      ctx.res.setHeader("x-dolphin-prefill-worker", prefillWorker);
+      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(d.matchedBlocks.prefill, tokenMode, d.features.isl);
+      try {
+        const p = await this.calls.prefill(ctx, endpoint, prefillWorker, body, d.features.effP);
+        kvParams = p.kvParams;
+        ctx.reportedTokens = p.cachedTokens;
+      } catch (e) {
+        if (ctx.clientGone) return;
+        const err = classify(e, `prefill ${prefillWorker}`);
+        this.metrics.prefillFailures.inc({ kind: err.kind });
+        if (!this.config.fallback_local) {
+          // A request the prefill worker rejects as invalid is the client's error: pass it on as is.
+          if (err.kind === "status" && err.status < 500 && err.body) {
+            ctx.res.writeHead(err.status, { "content-type": err.contentType ?? "application/json" });
+            ctx.res.end(err.body);
+            return;
+          }
+          throw new HttpError(502, `prefill worker ${prefillWorker} failed: ${err.message}`, "upstream_error", "prefill_failed");
+        }
+        this.metrics.fallbacks.inc();
+        this.log.log("warn", "prefill failed, falling back to local prefill", { id: ctx.id, worker: prefillWorker, error: err.message });
+        record.route = "fallback";
+        ctx.reportedTokens = null;
+      }
+    }
+    if (record.route !== "remote") {
+      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(d.matchedBlocks.decode, tokenMode, d.features.isl);
+    }
+    ctx.res.setHeader("x-dolphin-route", record.route);
+    const payload = kvParams === undefined ? raw : JSON.stringify({ ...body, kv_transfer_params: kvParams });
+    await this.calls.decode(ctx, endpoint, d.decodeWorker, payload, body["stream"] === true, record.route === "remote" ? 0 : d.features.effD);
+    if (ctx.completionTokens !== null) session.prevOutputTokens = ctx.completionTokens;
+  }
+
+  /** One log line and the metrics of a finished inference request. */
+  private finish(ctx: RequestContext, endpoint: Endpoint): void {
+    const latencyMs = performance.now() - ctx.startMs;
+    const status = ctx.statusOverride ?? (ctx.clientGone ? 499 : ctx.res.statusCode);
+    const route = ctx.route;
+    const path = ENDPOINT_PATHS[endpoint];
+    this.metrics.requests.inc({ endpoint: path, route, status: String(status) });
+    this.metrics.requestDuration.observe({ endpoint: path }, latencyMs / 1000);
+    const r = ctx.record;
+    if (r) {
+      r.status = status;
+      r.latency_ms = Math.round(latencyMs * 10) / 10;
+      r.reported_cached_tokens = ctx.reportedTokens;
+      if (ctx.error) r.error = ctx.error;
+      const labels = { path: r.route };
+      this.metrics.promptTokens.inc(labels, ctx.isl);
+      this.metrics.cachePredictedTokens.inc(labels, ctx.predictedTokens);
+      if (ctx.reportedTokens !== null) {
+        this.metrics.cacheComparedRequests.inc(labels);
+        this.metrics.cacheComparedPredictedTokens.inc(labels, ctx.predictedTokens);
+        this.metrics.cacheReportedTokens.inc(labels, ctx.reportedTokens);
+      }
+    }
+    const d = ctx.decision;
+    this.log.log(status >= 500 ? "warn" : "info", "request", {
+      id: ctx.id, path, status, latency_ms: Math.round(latencyMs * 10) / 10, route,
+      workers: d ? { decode: d.decodeWorker, prefill: route === "remote" ? d.prefillWorker : null } : null,
+      cluster: d?.cluster ?? null, reason: d?.reason ?? null, features: d?.features ?? null,
+      predicted_cached_tokens: r ? ctx.predictedTokens : null, reported_cached_tokens: ctx.reportedTokens,
+      ...(ctx.error ? { error: ctx.error } : {}),
+    });
+  }
+}

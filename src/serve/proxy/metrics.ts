@@ -1,0 +1,66 @@
+// The proxy's metrics (docs/serving.md lists them). Counters and the duration histogram are updated as requests
+// pass; the gauges are read from the proxy's state when /metrics is scraped.
+//
+// Label objects are written with their keys in alphabetical order everywhere: prom-client prints a series' labels in
+// the order of the first object it saw, and the proxy's output has always had them sorted.
+
+import { Counter, LeLastHistogram, Registry, scrapedGauge } from "../prometheus.js";
+
+export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/** What the gauges read at scrape time. */
+export interface ProxyGauges {
+  inflight: number;
+  sessions: number;
+  workers: Array<{ id: string; role: string; healthy: boolean; indexBlocks: number }>;
+  table: { kind: string; checksum: string };
+}
+
+export class ProxyMetrics {
+  readonly registry = new Registry();
+  private readonly counter = (name: string, help: string, labelNames: string[] = []): Counter =>
+    new Counter({ name, help, labelNames, registers: [this.registry] });
+
+  readonly requests = this.counter("dolphin_requests_total", "Requests answered, by endpoint, status code and route (local, remote, fallback, none)", ["endpoint", "route", "status"]);
+  readonly requestDuration = new LeLastHistogram({
+    name: "dolphin_request_duration_seconds", help: "Time from request to the last byte of the answer, inference endpoints",
+    labelNames: ["endpoint"], buckets: DURATION_BUCKETS, registers: [this.registry],
+  });
+  readonly decisions = this.counter("dolphin_decisions_total", "Routing decisions by path and reason", ["path", "reason"]);
+  readonly prefillFailures = this.counter("dolphin_prefill_failures_total", "Remote prefills that failed before the KV handoff, by kind", ["kind"]);
+  readonly fallbacks = this.counter("dolphin_fallbacks_total", "Remote prefills replaced by local prefill on the decode worker");
+  readonly upstreamErrors = this.counter("dolphin_upstream_errors_total", "Failed worker calls, by worker, stage and kind", ["kind", "stage", "worker"]);
+  readonly streamErrors = this.counter("dolphin_stream_errors_total", "Streams cut mid-way by the decode worker (the client got an SSE error event)", ["kind"]);
+  readonly workerDown = this.counter("dolphin_worker_down_total", "Workers taken out of rotation after a failure", ["worker"]);
+  readonly workerUp = this.counter("dolphin_worker_up_total", "Workers put back after their /health answered", ["worker"]);
+  readonly workerExpired = this.counter("dolphin_worker_expired_total", "Registered workers removed after missing heartbeats");
+  readonly tokenizeFailures = this.counter("dolphin_tokenize_failures_total", "Precise mode: /tokenize failures (the request was routed on its text)", ["worker"]);
+  readonly kvEvents = this.counter("dolphin_kv_events_total", "KV events applied to the index, by worker, source and kind", ["kind", "source", "worker"]);
+  readonly kvEventErrors = this.counter("dolphin_kv_event_errors_total", "KV event batches that did not decode", ["worker"]);
+  readonly kvBlocksUnmapped = this.counter("dolphin_kv_blocks_unmapped_total", "Stored blocks skipped: parent unknown to the index or a different block size", ["worker"]);
+  readonly kvSequenceGaps = this.counter("dolphin_kv_sequence_gaps_total", "ZMQ event batches missed (sequence gaps), by worker", ["worker"]);
+  readonly tableSwaps = this.counter("dolphin_table_swaps_total", "Routing tables swapped in via PUT /admin/table");
+  readonly indexClears = this.counter("dolphin_index_clears_total", "Approximate mode: periodic clears of the whole index");
+  readonly promptTokens = this.counter("dolphin_prompt_tokens_total", "Prompt tokens routed (isl), by path", ["path"]);
+  readonly cachePredictedTokens = this.counter("dolphin_cache_predicted_tokens_total", "Predicted cached prompt tokens on the worker that prefills (matched blocks × block tokens), by path", ["path"]);
+  readonly cacheComparedRequests = this.counter("dolphin_cache_compared_requests_total", "Requests whose worker reported usage.prompt_tokens_details.cached_tokens, by path", ["path"]);
+  readonly cacheComparedPredictedTokens = this.counter("dolphin_cache_compared_predicted_tokens_total", "Predicted cached tokens of the requests in dolphin_cache_compared_requests_total", ["path"]);
+  readonly cacheReportedTokens = this.counter("dolphin_cache_reported_tokens_total", "Cached tokens the workers reported for the same requests", ["path"]);
+
+  constructor(read: () => ProxyGauges) {
+    const r = this.registry;
+    scrapedGauge(r, "dolphin_inflight_requests", "Inference requests in flight", [], () => [[{}, read().inflight]]);
+    scrapedGauge(r, "dolphin_workers", "Workers by role and state", ["role", "state"], () => {
+      const workers = read().workers;
+      return ["prefill", "decode", "both"].flatMap((role) => ["healthy", "down"].map((state) =>
+        [{ role, state }, workers.filter((w) => w.role === role && w.healthy === (state === "healthy")).length] as const));
+    });
+    scrapedGauge(r, "dolphin_index_blocks", "Blocks in the router's index, by worker", ["worker"], () =>
+      read().workers.filter((w) => w.healthy).map((w) => [{ worker: w.id }, w.indexBlocks] as const));
+    scrapedGauge(r, "dolphin_sessions", "Conversations tracked", [], () => [[{}, read().sessions]]);
+    scrapedGauge(r, "dolphin_table_info", "The routing table in use", ["checksum", "kind"], () => {
+      const { checksum, kind } = read().table;
+      return [[{ checksum, kind }, 1]];
+    });
+  }
+}

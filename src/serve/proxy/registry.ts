@@ -1,0 +1,147 @@
+// The proxy's workers: those of the config and those registered by heartbeat (POST /admin/workers), which of them
+// are in rotation, and the load the proxy's own requests put on each (the router's load signals). A worker leaves
+// rotation after a failure (markDown) and comes back when health.ts finds its /health answering (markUp).
+
+import type { Router } from "../../router.js";
+import type { ServeConfig, WorkerConfig } from "../config.js";
+import type { Logger } from "./log.js";
+import type { UpstreamError } from "./upstream.js";
+import type { ZmqSubscriber } from "../zeromq.js";
+import { rootHash, type Hash64 } from "../../hashes.js";
+import { EventIngest } from "./kv-ingest.js";
+import type { ProxyMetrics } from "./metrics.js";
+import type { RequestContext } from "./request-context.js";
+
+export interface WorkerState {
+  spec: WorkerConfig;
+  source: "config" | "registered";
+  lastHeartbeatMs: number;
+  healthy: boolean;
+  removed: boolean;
+  probing: boolean;
+  activePrefillTokens: number;
+  activeDecodeTokens: number;
+  ingest: EventIngest;
+  subscriber: ZmqSubscriber | null;
+  lastSeq: bigint | null;
+}
+
+/** What follows a worker's arrival and departure (kv-feed.ts: its KV-event subscription). */
+export interface WorkerSubscriptions {
+  subscribe(w: WorkerState): Promise<void>;
+  unsubscribe(w: WorkerState): void;
+  close(): void;
+}
+
+export type LoadField = "activePrefillTokens" | "activeDecodeTokens";
+
+export class WorkerRegistry {
+  private readonly workers = new Map<string, WorkerState>();
+  private readonly root: Hash64;
+  /** Remote prefills under way (the router's prefill-queue signal). */
+  prefillsInFlight = 0;
+  private closed = false;
+
+  constructor(
+    private readonly config: ServeConfig, private readonly router: Router, private readonly kv: WorkerSubscriptions,
+    private readonly metrics: ProxyMetrics, private readonly log: Logger,
+  ) {
+    this.root = rootHash(config.model);
+  }
+
+  get size(): number {
+    return this.workers.size;
+  }
+
+  get(id: string): WorkerState | undefined {
+    return this.workers.get(id);
+  }
+
+  all(): WorkerState[] {
+    return [...this.workers.values()];
+  }
+
+  healthyDecodeWorkers(): WorkerState[] {
+    return this.all().filter((w) => w.healthy && w.spec.role !== "prefill");
+  }
+
+  add(spec: WorkerConfig, source: WorkerState["source"]): WorkerState {
+    const w: WorkerState = {
+      spec, source, lastHeartbeatMs: Date.now(), healthy: true, removed: false, probing: false,
+      activePrefillTokens: 0, activeDecodeTokens: 0,
+      ingest: new EventIngest(this.config.block_size, this.root, this.config.capacity_blocks * 2),
+      subscriber: null, lastSeq: null,
+    };
+    this.router.addWorker({ id: spec.id, role: spec.role });
+    this.workers.set(spec.id, w);
+    void this.kv.subscribe(w);
+    return w;
+  }
+
+  drop(w: WorkerState, why: string): void {
+    if (w.healthy) this.router.removeWorker(w.spec.id);
+    w.healthy = false;
+    w.removed = true;
+    this.kv.unsubscribe(w);
+    this.workers.delete(w.spec.id);
+    this.log.log("warn", "worker removed", { worker: w.spec.id, why });
+  }
+
+  /** Out of rotation after a failure; the health probe puts it back when /health answers. */
+  markDown(w: WorkerState, why: string): void {
+    if (!w.healthy || w.removed) return;
+    w.healthy = false;
+    w.ingest.reset();
+    w.lastSeq = null;
+    this.router.removeWorker(w.spec.id);
+    this.metrics.workerDown.inc({ worker: w.spec.id });
+    this.log.log("warn", "worker out of rotation", { worker: w.spec.id, why });
+  }
+
+  markUp(w: WorkerState): void {
+    if (w.healthy || w.removed || this.closed) return;
+    this.router.addWorker({ id: w.spec.id, role: w.spec.role });
+    w.healthy = true;
+    this.pushLoad(w);
+    this.metrics.workerUp.inc({ worker: w.spec.id });
+    this.log.log("info", "worker back in rotation", { worker: w.spec.id });
+  }
+
+  /** A worker call that failed: count it, and take the worker out of rotation when it is down. */
+  upstreamFailed(w: WorkerState | undefined, stage: string, e: UpstreamError): void {
+    if (!w || e.kind === "aborted") return;
+    this.metrics.upstreamErrors.inc({ kind: e.kind, stage, worker: w.spec.id });
+    if (e.workerDown) this.markDown(w, `${stage}: ${e.message}`);
+  }
+
+  /**
+   * Adds tokens to a worker's load until the returned function is called (once), at the latest when the request's
+   * response closes. Nothing is held for a request already over.
+   */
+  hold(ctx: Pick<RequestContext, "releases" | "closed">, id: string, field: LoadField, tokens: number): () => void {
+    const w = this.workers.get(id);
+    if (!w || tokens <= 0 || ctx.closed) return () => undefined;
+    w[field] += tokens;
+    this.pushLoad(w);
+    let held = true;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      w[field] = Math.max(0, w[field] - tokens);
+      this.pushLoad(w);
+    };
+    ctx.releases.push(release);
+    return release;
+  }
+
+  private pushLoad(w: WorkerState): void {
+    if (w.healthy) this.router.setLoad(w.spec.id, { activePrefillTokens: w.activePrefillTokens, activeDecodeTokens: w.activeDecodeTokens });
+  }
+
+  /** No worker comes back into rotation after this; every subscription ends. */
+  close(): void {
+    this.closed = true;
+    this.kv.close();
+    for (const w of this.workers.values()) this.kv.unsubscribe(w);
+  }
+}

@@ -1,0 +1,163 @@
+// The worker calls of one inference request (vLLM's NixlConnector protocol, shared/docs/reference-systems.md): on the
+// remote path, step 1 asks the prefill worker to prefill only and return the KV handoff parameters; step 3 (and the
+// whole local path) sends the request to the decode worker, whose answer, streamed or not, goes to the client as it
+// arrives. Worker failures are classified here (502, 504, an SSE error event mid-stream) and take the worker out of
+// rotation when it is down.
+
+import type { IncomingMessage } from "node:http";
+import { isPlainObject } from "../../values.js";
+import type { ServeConfig } from "../config.js";
+import { drained, HttpError } from "../http-toolkit.js";
+import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, usageOf, UsageSniffer, type Agents } from "./upstream.js";
+import type { ProxyMetrics } from "./metrics.js";
+import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
+import type { WorkerRegistry, WorkerState } from "./registry.js";
+import type { RequestContext } from "./request-context.js";
+
+const MAX_ERROR_SNIPPET = 300;
+/** vLLM's NixlConnector prefill request marks (reference-systems.md, step 1). */
+const PREFILL_KV_PARAMS = {
+  do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null,
+};
+
+type Usage = NonNullable<ReturnType<typeof usageOf>>;
+
+export class WorkerCalls {
+  constructor(
+    private readonly config: ServeConfig, private readonly registry: WorkerRegistry, private readonly agents: Agents,
+    private readonly metrics: ProxyMetrics,
+  ) {}
+
+  /** Step 1 of the NixlConnector protocol: prefill only, and return the KV handoff parameters. */
+  async prefill(ctx: RequestContext, endpoint: Endpoint, id: string, body: Record<string, unknown>, effP: number): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null }> {
+    const w = this.registry.get(id);
+    const prefillBody: Record<string, unknown> = { ...body, kv_transfer_params: { ...PREFILL_KV_PARAMS }, stream: false, max_tokens: 1 };
+    if (prefillBody["max_completion_tokens"] !== undefined) prefillBody["max_completion_tokens"] = 1;
+    delete prefillBody["min_tokens"];
+    delete prefillBody["stream_options"];
+    const release = this.registry.hold(ctx, id, "activePrefillTokens", effP);
+    this.registry.prefillsInFlight++;
+    const t = this.config.timeouts;
+    try {
+      if (!w?.healthy) throw new UpstreamError("connect", `prefill worker ${id} left rotation`);
+      const res = await upstreamRequest(this.agents, `${w.spec.url}${ENDPOINT_PATHS[endpoint]}`, {
+        method: "POST", headers: ctx.upstreamHeaders(), body: JSON.stringify(prefillBody),
+        connectMs: t.connect_ms, responseMs: t.request_ms, signal: ctx.abort.signal,
+      });
+      const buf = await readUpstream(res, t.request_ms);
+      const status = res.statusCode ?? 0;
+      if (status >= 400) {
+        throw new UpstreamError("status", `answered ${status}: ${snippet(buf)}`, status, buf, String(res.headers["content-type"] ?? "application/json"));
+      }
+      const json = parseJson(buf);
+      const kv = isPlainObject(json) ? json["kv_transfer_params"] : undefined;
+      if (!isPlainObject(kv)) throw new UpstreamError("protocol", "the prefill response carries no kv_transfer_params");
+      return { kvParams: kv, cachedTokens: usageOf(json)?.cached ?? null };
+    } catch (e) {
+      const err = classify(e, `prefill ${id}`);
+      this.registry.upstreamFailed(w, "prefill", err);
+      throw err;
+    } finally {
+      this.registry.prefillsInFlight--;
+      release();
+    }
+  }
+
+  /** Step 3 (or the local path): the decode worker answers the client; a stream is passed on as it arrives. */
+  async decode(ctx: RequestContext, endpoint: Endpoint, id: string, payload: Buffer | string, stream: boolean, effD: number): Promise<void> {
+    const w = this.registry.get(id);
+    const t = this.config.timeouts;
+    const releasePrefill = this.registry.hold(ctx, id, "activePrefillTokens", effD);
+    this.registry.hold(ctx, id, "activeDecodeTokens", ctx.isl);
+    let res: IncomingMessage;
+    try {
+      if (!w?.healthy) throw new UpstreamError("connect", `decode worker ${id} left rotation`);
+      res = await upstreamRequest(this.agents, `${w.spec.url}${ENDPOINT_PATHS[endpoint]}`, {
+        method: "POST", headers: ctx.upstreamHeaders(), body: payload, connectMs: t.connect_ms, responseMs: t.request_ms, signal: ctx.abort.signal,
+      });
+    } catch (e) {
+      if (ctx.clientGone) return;
+      throw this.decodeFailed(w, id, e, "failed");
+    }
+    const status = res.statusCode ?? 502;
+    const contentType = String(res.headers["content-type"] ?? "application/json");
+    if (stream && status < 400 && contentType.includes("text/event-stream")) {
+      await this.pipeStream(ctx, w!, res, releasePrefill);
+      return;
+    }
+    let buf: Buffer;
+    try {
+      buf = await readUpstream(res, t.request_ms);
+    } catch (e) {
+      if (ctx.clientGone) return;
+      throw this.decodeFailed(w, id, e, "failed mid-response");
+    }
+    releasePrefill();
+    if (status >= 500) {
+      this.registry.upstreamFailed(w, "decode", new UpstreamError("status", `answered ${status}`, status));
+      throw new HttpError(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "upstream_error", "decode_failed");
+    }
+    const usage = usageOf(parseJson(buf));
+    if (usage) noteUsage(ctx, usage);
+    ctx.res.writeHead(status, { "content-type": contentType, "content-length": buf.length });
+    ctx.res.end(buf);
+  }
+
+  /** The client's answer to a decode call that failed: 504 on a timeout, else 502. */
+  private decodeFailed(w: WorkerState | undefined, id: string, e: unknown, what: string): HttpError {
+    const err = classify(e, `decode ${id}`);
+    this.registry.upstreamFailed(w, "decode", err);
+    if (err.kind === "timeout") return new HttpError(504, `decode worker ${id}: ${err.message}`, "upstream_error", "upstream_timeout");
+    return new HttpError(502, `decode worker ${id} ${what}: ${err.message}`, "upstream_error", "decode_failed");
+  }
+
+  /** Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event. */
+  private async pipeStream(ctx: RequestContext, w: WorkerState, upstream: IncomingMessage, releasePrefill: () => void): Promise<void> {
+    const { res } = ctx;
+    res.writeHead(upstream.statusCode ?? 200, { "content-type": String(upstream.headers["content-type"]), "cache-control": "no-cache" });
+    res.flushHeaders();
+    const sniffer = new UsageSniffer();
+    const idleMs = this.config.timeouts.request_ms;
+    let tail = "\n\n";
+    let timer = setTimeout(onIdle, idleMs);
+    function onIdle(): void {
+      upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`));
+    }
+    try {
+      for await (const chunk of upstream as AsyncIterable<Buffer>) {
+        clearTimeout(timer);
+        timer = setTimeout(onIdle, idleMs);
+        releasePrefill();
+        if (ctx.clientGone) return;
+        sniffer.push(chunk);
+        tail = (tail + chunk.toString("latin1")).slice(-2);
+        if (!res.write(chunk)) await drained(res);
+      }
+    } catch (e) {
+      if (ctx.clientGone) return;
+      const err = classify(e, `decode ${w.spec.id}`);
+      this.registry.upstreamFailed(w, "decode-stream", err);
+      this.metrics.streamErrors.inc({ kind: err.kind });
+      ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
+      ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
+      const event = new HttpError(ctx.statusOverride, ctx.error, "upstream_error", err.kind === "timeout" ? "upstream_timeout" : "decode_failed").body();
+      res.end(`${tail === "\n\n" ? "" : "\n\n"}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
+      return;
+    } finally {
+      clearTimeout(timer);
+      if (sniffer.usage) noteUsage(ctx, sniffer.usage);
+    }
+    res.end();
+  }
+}
+
+/** What the decode worker reported: its cached tokens (unless the prefill worker's count already stands), its output. */
+function noteUsage(ctx: RequestContext, usage: Usage): void {
+  if (ctx.record?.route !== "remote" && usage.cached !== null) ctx.reportedTokens = usage.cached;
+  if (usage.completion !== null) ctx.completionTokens = usage.completion;
+}
+
+function snippet(buf: Buffer): string {
+  const s = buf.toString("utf8").replace(/\s+/g, " ").trim();
+  return s.length > MAX_ERROR_SNIPPET ? `${s.slice(0, MAX_ERROR_SNIPPET)}…` : s || "(empty body)";
+}

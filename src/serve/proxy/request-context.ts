@@ -1,0 +1,44 @@
+// One client request while the proxy answers it: its id, its abort signal, the worker load it holds, and what the
+// log line and the metrics of its end will say.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { randomUUID } from "node:crypto";
+import type { Decision } from "../../router.js";
+import type { DecisionRecord } from "./decisions.js";
+
+export class RequestContext {
+  readonly id: string;
+  readonly startMs = performance.now();
+  readonly abort = new AbortController();
+  clientGone = false;
+  /** The response is over (sent, or the client left): nothing may be held for it any more. */
+  closed = false;
+  endpoint = "";
+  statusOverride: number | null = null;
+  error: string | null = null;
+  record: DecisionRecord | null = null;
+  decision: Decision | null = null;
+  isl = 0;
+  predictedTokens = 0;
+  reportedTokens: number | null = null;
+  completionTokens: number | null = null;
+  /** Load held on workers for this request, released when the response closes. */
+  releases: Array<() => void> = [];
+
+  constructor(readonly req: IncomingMessage, readonly res: ServerResponse) {
+    const given = req.headers["x-request-id"];
+    this.id = typeof given === "string" && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
+  }
+
+  get route(): "local" | "remote" | "fallback" | "none" {
+    return this.record?.route ?? "none";
+  }
+
+  /** Headers of this request's calls to workers: JSON, its id, and the client's authorization passed on. */
+  upstreamHeaders(): Record<string, string> {
+    const h: Record<string, string> = { "content-type": "application/json", "x-request-id": this.id };
+    const auth = this.req.headers["authorization"];
+    if (typeof auth === "string") h["authorization"] = auth;
+    return h;
+  }
+}

@@ -1,0 +1,132 @@
+// One routing decision per inference request: the prompt as the router reads it (token ids from the workers'
+// /tokenize in precise mode, else text), the conversation's turn and PPD pin, the load signals, one Router call.
+
+import { TEXT_TOKENS_PER_BLOCK } from "../../core-api.js";
+import { CoreError, ErrorCode } from "../../errors.js";
+import type { Decision, RouteRequest, Router } from "../../router.js";
+import { isPlainObject } from "../../values.js";
+import type { ServeConfig } from "../config.js";
+import { HttpError } from "../http-toolkit.js";
+import type { Logger } from "./log.js";
+import { QpsWindow } from "../../qps-window.js";
+import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, type Agents } from "./upstream.js";
+import type { ProxyMetrics } from "./metrics.js";
+import { chatText, positiveInt, sessionKey, type Endpoint } from "./openai.js";
+import type { WorkerRegistry } from "./registry.js";
+import type { RequestContext } from "./request-context.js";
+import type { Session, Sessions } from "./sessions.js";
+
+/** Extra chat-request keys that change the prompt vLLM's /tokenize renders. */
+const TOKENIZE_CHAT_KEYS = ["add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template", "chat_template_kwargs", "tools"];
+
+export type RoutingPrompt = { tokens: number[] } | { text: string };
+
+export interface Routed {
+  decision: Decision;
+  session: Session;
+  turn: number;
+  /** The prompt was token ids (else text: its blocks stand for TEXT_TOKENS_PER_BLOCK tokens). */
+  tokenMode: boolean;
+}
+
+export class Routing {
+  private readonly qps = new QpsWindow();
+  private tokenizeTurn = 0;
+
+  constructor(
+    private readonly config: ServeConfig, private readonly router: Router, private readonly registry: WorkerRegistry,
+    private readonly sessions: Sessions, private readonly agents: Agents, private readonly metrics: ProxyMetrics,
+    private readonly log: Logger, private readonly maxPromptTokens: number,
+  ) {}
+
+  /** The decision for a validated request; null when the client left while its prompt was tokenized. */
+  async route(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<Routed | null> {
+    const prompt = await this.routingPrompt(ctx, endpoint, body);
+    if (ctx.clientGone) return null;
+    return { ...this.decide(endpoint, body, prompt), tokenMode: "tokens" in prompt };
+  }
+
+  /** Predicted cached tokens on a worker from its matched blocks (text blocks stand for 16 tokens). */
+  predictedTokens(blocks: number, tokenMode: boolean, isl: number): number {
+    return Math.min(blocks * (tokenMode ? this.config.block_size : TEXT_TOKENS_PER_BLOCK), isl);
+  }
+
+  /** The prompt as the router reads it: token ids (precise mode, or ids the client gave) or text. */
+  private async routingPrompt(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<RoutingPrompt> {
+    const prompt = body["prompt"];
+    if (endpoint === "completions") {
+      const first = Array.isArray(prompt) && (typeof prompt[0] === "string" || Array.isArray(prompt[0])) ? prompt[0] : prompt;
+      if (Array.isArray(first)) return { tokens: first.slice(0, this.maxPromptTokens) as number[] };
+    }
+    const text = endpoint === "chat" ? chatText(body["messages"] as unknown[]) : String(Array.isArray(prompt) ? prompt[0] : prompt);
+    if (this.config.mode !== "precise") return { text };
+    const tokens = await this.tokenize(ctx, endpoint, body);
+    return tokens ? { tokens } : { text };
+  }
+
+  /** Precise mode: the decode workers' own tokenizer (vLLM's POST /tokenize), in turn. Null when it fails. */
+  private async tokenize(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<number[] | null> {
+    const candidates = this.registry.healthyDecodeWorkers();
+    if (candidates.length === 0) return null;
+    const w = candidates[this.tokenizeTurn++ % candidates.length]!;
+    const payload: Record<string, unknown> = { model: this.config.model };
+    if (endpoint === "chat") {
+      payload["messages"] = body["messages"];
+      for (const k of TOKENIZE_CHAT_KEYS) if (body[k] !== undefined) payload[k] = body[k];
+    } else {
+      const prompt = body["prompt"];
+      payload["prompt"] = Array.isArray(prompt) ? prompt[0] : prompt;
+      if (body["add_special_tokens"] !== undefined) payload["add_special_tokens"] = body["add_special_tokens"];
+    }
+    const t = this.config.timeouts;
+    try {
+      const res = await upstreamRequest(this.agents, `${w.spec.url}/tokenize`, {
+        method: "POST", headers: ctx.upstreamHeaders(), body: JSON.stringify(payload),
+        connectMs: t.connect_ms, responseMs: t.tokenize_ms, signal: ctx.abort.signal,
+      });
+      const buf = await readUpstream(res, t.tokenize_ms);
+      if ((res.statusCode ?? 0) >= 400) throw new UpstreamError("status", `/tokenize answered ${res.statusCode}`, res.statusCode ?? 0);
+      const json = parseJson(buf);
+      const tokens = isPlainObject(json) ? json["tokens"] : undefined;
+      if (!Array.isArray(tokens) || !tokens.every((x) => Number.isInteger(x) && x >= 0 && x <= 0xffffffff)) {
+        throw new UpstreamError("protocol", "/tokenize answered without a tokens array");
+      }
+      return (tokens as number[]).slice(0, this.maxPromptTokens);
+    } catch (e) {
+      if (ctx.clientGone) throw e;
+      const err = classify(e, `${w.spec.id} /tokenize`);
+      this.registry.upstreamFailed(w, "tokenize", err);
+      this.metrics.tokenizeFailures.inc({ worker: w.spec.id });
+      this.log.log("warn", "tokenize failed, routing on text", { id: ctx.id, worker: w.spec.id, error: err.message });
+      return null;
+    }
+  }
+
+  private decide(endpoint: Endpoint, body: Record<string, unknown>, prompt: RoutingPrompt): Omit<Routed, "tokenMode"> {
+    const now = Date.now();
+    const session = this.sessions.touch(sessionKey(this.config.model, endpoint, body), now);
+    const userTurns = endpoint === "chat" ? (body["messages"] as unknown[]).filter((m) => isPlainObject(m) && m["role"] === "user").length : 0;
+    session.turns = Math.max(session.turns + 1, userTurns);
+    const turn = userTurns > 0 ? userTurns : session.turns;
+    const table = this.router.table;
+    const maxTokens = positiveInt(body["max_tokens"]) ?? positiveInt(body["max_completion_tokens"]);
+    const request: RouteRequest = { ...prompt, turn, prevOutputTokens: session.prevOutputTokens };
+    if (maxTokens !== undefined) request.maxTokens = maxTokens;
+    if (!table.osl_model && table.features?.includes("osl_hat")) request.oslHat = Math.min(maxTokens ?? Infinity, this.config.default_osl_hat);
+    // PPD: later turns stay on the conversation's decode worker, which holds its context.
+    const pinned = session.decodeWorker ? this.registry.get(session.decodeWorker) : undefined;
+    if (table.kind === "ppd" && turn >= 2 && pinned?.healthy && pinned.spec.role !== "prefill") request.decodeWorker = pinned.spec.id;
+    this.router.setSignals({ prefillQueue: this.registry.prefillsInFlight, qps: this.qps.arrive(performance.now()) });
+    let decision: Decision;
+    try {
+      decision = this.router.route(request);
+    } catch (e) {
+      if (e instanceof CoreError && e.code === ErrorCode.NO_DECODE_WORKER) {
+        throw new HttpError(503, "no decode worker is in rotation", "service_unavailable", "no_decode_worker");
+      }
+      throw e;
+    }
+    session.decodeWorker = decision.decodeWorker;
+    return { decision, session, turn };
+  }
+}

@@ -1,0 +1,260 @@
+// The emulated worker's engine: one simulated instance (src/sim/instance.ts: continuous batching with chunked
+// prefill, head-of-line admission, a prefix cache with capacity and LRU eviction) on an EventQueue driven by the wall
+// clock: simulated ms = (wall ms since start) × timeScale. One timer is always armed for the next event; a request is
+// enqueued at the current simulated time. maxRunSteps = 1, so every decode step is its own event and each token is
+// written when its step ends. Token times are exact in simulated time; on the wall they are late by the timer's
+// jitter only (about a millisecond; at a high timeScale many steps fall into one timer tick).
+//
+// Disaggregation, as vLLM's NixlConnector does it (reference-systems.md): a prefill-only job keeps its prompt's
+// blocks pinned until the decode side says it pulled them (releasePin) or pinTimeoutMs of simulated time passes; a
+// decode job pulls the prompt's KV it does not hold over the inbound link (kvTransferMs, one pull at a time), then
+// tells the prefill worker to release (POST /internal/kv-release; a failure is counted, not fatal).
+
+import { performance } from "node:perf_hooks";
+import { EventQueue, Priority, type SimEvent } from "../../sim/events.js";
+import { Instance, type InstanceHost, type InstanceRole, type Job } from "../../sim/instance.js";
+import type { BlockIds } from "../../sim/kv-cache.js";
+import { kvTransferMs, type LinkPreset, type ModelPreset, type TransferModel } from "../../sim/perf.js";
+import { SIM_BLOCK_TOKENS, type SimRequest } from "../../sim/types.js";
+import type { WorkerRole } from "../config.js";
+import { urlHost } from "../http-toolkit.js";
+import type { Completion } from "./answers.js";
+import type { KvEventPublisher } from "./kv-events.js";
+import type { RemoteSource } from "./requests.js";
+
+export interface EngineOptions {
+  role: WorkerRole;
+  preset: ModelPreset;
+  link: LinkPreset;
+  transfer: TransferModel;
+  capacityBlocks: number;
+  timeScale: number;
+  pinTimeoutMs: number;
+  /** The instance's name (the worker id when given). */
+  name: string;
+  log: (line: string) => void;
+  observeTtft: (seconds: number) => void;
+}
+
+/** Where a prefill's blocks can be pulled from: this worker's id and HTTP address (known once it listens). */
+export interface WorkerAddress {
+  workerId: string;
+  host: string;
+  port: number;
+}
+
+interface Pin { job: Job; timeout: SimEvent }
+
+function noop(): void {}
+
+export class WorkerEngine {
+  readonly queue = new EventQueue();
+  readonly inst: Instance;
+  readonly counters = {
+    prefixQueryTokens: 0, prefixHitTokens: 0, promptTokens: 0, generationTokens: 0, completed: 0, rejected: 0,
+    aborted: 0, kvReleasesPulled: 0, kvReleasesTimeout: 0, kvReleaseFailures: 0,
+  };
+  readonly address: WorkerAddress = { workerId: "", host: "", port: 0 };
+  private readonly byReq = new Map<SimRequest, Completion>();
+  private readonly pins = new Map<string, Pin>();
+  private readonly pendingReleases = new Set<Promise<void>>();
+  private readonly t0 = performance.now();
+  private timer: NodeJS.Timeout | null = null;
+  private linkFreeAt = 0;
+  private closing = false;
+
+  constructor(private readonly o: EngineOptions, readonly blockIds: BlockIds, private readonly kv: KvEventPublisher) {
+    const instRole: InstanceRole = o.role === "both" ? "replica" : o.role;
+    this.inst = new Instance(0, o.name, instRole, o.preset, o.capacityBlocks, this.host(), blockIds, kv.sink);
+    this.inst.maxRunSteps = 1;
+  }
+
+  get pinnedRequests(): number {
+    return this.pins.size;
+  }
+
+  /** 1 − free/capacity, cached unpinned blocks counting as free (vLLM's kv_cache_usage_perc). */
+  kvUsage(): number {
+    return (this.o.capacityBlocks - this.inst.cache.availableBlocks) / this.o.capacityBlocks;
+  }
+
+  /** Enqueues a request at the current simulated time; afterwards `c.rejected` says whether it can never fit. */
+  submit(c: Completion, ids: Int32Array): void {
+    this.byReq.set(c.simReq, c);
+    this.kv.trackBlocks(c.tokens, ids);
+    // a request that can never fit is rejected synchronously, before any step (so before any output)
+    this.atNow(() => {
+      c.simReq.arrivalMs = this.queue.nowMs;
+      c.arrivalMs = this.queue.nowMs;
+      c.job = this.inst.enqueue(c.simReq, ids, c.kind);
+    });
+    if (!c.rejected) this.counters.promptTokens += c.tokens.length;
+  }
+
+  /** The client went away: as vLLM, the request is aborted and its KV released at the next step boundary. */
+  abort(c: Completion): void {
+    this.counters.aborted++;
+    if (c.job) this.atNow(() => this.inst.abort(c.job!));
+  }
+
+  /** Releases the blocks a prefill pinned for `requestId`; false when none are pinned. */
+  releasePin(requestId: string, why: "pulled" | "timeout"): boolean {
+    const pin = this.pins.get(requestId);
+    if (!pin) return false;
+    this.pins.delete(requestId);
+    pin.timeout.handle = noop;
+    this.inst.releasePrefill(pin.job);
+    if (why === "pulled") this.counters.kvReleasesPulled++;
+    else this.counters.kvReleasesTimeout++;
+    return true;
+  }
+
+  /** Runs `fn` at the current simulated time (after everything due before it). */
+  atNow<T>(fn: () => T): T {
+    this.pump();
+    const out = fn();
+    this.pump();
+    return out;
+  }
+
+  /** Runs every event due by now (simulated), publishes the KV events they made, re-arms the timer. */
+  pump(): void {
+    const now = this.nowSim();
+    const queue = this.queue;
+    while (queue.size > 0 && queue.peekTime() <= now) {
+      const e = queue.pop()!;
+      try {
+        e.handle();
+      } catch (err) {
+        this.o.log(`worker ${this.address.workerId}: internal error: ${(err as Error).stack ?? String(err)}`);
+      }
+    }
+    if (queue.nowMs < now) queue.nowMs = now; // nothing is due before now: the clock may move up to it
+    this.kv.publish();
+    this.arm();
+  }
+
+  /** Stops the clock and waits for the kv-release calls under way. */
+  async close(): Promise<void> {
+    this.closing = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await Promise.allSettled([...this.pendingReleases]);
+  }
+
+  private nowSim(): number {
+    return (performance.now() - this.t0) * this.o.timeScale;
+  }
+
+  private arm(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.closing || this.queue.size === 0) return;
+    const delay = Math.min(2 ** 31 - 1, Math.max(0, (this.queue.peekTime() - this.nowSim()) / this.o.timeScale)); // setTimeout's limit
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.pump();
+    }, delay);
+  }
+
+  private emit(c: Completion, n: number): void {
+    this.counters.generationTokens += c.emit(n);
+  }
+
+  private finish(c: Completion): void {
+    this.byReq.delete(c.simReq);
+    this.counters.completed++;
+    c.finish();
+  }
+
+  private notePrefixHit(c: Completion, job: Job): void {
+    c.cachedTokens = job.hitBlocks * SIM_BLOCK_TOKENS;
+    this.counters.prefixQueryTokens += c.tokens.length;
+    this.counters.prefixHitTokens += c.cachedTokens;
+  }
+
+  /** Tells the prefill worker its blocks were pulled (NIXL's notification, over HTTP here). */
+  private tellReleased(remote: RemoteSource): void {
+    const h = urlHost(remote.host);
+    const call = (async () => {
+      try {
+        const r = await fetch(`http://${h}:${remote.port}/internal/kv-release`, {
+          method: "POST", headers: { "content-type": "application/json" },
+          body: JSON.stringify({ remote_request_id: remote.requestId }), signal: AbortSignal.timeout(5000),
+        });
+        await r.arrayBuffer().catch(noop);
+        if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      } catch (e) {
+        this.counters.kvReleaseFailures++;
+        if (!this.closing) this.o.log(`worker ${this.address.workerId}: kv-release of ${remote.requestId} at ${h}:${remote.port} failed: ${(e as Error).message}`);
+      }
+    })();
+    this.pendingReleases.add(call);
+    void call.finally(() => this.pendingReleases.delete(call));
+  }
+
+  /** The instance's callbacks: each turns a simulated event into the answer's next bytes. */
+  private host(): InstanceHost {
+    const { queue, byReq, kv } = this;
+    return {
+      queue,
+      prefillDone: (_inst, job) => {
+        const c = byReq.get(job.req);
+        if (!c) return;
+        kv.blocksDone(job.ids);
+        this.notePrefixHit(c, job);
+        this.o.observeTtft((queue.nowMs - c.arrivalMs) / 1000);
+        const requestId = c.requestId;
+        this.pins.set(requestId, { job, timeout: queue.schedule(queue.nowMs + this.o.pinTimeoutMs, Priority.transfer, () => { this.releasePin(requestId, "timeout"); }) });
+        const { workerId, host, port } = this.address;
+        c.kvParams = {
+          do_remote_prefill: true, do_remote_decode: false, remote_block_ids: Array.from(job.ids), remote_engine_id: workerId,
+          remote_request_id: requestId, remote_host: host, remote_port: port, tp_size: this.o.preset.tp,
+        };
+        this.emit(c, 1);
+        this.finish(c);
+      },
+      decodeAdmitted: (inst, job) => {
+        const c = byReq.get(job.req);
+        if (c) this.notePrefixHit(c, job);
+        const tokens = Math.max(0, job.req.promptTokens - job.hitBlocks * SIM_BLOCK_TOKENS);
+        const start = Math.max(queue.nowMs, this.linkFreeAt);
+        const end = start + kvTransferMs(tokens, this.o.preset, this.o.link, this.o.transfer);
+        this.linkFreeAt = end;
+        queue.schedule(end, Priority.transfer, () => {
+          inst.kvArrived(job);
+          kv.blocksDone(job.ids);
+          if (c?.remote) this.tellReleased(c.remote);
+        });
+      },
+      firstToken: (_inst, job, timeMs) => {
+        const c = byReq.get(job.req);
+        if (!c) return;
+        this.o.observeTtft((timeMs - c.arrivalMs) / 1000);
+        if (job.kind === "local") {
+          kv.blocksDone(job.ids);
+          this.notePrefixHit(c, job);
+          this.emit(c, 1); // the token the completed prefill samples (decode jobs' first tokens come through decoded)
+        }
+      },
+      decoded: (_inst, jobs, steps) => {
+        for (const job of jobs) {
+          const c = byReq.get(job.req);
+          if (c) this.emit(c, steps);
+        }
+      },
+      finished: (_inst, job) => {
+        const c = byReq.get(job.req);
+        if (c) this.finish(c);
+      },
+      rejected: (_inst, job) => {
+        const c = byReq.get(job.req);
+        kv.blocksDone(job.ids);
+        byReq.delete(job.req);
+        if (c) c.rejected = true;
+        this.counters.rejected++;
+      },
+      loadChanged: noop,
+    };
+  }
+}
