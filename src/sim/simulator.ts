@@ -126,7 +126,7 @@ export class Simulation implements InstanceHost {
       ...config.router,
       workers: specs.map((s) => ({ id: s.name, role: routerRole[s.role], capacityBlocks: capacity })),
       blockSize: SIM_BLOCK_TOKENS,
-      recordDecisions: config.cacheView === "approximate",
+      ...(config.cacheView === "approximate" ? { recordDecisions: true } : {}),
       indexBlocks: Math.max(1, capacity * specs.length),
       maxPromptTokens: 1 << 22,
       ...(config.module ? { module: config.module, engine: "wasm" as const } : { engine: "reference" as const }),
