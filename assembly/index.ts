@@ -4,7 +4,7 @@
 
 import { blockSize, hashTextBlocks, hashTokenBlocks, root, setBlockSizeValue, setRootFrom } from "./blocks";
 import {
-  ABI_VERSION, E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, OK, LIMIT_MAX_INDEX_BLOCKS, LIMIT_MAX_INPUT_BYTES,
+  ABI_VERSION, E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_TABLE, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, OK, LIMIT_MAX_INDEX_BLOCKS, LIMIT_MAX_INPUT_BYTES,
   LIMIT_MAX_WORKERS,
 } from "./generated/abi";
 import { fail } from "./errors";
@@ -16,7 +16,7 @@ import {
 } from "./prefix-index";
 import { checkInput, decision, hashes, input, inputBytes, matched, request, routeInit } from "./route";
 import { decodeTable, describeLoadedTable, stagedClusters, stagedFeatureCount, stagedKind, stagedOslAt, tableDecoderInit } from "./table/load";
-import { errorPathPtr, errorRecordPtr, infoRecordPtr } from "./table/report";
+import { errorPathPtr, errorRecordPtr, infoRecordPtr, lastProblem } from "./table/report";
 import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
 
 export { errorDetail } from "./errors";
@@ -222,7 +222,7 @@ export function loadTable(len: i32): i32 {
   const rc = checkInput(len, 1);
   if (rc != OK) return rc;
   const decoded = decodeTable(input, len);
-  if (decoded != OK) return fail(decoded, 0);
+  if (decoded != OK) return decoded == E_BAD_TABLE ? fail(decoded, lastProblem()) : decoded; // detail: the problem code
   const set = setTable(stagedKind(), stagedClusters(), stagedFeatureCount(), stagedOslAt());
   if (set == OK) describeLoadedTable();
   return set;

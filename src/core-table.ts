@@ -7,8 +7,16 @@
 
 import { CoreError } from "./errors.js";
 import {
-  ErrorCode, FEATURES, KINDS, OSL_FEATURES, TABLE_ERROR_SLOTS, TABLE_INFO_SLOTS, TABLE_PROBLEMS, TABLE_VALUE_TYPES,
-  TableErrorSlot, TableInfoSlot,
+  ErrorCode,
+  FEATURES,
+  KINDS,
+  OSL_FEATURES,
+  TABLE_ERROR_SLOTS,
+  TABLE_INFO_SLOTS,
+  TABLE_PROBLEMS,
+  TABLE_VALUE_TYPES,
+  TableErrorSlot,
+  TableInfoSlot,
 } from "./generated/abi.js";
 import { TableError } from "./table.js";
 
@@ -85,21 +93,32 @@ export function describeTableValue(record: Float64Array, bytes: Uint8Array): str
   const n = record[TableErrorSlot.valueNumber]!;
   const at = record[TableErrorSlot.valueAt]!;
   switch (TABLE_VALUE_TYPES[record[TableErrorSlot.valueType]!]) {
-    case "nil": return "null";
-    case "boolean": return n === 1 ? "true" : "false";
-    case "number": return String(n);
+    case "nil":
+      return "null";
+    case "boolean":
+      return n === 1 ? "true" : "false";
+    case "number":
+      return String(n);
     case "string": {
       const s = stringAt(bytes, at, record[TableErrorSlot.valueLength]!);
       return `the string ${JSON.stringify(s.length > 40 ? `${s.slice(0, 40)}…` : s)}`;
     }
-    case "array": return `an array of ${n}`;
-    case "map": return "a map";
-    case "integer64": return `the integer ${integer64(bytes, at, n === 1)}`;
-    case "bin": return `binary data (${n} bytes)`;
-    case "map_object": return "a Map object";
-    case "undefined": return "a undefined";
-    case "object": return "a map";
-    default: return "nothing";
+    case "array":
+      return `an array of ${n}`;
+    case "map":
+      return "a map";
+    case "integer64":
+      return `the integer ${integer64(bytes, at, n === 1)}`;
+    case "bin":
+      return `binary data (${n} bytes)`;
+    case "map_object":
+      return "a Map object";
+    case "undefined":
+      return "nothing";
+    case "object":
+      return "a map";
+    default:
+      return "nothing";
   }
 }
 
@@ -117,7 +136,8 @@ export function tableProblemText(record: Float64Array, bytes: Uint8Array): strin
   };
   const values: Record<string, () => string> = {
     got: () => describeTableValue(record, bytes),
-    got_integer: () => String(integer64(bytes, record[TableErrorSlot.valueAt]!, record[TableErrorSlot.valueNumber] === 1)),
+    got_integer: () =>
+      String(integer64(bytes, record[TableErrorSlot.valueAt]!, record[TableErrorSlot.valueNumber] === 1)),
     value: () => String(record[TableErrorSlot.valueNumber]),
     previous: () => String(record[TableErrorSlot.previous]),
     expected: () => String(record[TableErrorSlot.expected]),
@@ -141,7 +161,7 @@ export function readTableInfo(x: TableCoreExports, bytes: Uint8Array): CoreTable
   const r = new Float64Array(x.memory.buffer, x.tableInfoPtr(), TABLE_INFO_SLOTS).slice();
   const slot = (name: keyof typeof TableInfoSlot): number => r[TableInfoSlot[name]]!;
   const str = (at: keyof typeof TableInfoSlot, length: keyof typeof TableInfoSlot): string | null =>
-    (slot(at) < 0 ? null : stringAt(bytes, slot(at), slot(length)));
+    slot(at) < 0 ? null : stringAt(bytes, slot(at), slot(length));
   const kindCode = slot("kind");
   const features: string[] = [];
   for (const name of ["feature0", "feature1", "feature2", "feature3"] as const) {

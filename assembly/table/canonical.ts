@@ -7,7 +7,7 @@
 // assembly/xxh64.ts, fed 32-byte stripes), so no buffer proportional to the table is needed. Runs only on a
 // validated tape (string keys, finite numbers, nesting bounded), keys as a JavaScript Map holds them (keys.ts).
 
-import { compareKeys, distinctKeys, firstKey, isFirstOccurrence, keyIs, nextKey, valueOf } from "./keys";
+import { isFirstOccurrence, keyInByteOrder, keyIs, valueOf } from "./keys";
 import { T_ARRAY, T_BOOL, T_MAP, T_NIL, T_NUM, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
 
 // @ts-ignore: decorator
@@ -31,8 +31,12 @@ let v2: u64 = 0;
 let v3: u64 = 0;
 let v4: u64 = 0;
 
-export function canonicalInit(): void {
-  stripe = heap.alloc(32);
+export const CANONICAL_BYTES: usize = 32;
+
+/** Places the hash's 32-byte stripe buffer at `at`; returns the address after it. */
+export function canonicalInit(at: usize): usize {
+  stripe = at;
+  return at + 32;
 }
 
 // @ts-ignore: decorator
@@ -149,26 +153,21 @@ function putString(node: i32): void {
 
 /** Writes the map's distinct keys in byte order, each with its (last) value; `skipChecksum` at the top level. */
 function putMap(map: i32, skipChecksum: bool): void {
-  let n = distinctKeys(map);
-  let skip = -1;
-  if (skipChecksum) {
-    for (let k = firstKey(map); k >= 0; k = nextKey(map, k)) if (keyIs(k, "checksum") && isFirstOccurrence(map, k)) skip = k;
-    if (skip >= 0) n--;
-  }
+  const entries = nodeCount(map);
+  let n = 0;
+  for (let i = 0; i < entries; i++) if (written(map, keyInByteOrder(map, i), skipChecksum)) n++;
   putLength(n, 0x80, 15, -1, 0xde, 0xdf);
-  let previous = -1;
-  for (let written = 0; written < n; written++) {
-    // selection: the smallest distinct key above the previous one (maps in tables are small)
-    let best = -1;
-    for (let k = firstKey(map); k >= 0; k = nextKey(map, k)) {
-      if (k == skip || !isFirstOccurrence(map, k)) continue;
-      if (previous >= 0 && compareKeys(k, previous) <= 0) continue;
-      if (best < 0 || compareKeys(k, best) < 0) best = k;
-    }
-    putString(best);
-    putValue(valueOf(map, best));
-    previous = best;
+  for (let i = 0; i < entries; i++) {
+    const k = keyInByteOrder(map, i);
+    if (!written(map, k, skipChecksum)) continue;
+    putString(k);
+    putValue(valueOf(map, k));
   }
+}
+
+/** Whether key `k` of `map` is written: once per distinct key, and never the top level's `checksum`. */
+function written(map: i32, k: i32, skipChecksum: bool): bool {
+  return isFirstOccurrence(map, k) && !(skipChecksum && keyIs(k, "checksum"));
 }
 
 function putValue(node: i32): void {

@@ -9,23 +9,26 @@ import {
   TI_OSL_MODEL_FEATURES, TI_REMOTE_BITS, TI_SEED, TI_SLO_TPOT_MS, TI_SLO_TTFT_MS, TI_SPLIT_AT, TI_SPLIT_LENGTH,
   TI_STAGED_LENGTH, TI_TOOL_AT, TI_TOOL_LENGTH, TI_WORKLOAD_AT, TI_WORKLOAD_LENGTH, KIND_PPD,
 } from "../generated/abi";
-import { canonicalInit, tableChecksum } from "./canonical";
+import { CANONICAL_BYTES, canonicalInit, tableChecksum } from "./canonical";
 import { checksumValue, isString } from "./fields";
-import { indexKeys, keysInit, mapGet } from "./keys";
-import { T_MAP, nodeCount, nodeEnd, nodeNum, nodePos, nodeType, readTape, tapeInit, tapeSize } from "./msgpack";
+import { KEYS_BYTES, indexKeys, keysInit, mapGet } from "./keys";
+import { TAPE_BYTES, T_MAP, nodeCount, nodeEnd, nodeNum, nodePos, nodeType, readTape, tapeInit, tapeSize } from "./msgpack";
 import { checkPlain } from "./plain";
-import { clearInfo, note, pathBytes, pathName, reject, reportInit, reportReset, setInfo } from "./report";
+import { REPORT_BYTES, clearInfo, note, pathBytes, pathName, reject, reportInit, reportReset, setInfo } from "./report";
 import { oslAt, stageTable, stagedDims, stagedK, stagedLength } from "./stage";
 import {
   bits, checksum, clusters, dims, featureIndex, features, kind, oslClasses, oslModel, params, provenance, slo, split,
   validateTable,
 } from "./validate";
 
+/** Allocates the decoder's memory, once (called from init): the tape, the key index, the records, the hash state. */
 export function tableDecoderInit(): void {
-  tapeInit();
-  keysInit();
-  reportInit();
-  canonicalInit();
+  // f64 arrays first, then i32, then bytes, so every part stays aligned
+  let at = heap.alloc(REPORT_BYTES + TAPE_BYTES + KEYS_BYTES + CANONICAL_BYTES + 24); // + alignment
+  at = reportInit(at);
+  at = tapeInit((at + 7) & ~7);
+  at = keysInit((at + 7) & ~7);
+  canonicalInit((at + 7) & ~7);
 }
 
 /**

@@ -38,19 +38,23 @@ let length: i32 = 0;
 let used: i32 = 0;
 let at: i32 = 0; // read position
 
-export function tapeInit(): void {
+/** Bytes the tape takes (tapeInit carves them from the decoder's one allocation). */
+export const TAPE_BYTES: usize = <usize>LIMIT_MAX_TABLE_NODES * (8 + 4 * 4 + 2);
+
+/** Places the tape at `at` (8-byte aligned); returns the address after it. */
+export function tapeInit(at: usize): usize {
   const n = <usize>LIMIT_MAX_TABLE_NODES;
-  types = heap.alloc(n);
-  formats = heap.alloc(n);
-  counts = heap.alloc(n << 2);
-  positions = heap.alloc(n << 2);
-  ends = heap.alloc(n << 2);
-  nums = heap.alloc(n << 3);
-  stack = heap.alloc(n << 2);
+  nums = at;
+  counts = nums + (n << 3);
+  positions = counts + (n << 2);
+  ends = positions + (n << 2);
+  stack = ends + (n << 2);
+  types = stack + (n << 2);
+  formats = types + n;
+  return formats + n;
 }
 
 export function tableBase(): usize { return base; }
-export function tableLength(): i32 { return length; }
 export function nodeType(i: i32): u8 { return load<u8>(types + <usize>i); }
 export function nodeFormat(i: i32): u8 { return load<u8>(formats + <usize>i); }
 export function nodeCount(i: i32): i32 { return load<i32>(counts + (<usize>i << 2)); }
@@ -220,10 +224,3 @@ export function isSafeInteger(v: f64): bool {
 
 /** Nodes on the tape after the last readTape. */
 export function tapeSize(): i32 { return used; }
-
-/** The `index`-th item of array `node` (0-based; walks the siblings before it). */
-export function item(node: i32, index: i32): i32 {
-  let c = node + 1;
-  for (let i = 0; i < index; i++) c = nodeEnd(c);
-  return c;
-}

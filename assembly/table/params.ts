@@ -10,7 +10,7 @@ import {
 } from "../generated/abi";
 import {
   KIND_PARAMS_START, PARAM_HAS_DEFAULT, PARAM_LIST_LENGTH, PARAM_MAX_LENGTH, PARAM_MIN_LENGTH, PARAM_NAMES,
-  PARAM_POSITIVE, PARAM_TYPE_LIST, PARAM_TYPE_SCALAR, PARAM_TYPES,
+  PARAM_POSITIVE, PARAM_TYPES, PARAM_TYPE_LIST, PARAM_TYPE_SCALAR,
 } from "../generated/names";
 import { NON_NEGATIVE, POSITIVE, checkAscending, checkBitArray, checkNumber, checkNumberArray, isArray, wrongLength } from "./fields";
 import { keyIs, mapGet, nextKeyInObjectOrder } from "./keys";

@@ -23,10 +23,14 @@ let pathLen: i32 = 0;
 let pathCut = false;
 let specialPath: i32 = 0; // 0: the built path, 1: "(bytes)"
 
-export function reportInit(): void {
-  record = heap.alloc(<usize>TABLE_ERROR_SLOTS << 3);
-  info = heap.alloc(<usize>TABLE_INFO_SLOTS << 3);
-  pathBuf = heap.alloc(<usize>LIMIT_ERROR_TEXT_BYTES);
+export const REPORT_BYTES: usize = (<usize>(TABLE_ERROR_SLOTS + TABLE_INFO_SLOTS) << 3) + <usize>LIMIT_ERROR_TEXT_BYTES;
+
+/** Places the records and the path buffer at `at` (8-byte aligned); returns the address after them. */
+export function reportInit(at: usize): usize {
+  record = at;
+  info = record + (<usize>TABLE_ERROR_SLOTS << 3);
+  pathBuf = info + (<usize>TABLE_INFO_SLOTS << 3);
+  return pathBuf + <usize>LIMIT_ERROR_TEXT_BYTES;
 }
 
 export function errorRecordPtr(): usize { return record; }
@@ -40,6 +44,11 @@ export function reportReset(length: i32): void {
   pathCut = false;
   specialPath = 0;
   note(TE_LENGTH, <f64>length);
+}
+
+/** The problem of the last rejection (index into table_problems). */
+export function lastProblem(): i32 {
+  return <i32>load<f64>(record + (<usize>TE_PROBLEM << 3));
 }
 
 export function note(slot: i32, v: f64): void {

@@ -6,7 +6,7 @@
 import { E_TABLE_TOO_LARGE, KIND_GMM, KIND_PPD, LIMIT_STAGING_F64, OK } from "../generated/abi";
 import {
   KIND_LEARNED, KIND_PARAMS_START, LIST_DEFAULTS, PARAM_DEFAULT, PARAM_LIST_LENGTH, PARAM_LIST_START, PARAM_NAMES,
-  PARAM_STAGE, PARAM_TYPE_SCALAR, PARAM_TYPES,
+  PARAM_STAGE, PARAM_TYPES, PARAM_TYPE_SCALAR,
 } from "../generated/names";
 import { fail } from "../errors";
 import { staging } from "../policy";

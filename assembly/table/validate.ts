@@ -5,18 +5,17 @@
 
 import {
   KIND_KMEANS, KIND_MAX, LIMIT_MAX_DIMS, LIMIT_MAX_K, OK, P_BITS_PER_CLUSTER, P_CHECKSUM_FORM, P_CLUSTER_COUNT,
-  P_DUPLICATE_FEATURE, P_FEATURE_LIST, P_FEATURE_NAME, P_FORMAT, P_GMM_ONLY, P_ISO_DATE, P_KIND, P_MAP,
-  P_NO_FEATURES, P_PARAMS_ON_LEARNED, P_PROVENANCE_EXTRA, P_ROWS, P_ROWS_PER_CLUSTER, P_RULE_FIELD, P_SPLIT,
-  P_TOO_MANY_FEATURES, P_UNKNOWN_SCALER_KEY, P_UNKNOWN_SLO_KEY, P_UNKNOWN_TOP_KEY, P_UNSUPPORTED_VERSION,
-  P_VALUES_PER_FEATURE, P_VERSION, P_WEIGHT_SUM, P_WEIGHTS_PER_CLUSTER, TE_COUNT, TE_EXPECTED, TE_KIND, TE_LIMIT,
-  TE_VALUE_NUMBER,
+  P_DUPLICATE_FEATURE, P_FEATURE_LIST, P_FEATURE_NAME, P_FORMAT, P_GMM_ONLY, P_ISO_DATE, P_KIND, P_MAP, P_NO_FEATURES,
+  P_PARAMS_ON_LEARNED, P_PROVENANCE_EXTRA, P_ROWS, P_ROWS_PER_CLUSTER, P_RULE_FIELD, P_SPLIT, P_TOO_MANY_FEATURES,
+  P_UNKNOWN_SCALER_KEY, P_UNKNOWN_SLO_KEY, P_UNKNOWN_TOP_KEY, P_UNSUPPORTED_VERSION, P_VALUES_PER_FEATURE, P_VERSION,
+  P_WEIGHTS_PER_CLUSTER, P_WEIGHT_SUM, TE_COUNT, TE_EXPECTED, TE_KIND, TE_LIMIT, TE_VALUE_NUMBER,
 } from "../generated/abi";
 import { FEATURE_NAMES, KIND_LEARNED, KIND_NAMES, OSL_FEATURE_NAMES } from "../generated/names";
 import {
   ANY, INTEGER, POSITIVE, checkBitArray, checkNumber, checkNumberArray, checkString,
   isArray, isChecksum, isIsoDate, isNumber, isSplit, isString, numberValue, sameString, wrongLength,
 } from "./fields";
-import { compareKeys, keyIs, mapGet, nextKeyInObjectOrder, valueOf } from "./keys";
+import { isFirstOccurrence, keyInByteOrder, keyIs, mapGet, nextKeyInObjectOrder, valueOf } from "./keys";
 import { T_ARRAY, T_MAP, T_NIL, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
 import { validateOslClasses, validateOslModel } from "./osl-fields";
 import { validateParams } from "./params";
@@ -378,21 +377,14 @@ function validateProvenance(node: i32): i32 {
 
 /** Extension fields: every top-level key starting with "x_", in sorted order, holds plain data with finite numbers. */
 function validateExtensions(root: i32): i32 {
-  let previous = -1;
-  while (true) {
-    let best = -1;
-    for (let k = nextKeyInObjectOrder(root, -1); k >= 0; k = nextKeyInObjectOrder(root, k)) {
-      if (!isExtensionKey(k)) continue;
-      if (previous >= 0 && compareKeys(k, previous) <= 0) continue;
-      if (best < 0 || compareKeys(k, best) < 0) best = k;
-    }
-    if (best < 0) return OK;
+  for (let i = 0; i < nodeCount(root); i++) {
+    const k = keyInByteOrder(root, i);
+    if (!isFirstOccurrence(root, k) || !isExtensionKey(k)) continue;
     const mark = pathMark();
-    pathKey(best);
-    const rc = finiteEverywhere(valueOf(root, best));
+    pathKey(k);
+    const rc = finiteEverywhere(valueOf(root, k));
     if (rc != OK) return rc;
     pathRestore(mark);
-    previous = best;
   }
   return OK;
 }
