@@ -13,6 +13,8 @@
 const NODE_EDGES = [
   // the servers: HTTP and sockets, the config file, the emulated workers' clock (proxy, worker, emulate, tune, ...)
   "^src/serve/",
+  // runs Envoy with the proxy-wasm filter: writes its configuration files, starts and watches the process
+  "^src/envoy/",
   // finds the installed package's root and the files it ships (build/*.wasm, data/)
   "^src/package-root\\.ts$",
   // reads and compiles build/core*.wasm, for bindings/node, the servers and the CLI

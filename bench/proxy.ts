@@ -139,24 +139,24 @@ const FULL_STEPS = [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 7000, 8
 // ---- the fake worker's answers (built here, handed to the child, so the expected byte counts are known) --------
 
 const USAGE = { prompt_tokens: 14, completion_tokens: 8, total_tokens: 22, prompt_tokens_details: { cached_tokens: 0 } };
-const JSON_ANSWER = JSON.stringify({
+export const JSON_ANSWER = JSON.stringify({
   id: "chatcmpl-bench", object: "chat.completion", created: 0, model: MODEL,
   choices: [{ index: 0, message: { role: "assistant", content: "Hello! How can I help you today?" }, finish_reason: "stop" }],
   usage: USAGE,
 });
-const SSE_EVENTS = [
+export const SSE_EVENTS = [
   ...["Hello", "!", " How", " can", " I", " help", " you", " today?"].map((piece, i) =>
     `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 0, model: MODEL, choices: [{ index: 0, delta: { content: piece }, finish_reason: i === 7 ? "stop" : null }] })}\n\n`),
   `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 0, model: MODEL, choices: [], usage: USAGE })}\n\n`,
   "data: [DONE]\n\n",
 ];
-const PREFILL_ANSWER = JSON.stringify({
+export const PREFILL_ANSWER = JSON.stringify({
   id: "chatcmpl-bench-prefill", object: "chat.completion", created: 0, model: MODEL,
   choices: [{ index: 0, message: { role: "assistant", content: "Hello" }, finish_reason: "length" }],
   usage: { ...USAGE, completion_tokens: 1, total_tokens: 15 },
   kv_transfer_params: { do_remote_prefill: true, do_remote_decode: false, remote_engine_id: "bench-prefill", remote_block_ids: [1, 2], remote_host: "127.0.0.1", remote_port: 5600, remote_request_id: "bench" },
 });
-const EXPECTED_BYTES = { json: Buffer.byteLength(JSON_ANSWER), sse: Buffer.byteLength(SSE_EVENTS.join("")) };
+export const EXPECTED_BYTES = { json: Buffer.byteLength(JSON_ANSWER), sse: Buffer.byteLength(SSE_EVENTS.join("")) };
 
 // Children are CommonJS `node -e` scripts: no build step, and the same from src (vitest) and dist. Each prints one
 // JSON line with its ports on stdout when listening, and exits when its stdin closes (the bench went away).
@@ -170,7 +170,7 @@ function listenAll(n, handler) {
   servers.forEach((s, i) => s.listen(0, "127.0.0.1", () => { ports[i] = s.address().port; if (--left === 0) process.stdout.write(JSON.stringify({ ports }) + "\\n"); }));
 }`;
 
-const UPSTREAM_SCRIPT = `${CHILD_PRELUDE}
+export const UPSTREAM_SCRIPT = `${CHILD_PRELUDE}
 const json = Buffer.from(cfg.json), prefill = Buffer.from(cfg.prefill), sse = cfg.sse.map((s) => Buffer.from(s));
 listenAll(2, (req, res) => {
   const chunks = [];
@@ -223,11 +223,11 @@ process.stdin.on("end", () => process.exit(0)); process.stdin.resume();
 process.argv = [process.argv[0], ...JSON.parse(process.env.DOLPHIN_BENCH_ARGV)];
 import(require("node:url").pathToFileURL(process.argv[1]).href).catch((e) => { console.error(e); process.exit(1); });`;
 
-// ---- child processes ---------------------------------------------------------------------------------------------
+// ---- child processes (bench/envoy.ts uses these too) ---------------------------------------------------------------------------------------------
 
 interface Child { name: string; proc: ChildProcess; stderrTail: () => string }
 
-class Children {
+export class Children {
   private readonly list: Child[] = [];
   private readonly onExit = (): void => {
     for (const c of this.list) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill("SIGKILL");
@@ -298,7 +298,7 @@ function repoRoot(): string {
   }
 }
 
-const portsLine = (out: string): number[] | undefined => {
+export const portsLine = (out: string): number[] | undefined => {
   const nl = out.indexOf("\n");
   return nl < 0 ? undefined : (JSON.parse(out.slice(0, nl)) as { ports: number[] }).ports;
 };
@@ -306,9 +306,9 @@ const proxyBanner = (_out: string, err: string): string | undefined => /proxy at
 
 // ---- load generator ----------------------------------------------------------------------------------------------
 
-interface Endpoint { name: string; host: string; port: number; agent: http.Agent }
+export interface Endpoint { name: string; host: string; port: number; agent: http.Agent }
 
-function endpoint(name: string, url: string): Endpoint {
+export function endpoint(name: string, url: string): Endpoint {
   const u = new URL(url);
   // timeout < the servers' 5 s keep-alive: an idle pooled socket is dropped by us first, not reset under a request
   return { name, host: u.hostname, port: Number(u.port), agent: new http.Agent({ keepAlive: true, maxSockets: 1024, timeout: 4000 }) };
@@ -319,7 +319,7 @@ function requestBody(i: number, stream: boolean): Buffer {
   return Buffer.from(`{"model":"${MODEL}","messages":[{"role":"user","content":"Request ${i}: say hello in a few words."}],"max_tokens":16${tail}}`);
 }
 
-interface RunStats {
+export interface RunStats {
   /** Latencies of the successful requests, ms. */
   latencies: number[];
   failed: number;
@@ -373,7 +373,7 @@ function sendOne(ep: Endpoint, body: Buffer, expectBytes: number, done: (failure
 let requestCounter = 0;
 
 /** n requests to one endpoint, open loop at `rate`; resolves when every one has finished. */
-function openLoop(ep: Endpoint, n: number, rate: number, stream: boolean): Promise<RunStats> {
+export function openLoop(ep: Endpoint, n: number, rate: number, stream: boolean): Promise<RunStats> {
   const stats: RunStats = { latencies: [], failed: 0, firstFailure: null, lags: [], spanMs: 0 };
   if (n <= 0) return Promise.resolve(stats);
   const expect = stream ? EXPECTED_BYTES.sse : EXPECTED_BYTES.json;
@@ -412,14 +412,14 @@ function openLoop(ep: Endpoint, n: number, rate: number, stream: boolean): Promi
 
 // ---- statistics --------------------------------------------------------------------------------------------------
 
-const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+export const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 
-function quantiles(values: number[]): Quantiles {
+export function quantiles(values: number[]): Quantiles {
   const s = [...values].sort((a, b) => a - b);
   return { p50: r3(quantile(s, 0.5)), p99: r3(quantile(s, 0.99)) };
 }
 
-const minus = (a: Quantiles, b: Quantiles): Quantiles => ({ p50: r3(a.p50 - b.p50), p99: r3(a.p99 - b.p99) });
+export const minus = (a: Quantiles, b: Quantiles): Quantiles => ({ p50: r3(a.p50 - b.p50), p99: r3(a.p99 - b.p99) });
 
 function target(proxy: Quantiles, pass: Quantiles): Target {
   const extra = r3(proxy.p50 - pass.p50);

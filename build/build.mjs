@@ -3,6 +3,8 @@
 //   core.wasm              release: -O3, stub runtime, no imports (abort traps; the core validates all input)
 //   core.debug.wasm        debug: assertions and bounds checks on, env.abort import for messages (tests)
 //   core.incremental.wasm  release with the incremental GC runtime (what the proxy-wasm filter needs)
+//   dolphin-envoy.wasm     the Envoy filter: bindings/envoy/ (proxy-wasm SDK) with the same assembly/ sources, built
+//                          with bindings/envoy/asconfig.json (incremental runtime, the WASI shim the SDK's log needs)
 // Usage: node build/build.mjs [--wasm-only]
 import { copyFileSync, existsSync, readFileSync, statSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -13,10 +15,13 @@ import { generate } from "./gen-abi.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const entry = join(root, "assembly/index.ts");
+// relative to the root: asc resolves the WASI shim's "lib" (from the extended asconfig) against the working directory
+const envoyEntry = "bindings/envoy/index.ts";
 const targets = [
   { out: "build/core.wasm", args: ["-O3", "--runtime", "stub", "--use", "abort=", "--noAssert"] },
   { out: "build/core.debug.wasm", args: ["--debug", "--runtime", "stub", "--sourceMap"] },
   { out: "build/core.incremental.wasm", args: ["-O3", "--runtime", "incremental", "--use", "abort="] },
+  { out: "build/dolphin-envoy.wasm", entry: envoyEntry, args: ["--config", "bindings/envoy/asconfig.json"], extraSources: [join(root, "bindings/envoy")] },
 ];
 
 function newestMtime(dir) {
@@ -37,10 +42,12 @@ const sourcesMtime = Math.max(
   statSync(join(root, "build/gen-abi.mjs")).mtimeMs,
   newestMtime(join(root, "build/abi")),
 );
+process.chdir(root);
 for (const t of targets) {
   const out = join(root, t.out);
-  if (existsSync(out) && statSync(out).mtimeMs > sourcesMtime) continue;
-  const { error, stderr } = await asc.main([entry, ...t.args, "--outFile", out], {});
+  const newest = Math.max(sourcesMtime, ...(t.extraSources ?? []).map(newestMtime));
+  if (existsSync(out) && statSync(out).mtimeMs > newest) continue;
+  const { error, stderr } = await asc.main([t.entry ?? entry, ...t.args, "--outFile", out], {});
   if (error) {
     process.stderr.write(stderr.toString());
     console.error(`build: asc failed for ${t.out}: ${error.message}`);

@@ -87,5 +87,14 @@ export function emitAssemblyScriptNames(spec) {
   out.push(`export const LIST_DEFAULTS: StaticArray<f64> = [${listDefaults.join(", ")}];`);
   out.push(`export const FEATURE_NAMES: StaticArray<string> = [${spec.features.map((f) => JSON.stringify(f)).join(", ")}];`);
   out.push(`export const OSL_FEATURE_NAMES: StaticArray<string> = [${spec.osl_features.map((f) => JSON.stringify(f)).join(", ")}];`);
+  // Messages for hosts that run inside the module (the Envoy filter): the same templates src/generated/abi.ts has.
+  out.push(`/** Error message templates by error code ({detail}: errorDetail()). */`);
+  const byCode = [];
+  for (const e of spec.errors) byCode[e.code] = e.message;
+  out.push(`export const ERROR_MESSAGES: StaticArray<string> = [${Array.from(byCode, (m) => JSON.stringify(m ?? "")).join(", ")}];`);
+  if (spec.table_problems) {
+    out.push(`/** Table decoder problem message templates by problem code (the table error record's problem slot). */`);
+    out.push(`export const TABLE_PROBLEM_MESSAGES: StaticArray<string> = [${spec.table_problems.map((t) => JSON.stringify(t.message)).join(", ")}];`);
+  }
   return `${out.join("\n")}\n`;
 }

@@ -1,4 +1,5 @@
-// `dolphin bench core | sim | proxy | bindings`: each benchmark is loaded only when asked for (the proxy one starts servers).
+// `dolphin bench core | sim | proxy | envoy | bindings`: each benchmark is loaded only when asked for (the proxy and
+// envoy ones start servers).
 
 import { existsSync, readFileSync } from "node:fs";
 import { corePath, loadCoreModule } from "../../bindings/node/index.js";
@@ -12,12 +13,15 @@ export const command: Command = {
   usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE]
 dolphin bench proxy [--json] [--quick]
+dolphin bench envoy [--json] [--quick]
 dolphin bench bindings [--json]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
 bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
 node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
+bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
+latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
 repository checkout after npm run setup), each with its own call overhead: {"route_20k_tokens_us": {"node",
 "python", "go"}} (docs/bindings.md).
@@ -52,7 +56,13 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       process.stdout.write(v["json"] ? JSON.stringify(r) + "\n" : formatBindingsBench(r) + "\n");
       return 0;
     }
-    if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | bindings");
+    if (pos[0] === "envoy") {
+      const { formatEnvoyBench, runEnvoyBench } = await import("../../bench/envoy.js");
+      const r = await runEnvoyBench({ ...(v["quick"] ? { quick: true } : {}), progress: (l) => process.stderr.write(l + "\n") });
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEnvoyBench(r) + "\n");
+      return 0;
+    }
+    if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | envoy | bindings");
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");
     const bytes = readFileSync(corePath());

@@ -6,7 +6,7 @@
 //   train     learn a table on a simulated cluster        eval      every policy on the same simulated arrivals
 //   ablate    the paper's ablations                       serve     the routing proxy (or an emulated cluster)
 //   tune      learn a table against a running proxy       worker    an emulated vLLM worker
-//   report    eval results → markdown and SVG charts
+//   envoy     Envoy with the dolphin proxy-wasm filter      report    eval results → markdown and SVG charts
 // Every command has --help; errors go to stderr with a non-zero exit code and say what was wrong and where (line
 // numbers for JSON-lines input). A usage error (exit 1) names the flag and prints the command's usage; any other
 // failure exits 2.
@@ -44,6 +44,10 @@ const commands: Record<string, Entry> = {
     load: () => import("./serve.js"),
   },
   tune: { summary: "learn a table against a running proxy (live search through the admin API)", load: () => import("./tune.js") },
+  envoy: {
+    summary: "run Envoy with the dolphin proxy-wasm filter (in front of emulated workers: --emulate 1P2D)",
+    load: () => import("./envoy.js"),
+  },
   worker: {
     summary: "run an emulated vLLM worker (OpenAI API, P/D protocol, KV events, calibrated timing)",
     load: () => import("./worker.js"),

@@ -11,22 +11,27 @@ export const command: Command = {
   usage: `dolphin simulate --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
                 --split <nPmD|nR> [--slo <preset|ttft_ms,tpot_ms>] --policy <kind> [--table T]
                 [--load trace|xS|R|saturated] [--seed N] [--requests N] [--link nvlink|ib-ndr|ib-hdr|100gbe]
-                [--dedupe] [--index-lag-ms MS] [--json] [--trace-out FILE]
+                [--dedupe] [--index-lag-ms MS] [--cache-view precise|approximate] [--json] [--trace-out FILE]
 
 Workloads: hybrid, arxiv, leval, humaneval, multiturn (generated, seeded) or a Mooncake JSONL / Azure CSV / lengths
 CSV file. Clusters: h20-72b (default), h100-70b, h100-8b, or a JSON cluster file defining one preset. SLO presets:
 taichi-a (5 s, 250 ms), taichi-b (16 s, 60 ms), default (10 s, 100 ms). Policies: the table kinds (dynamo-isl,
 dynamo-load, dynamo-legacy, trtllm, llm-d, always-local, always-remote; kmeans, gmm and ppd need --table).
 --load saturated finds the rate where throughput stops growing (docs/simulator.md). The cluster is simulated:
-figures carry the step-time model's error (docs/simulator-calibration.md). --trace-out writes one JSON line per request.`,
+figures carry the step-time model's error (docs/simulator-calibration.md). --trace-out writes one JSON line per request.
+--cache-view approximate: the router's index learns only from its own decisions, as the Envoy filter's (docs/envoy.md).`,
   options: {
     workload: { type: "string" }, format: { type: "string" }, cluster: { type: "string" }, split: { type: "string" },
     slo: { type: "string" }, policy: { type: "string" }, table: { type: "string" }, load: { type: "string" },
     seed: { type: "string" }, requests: { type: "string" }, link: { type: "string" }, dedupe: { type: "boolean" },
-    "index-lag-ms": { type: "string" }, json: { type: "boolean" }, "trace-out": { type: "string" },
+    "index-lag-ms": { type: "string" }, "cache-view": { type: "string" }, json: { type: "boolean" }, "trace-out": { type: "string" },
   },
   async run(v) {
     for (const k of ["workload", "split", "policy"]) if (!v[k]) throw new UsageError(`--${k} is required`);
+    const cacheView = v["cache-view"];
+    if (cacheView !== undefined && cacheView !== "precise" && cacheView !== "approximate") {
+      throw new UsageError(`--cache-view must be precise or approximate, got ${String(cacheView)}`);
+    }
     const format = formatOption(v);
     checkClusterFlags(v);
     const cluster = v["cluster"] !== undefined ? String(v["cluster"]) : undefined;
@@ -45,6 +50,7 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
       ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
       ...(v["dedupe"] ? { dedupeTransfer: true } : {}),
       ...(v["index-lag-ms"] !== undefined ? { indexLagMs: Number(v["index-lag-ms"]) } : {}),
+      ...(cacheView !== undefined ? { cacheView } : {}),
     });
     const t0 = performance.now();
     const result = simulate(prepared.workload, prepared.config);

@@ -31,6 +31,8 @@ export interface RunOptions {
   link?: string;
   dedupeTransfer?: boolean;
   indexLagMs?: number;
+  /** "approximate": the index fed by the router's own decisions, as the Envoy filter's (SimConfig.cacheView). */
+  cacheView?: "precise" | "approximate";
   module?: WebAssembly.Module;
 }
 
@@ -94,6 +96,7 @@ export function prepareRun(o: RunOptions): PreparedRun {
     preset, split, slo, table, link,
     ...(o.dedupeTransfer ? { dedupeTransfer: true } : {}),
     ...(o.indexLagMs ? { indexLagMs: o.indexLagMs } : {}),
+    ...(o.cacheView ? { cacheView: o.cacheView } : {}),
     ...(o.module ? { module: o.module } : {}),
   };
   const load = parseLoad(o.load ?? "trace");

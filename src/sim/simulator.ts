@@ -59,6 +59,13 @@ export interface SimConfig {
    */
   kvEvents?: "direct" | "vllm";
   osl?: OslPredictor;
+  /**
+   * How the router's index learns what is cached: "precise" (default) from the instances' KV events; "approximate"
+   * from its own decisions only (what `dolphin serve` in approximate mode and the Envoy filter see), forgetting
+   * everything every approximateTtlMs (default 300,000, as approximate_ttl_s).
+   */
+  cacheView?: "precise" | "approximate";
+  approximateTtlMs?: number;
   /** KV-cache blocks per instance; default from the preset's HBM. */
   capacityBlocks?: number;
   /** The compiled core; without it the router runs on the TypeScript reference engine. */
@@ -98,6 +105,8 @@ export class Simulation implements InstanceHost {
   private readonly sessionOutput = new Map<number, number>();
   private readonly qps = new QpsWindow();
   private readonly dirty = new Set<Instance>();
+  /** Approximate cache view: when the index is next cleared (simulated ms). */
+  private nextIndexClearMs = NaN;
   private readonly blockIds = new BlockIds();
   private readonly idsOf = new Map<number, Int32Array>();
 
@@ -117,6 +126,7 @@ export class Simulation implements InstanceHost {
       ...config.router,
       workers: specs.map((s) => ({ id: s.name, role: routerRole[s.role], capacityBlocks: capacity })),
       blockSize: SIM_BLOCK_TOKENS,
+      ...(config.cacheView === "approximate" ? { recordDecisions: true } : {}),
       indexBlocks: Math.max(1, capacity * specs.length),
       maxPromptTokens: 1 << 22,
       ...(config.module ? { module: config.module, engine: "wasm" as const } : { engine: "reference" as const }),
@@ -131,6 +141,7 @@ export class Simulation implements InstanceHost {
 
   /** KV events of one instance, applied to the router's index now or after the configured lag. */
   private sinkFor(name: string): KvEventSink {
+    if (this.config.cacheView === "approximate") return { stored: () => undefined, removed: () => undefined };
     const lag = this.config.indexLagMs ?? 0;
     const index = this.router.index;
     let deliver: (kind: "stored" | "removed", pairs: Uint32Array) => void = (kind, p) =>
@@ -190,6 +201,15 @@ export class Simulation implements InstanceHost {
     return classes ? classes.representative[classOf(r.outputTokens, classes.thresholds)]! : r.outputTokens;
   }
 
+  /** Approximate mode's forgetting: the index is cleared once per period (it only matters at arrivals). */
+  private forgetPeriodically(now: number): void {
+    const ttl = this.config.approximateTtlMs ?? 300_000;
+    if (Number.isNaN(this.nextIndexClearMs)) this.nextIndexClearMs = now + ttl;
+    if (now < this.nextIndexClearMs) return;
+    this.router.index.clear();
+    while (this.nextIndexClearMs <= now) this.nextIndexClearMs += ttl;
+  }
+
   private refreshSignals(now: number): void {
     for (const inst of this.dirty) {
       this.router.setLoad(inst.name, { activePrefillTokens: inst.pendingPrefillTokens, activeDecodeTokens: inst.activeDecodeTokens });
@@ -203,6 +223,7 @@ export class Simulation implements InstanceHost {
 
   private arrive(r: SimRequest): void {
     this.refreshSignals(this.queue.nowMs);
+    if (this.config.cacheView === "approximate") this.forgetPeriodically(this.queue.nowMs);
     const ppd = this.router.table.kind === "ppd";
     const pinned = ppd && r.session !== undefined && r.turn > 1 ? this.sessionDecode.get(r.session) : undefined;
     const oslHat = this.oslHat(r);
