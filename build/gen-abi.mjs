@@ -52,13 +52,14 @@ export function loadSpec() {
 
 // One emitter per host language (build/abi/<language>.mjs): each turns the spec into one file's text.
 async function emitters() {
-  const { emitAssemblyScript, emitAssemblyScriptNames } = await import("./abi/assemblyscript.mjs");
+  const { emitAssemblyScript, emitAssemblyScriptMessages, emitAssemblyScriptNames } = await import("./abi/assemblyscript.mjs");
   const { emitTypeScript } = await import("./abi/typescript.mjs");
   const { emitPython } = await import("./abi/python.mjs");
   const { emitGo } = await import("./abi/go.mjs");
   return [
     { path: "assembly/generated/abi.ts", emit: emitAssemblyScript },
     { path: "assembly/generated/names.ts", emit: emitAssemblyScriptNames },
+    { path: "assembly/generated/messages.ts", emit: emitAssemblyScriptMessages },
     { path: "src/generated/abi.ts", emit: emitTypeScript },
     { path: "bindings/python/dolphin_routing/_abi.py", emit: emitPython },
     { path: "bindings/go/abi_gen.go", emit: emitGo },

@@ -14,7 +14,8 @@ import {
   R_PROMPT_TOKENS, R_TURN, REQUEST_SLOTS, TE_COUNT, TE_EXPECTED, TE_LENGTH, TE_LIMIT, TE_PATH_LENGTH, TE_PROBLEM,
   TI_FEATURE0, TI_OSL_MODEL_FEATURES, LIMIT_MAX_INPUT_BYTES,
 } from "../../assembly/generated/abi";
-import { ERROR_MESSAGES, FEATURE_NAMES, TABLE_PROBLEM_MESSAGES } from "../../assembly/generated/names";
+import { ERROR_MESSAGES, TABLE_PROBLEM_MESSAGES } from "../../assembly/generated/messages";
+import { FEATURE_NAMES } from "../../assembly/generated/names";
 import { PluginConfig, WorkerEntry } from "./config";
 import { Prompt } from "./openai";
 import { addLoad, appendDecision, LOG_SLOTS, logHead, readDecision, readLoad, prefillsInFlight } from "./shared";

@@ -87,7 +87,15 @@ export function emitAssemblyScriptNames(spec) {
   out.push(`export const LIST_DEFAULTS: StaticArray<f64> = [${listDefaults.join(", ")}];`);
   out.push(`export const FEATURE_NAMES: StaticArray<string> = [${spec.features.map((f) => JSON.stringify(f)).join(", ")}];`);
   out.push(`export const OSL_FEATURE_NAMES: StaticArray<string> = [${spec.osl_features.map((f) => JSON.stringify(f)).join(", ")}];`);
-  // Messages for hosts that run inside the module (the Envoy filter): the same templates src/generated/abi.ts has.
+  return `${out.join("\n")}\n`;
+}
+
+/**
+ * Message templates for hosts that run inside the module (the Envoy filter): the same templates src/generated/abi.ts
+ * has. A file of its own, so the core (which only returns codes) does not carry the strings.
+ */
+export function emitAssemblyScriptMessages(spec) {
+  const out = [HEADER, "// Error and table-problem message templates for in-module hosts (the Envoy filter).", ""];
   out.push(`/** Error message templates by error code ({detail}: errorDetail()). */`);
   const byCode = [];
   for (const e of spec.errors) byCode[e.code] = e.message;
