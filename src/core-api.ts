@@ -73,6 +73,12 @@ export interface Engine {
   match(pairs: Uint32Array): Uint32Array;
   /** Sets the table staged in `staged`; an output-length model, if any, is staged from f64 index `oslAt` (< 0: none). */
   setTable(kind: number, k: number, dims: number, staged: Float64Array, oslAt: number): void;
+  /**
+   * Decodes, validates and activates a table file (msgpack bytes): the core's own decoder (assembly/table/) in the
+   * WebAssembly engine, src/table.ts decodeTable + src/staging.ts in the reference (the differential oracle).
+   * Throws TableError naming the field; the active table is unchanged when it throws.
+   */
+  loadTable(bytes: Uint8Array): void;
   /** Routes one request; returns the decision record (a view reused by the next call). */
   route(input: RouteInput): Float64Array;
   decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, contextTokens: number): Float64Array;

@@ -2,6 +2,7 @@
 // loaded it (Node file, browser fetch, bundler). Exports are destructured once; typed-array views are rebuilt
 // whenever memory has grown (old views detach); u64 values cross as (lo, hi) u32 pairs, never as BigInt.
 
+import { loadTableInCore } from "./core-table.js";
 import { CoreError } from "./errors.js";
 import {
   ABI_VERSION, DECISION_SLOTS, EXPORT_NAMES, DEFAULT_CORE_CONFIG, Flag, REQUEST_SLOTS, RequestSlot, STAGING_F64, type CoreConfig, type Engine,
@@ -39,6 +40,10 @@ interface RawExports {
   setTable(kind: number, k: number, dims: number, oslAt: number): number;
   /** Routes the request described by the request record at requestPtr() (spec/abi.json "request_record"). */
   route(): number;
+  loadTable(len: number): number;
+  tableErrorPtr(): number;
+  tableErrorPathPtr(): number;
+  tableInfoPtr(): number;
   decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): number;
 }
 
@@ -178,6 +183,11 @@ class WasmEngine implements Engine {
     this.views();
     this.f64.set(staged, this.stagingPtr >>> 3);
     this.check(this.x.setTable(kind, k, dims, oslAt), "setTable");
+  }
+
+  loadTable(bytes: Uint8Array): void {
+    this.views();
+    loadTableInCore(this.x, bytes);
   }
 
   route(r: RouteInput): Float64Array {

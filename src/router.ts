@@ -158,10 +158,10 @@ export class Router {
       if (!options.module) throw new Error("Router.create: options.module (the compiled core) is required for the wasm engine");
       engine = createCore(instantiateCore(options.module), config);
     }
-    return new Router(engine, asTable(table), options, capacity);
+    return new Router(engine, table, options, capacity);
   }
 
-  private constructor(engine: Engine, table: Table, options: RouterOptions, capacity: number) {
+  private constructor(engine: Engine, table: Uint8Array | Table, options: RouterOptions, capacity: number) {
     this.engine = engine;
     this.record = options.recordDecisions ?? false;
     this.capacity = capacity;
@@ -169,8 +169,7 @@ export class Router {
     if (options.model || options.salt) engine.setRoot(encoder.encode(`${options.model ?? ""}\0${options.salt ?? ""}`));
     if (options.loadScale !== undefined) engine.setLoadScale(options.loadScale);
     for (const w of options.workers) this.addWorker(w);
-    this.tableValue = table;
-    this.applyTable(table);
+    this.tableValue = this.applyTable(table, null);
   }
 
   get table(): Table {
@@ -179,14 +178,33 @@ export class Router {
 
   /** Swaps the table atomically: a table the core rejects leaves the old one in place. */
   setTable(table: Uint8Array | Table): void {
-    const t = asTable(table);
-    this.applyTable(t);
-    this.tableValue = t;
+    this.tableValue = this.applyTable(table, this.tableValue);
   }
 
-  private applyTable(t: Table): void {
-    const s = stageTable(t);
-    this.engine.setTable(s.kind, s.k, s.dims, s.staged, s.oslAt);
+  /**
+   * Makes `table` active in the engine and returns it as a Table. A file (bytes) goes through the engine's own
+   * decoder (the core's, in WebAssembly), whose error is the one the caller sees; the Router then reads the same
+   * bytes in TypeScript for what it shows (explain, describe). Should that disagree with the core (a bug the
+   * differential tests hunt), the previous table is put back and the error is thrown. A Table object is validated
+   * and staged in TypeScript (the learner's in-memory tables).
+   */
+  private applyTable(table: Uint8Array | Table, previous: Table | null): Table {
+    if (!(table instanceof Uint8Array)) {
+      const t = validateTable(table);
+      const s = stageTable(t);
+      this.engine.setTable(s.kind, s.k, s.dims, s.staged, s.oslAt);
+      return t;
+    }
+    this.engine.loadTable(table);
+    try {
+      return decodeTable(table);
+    } catch (e) {
+      if (previous) {
+        const s = stageTable(previous);
+        this.engine.setTable(s.kind, s.k, s.dims, s.staged, s.oslAt);
+      }
+      throw e;
+    }
   }
 
   // ---- workers -----------------------------------------------------------------------------------------
@@ -362,9 +380,6 @@ export class Router {
   }
 }
 
-function asTable(table: Uint8Array | Table): Table {
-  return table instanceof Uint8Array ? decodeTable(table) : validateTable(table);
-}
 
 function why(t: Table, d: Decision, scores: number[]): string {
   const f = d.features;

@@ -151,6 +151,17 @@ for (const engine of ["wasm", "reference"] as const) {
       expect(r.table.kind).toBe("always-remote");
     });
 
+    it("reads table files with the engine's own decoder (the core's, in WebAssembly)", () => {
+      const bytes = encodeTable(ruleTable("always-remote"));
+      const truncated = bytes.subarray(0, bytes.length - 3);
+      // the core words a corrupt file its own way; the reference engine says what msgpackr says
+      const wording = engine === "wasm" ? /table: \(bytes\): truncated or corrupt msgpack .*Unexpected end of MessagePack data/ : /table: \(bytes\): truncated or corrupt msgpack/;
+      expect(() => routerOn(engine, truncated, { workers: WORKERS })).toThrow(wording);
+      const r = routerOn(engine, bytes, { workers: WORKERS });
+      expect(r.table.kind).toBe("always-remote");
+      expect(r.route({ tokens: prompt(64) }).path).toBe("remote");
+    });
+
     it("routes locally when the policy says remote but no prefill worker exists, and says so", () => {
       const r = routerOn(engine, ruleTable("always-remote"), { workers: [{ id: "d", role: "decode" }] });
       const d = r.route({ tokens: prompt(64) });

@@ -10,6 +10,8 @@ import {
 import { ErrorCode as E } from "../errors.js";
 import { LIMITS } from "../generated/abi.js";
 import { hashText as refHashText, hashTokens as refHashTokens } from "../hashes.js";
+import { stageTable } from "../staging.js";
+import { decodeTable } from "../table.js";
 import { log1p } from "./log1p.js";
 import { out as xxOut, xxh64 } from "../xxh64.js";
 
@@ -260,6 +262,11 @@ export class ReferenceEngine implements Engine {
   }
 
   // ---- table -------------------------------------------------------------------------------------------
+
+  loadTable(bytes: Uint8Array): void {
+    const s = stageTable(decodeTable(bytes));
+    this.setTable(s.kind, s.k, s.dims, s.staged, s.oslAt);
+  }
 
   setTable(kind: number, k: number, dims: number, s: Float64Array, oslAt: number): void {
     if (s.length > STAGING_F64) fail(E.TABLE_TOO_LARGE, s.length, "setTable");
