@@ -81,6 +81,29 @@ describe("one source for the contract", () => {
     expect(Kind).toEqual(Object.fromEntries(spec.kinds.map((k: { name: string; code: number }) => [k.name, k.code])));
   });
 
+  it("keeps docs/table-format.md's rule-kind table in step with the kind descriptors", () => {
+    const doc = readFileSync(join(ROOT, "docs/table-format.md"), "utf8");
+    for (const kind of spec.kinds.filter((k: { learned: boolean }) => !k.learned)) {
+      const row = doc.split("\n").find((line) => line.startsWith(`| \`${kind.name}\` |`));
+      expect(row, `docs/table-format.md has no row for ${kind.name}`).toBeDefined();
+      // PPD's parameters have a table of their own ("PPD parameters"): each is a row there with its default
+      const ppd = row!.includes("see below");
+      for (const p of kind.params as { name: string; type: string; default?: number | number[] }[]) {
+        if (ppd) {
+          const section = doc.slice(doc.indexOf("PPD parameters:"));
+          const line = section.split("\n").find((l) => l.startsWith("| `") && l.includes(`\`${p.name}\``));
+          expect(line, `PPD parameter ${p.name}`).toBeDefined();
+          if (Array.isArray(p.default)) expect(line, p.name).toContain(`[${p.default.join(", ")}]`);
+          else if (p.default !== undefined) expect(line, p.name).toMatch(new RegExp(`\\| ${p.default}(,|\\s*\\|)`));
+          else expect(line, p.name).toContain("**required**");
+          continue;
+        }
+        const documented = p.default === undefined ? `\`${p.name}\` (required` : `\`${p.name}\` (${p.default})`;
+        expect(row, `${kind.name}.${p.name}`).toContain(documented);
+      }
+    }
+  });
+
   it("types no contract constant by hand in assembly/ or src/", () => {
     // error codes, kinds, flags, roles, reasons and record slots as numeric literals, the way they were once copied
     const handTyped = /^\s*export const (E_[A-Z_]+|KIND_[A-Z_]+|FLAG_[A-Z_]+|ROLE_[A-Z_]+|REASON_[A-Z_]+|D_[A-Z_]+|R_[A-Z_]+|ABI_VERSION)\s*(:\s*\w+)?\s*=\s*\d/m;
