@@ -51,6 +51,7 @@ let groupCount: i32 = 0;
 // scratch for match: alive workers per group, and this block's holders per group
 let aliveMask: usize = 0; // u64[groups]
 let heldMask: usize = 0; // u64[groups]
+let liveGroups: usize = 0; // u32[groups]: the groups with an alive worker, ascending
 
 // @ts-ignore: decorator
 @inline function u32At(base: usize, i: u32): u32 { return load<u32>(base + (<usize>i << 2)); }
@@ -105,6 +106,7 @@ export function indexInit(workers: i32, pool: u32): void {
   holdingMask = heap.alloc(<usize>groupCount << 3);
   aliveMask = heap.alloc(<usize>groupCount << 3);
   heldMask = heap.alloc(<usize>groupCount << 3);
+  liveGroups = heap.alloc(<usize>groupCount << 2);
   memory.fill(holdingMask, 0, <usize>groupCount << 3);
 }
 
@@ -317,48 +319,47 @@ export function holds(worker: u32, hash: u64): bool {
 export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
   memory.fill(out, 0, <usize>workers << 2);
   const groups = (workers + 63) >> 6;
-  let any = false;
+  let live = 0; // groups still alive, listed in liveGroups: the per-block work shrinks as groups stop matching
   for (let g = 0; g < groups; g++) {
     const m = u64At(holdingMask, g);
     setU64(aliveMask, g, m);
-    if (m != 0) any = true;
+    if (m != 0) { setU32(liveGroups, live, g); live++; }
   }
   let i = 0;
-  while (any && i < n) {
+  while (live > 0 && i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    // every alive group's holders of this block, from one scan of the hash's run
-    let wanted = 0;
-    for (let g = 0; g < groups; g++) {
-      setU64(heldMask, g, 0);
-      if (u64At(aliveMask, g) != 0) wanted++;
-    }
+    // every live group's holders of this block, from one scan of the hash's run
+    for (let l = 0; l < live; l++) setU64(heldMask, u32At(liveGroups, l), 0);
+    let wanted = live;
     let slot = groupHome(hash);
-    while (wanted > 0) {
+    while (true) {
       const s = groupSlot(slot);
       const g = load<u32>(s, 16);
       if (g == EMPTY_GROUP) break;
       if (load<u64>(s) == hash && <i32>g < groups && u64At(aliveMask, g) != 0) {
         setU64(heldMask, g, load<u64>(s, 8));
-        wanted--;
+        if (--wanted == 0) break;
       }
       slot = (slot + 1) & slotMask;
     }
-    any = false;
-    for (let g = 0; g < groups; g++) {
+    let kept = 0;
+    for (let l = 0; l < live; l++) {
+      const g = u32At(liveGroups, l);
       const alive = u64At(aliveMask, g);
-      if (alive == 0) continue;
       const held = u64At(heldMask, g);
       let dropped = alive & ~held;
       while (dropped != 0) {
-        const w = (g << 6) + <i32>ctz<u64>(dropped);
+        const w = (<i32>g << 6) + <i32>ctz<u64>(dropped);
         store<u32>(out + (<usize>w << 2), i);
         dropped &= dropped - 1;
       }
       const still = alive & held;
       setU64(aliveMask, g, still);
-      if (still != 0) any = true;
+      if (still != 0) { setU32(liveGroups, kept, g); kept++; }
     }
-    if (any) i++;
+    // a block nobody holds ends every match here; otherwise the survivors matched it too
+    if (kept > 0) i++;
+    live = kept;
   }
   // workers still alive matched every block
   let longest = 0;
