@@ -52,6 +52,11 @@ let groupCount: i32 = 0;
 let aliveMask: usize = 0; // u64[groups]
 let heldMask: usize = 0; // u64[groups]
 let liveGroups: usize = 0; // u32[groups]: the groups with an alive worker, ascending
+// WebAssembly has no prefetch: match touches the home slot of a block PREFETCH_AHEAD blocks ahead with a plain
+// load whose value lands here (so the load is kept), and that cache miss overlaps the current block's work
+let touched: u32 = 0;
+// @ts-ignore: decorator
+@inline const PREFETCH_AHEAD: i32 = 8;
 
 // @ts-ignore: decorator
 @inline function u32At(base: usize, i: u32): u32 { return load<u32>(base + (<usize>i << 2)); }
@@ -328,6 +333,7 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
   let i = 0;
   while (live > 0 && i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
+    if (i + PREFETCH_AHEAD < n) touched ^= load<u32>(groupSlot(groupHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)))), 16);
     // every live group's holders of this block, from one scan of the hash's run
     for (let l = 0; l < live; l++) setU64(heldMask, u32At(liveGroups, l), 0);
     let wanted = live;
