@@ -6,7 +6,7 @@
 // are already the bytes the scheme hashes.
 
 import { LIMIT_TEXT_BLOCK_BYTES } from "./generated/abi";
-import { xxh64, xxh64Block64, xxh64Pair } from "./xxh64";
+import { xxh64, xxh64Block64, xxh64Pair, xxh64Two64 } from "./xxh64";
 
 // @ts-ignore: decorator
 @inline export const TEXT_BLOCK_BYTES: i32 = LIMIT_TEXT_BLOCK_BYTES;
@@ -26,17 +26,31 @@ export function setBlockSizeValue(n: i32): bool {
   return true;
 }
 
-/** Hashes the full blocks of `nTokens` u32 ids at `ptr` into `out` (u64 each); returns the block count. */
+/**
+ * Hashes the full blocks of `nTokens` u32 ids at `ptr` into `out` (u64 each); returns the block count.
+ * Each block's own hash c_i is independent of the others; only the chain h_i = xxh64(c_i ‖ h_{i−1}) is
+ * sequential. At the default 16-id blocks two c_i are computed interleaved (xxh64Two64), then chained.
+ */
 export function hashTokenBlocks(ptr: usize, nTokens: i32, out: usize): i32 {
   const bs = blockSize;
   const blocks = nTokens / bs;
   const blockBytes = <usize>bs << 2;
   let prev = root;
-  let p = ptr;
-  for (let i = 0; i < blocks; i++) {
-    prev = xxh64Pair(xxh64(p, blockBytes, 0), prev);
+  let i = 0;
+  if (bs == 16) {
+    for (; i + 1 < blocks; i += 2) {
+      const at = out + (<usize>i << 3);
+      const p = ptr + (<usize>i << 6);
+      xxh64Two64(p, p + 64, at);
+      prev = xxh64Pair(load<u64>(at), prev);
+      store<u64>(at, prev);
+      prev = xxh64Pair(load<u64>(at, 8), prev);
+      store<u64>(at, prev, 8);
+    }
+  }
+  for (; i < blocks; i++) {
+    prev = xxh64Pair(xxh64(ptr + <usize>i * blockBytes, blockBytes, 0), prev);
     store<u64>(out + (<usize>i << 3), prev);
-    p += blockBytes;
   }
   return blocks;
 }

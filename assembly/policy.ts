@@ -217,7 +217,22 @@ function classify(): void {
   }
   let best = 0;
   let bestScore: f64 = 0;
-  if (kind == KIND_KMEANS) {
+  if (kind == KIND_KMEANS && dims == 4) {
+    // the common case, all four features: the point in locals, each centroid's row read once. The sum runs in
+    // the same order as the general loop below (0 + d0² + d1² + d2² + d3²), so scores are bit-identical.
+    bestScore = Infinity;
+    const x0 = load<f64>(standardized), x1 = load<f64>(standardized, 8);
+    const x2 = load<f64>(standardized, 16), x3 = load<f64>(standardized, 24);
+    let row = centroids;
+    for (let c = 0; c < k; c++) {
+      const e0 = x0 - load<f64>(row), e1 = x1 - load<f64>(row, 8);
+      const e2 = x2 - load<f64>(row, 16), e3 = x3 - load<f64>(row, 24);
+      const d = (((0.0 + e0 * e0) + e1 * e1) + e2 * e2) + e3 * e3;
+      store<f64>(scores + (<usize>c << 3), d);
+      if (d < bestScore) { bestScore = d; best = c; }
+      row += 32;
+    }
+  } else if (kind == KIND_KMEANS) {
     bestScore = Infinity;
     for (let c = 0; c < k; c++) {
       let d: f64 = 0;

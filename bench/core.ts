@@ -1,8 +1,16 @@
 // `dolphin bench core`: the hot path measured on the WebAssembly core and on the plain-TypeScript reference in
 // the same run, with tinybench. Medians (machines here are shared and noisy), and speedup = ts / wasm.
 // Workloads: a 20,000-token prompt in 16-token blocks (1,250 blocks) against 16 workers whose caches hold
-// prefixes of it of different lengths; decide on K = 8 and K = 64 k-means tables.
+// prefixes of it of different lengths; decide on K = 8 and K = 64 k-means tables. Scale: the same prompt routed
+// through the Router against 16, 256 and 1,024 workers, each holding a prefix of it at a different depth, and
+// the index's memory per cached block. The native yardstick: bench/native-hash.c (libxxhash, -O3 -march=native)
+// hashes the same prompt in the same run when `cc` and xxhash.h exist; otherwise the figure is absent.
 
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Bench } from "tinybench";
 import { Role, type Engine } from "../src/core-api.js";
 import { createCore, instantiateCore } from "../src/core.js";
@@ -17,6 +25,12 @@ export interface CoreBenchResult {
   match_1250_blocks_16_workers_us: Timing;
   decide_ns: { k8: Timing; k64: Timing };
   route_20k_tokens_us: Timing;
+  /** libxxhash's chained xxh64 of the same prompt (bench/native-hash.c); absent when it cannot be built here. */
+  native_hash_20k_tokens_us?: number;
+  /** Router.route of the 20k-token prompt (wasm) by worker count, every worker holding a prefix of a different depth. */
+  route_us_by_workers: Record<"16" | "256" | "1024", number>;
+  /** The core's index memory per cached block (all its tables and the node pool), measured on 2^20 blocks. */
+  index_bytes_per_block: number;
   wasm_bytes: number;
   runtime: { node: string; platform: string; cpus: number; time_ms_per_task: number };
 }
@@ -116,8 +130,14 @@ export async function runCoreBench(module: WebAssembly.Module, wasmBytes: number
     const ts = median(bench, `${name}:ts`, perCall, unitMs);
     return { wasm: round(wasm), ts: round(ts), speedup: round(ts / wasm) };
   };
+  const hashCheck = engines.wasm.hashTokens(tokens);
+  const lastHash = hashHex(hashCheck[hashCheck.length - 2]!, hashCheck[hashCheck.length - 1]!);
+  const native = nativeHash(lastHash);
   return {
     hash_20k_tokens_us: timing("hash"),
+    ...(native !== undefined ? { native_hash_20k_tokens_us: round(native) } : {}),
+    route_us_by_workers: await routeByWorkers(module, tokens, pairs, timeMs),
+    index_bytes_per_block: indexBytesPerBlock(module),
     match_1250_blocks_16_workers_us: timing("match"),
     decide_ns: { k8: timing("decide8", DECIDE_BATCH, 1e6), k64: timing("decide64", DECIDE_BATCH, 1e6) },
     route_20k_tokens_us: timing("route"),
@@ -126,10 +146,71 @@ export async function runCoreBench(module: WebAssembly.Module, wasmBytes: number
   };
 }
 
-function routerOptions(engine: "wasm" | "reference", module?: WebAssembly.Module) {
+function hashHex(lo: number, hi: number): string {
+  return hi.toString(16).padStart(8, "0") + lo.toString(16).padStart(8, "0");
+}
+
+/**
+ * Builds bench/native-hash.c with cc into a temporary directory and runs it on the same prompt: its median µs,
+ * or undefined when there is no cc or xxhash.h (or the build fails). A native hash that differs from the core's
+ * is a bug in the yardstick, not a figure: it throws.
+ */
+function nativeHash(expectedLastHash: string): number | undefined {
+  const source = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "bench", "native-hash.c");
+  if (!existsSync(source)) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), "dolphin-native-hash-"));
+  try {
+    const exe = join(dir, "native-hash");
+    const cc = spawnSync("cc", ["-O3", "-march=native", "-o", exe, source], { encoding: "utf8" });
+    if (cc.error || cc.status !== 0) return undefined; // no compiler or no xxhash.h: the figure is absent
+    const run = spawnSync(exe, [String(PROMPT_TOKENS), "42", "201"], { encoding: "utf8" });
+    if (run.error || run.status !== 0) throw new Error(`bench: native-hash failed: ${run.error?.message ?? run.stderr}`);
+    const [us, last] = run.stdout.trim().split(/\s+/);
+    if (last !== expectedLastHash) throw new Error(`bench: native-hash's last block hash ${last} differs from the core's ${expectedLastHash}`);
+    return Number(us);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Router.route (wasm) of the prompt against n workers, worker w holding the first (w+1)/(n+1) of its blocks. */
+async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, pairs: Uint32Array, timeMs: number) {
+  const out: Record<string, number> = {};
+  const blocks = pairs.length >>> 1;
+  let sink = 0;
+  for (const n of [16, 256, 1024]) {
+    const router = Router.create(kmeans(8), {
+      ...routerOptions("wasm", module, n), capacityBlocks: blocks, indexBlocks: n * blocks,
+    });
+    for (let w = 0; w < n; w++) {
+      const held = Math.floor(((w + 1) * blocks) / (n + 1));
+      router.index.store(`w${w}`, pairs.subarray(0, 2 * held));
+      router.setLoad(`w${w}`, { activePrefillTokens: (w * 997) % 4000, activeDecodeTokens: (w * 1999) % 30000 });
+    }
+    const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs / 2) });
+    bench.add(`route:${n}`, () => { sink += router.route({ tokens, oslHat: 300 }).blocks; });
+    await bench.run();
+    out[String(n)] = round(median(bench, `route:${n}`));
+  }
+  if (sink === -1) console.log(sink);
+  return out as Record<"16" | "256" | "1024", number>;
+}
+
+/** Memory the core allocates for an index of 2^20 blocks, less the same core without one, per block. */
+function indexBytesPerBlock(module: WebAssembly.Module): number {
+  const blocks = 1 << 20;
+  const bytes = (indexBlocks: number) => {
+    const x = instantiateCore(module);
+    createCore(x, { maxWorkers: 1024, maxInputBytes: 1 << 20, indexBlocks });
+    return (x.exports["memory"] as WebAssembly.Memory).buffer.byteLength;
+  };
+  return round((bytes(blocks) - bytes(0)) / blocks);
+}
+
+function routerOptions(engine: "wasm" | "reference", module?: WebAssembly.Module, workers = WORKERS) {
   return {
     engine, ...(module ? { module } : {}), maxWorkers: 1024, maxPromptTokens: 1 << 18, capacityBlocks: 4096,
-    workers: Array.from({ length: WORKERS }, (_, w) => ({ id: `w${w}`, role: w < WORKERS / 2 ? ("prefill" as const) : ("decode" as const) })),
+    workers: Array.from({ length: workers }, (_, w) => ({ id: `w${w}`, role: w < workers / 2 ? ("prefill" as const) : ("decode" as const) })),
   };
 }
 
@@ -156,6 +237,9 @@ export function formatCoreBench(r: CoreBenchResult): string {
     row("decide, K = 8", r.decide_ns.k8, "ns"),
     row("decide, K = 64", r.decide_ns.k64, "ns"),
     row("route 20k tokens, 16 workers", r.route_20k_tokens_us, "µs"),
+    `${"native chained xxh64, 20k tokens".padEnd(34)} ${r.native_hash_20k_tokens_us === undefined ? "(no cc or xxhash.h)" : `${r.native_hash_20k_tokens_us} µs (wasm/native ${round(r.hash_20k_tokens_us.wasm / r.native_hash_20k_tokens_us)}×)`}`,
+    `${"route by workers (wasm)".padEnd(34)} ${Object.entries(r.route_us_by_workers).map(([n, us]) => `${n}: ${us} µs`).join(", ")}`,
+    `${"index bytes per cached block".padEnd(34)} ${r.index_bytes_per_block}`,
     `core.wasm: ${r.wasm_bytes} bytes; ${r.runtime.node} ${r.runtime.platform}, ${r.runtime.cpus} CPUs, ${r.runtime.time_ms_per_task} ms per task`,
   ].join("\n");
 }

@@ -112,6 +112,11 @@ describe("dolphin", () => {
       expect(t.speedup).toBeCloseTo(t.ts / t.wasm, 1);
     }
     expect(j.wasm_bytes).toBe(readFileSync(new URL("../build/core.wasm", import.meta.url)).length);
+    expect(Object.keys(j.route_us_by_workers).sort()).toEqual(["1024", "16", "256"]);
+    for (const us of Object.values(j.route_us_by_workers)) expect(us).toBeGreaterThan(0);
+    expect(j.index_bytes_per_block).toBeGreaterThan(0);
+    // present only when cc and xxhash.h exist, and then a real figure (the bench checks it hashed the same prompt)
+    if ("native_hash_20k_tokens_us" in j) expect(j.native_hash_20k_tokens_us).toBeGreaterThan(0);
   }, 120_000);
 
   it("every command's --help answers, the --help list names all of them, and each has its own module", () => {
