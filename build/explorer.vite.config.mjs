@@ -1,0 +1,22 @@
+// `npm run build:explorer`: the policy explorer (bindings/browser/explorer/) bundled by Vite into dist/explorer/, a
+// static folder that works from any static host and offline: every script, style, the worker and core.wasm are
+// files in it (no CDN), referenced by relative paths so it can be served from any sub-path.
+import { fileURLToPath } from "node:url";
+import { defineConfig } from "vite";
+
+const root = fileURLToPath(new URL("../bindings/browser/explorer/", import.meta.url));
+
+export default defineConfig({
+  root,
+  base: "./",
+  logLevel: "warn",
+  publicDir: false,
+  build: {
+    outDir: fileURLToPath(new URL("../dist/explorer/", import.meta.url)),
+    emptyOutDir: true,
+    target: "es2022",
+    assetsInlineLimit: 0, // core.wasm stays a file, fetched and compiled by the browser binding
+    chunkSizeWarningLimit: 1024,
+  },
+  worker: { format: "es" },
+});
