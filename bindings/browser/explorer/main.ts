@@ -216,6 +216,8 @@ drop.addEventListener("keydown", (e) => {
   }
 });
 $<HTMLInputElement>("file").addEventListener("change", (e) => {
-  const f = (e.target as HTMLInputElement).files?.[0];
+  const input = e.target as HTMLInputElement;
+  const f = input.files?.[0];
+  input.value = ""; // so that choosing the same file again (after fixing it) reads it again
   if (f) void openFile(f);
 });
