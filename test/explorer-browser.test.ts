@@ -1,8 +1,9 @@
 // The policy explorer in a real browser: Debian's chromium (npm run setup installs it) driven by playwright-core,
 // against the built page (dist/explorer/, npm run build:explorer) served by `dolphin explore`'s server on
 // localhost. The page loads without a console error and makes no request beyond the local server; Run shows a
-// comparison of every baseline; a corrupted table shows the core's field-naming error, the one the CLI prints.
-// Screenshots of each view go to test-output/explorer/ for a reviewer.
+// comparison of every baseline with the CLI's figures (dolphin eval --json); a corrupted table shows the core's
+// field-naming error, the one the CLI prints; a dropped trace is simulated; a table trains and downloads; the
+// keyboard reaches every control. Screenshots of each view go to test-output/explorer/ for a reviewer.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -10,7 +11,10 @@ import { join } from "node:path";
 import { pack, unpack } from "msgpackr";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadCoreModule } from "../bindings/node/index.js";
+import { BASELINES } from "../bindings/browser/explorer/jobs.js";
 import { explorerDir, serveExplorer } from "../src/cli/explore.js";
+import { evalJob } from "../src/learn/job.js";
 import { decodeTable, encodeTable, ruleTable, TableError } from "../src/table.js";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -69,12 +73,32 @@ describe("the policy explorer in Chromium", () => {
     await expect(page.locator("#comparison caption").textContent()).resolves.toContain("simulated");
     await expect(page.locator("#cmp-meta").textContent()).resolves.toMatch(/^Simulated: hybrid/);
     expect(await page.locator("#charts canvas").count()).toBeGreaterThanOrEqual(3);
+    // the same figures as `dolphin eval --json` for the page's defaults (columns: attainment, TTFT P50/P90/P99, TPOT P50/P90/P99)
+    const cli = evalJob({ workload: "hybrid", split: "3P1D", slo: "default", seed: 1, requests: 400, module: loadCoreModule(), policies: [...BASELINES] });
+    for (const [name, p] of Object.entries(cli.policies)) {
+      const cells = await page.locator(`#comparison tbody tr[data-policy="${name}"] td`).allTextContents();
+      const ms = (x: number) => x.toFixed(x < 100 ? 1 : 0);
+      expect([cells[0], cells[2], cells[5]], name).toEqual([`${(100 * p.slo_attainment).toFixed(1)}%`, ms(p.ttft_ms.p90), ms(p.tpot_ms.p90)]);
+    }
     await page.screenshot({ path: `${SHOTS}/2-comparison.png`, fullPage: true });
     console.log(`explorer: default Run in Chromium took ${ms} ms`);
     expect(errors).toEqual([]);
     expect(foreign).toEqual([]);
     await page.close();
   }, 120_000);
+
+  it("keyboard alone reaches every control, in the order they are shown", async () => {
+    const { page, errors } = await openExplorer();
+    const reached: string[] = [];
+    for (let i = 0; i < 16; i++) {
+      await page.keyboard.press("Tab");
+      reached.push(await page.evaluate(() => document.activeElement?.id ?? ""));
+    }
+    const controls = ["cluster", "split", "slo", "load", "workload", "requests", "seed", "drop", "file", "run", "train"];
+    expect([...new Set(reached)].filter((id) => controls.includes(id))).toEqual(controls); // Tab wraps round: first visits
+    expect(errors).toEqual([]);
+    await page.close();
+  });
 
   it("a corrupted table shows the core's field-naming message, the same as the CLI's", async () => {
     const { page, errors, foreign } = await openExplorer();
