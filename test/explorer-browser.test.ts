@@ -12,7 +12,7 @@ import { pack, unpack } from "msgpackr";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadCoreModule } from "../bindings/node/index.js";
-import { BASELINES } from "../bindings/browser/explorer/jobs.js";
+import { BASELINES, evaluate } from "../bindings/browser/explorer/jobs.js";
 import { explorerDir, serveExplorer } from "../src/cli/explore.js";
 import { evalJob } from "../src/learn/job.js";
 import { decodeTable, encodeTable, ruleTable, TableError } from "../src/table.js";
@@ -86,6 +86,27 @@ describe("the policy explorer in Chromium", () => {
     expect(foreign).toEqual([]);
     await page.close();
   }, 120_000);
+
+  it("simulates the hybrid workload (2,000 requests, 3P1D) in the page within 1.5x of the same run in Node", async () => {
+    const setup = { split: "3P1D", slo: "default", load: "trace", seed: 1, requests: 2000 };
+    const { page, errors } = await openExplorer();
+    await page.locator("#requests").fill(String(setup.requests));
+    await page.locator("#load").fill(setup.load);
+    await page.getByRole("button", { name: "Run" }).click();
+    const row = page.locator(`#comparison tbody tr[data-policy="dynamo-isl"]`);
+    await row.waitFor({ timeout: 120_000 });
+    const pageMs = Number(await row.getAttribute("data-simulate-ms"));
+    // in Node: the same job, twice, timed the second time (the page's run is warm too: PPD's table is built first)
+    const module = loadCoreModule();
+    const job = { ...setup, workload: { generator: "hybrid" }, policies: ["dynamo-isl"] as const };
+    evaluate({ ...job, policies: [...job.policies] }, module);
+    const nodeMs = evaluate({ ...job, policies: [...job.policies] }, module).simulateMs["dynamo-isl"]!;
+    console.log(`explorer: one simulation of hybrid, 2000 requests, 3P1D (dynamo-isl): page ${pageMs.toFixed(0)} ms, Node ${nodeMs.toFixed(0)} ms (${(pageMs / nodeMs).toFixed(2)}x)`);
+    expect(pageMs).toBeGreaterThan(0);
+    expect(pageMs / nodeMs).toBeLessThanOrEqual(1.5);
+    expect(errors).toEqual([]);
+    await page.close();
+  }, 180_000);
 
   it("keyboard alone reaches every control, in the order they are shown", async () => {
     const { page, errors } = await openExplorer();

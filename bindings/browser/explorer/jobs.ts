@@ -89,6 +89,8 @@ export interface PolicyPoints {
 export interface EvalResult {
   output: EvalOutput<EvalLoad>;
   points: Record<string, PolicyPoints>;
+  /** wall time of each policy's simulation, in ms (the page shows it; the speed test compares it with Node's) */
+  simulateMs: Record<string, number>;
 }
 
 /** At most this many points per chart series: enough for a smooth CDF, small enough to post to the page. */
@@ -120,10 +122,13 @@ export function evaluate(o: ExplorerSetup & { policies?: readonly PolicyName[]; 
   const w = atScale(s.eval, s.scale);
   const policies: Record<string, PolicyOutcome> = {};
   const points: Record<string, PolicyPoints> = {};
+  const simulateMs: Record<string, number> = {};
   for (const [name, table] of Object.entries(tables)) {
     if (!table) continue;
     progress(`simulating ${name} on ${w.name} at ${w.rate.toFixed(2)} req/s…`);
+    const t0 = performance.now();
     const r = simulate(w, { ...s.base, table });
+    simulateMs[name] = performance.now() - t0;
     const m = r.summary;
     // the fields evaluatePolicies (src/learn/policies.ts) writes, in its order
     policies[name] = {
@@ -145,7 +150,7 @@ export function evaluate(o: ExplorerSetup & { policies?: readonly PolicyName[]; 
     slo: { ttft_ms: s.base.slo.ttftMs, tpot_ms: s.base.slo.tpotMs }, load: { spec: s.loadSpec, scale: s.scale, rps: w.rate },
     requests: w.requests.length, simulated: true, policies,
   };
-  return { output, points };
+  return { output, points, simulateMs };
 }
 
 export interface TrainProgress {

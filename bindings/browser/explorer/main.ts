@@ -141,7 +141,8 @@ const ms = (x: number) => x.toFixed(x < 100 ? 1 : 0);
 
 function showComparison(r: EvalResult): void {
   const o = r.output;
-  $("cmp-meta").textContent = `Simulated: ${o.workload} on ${o.cluster} ${o.split}, ${o.requests} requests at ${o.load.rps.toFixed(2)} req/s (load ${o.load.spec}), SLO ${o.slo.ttft_ms}/${o.slo.tpot_ms} ms.`;
+  $("cmp-meta").textContent = `Simulated: ${o.workload} on ${o.cluster} ${o.split}, ${o.requests} requests at ${o.load.rps.toFixed(2)} req/s (load ${o.load.spec}), SLO ${o.slo.ttft_ms}/${o.slo.tpot_ms} ms; ` +
+    `computed in this page, ${(Object.values(r.simulateMs).reduce((a, b) => a + b, 0) / 1000).toFixed(1)} s of simulation.`;
   const table = $<HTMLTableElement>("comparison");
   const caption = table.caption;
   table.replaceChildren(...(caption ? [caption] : []));
@@ -157,6 +158,7 @@ function showComparison(r: EvalResult): void {
   for (const [name, p] of rows) {
     const tr = body.insertRow();
     tr.dataset["policy"] = name;
+    tr.dataset["simulateMs"] = String(r.simulateMs[name] ?? 0);
     const th = document.createElement("th");
     th.scope = "row";
     th.textContent = name;
