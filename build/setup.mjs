@@ -75,8 +75,14 @@ function goStep() {
 
 export const CHROMIUM = "/usr/bin/chromium";
 
+/** Chromium's version line (Debian's wrapper script also prints shell noise on stderr: not ours to show). */
+function chromiumVersion() {
+  const r = spawnSync(CHROMIUM, ["--version"], { encoding: "utf8" });
+  return r.status === 0 ? r.stdout.trim().split("\n")[0] : CHROMIUM;
+}
+
 function chromiumStep() {
-  if (existsSync(CHROMIUM)) return `chromium: ${probe(CHROMIUM, ["--version"]) ?? CHROMIUM}`;
+  if (existsSync(CHROMIUM)) return `chromium: ${chromiumVersion()}`;
   const how = "install Debian's chromium package (as root: apt-get update && apt-get install -y chromium), then run npm run setup";
   if (checkOnly) throw new SetupError(`chromium: ${CHROMIUM} is missing (the explorer's browser tests need it): ${how}`);
   if (probe("apt-get", ["--version"]) === null) {
@@ -90,7 +96,7 @@ function chromiumStep() {
     throw new SetupError(`chromium: apt-get could not install it (${e.message}): ${how}`);
   }
   if (!existsSync(CHROMIUM)) throw new SetupError(`chromium: apt-get finished but ${CHROMIUM} is still missing: ${how}`);
-  return `chromium: installed ${probe(CHROMIUM, ["--version"]) ?? CHROMIUM}`;
+  return `chromium: installed ${chromiumVersion()}`;
 }
 
 const STEPS = [pythonStep, goStep, chromiumStep];

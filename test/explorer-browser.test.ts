@@ -180,6 +180,7 @@ describe("the policy explorer in Chromium", () => {
     const path = await download.path();
     const table = decodeTable(new Uint8Array(readFileSync(path)));
     expect(table.kind).toBe("kmeans");
+    expect(await page.locator("#cluster-map canvas").count()).toBeGreaterThan(0); // the trained table's cluster map
     expect(errors).toEqual([]);
     expect(foreign).toEqual([]);
     await page.close();

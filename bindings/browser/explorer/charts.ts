@@ -72,3 +72,17 @@ export function trainingChart(parent: HTMLElement): { add(round: number, reward:
     },
   };
 }
+
+/** A table's centroids on their first two principal components, coloured by bit (local or remote). */
+export function clusterMapChart(parent: HTMLElement, xy: [number, number][], bits: number[]): uPlot {
+  const order = xy.map((_, i) => i).sort((a, b) => xy[a]![0] - xy[b]![0]);
+  const xs = order.map((i) => xy[i]![0]);
+  const pick = (bit: number) => order.map((i) => (bits[i] === bit ? xy[i]![1] : null));
+  const dots = (stroke: string) => ({ stroke, width: 0, paths: () => null, points: { show: true, size: 12, fill: stroke, stroke } });
+  return new uPlot({
+    title: "Cluster map: centroids on two principal components", width: WIDTH, height: HEIGHT,
+    scales: { x: { time: false } },
+    axes: [{ label: "component 1" }, { label: "component 2" }],
+    series: [{ label: "component 1" }, { label: "bit 0: local", ...dots(PALETTE[0]!) }, { label: "bit 1: remote", ...dots(PALETTE[1]!) }],
+  }, [xs, pick(0), pick(1)] as uPlot.AlignedData, figure(parent, "Cluster map of the table's centroids, coloured by bit"));
+}

@@ -1,9 +1,9 @@
 // The explorer page: reads the form, hands each job to the Web Worker (worker.ts), and shows what comes back. It
 // computes nothing itself, so the page stays responsive whatever the worker is doing.
 
-import { cdfChart, scatterChart, trainingChart } from "./charts.js";
+import { cdfChart, clusterMapChart, scatterChart, trainingChart } from "./charts.js";
 import type { EvalResult, ExplorerSetup } from "./jobs.js";
-import type { FromWorker, ToWorker } from "./protocol.js";
+import type { FromWorker, TableView, ToWorker } from "./protocol.js";
 import "./style.css";
 
 const $ = <T extends HTMLElement>(id: string): T => {
@@ -109,20 +109,21 @@ function onMessage(m: FromWorker): void {
       link.href = URL.createObjectURL(new Blob([m.bytes as Uint8Array<ArrayBuffer>], { type: "application/octet-stream" }));
       link.hidden = false;
       openedTable = m.bytes;
-      showTable(m.description);
+      showTable(m.view);
       $("train-status").textContent = `Done: ${m.rounds} rounds, best reward ${(100 * m.bestReward).toFixed(1)}% (simulated). Run compares it with the baselines.`;
       finish("Training finished.");
       return;
     }
     case "table-opened":
-      showTable(m.description);
-      $("file-status").textContent = `Opened a ${m.kind} table.`;
+      showTable(m.view);
+      $("file-status").textContent = `Opened a ${m.view.kind} table.`;
       return;
     case "error":
       if (m.id === tableRequest) {
         openedTable = null;
         $("table-error").textContent = m.message;
         $("table-info").textContent = "No table open.";
+        $("cluster-map").replaceChildren();
         $("file-status").textContent = "The table was rejected.";
         return;
       }
@@ -131,9 +132,12 @@ function onMessage(m: FromWorker): void {
   }
 }
 
-function showTable(description: string): void {
+function showTable(view: TableView): void {
   $("table-error").textContent = "";
-  $("table-info").textContent = description;
+  $("table-info").textContent = view.description;
+  const box = $("cluster-map");
+  box.replaceChildren();
+  if (view.map) clusterMapChart(box, view.map.xy, view.map.bits);
 }
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;

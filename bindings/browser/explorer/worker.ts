@@ -1,10 +1,11 @@
 // The explorer's Web Worker: loads the core (core.wasm, through the browser binding) and runs the simulator and the
 // learner off the page's thread, so the page stays responsive; cancelling a run is terminating this worker.
 
-import { describeTable } from "../../../src/table.js";
+import { decodeTable, describeTable, type Table } from "../../../src/table.js";
+import { project2d } from "./cluster-map.js";
 import { loadCoreModule, Router, setCoreUrl } from "../index.js";
 import { evaluate, trainTable } from "./jobs.js";
-import type { FromWorker, ToWorker } from "./protocol.js";
+import type { FromWorker, TableView, ToWorker } from "./protocol.js";
 import coreUrl from "../../../build/core.wasm?url";
 
 interface WorkerScope {
@@ -16,13 +17,18 @@ const post = (m: FromWorker, transfer: Transferable[] = []): void => scope.postM
 
 setCoreUrl(new URL(coreUrl, self.location.href));
 
+function tableView(t: Table): TableView {
+  const map = t.centroids && t.bits && t.centroids.length === t.bits.length ? { xy: project2d(t.centroids), bits: t.bits } : null;
+  return { kind: t.kind, description: describeTable(t), map };
+}
+
 /**
  * A table file checked as every host checks it: loaded into the core (its decoder's error, which names the field, is
  * the one the CLI prints), then read in TypeScript for the description.
  */
-async function openTable(bytes: Uint8Array): Promise<{ description: string; kind: string }> {
+async function openTable(bytes: Uint8Array): Promise<TableView> {
   const router = Router.create(bytes, { module: await loadCoreModule(), workers: [{ id: "P0", role: "prefill" }, { id: "D0", role: "decode" }] });
-  return { description: describeTable(router.table), kind: router.table.kind };
+  return tableView(router.table);
 }
 
 async function handle(m: ToWorker): Promise<void> {
@@ -36,11 +42,12 @@ async function handle(m: ToWorker): Promise<void> {
     }
     case "train": {
       const r = await trainTable({ ...m.setup, k: m.k }, module, progress, (p) => post({ type: "train-step", id: m.id, progress: p }));
-      post({ type: "train-done", id: m.id, bytes: r.bytes, rounds: r.rounds, bestReward: r.bestReward, description: describeTable(r.table) }, [r.bytes.buffer]);
+      const view = tableView(decodeTable(r.bytes)); // the file as written (its checksum filled in), before the bytes move
+      post({ type: "train-done", id: m.id, bytes: r.bytes, rounds: r.rounds, bestReward: r.bestReward, view }, [r.bytes.buffer]);
       return;
     }
     case "open-table":
-      post({ type: "table-opened", id: m.id, ...(await openTable(m.bytes)) });
+      post({ type: "table-opened", id: m.id, view: await openTable(m.bytes) });
       return;
   }
 }
