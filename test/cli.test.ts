@@ -122,7 +122,7 @@ describe("dolphin", () => {
   it("every command's --help answers, the --help list names all of them, and each has its own module", () => {
     const list = dolphin(["--help"]).out;
     const names = [...list.matchAll(/^  (\w+) /gm)].map((m) => m[1]!);
-    expect(names).toEqual(["hash", "route", "bench", "simulate", "table", "start", "train", "eval", "ablate", "serve", "tune", "envoy", "worker", "report"]);
+    expect(names).toEqual(["hash", "route", "bench", "simulate", "table", "start", "train", "eval", "ablate", "serve", "tune", "envoy", "worker", "report", "explore"]);
     for (const name of names) {
       expect(existsSync(join(ROOT, "src", "cli", `${name}.ts`))).toBe(true);
       const r = dolphin([name, "--help"]);

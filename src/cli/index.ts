@@ -7,6 +7,7 @@
 //   ablate    the paper's ablations                       serve     the routing proxy (or an emulated cluster)
 //   tune      learn a table against a running proxy       worker    an emulated vLLM worker
 //   envoy     Envoy with the dolphin proxy-wasm filter      report    eval results → markdown and SVG charts
+//   explore   the policy explorer (a web page) on localhost
 // Every command has --help; errors go to stderr with a non-zero exit code and say what was wrong and where (line
 // numbers for JSON-lines input). A usage error (exit 1) names the flag and prints the command's usage; any other
 // failure exits 2.
@@ -55,6 +56,10 @@ const commands: Record<string, Entry> = {
   report: {
     summary: "turn eval results (JSON, JSON lines, or arrays = load sweeps) into markdown and SVG charts",
     load: () => import("./report.js"),
+  },
+  explore: {
+    summary: "serve the policy explorer (simulate, compare, train and open tables in a web page) on localhost",
+    load: () => import("./explore.js"),
   },
 };
 
