@@ -76,12 +76,12 @@ const gmm = {
 const kmeansGuarded = {
   ...kmeans, version: 2, bits: [0, 2, 1, 2, 1, 0, 2, 1],
   fallback: { kind: "trtllm", params: { max_local_prefill_length: 512 } },
-  ood_bound: [2.5, 4, 1.75, 6, 3.25, 0.5, 8, 2],
+  ood_bound: [9.5, 12, 6.75, 16, 10.25, 4.5, 20, 8],
   provenance: provenance("hybrid-sim", 7, "fixture: K=8 D=4 k-means, guarded"),
 };
 const gmmGuarded = {
   ...gmm, version: 2, bits: [2, 0, 1, 2],
-  ood_bound: [-9.5, -12, -8.25, -20],
+  ood_bound: [-16.5, -22, -14.25, -30],
   provenance: provenance("trace-replay", 4294967295, "fixture: K=4 D=4 diagonal GMM, guarded by the default fallback"),
 };
 
