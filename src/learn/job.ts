@@ -2,6 +2,7 @@
 // job (`npm start`). Training and evaluation never see the same requests: a generator is drawn with seed s for
 // training and s + 1 for evaluation; a trace file is split in time, the first half to train, the second to evaluate.
 
+import type { RewardForm } from "./guard.js";
 import { parseSlo } from "../sim/metrics.js";
 import { resolveCluster } from "../sim/run.js";
 import { atScale, scaleForLoad } from "../sim/saturation.js";
@@ -85,6 +86,8 @@ export interface TrainJobOptions extends JobOptions {
   osl?: OslMode;
   features?: FeatureName[];
   scanInit?: boolean;
+  /** "both": the guarded search (src/learn/guard.ts); "paper": the paper's unguarded search for attainment alone */
+  reward?: RewardForm;
 }
 
 export interface TrainJobResult {
@@ -106,6 +109,7 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     k: o.k ?? 8, algo: o.algo ?? "kmeans", seed: o.seed ?? 1,
     ...(o.osl !== undefined ? { osl: o.osl } : {}), ...(o.features ? { features: o.features } : {}),
     ...(o.scanInit !== undefined ? { scanInit: o.scanInit } : {}),
+    ...(o.reward === "both" ? { guard: { reward: "both" as const } } : {}),
     provenance: { workload: `${s.parts.train.name} at ${w.rate.toFixed(3)} req/s (${s.loadSpec})`, split: o.split },
     onProgress: (step, total) => o.progress?.(
       `  round ${String(step.round).padStart(3)} ${step.phase.padEnd(6)} bits ${step.bits.join("")} reward ${(100 * step.reward).toFixed(1)}% (best ${(100 * total.best).toFixed(1)}%)`, false),
