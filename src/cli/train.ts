@@ -20,7 +20,7 @@ Writes the table and prints a report of the search (--json: machine-readable, wi
 
 --reward both (the default) is the guarded search: every cluster starts at "rule" (Dynamo's isl_bounding decides)
 and moves to local or remote only when it holds at least 30 requests and the move passes McNemar's one-sided test on
-paired per-request SLO outcomes (same arrivals; (B − W)/√(B + W) ≥ 1.645) with P90 TTFT and P90 TPOT each within 2%
+paired per-request SLO outcomes (same arrivals; (B − W)/√(B + W) ≥ 2.74, Bonferroni over 16 moves) with P90 TTFT and P90 TPOT each within 2%
 of the rule's; the table also routes requests beyond each cluster's training range (99th percentile) by the rule.
 --reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.`,
   options: {

@@ -8,8 +8,11 @@
 //   2. a significant paired gain: every table runs on the same arrivals (common random numbers: the simulator is
 //      deterministic), so request i's SLO outcome under the candidate and under the current table form a pair.
 //      With B = requests that meet the SLO only under the candidate and W = only under the current table, McNemar's
-//      one-sided test accepts when (B − W) / √(B + W) ≥ z (z = 1.645: 5%). Pairs are taken over the whole workload,
-//      because a cluster's move changes the queues every other request sees;
+//      one-sided test accepts when (B − W) / √(B + W) ≥ z. A pass tries 2 moves per cluster, so z is Bonferroni's
+//      for a 5% family-wise error over the 16 moves of K = 8: z = Φ⁻¹(1 − 0.05/16) = 2.74 (a single move at 5%,
+//      z = 1.645, let a move through on the main job's training arrivals that lost 3 points on its evaluation
+//      arrivals). Pairs are taken over the whole workload, because a cluster's move changes the queues every other
+//      request sees;
 //   3. reward "both" (the default): the candidate's P90 TTFT and P90 TPOT are each at most (1 + latencySlack) × the
 //      all-rule table's, so the table never buys attainment with either latency. Reward "paper" drops this check and
 //      keeps the paper's end-to-end attainment alone.
@@ -24,13 +27,16 @@ import { meetsE2e, quantile, type RequestRecord, type Slo } from "../sim/metrics
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "../table.js";
 import type { Environment, Evaluation, SearchStep } from "./train.js";
 
+/** Φ⁻¹(1 − 0.05 / 16): one-sided, 5% family-wise over the 2 × 8 moves of a pass at the default K = 8. */
+export const BONFERRONI_Z = 2.74;
+
 export type RewardForm = "paper" | "both";
 export const REWARD_FORMS: readonly RewardForm[] = ["paper", "both"];
 
 export interface GuardOptions {
   /** a cluster moves off `rule` only with at least this many requests in the run (default 30) */
   minRequests?: number;
-  /** McNemar's one-sided critical value (default 1.645, 5%) */
+  /** McNemar's one-sided critical value (default 2.74: 5% family-wise over 16 moves, Bonferroni) */
   z?: number;
   /** "both" (default): also keep P90 TTFT and P90 TPOT within latencySlack of the rule's; "paper": attainment alone */
   reward?: RewardForm;
@@ -79,7 +85,7 @@ export async function searchGuarded(
   env: Environment, makeTable: (values: number[]) => Table, k: number, slo: Slo, opts: GuardOptions = {},
 ): Promise<GuardedSearch> {
   const minRequests = opts.minRequests ?? 30;
-  const z = opts.z ?? 1.645;
+  const z = opts.z ?? BONFERRONI_Z;
   const reward = opts.reward ?? "both";
   const slack = opts.latencySlack ?? 0.02;
   const maxRounds = opts.maxRounds ?? 80;
