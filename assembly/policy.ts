@@ -9,7 +9,7 @@ import {
   E_BAD_BIT, E_BAD_DIMS, E_BAD_FEATURE, E_BAD_K, E_BAD_KIND, E_BAD_NUMBER, E_BAD_PARAM, E_NO_TABLE, E_TABLE_TOO_LARGE, OK,
   KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_LEGACY, KIND_DYNAMO_LOAD, KIND_GMM, KIND_KMEANS,
   KIND_LLM_D, KIND_NONE, KIND_PPD, KIND_TRTLLM, LIMIT_MAX_DIMS, LIMIT_MAX_K, LIMIT_STAGING_F64, REASON_CLUSTER,
-  REASON_FIRST_TURN, REASON_RULE,
+  REASON_FIRST_TURN, REASON_OUT_OF_DISTRIBUTION, REASON_RULE, REASON_RULE_FALLBACK,
 } from "./generated/abi";
 
 
@@ -40,13 +40,21 @@ let std: usize = 0; // f64[MAX_DIMS]
 let centroids: usize = 0; // f64[MAX_K * MAX_DIMS]
 let invVar: usize = 0; // f64[MAX_K * MAX_DIMS] (gmm)
 let logConst: usize = 0; // f64[MAX_K] (gmm): log w_k − ½ Σ_j log σ²_kj, computed by the host
-let bits: usize = 0; // u8[MAX_PPD_CELLS] (bits per cluster, or per PPD cell)
+let bits: usize = 0; // u8[MAX_PPD_CELLS] (per cluster 0 local, 1 remote, 2 the fallback rule; or bits per PPD cell)
 let param0: f64 = 0;
 let param1: f64 = 0;
 let ratioEdges: usize = 0; // f64[MAX_RATIO_EDGES]
 let nRatioEdges: i32 = 0;
 let qpsLevels: usize = 0; // f64[MAX_QPS_LEVELS]
 let nQps: i32 = 0;
+// the guard of a learned table (table version 2): the fallback rule and the out-of-distribution bounds
+let fallbackKind: i32 = KIND_DYNAMO_ISL;
+let fallback0: f64 = 2048;
+let fallback1: f64 = 0.7;
+let oodBound: usize = 0; // f64[MAX_K]: kmeans the largest in-distribution squared distance, gmm the lowest log-likelihood
+let hasOodBounds: bool = false;
+// @ts-ignore: decorator
+@inline const CLUSTER_RULE: u8 = 2;
 
 // signals the host keeps current (rule inputs that are not per request)
 export let prefillQueue: f64 = 0;
@@ -63,6 +71,7 @@ export function policyInit(): void {
   centroids = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
   invVar = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
   logConst = heap.alloc(<usize>MAX_K << 3);
+  oodBound = heap.alloc(<usize>MAX_K << 3);
   bits = heap.alloc(<usize>MAX_PPD_CELLS);
   ratioEdges = heap.alloc(<usize>MAX_RATIO_EDGES << 3);
   qpsLevels = heap.alloc(<usize>MAX_QPS_LEVELS << 3);
@@ -93,10 +102,33 @@ function copyBits(from: i32, n: i32): void {
   for (let i = 0; i < n; i++) store<u8>(bits + <usize>i, <u8>st(from + i));
 }
 
+/** A learned table's cluster values: 0 local, 1 remote, 2 the fallback rule. */
+function checkClusterValues(from: i32, n: i32): i32 {
+  for (let i = 0; i < n; i++) {
+    const b = st(from + i);
+    if (b != 0 && b != 1 && b != 2) return fail(E_BAD_BIT, i);
+  }
+  return OK;
+}
+
+/** Index (0 or 1) of the first bad parameter of a two-parameter rule, or -1. */
+function badRuleParam(ruleKind: i32, p0: f64, p1: f64): i32 {
+  if (!isFinite(p0) || !(p0 >= 0)) return 0;
+  if (!isFinite(p1) || !(p1 >= 0)) return 1;
+  if (ruleKind == KIND_DYNAMO_LOAD && !(p0 > 0 && p1 > 0)) return p0 > 0 ? 1 : 0;
+  return -1;
+}
+
+/** A fallback rule is any rule that decides from the request and the signals alone (not PPD: it has a grid). */
+function isFallbackKind(ruleKind: i32): bool {
+  return (ruleKind >= KIND_DYNAMO_ISL && ruleKind <= KIND_LLM_D) || ruleKind == KIND_ALWAYS_LOCAL || ruleKind == KIND_ALWAYS_REMOTE;
+}
+
 /**
  * Validates the staged table and makes it active. Staging layouts (f64):
- *  kmeans: featureIdx[D] mean[D] std[D] centroids[K×D] bits[K]
- *  gmm:    the same, then logConst[K] invVar[K×D]
+ *  kmeans: featureIdx[D] mean[D] std[D] centroids[K×D] values[K] guard
+ *  gmm:    featureIdx[D] mean[D] std[D] centroids[K×D] values[K] logConst[K] invVar[K×D] guard
+ *  guard:  fallbackKind fallbackParam0 fallbackParam1 nBounds(0 or K) oodBound[nBounds]
  *  dynamo-isl, dynamo-load, dynamo-legacy, trtllm, llm-d: param0 param1
  *  always-local, always-remote: nothing
  *  ppd: ctxEdge0 ctxEdge1 nRatioEdges ratioEdges[nE] nQps qpsLevels[nQ] bits[3 × (nE+1) × nQ]
@@ -117,8 +149,18 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     if (bad >= 0) return fail(E_BAD_NUMBER, bad);
     for (let j = 0; j < d; j++) if (!(st(2 * d + j) > 0)) return fail(E_BAD_NUMBER, 2 * d + j);
     const bitsAt = 3 * d + newK * d;
-    const rc = checkBits(bitsAt, newK);
+    const rc = checkClusterValues(bitsAt, newK);
     if (rc != OK) return rc;
+    // the guard section follows the table (learned kinds only)
+    const guardAt = total;
+    const gKind = st(guardAt);
+    if (!isFinite(gKind) || gKind != Math.floor(gKind) || !isFallbackKind(<i32>gKind)) return fail(E_BAD_PARAM, guardAt); // the fallback kind
+    const badParam = badRuleParam(<i32>gKind, st(guardAt + 1), st(guardAt + 2));
+    if (badParam >= 0) return fail(E_BAD_PARAM, guardAt + 1 + badParam);
+    const nB = st(guardAt + 3);
+    if (nB != 0 && nB != <f64>newK) return fail(E_BAD_PARAM, guardAt + 3);
+    const boundsBad = firstNonFinite(guardAt + 4, guardAt + 4 + <i32>nB);
+    if (boundsBad >= 0) return fail(E_BAD_NUMBER, boundsBad);
     if (newKind == KIND_GMM) {
       const ivAt = bitsAt + 2 * newK;
       for (let i = 0; i < newK * d; i++) if (!(st(ivAt + i) > 0)) return fail(E_BAD_NUMBER, ivAt + i);
@@ -132,17 +174,19 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     }
     memory.copy(centroids, staging + (<usize>(3 * d) << 3), <usize>(newK * d) << 3);
     copyBits(bitsAt, newK);
+    fallbackKind = <i32>gKind;
+    fallback0 = st(guardAt + 1);
+    fallback1 = st(guardAt + 2);
+    hasOodBounds = nB > 0;
+    if (hasOodBounds) memory.copy(oodBound, staging + (<usize>(guardAt + 4) << 3), <usize>newK << 3);
     kind = newKind;
     k = newK;
     dims = d;
     return OK;
   }
   if (newKind >= KIND_DYNAMO_ISL && newKind <= KIND_LLM_D) {
-    const bad = firstNonFinite(0, 2);
+    const bad = badRuleParam(newKind, st(0), st(1));
     if (bad >= 0) return fail(E_BAD_PARAM, bad);
-    if (!(st(0) >= 0)) return fail(E_BAD_PARAM, 0);
-    if (!(st(1) >= 0)) return fail(E_BAD_PARAM, 1);
-    if (newKind == KIND_DYNAMO_LOAD && !(st(0) > 0 && st(1) > 0)) return fail(E_BAD_PARAM, st(0) > 0 ? 1 : 0);
     param0 = st(0);
     param1 = st(1);
     kind = newKind;
@@ -266,6 +310,32 @@ function classify(): void {
 // @ts-ignore: decorator
 @inline function bool01(b: bool): i32 { return b ? 1 : 0; }
 
+/** The bit of a rule that needs only the request and the signals (every rule kind but PPD). */
+function ruleBit(
+  ruleKind: i32, p0: f64, p1: f64, isl: f64, effD: f64, decodeCachedTokens: f64, prefillBusyTokens: f64,
+): i32 {
+  switch (ruleKind) {
+    case KIND_DYNAMO_ISL: {
+      // local iff eff_D < max_local_prefill_tokens and eff_D / max(isl, 1) < max_local_prefill_ratio
+      const local = effD < p0 && effD / max(isl, 1.0) < p1;
+      return bool01(!local);
+    }
+    case KIND_DYNAMO_LOAD: {
+      // local iff the prefill worker the router would pick is busy; unknown load → no bypass
+      const busy = prefillBusyTokens >= 0 && prefillBusyTokens > p0 * p1;
+      return bool01(!busy);
+    }
+    // remote iff isl × (1 − hit rate_D) > max_local_prefill_length and prefill queue < max queue size
+    case KIND_DYNAMO_LEGACY: return bool01(effD > p0 && prefillQueue < p1);
+    // remote iff nothing matched or isl − match > max_local_prefill_length
+    case KIND_TRTLLM: return bool01(decodeCachedTokens == 0 || isl - decodeCachedTokens > p0);
+    // remote iff nonCached threshold > 0, isl ≥ promptTokens threshold, and uncached ≥ nonCached threshold
+    case KIND_LLM_D: return bool01(p0 > 0 && isl >= p1 && isl - decodeCachedTokens >= p0);
+    case KIND_ALWAYS_LOCAL: return 0;
+    default: return 1; // KIND_ALWAYS_REMOTE
+  }
+}
+
 /**
  * The policy's bit (0 local, 1 remote) for one request. `decodeCachedTokens` is hit_D before clamping,
  * `contextTokens` < 0 means "unknown" (PPD then uses the decode worker's cached tokens), `prefillBusyTokens`
@@ -286,39 +356,30 @@ export function decide(
       store<f64>(features, effD, 16);
       store<f64>(features, oslHat, 24);
       classify();
-      outReason = REASON_CLUSTER;
-      outBit = <i32>load<u8>(bits + <usize>outCluster);
+      // the cluster's value, unless the request lies beyond what the cluster was trained on
+      const outside = hasOodBounds && (kind == KIND_KMEANS
+        ? outScore > load<f64>(oodBound + (<usize>outCluster << 3))
+        : outScore < load<f64>(oodBound + (<usize>outCluster << 3)));
+      const value = load<u8>(bits + <usize>outCluster);
+      if (outside || value == CLUSTER_RULE) {
+        outReason = outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK;
+        outBit = ruleBit(fallbackKind, fallback0, fallback1, isl, effD, decodeCachedTokens, prefillBusyTokens);
+      } else {
+        outReason = REASON_CLUSTER;
+        outBit = <i32>value;
+      }
       break;
     }
-    case KIND_DYNAMO_ISL: {
-      // local iff eff_D < max_local_prefill_tokens and eff_D / max(isl, 1) < max_local_prefill_ratio
-      const local = effD < param0 && effD / max(isl, 1.0) < param1;
-      outBit = bool01(!local);
+    case KIND_DYNAMO_ISL:
+    case KIND_DYNAMO_LOAD:
+    case KIND_DYNAMO_LEGACY:
+    case KIND_TRTLLM:
+    case KIND_LLM_D:
+    case KIND_ALWAYS_LOCAL:
+    case KIND_ALWAYS_REMOTE: {
+      outBit = ruleBit(kind, param0, param1, isl, effD, decodeCachedTokens, prefillBusyTokens);
       break;
     }
-    case KIND_DYNAMO_LOAD: {
-      // local iff the prefill worker the router would pick is busy; unknown load → no bypass
-      const busy = prefillBusyTokens >= 0 && prefillBusyTokens > param0 * param1;
-      outBit = bool01(!busy);
-      break;
-    }
-    case KIND_DYNAMO_LEGACY: {
-      // remote iff isl × (1 − hit rate_D) > max_local_prefill_length and prefill queue < max queue size
-      outBit = bool01(effD > param0 && prefillQueue < param1);
-      break;
-    }
-    case KIND_TRTLLM: {
-      // remote iff nothing matched or isl − match > max_local_prefill_length
-      outBit = bool01(decodeCachedTokens == 0 || isl - decodeCachedTokens > param0);
-      break;
-    }
-    case KIND_LLM_D: {
-      // remote iff nonCached threshold > 0, isl ≥ promptTokens threshold, and uncached ≥ nonCached threshold
-      outBit = bool01(param0 > 0 && isl >= param1 && isl - decodeCachedTokens >= param0);
-      break;
-    }
-    case KIND_ALWAYS_LOCAL: { outBit = 0; break; }
-    case KIND_ALWAYS_REMOTE: { outBit = 1; break; }
     case KIND_PPD: {
       if (turn <= 1) {
         outBit = 1;

@@ -3,7 +3,7 @@
 // computed here, once, so the WebAssembly core and the TypeScript reference use bit-identical numbers.
 
 import { Kind, KINDS } from "./core-api.js";
-import { FEATURE_NAMES, OSL_MODEL_FEATURES, type Table } from "./table.js";
+import { DEFAULT_FALLBACK, FEATURE_NAMES, OSL_MODEL_FEATURES, type Table } from "./table.js";
 
 export interface StagedTable {
   kind: number;
@@ -66,6 +66,13 @@ function stagePolicy(t: Table): Omit<StagedTable, "oslAt"> {
       }
       for (const row of variances) for (const v of row) out.push(1 / v);
     }
+    // the guard (table version 2; a version-1 table gets the default fallback rule and no bounds)
+    const fallback = t.fallback ?? DEFAULT_FALLBACK;
+    const slots = RULE_PARAMS.get(fallback.kind);
+    const fp = fallback.params as Record<string, unknown>;
+    out.push(Kind[fallback.kind], slots?.[0] ? num(fp[slots[0]]) : 0, slots?.[1] ? num(fp[slots[1]]) : 0);
+    const bounds = t.ood_bound ?? [];
+    out.push(bounds.length, ...bounds);
     return { kind, k, dims: d, staged: Float64Array.from(out) };
   }
   const params = t.params ?? {};

@@ -19,7 +19,15 @@ import { describeValue, MSGPACK_WORDS } from "./values.js";
 import { xxh64Hex } from "./xxh64.js";
 
 export const TABLE_FORMAT = "dolphin-routing.table";
-export const TABLE_VERSION = 1;
+/** The newest version this build reads and writes. Version 1 tables still load; a learned table is written as
+ *  version 2 only when it uses what version 1 lacks (a `rule` cluster, a fallback rule, out-of-distribution bounds). */
+export const TABLE_VERSION = 2;
+export type TableVersion = 1 | 2;
+
+/** A cluster's value in a learned table: 0 local, 1 remote, 2 the table's fallback rule decides (version 2). */
+export const CLUSTER_LOCAL = 0;
+export const CLUSTER_REMOTE = 1;
+export const CLUSTER_RULE = 2;
 
 export type FeatureName = (typeof FEATURES)[number];
 export const FEATURE_NAMES: readonly FeatureName[] = FEATURES;
@@ -45,7 +53,7 @@ export interface Provenance { tool: string; created: string; workload: string; s
 /** A decoded, validated table. Optional fields are absent when the file lacks them; `params` has defaults filled in. */
 export interface Table {
   format: typeof TABLE_FORMAT;
-  version: 1;
+  version: TableVersion;
   kind: PolicyKind;
   features?: FeatureName[];
   scaler?: { mean: number[]; std: number[] };
@@ -53,6 +61,13 @@ export interface Table {
   bits?: number[];
   weights?: number[];
   variances?: number[][];
+  /** Version 2, learned kinds: the rule that decides `rule` clusters and out-of-distribution requests
+   *  (absent: DEFAULT_FALLBACK). Any rule kind but ppd; params with defaults filled in. */
+  fallback?: Fallback;
+  /** Version 2, learned kinds: per cluster, how far its training requests lay from it. kmeans: the largest
+   *  in-distribution squared standardized distance; gmm: the lowest in-distribution log-likelihood. A request
+   *  beyond its cluster's bound is routed by the fallback rule. Absent: no request is out of distribution. */
+  ood_bound?: number[];
   params?: Record<string, number | number[] | number[][][]>;
   osl_classes?: OslClasses;
   /** The output-length classifier the core evaluates (needs osl_classes: one weight row per class). */
@@ -64,6 +79,16 @@ export interface Table {
   /** Extension fields: any top-level key starting with "x_", plain data only; kept and checksummed, never read. */
   [extension: `x_${string}`]: unknown;
 }
+
+/** Rule kinds a learned table may fall back to: every rule that decides from the request and signals alone. */
+export type FallbackKind = Exclude<PolicyKind, "kmeans" | "gmm" | "ppd">;
+export const FALLBACK_KINDS: readonly FallbackKind[] = KINDS
+  .filter((k) => !k.learned && k.name !== "ppd").map((k) => k.name as FallbackKind);
+export interface Fallback { kind: FallbackKind; params: Record<string, number> }
+/** The fallback of a table that names none: Dynamo's isl_bounding with its defaults (reference-systems.md). */
+export const DEFAULT_FALLBACK: Fallback = Object.freeze({
+  kind: "dynamo-isl", params: Object.freeze({ max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 }),
+}) as Fallback;
 
 /** Everything wrong with a table: `table: <field path>: <what is wrong>`. `field` is the path alone. */
 export class TableError extends Error {
@@ -102,8 +127,12 @@ const isRuleKind = (kind: PolicyKind): kind is RuleKind => kind !== "kmeans" && 
 
 const TOP_LEVEL_KEYS = new Set([
   "format", "version", "kind", "features", "scaler", "centroids", "bits", "weights", "variances", "params",
-  "osl_classes", "osl_model", "split", "slo", "provenance", "checksum",
+  "osl_classes", "osl_model", "split", "slo", "provenance", "checksum", "fallback", "ood_bound",
 ]);
+/** Fields only learned tables hold. */
+const LEARNED_ONLY = ["scaler", "centroids", "bits", "weights", "variances", "fallback", "ood_bound"];
+/** Fields a version-1 table may not hold. */
+const VERSION_2_FIELDS = ["fallback", "ood_bound"];
 
 // ------------------------------------------------------------------------------------------------------------------
 // Small validation helpers. Each takes the value and its field path, and returns a fresh, plain copy.
@@ -180,11 +209,13 @@ function strictlyAscending(values: number[], path: string): void {
   }
 }
 
-function bitArray(v: unknown, path: string, length: number, what: string): number[] {
+function bitArray(v: unknown, path: string, length: number, what: string, allowRule = false): number[] {
   const arr = expectArray(v, path, "an array of 0/1 bits");
   expectLength(arr, path, length, what);
   return arr.map((x, i) => {
-    if (x !== 0 && x !== 1) throw expected(`${path}[${i}]`, "0 (local) or 1 (remote)", x);
+    if (allowRule) {
+      if (x !== 0 && x !== 1 && x !== 2) throw expected(`${path}[${i}]`, "0 (local), 1 (remote) or 2 (rule)", x);
+    } else if (x !== 0 && x !== 1) throw expected(`${path}[${i}]`, "0 (local) or 1 (remote)", x);
     return x;
   });
 }
@@ -260,17 +291,42 @@ function clusterMatrix(v: unknown, path: string, clusters: number | undefined, d
 
 interface LearnedFields {
   features: FeatureName[]; scaler: { mean: number[]; std: number[] }; centroids: number[][]; bits: number[];
-  weights?: number[]; variances?: number[][];
+  weights?: number[]; variances?: number[][]; fallback?: Fallback; ood_bound?: number[];
 }
 
-function validateLearned(m: PlainMap, kind: "kmeans" | "gmm"): LearnedFields {
+function validateLearned(m: PlainMap, kind: "kmeans" | "gmm", version: TableVersion): LearnedFields {
+  const fields = validateClusters(m, kind, version);
+  if (version === 1) {
+    for (const key of VERSION_2_FIELDS) {
+      if (m[key] !== undefined) throw new TableError(key, "needs table version 2 (version 1 has no fallback rule and no out-of-distribution bounds)");
+    }
+    return fields;
+  }
+  if (m.fallback !== undefined) fields.fallback = validateFallback(m.fallback);
+  if (m.ood_bound !== undefined) {
+    fields.ood_bound = numberArray(m.ood_bound, "ood_bound", fields.bits.length, kind === "kmeans" ? { min: 0 } : {}, "bounds (one per cluster)");
+  }
+  return fields;
+}
+
+function validateFallback(v: unknown): Fallback {
+  const m = expectMap(v, "fallback");
+  rejectUnknownKeys(m, "fallback", ["kind", "params"]);
+  if (typeof m.kind !== "string" || !(FALLBACK_KINDS as readonly string[]).includes(m.kind)) {
+    throw expected("fallback.kind", `a rule kind other than ppd (${FALLBACK_KINDS.join(", ")})`, m.kind);
+  }
+  const kind = m.kind as FallbackKind;
+  return { kind, params: validateParams(m.params, kind, "fallback.params") as Record<string, number> };
+}
+
+function validateClusters(m: PlainMap, kind: "kmeans" | "gmm", version: TableVersion): LearnedFields {
   if (m.params !== undefined) throw new TableError("params", `not used by kind "${kind}" (only rule kinds take params)`);
   const features = validateFeatures(m.features, "features", false);
   const dims = features.length;
   const scaler = validateScaler(m.scaler, dims);
   const centroids = clusterMatrix(m.centroids, "centroids", undefined, dims, {});
   const clusters = centroids.length;
-  const bits = bitArray(m.bits, "bits", clusters, "bits (one per cluster)");
+  const bits = bitArray(m.bits, "bits", clusters, "bits (one per cluster)", version >= 2);
   if (kind === "kmeans") {
     for (const key of ["weights", "variances"]) {
       if (m[key] !== undefined) throw new TableError(key, `used only by kind "gmm", not by "kmeans"`);
@@ -296,18 +352,18 @@ function validatePpdBits(v: unknown, path: string, qpsLevels: number): number[][
   });
 }
 
-function validateParams(v: unknown, kind: RuleKind): Record<string, number | number[] | number[][][]> {
-  const m = v === undefined ? {} : expectMap(v, "params");
+function validateParams(v: unknown, kind: RuleKind, base = "params"): Record<string, number | number[] | number[][][]> {
+  const m = v === undefined ? {} : expectMap(v, base);
   const specs = RULE_PARAMS[kind];
   const known = Object.keys(specs);
   for (const key of Object.keys(m)) {
     if (!known.includes(key)) {
-      throw new TableError(`params.${key}`, `unknown parameter for kind "${kind}" (known: ${known.join(", ") || "none"})`);
+      throw new TableError(`${base}.${key}`, `unknown parameter for kind "${kind}" (known: ${known.join(", ") || "none"})`);
     }
   }
   const out: Record<string, number | number[] | number[][][]> = {};
   for (const [key, spec] of Object.entries(specs)) {
-    const path = `params.${key}`;
+    const path = `${base}.${key}`;
     const given = m[key];
     if (spec.type === "scalar") {
       if (given === undefined && spec.default === undefined) throw expected(path, "a number > 0 (required)", given);
@@ -411,9 +467,10 @@ function validateBody(v: unknown): Omit<Table, "checksum"> {
   const m = expectMap(v, TOP_LEVEL);
   if (m.format !== TABLE_FORMAT) throw expected("format", JSON.stringify(TABLE_FORMAT), m.format);
   if (typeof m.version === "number" && Number.isSafeInteger(m.version) && m.version > TABLE_VERSION) {
-    throw new TableError("version", `unsupported table version ${m.version} (this build reads ${TABLE_VERSION})`);
+    throw new TableError("version", `unsupported table version ${m.version} (this build reads 1 and ${TABLE_VERSION})`);
   }
-  if (m.version !== TABLE_VERSION) throw expected("version", `the integer ${TABLE_VERSION}`, m.version);
+  if (m.version !== 1 && m.version !== TABLE_VERSION) throw expected("version", `the integer 1 or ${TABLE_VERSION}`, m.version);
+  const version = m.version as TableVersion;
   if (typeof m.kind !== "string" || !(POLICY_KINDS as readonly string[]).includes(m.kind)) {
     throw expected("kind", `one of ${POLICY_KINDS.join(", ")}`, m.kind);
   }
@@ -424,15 +481,15 @@ function validateBody(v: unknown): Omit<Table, "checksum"> {
     }
   }
 
-  const out = { format: TABLE_FORMAT, version: TABLE_VERSION, kind } as Omit<Table, "checksum">;
+  const out = { format: TABLE_FORMAT, version, kind } as Omit<Table, "checksum">;
   if (isRuleKind(kind)) {
-    for (const key of ["scaler", "centroids", "bits", "weights", "variances"]) {
+    for (const key of LEARNED_ONLY) {
       if (m[key] !== undefined) throw new TableError(key, `not used by kind "${kind}" (rule tables keep their settings in params)`);
     }
     if (m.features !== undefined) out.features = validateFeatures(m.features, "features", true);
     out.params = validateParams(m.params, kind);
   } else {
-    Object.assign(out, validateLearned(m, kind));
+    Object.assign(out, validateLearned(m, kind, version));
   }
   if (m.osl_classes !== undefined) out.osl_classes = validateOslClasses(m.osl_classes);
   if (m.osl_model !== undefined) out.osl_model = validateOslModel(m.osl_model, out.osl_classes);
@@ -634,9 +691,15 @@ export function decodeTable(bytes: Uint8Array): Table {
 type TableInput = Omit<Table, "checksum" | "format" | "version"> & Partial<Pick<Table, "format" | "version">>;
 
 /** Validates (filling rule defaults), computes the checksum, returns the canonical msgpack bytes. */
+/** The oldest version that holds `t`: 2 for a learned table with a guard or a `rule` cluster, else 1. */
+export function versionNeeded(t: { fallback?: unknown; ood_bound?: unknown; bits?: ArrayLike<number> }): TableVersion {
+  const bits = t.bits ? Array.from(t.bits) : [];
+  return t.fallback !== undefined || t.ood_bound !== undefined || bits.includes(CLUSTER_RULE) ? 2 : 1;
+}
+
 export function encodeTable(t: TableInput): Uint8Array {
   const { checksum: _recomputed, ...rest } = t as TableInput & { checksum?: unknown };
-  const body = validateBody({ ...rest, format: rest.format ?? TABLE_FORMAT, version: rest.version ?? TABLE_VERSION });
+  const body = validateBody({ ...rest, format: rest.format ?? TABLE_FORMAT, version: rest.version ?? versionNeeded(rest) });
   return encodeCanonical({ ...body, checksum: tableChecksum(body) });
 }
 
@@ -660,7 +723,7 @@ export function ruleTable(kind: PolicyKind, params: Record<string, unknown> = {}
   }
   const { checksum: _recomputed, ...rest } = extra;
   const provenance: Provenance = extra.provenance ?? { tool: "dolphin-routing", created: new Date().toISOString(), workload: "(rule)", seed: 0 };
-  const body = validateBody({ ...rest, format: TABLE_FORMAT, version: TABLE_VERSION, kind, params: { ...extra.params, ...params }, provenance });
+  const body = validateBody({ ...rest, format: TABLE_FORMAT, version: 1, kind, params: { ...extra.params, ...params }, provenance });
   return { ...body, checksum: tableChecksum(body) } as Table;
 }
 
@@ -686,10 +749,16 @@ export function describeTable(t: Table): string {
   const parts: string[] = [];
   if (t.kind === "kmeans" || t.kind === "gmm") {
     const bits = t.bits ?? [];
-    const remote = bits.filter((b) => b === 1).length;
+    const remote = bits.filter((b) => b === CLUSTER_REMOTE).length;
+    const rule = bits.filter((b) => b === CLUSTER_RULE).length;
     const model = t.kind === "kmeans" ? "k-means" : "Gaussian-mixture";
     parts.push(`${t.kind} table: K = ${bits.length} ${model} clusters over (${(t.features ?? []).join(", ")}), ` +
-      `${bits.length - remote} local / ${remote} remote`);
+      `${bits.length - remote - rule} local / ${remote} remote` + (t.version >= 2 ? ` / ${rule} rule` : ""));
+    if (t.version >= 2) {
+      const f = t.fallback ?? DEFAULT_FALLBACK;
+      parts.push(`fallback rule ${f.kind} (${ruleSummary(f.kind, f.params)})` +
+        (t.ood_bound ? `, out-of-distribution bounds per cluster` : ", no out-of-distribution bounds"));
+    }
   } else {
     parts.push(`${t.kind} rule table: ${ruleSummary(t.kind, t.params ?? {})}`);
   }

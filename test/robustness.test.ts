@@ -100,7 +100,7 @@ describe("bad input gets a clear error and loses nothing", () => {
     ["bad role", (r) => r.addWorker({ id: "x", role: "replica" as never }), /role must be prefill, decode or both/],
     ["truncated table", (r) => r.setTable(encodeTable(ruleTable("trtllm")).subarray(0, 20)), /^table: /],
     ["corrupted table", (r) => { const b = encodeTable(ruleTable("trtllm")); b[b.length - 3]! ^= 0x20; return r.setTable(b); }, /^table: /],
-    ["wrong version", (r) => r.setTable({ ...ruleTable("trtllm"), version: 2 as 1 }), /version/],
+    ["wrong version", (r) => r.setTable({ ...ruleTable("trtllm"), version: 3 as 1 }), /version/], // 1 and 2 are read
     ["K = 0", (r) => r.setTable(kmeansTable([], [])), /table: centroids/],
     ["mismatched dimensions", (r) => r.setTable(kmeansTable([[0, 0, 0, 0], [1, 1, 1]], [0, 1])), /table: centroids\[1\]/],
   ];

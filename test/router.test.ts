@@ -139,6 +139,32 @@ for (const engine of ["wasm", "reference"] as const) {
       expect(r.index.count(e.decision.decodeWorker)).toBe(0);
     });
 
+    it("routes a rule cluster by the fallback rule and says why (table version 2)", () => {
+      // one cluster, valued 2: the default fallback (dynamo-isl 2048 / 0.7) decides every request
+      const t = kmeansTable([[0, 0, 0, 0]], [2], { version: 2 });
+      const r = routerOn(engine, t, { workers: WORKERS });
+      const long = r.explain({ tokens: prompt(4000), oslHat: 500 });
+      expect(long.decision).toMatchObject({ reason: "rule-fallback", cluster: 0, bit: 1, path: "remote" });
+      expect(long.why).toMatch(/^cluster 0 → rule → remote because eff_D 4000 ≥ 2048 \(dynamo-isl\)/);
+      const short = r.explain({ tokens: prompt(100), oslHat: 500 });
+      expect(short.decision).toMatchObject({ reason: "rule-fallback", bit: 1 }); // eff_D/isl = 1 ≥ 0.7
+      expect(short.why).toMatch(/because eff_D\/isl 1\.000 ≥ 0\.7/);
+      // a fallback of another kind
+      r.setTable(encodeTable({ ...t, fallback: { kind: "always-local", params: {} } }));
+      expect(r.explain({ tokens: prompt(4000), oslHat: 500 }).why).toMatch(/→ rule → local because always-local always does/);
+    });
+
+    it("routes requests beyond a cluster's bound by the fallback rule, as out of distribution", () => {
+      // cluster 0 local with a tight bound; cluster 1 remote without a real bound
+      const t = kmeansTable([[0, 0, 0, 0], [3, 3, 3, 3]], [0, 1], { version: 2, ood_bound: [0.5, 1e9], fallback: { kind: "always-remote", params: {} } });
+      const r = routerOn(engine, t, { workers: WORKERS });
+      const near = r.route({ tokens: prompt(1096), oslHat: 1096 }); // log1p(1096) ≈ 7: z ≈ 0 on every feature
+      expect(near).toMatchObject({ reason: "cluster", cluster: 0, bit: 0 });
+      const far = r.explain({ tokens: prompt(40), oslHat: 40 }); // z ≈ −1.66: nearest is still cluster 0, beyond 0.5
+      expect(far.decision).toMatchObject({ reason: "out-of-distribution", cluster: 0, bit: 1, path: "remote" });
+      expect(far.why).toMatch(/^cluster 0 is out of distribution \(squared distance [\d.]+ > bound 0\.5\) → rule → remote because always-remote always does/);
+    });
+
     it("swaps tables atomically: a bad table leaves the old one routing", () => {
       const r = routerOn(engine, ruleTable("always-local"), { workers: WORKERS });
       r.setTable(encodeTable(ruleTable("always-remote")));

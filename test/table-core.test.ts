@@ -155,12 +155,27 @@ const learned = fc
         bits: fc.array(bit, { minLength: k, maxLength: k }),
         weights: fc.array(fc.integer({ min: 1, max: 1000 }), { minLength: k, maxLength: k }),
         variances: fc.array(fc.array(positive, { minLength: d, maxLength: d }), { minLength: k, maxLength: k }),
+        // version 2: 0 = none (a version-1 table), 1 = rule clusters and a fallback, 2 = those and bounds
+        guard: fc.constantFrom(0, 1, 2),
+        values: fc.array(fc.constantFrom(0, 1, 2), { minLength: k, maxLength: k }),
+        fallback: fc.option(
+          fc.oneof(
+            fc.record({ kind: fc.constant("dynamo-isl"), params: fc.record({ max_local_prefill_tokens: nonNegative }, { requiredKeys: [] }) }, { requiredKeys: ["kind"] }),
+            fc.record({ kind: fc.constant("dynamo-load"), params: fc.record({ prefill_busy_threshold: positive, max_num_batched_tokens: positive }) }),
+            fc.record({ kind: fc.constantFrom("trtllm", "always-local", "always-remote", "llm-d", "dynamo-legacy") }),
+          ),
+          { nil: undefined },
+        ),
+        bounds: fc.array(kind === "kmeans" ? nonNegative : finite, { minLength: k, maxLength: k }),
       })
-      .map((t) => {
+      .map(({ guard, values, fallback, bounds, ...t }) => {
+        const v2 = guard === 0 ? {} : {
+          version: 2, bits: values, ...(fallback ? { fallback } : {}), ...(guard === 2 ? { ood_bound: bounds } : {}),
+        };
         if (kind === "kmeans")
-          return { kind, features: t.features, scaler: t.scaler, centroids: t.centroids, bits: t.bits };
+          return { kind, features: t.features, scaler: t.scaler, centroids: t.centroids, bits: t.bits, ...v2 };
         const sum = t.weights.reduce((a, b) => a + b, 0);
-        return { kind, ...t, weights: t.weights.map((w) => w / sum) };
+        return { kind, ...t, weights: t.weights.map((w) => w / sum), ...v2 };
       }),
   );
 

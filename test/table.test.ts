@@ -58,7 +58,7 @@ function gmmObject(): Record<string, unknown> {
 describe("constants", () => {
   it("names the format, version, features and kinds", () => {
     expect(TABLE_FORMAT).toBe("dolphin-routing.table");
-    expect(TABLE_VERSION).toBe(1);
+    expect(TABLE_VERSION).toBe(2);
     expect(FEATURE_NAMES).toEqual(["isl", "eff_P", "eff_D", "osl_hat"]);
     expect(POLICY_KINDS).toHaveLength(10);
   });
@@ -259,8 +259,8 @@ describe("validation", () => {
     ["non-map top level", () => undefined, "(top level)", /expected a map/],
     ["wrong format", (t) => { t.format = "dolphin.table"; }, "format", /expected "dolphin-routing.table"/],
     ["missing format", (t) => { delete t.format; }, "format", /missing/],
-    ["version 0", (t) => { t.version = 0; }, "version", /expected the integer 1, got 0/],
-    ["version 2", (t) => { t.version = 2; }, "version", /^table: version: unsupported table version 2 \(this build reads 1\)$/],
+    ["version 0", (t) => { t.version = 0; }, "version", /expected the integer 1 or 2, got 0/],
+    ["version 3", (t) => { t.version = 3; }, "version", /^table: version: unsupported table version 3 \(this build reads 1 and 2\)$/],
     ["version as string", (t) => { t.version = "1"; }, "version", /got the string "1"/],
     ["unknown kind", (t) => { t.kind = "random"; }, "kind", /one of kmeans, gmm/],
     ["unknown top-level key", (t) => { t.policy = 1; }, "policy", /extension keys must start with "x_"/],
@@ -280,6 +280,20 @@ describe("validation", () => {
     ["bits length", (t) => { t.bits = [0, 1]; }, "bits", /expected 3/],
     ["bit 2", (t) => { t.bits = [0, 2, 1]; }, "bits[1]", /0 \(local\) or 1 \(remote\)/],
     ["bit true", (t) => { t.bits = [0, true, 1]; }, "bits[1]", /got true/],
+    ["v1 with fallback", (t) => { t.fallback = { kind: "dynamo-isl" }; }, "fallback", /needs table version 2/],
+    ["v1 with ood_bound", (t) => { t.ood_bound = [1, 1, 1]; }, "ood_bound", /needs table version 2/],
+    ["v2 cluster value 3", (t) => { t.version = 2; t.bits = [0, 3, 1]; }, "bits[1]", /^table: bits\[1\]: expected 0 \(local\), 1 \(remote\) or 2 \(rule\), got 3$/],
+    ["v2 fallback not a map", (t) => { t.version = 2; t.fallback = "dynamo-isl"; }, "fallback", /expected a map/],
+    ["v2 fallback unknown key", (t) => { t.version = 2; t.fallback = { kind: "dynamo-isl", rule: 1 }; }, "fallback.rule", /known in fallback: kind, params/],
+    ["v2 fallback ppd", (t) => { t.version = 2; t.fallback = { kind: "ppd" }; }, "fallback.kind", /a rule kind other than ppd/],
+    ["v2 fallback learned", (t) => { t.version = 2; t.fallback = { kind: "kmeans" }; }, "fallback.kind", /a rule kind other than ppd/],
+    ["v2 fallback missing kind", (t) => { t.version = 2; t.fallback = {}; }, "fallback.kind", /missing/],
+    ["v2 fallback unknown param", (t) => { t.version = 2; t.fallback = { kind: "trtllm", params: { x: 1 } }; }, "fallback.params.x", /unknown parameter for kind "trtllm"/],
+    ["v2 fallback negative param", (t) => { t.version = 2; t.fallback = { kind: "dynamo-isl", params: { max_local_prefill_tokens: -1 } }; }, "fallback.params.max_local_prefill_tokens", /≥ 0/],
+    ["v2 fallback required param", (t) => { t.version = 2; t.fallback = { kind: "dynamo-load" }; }, "fallback.params.prefill_busy_threshold", /required/],
+    ["v2 ood_bound count", (t) => { t.version = 2; t.ood_bound = [1, 2]; }, "ood_bound", /expected 3 bounds \(one per cluster\), got 2/],
+    ["v2 kmeans ood_bound negative", (t) => { t.version = 2; t.ood_bound = [1, -2, 3]; }, "ood_bound[1]", /≥ 0/],
+    ["rule table with fallback", (t) => { for (const k of ["features", "scaler", "centroids", "bits"]) delete t[k]; t.kind = "trtllm"; t.fallback = {}; }, "fallback", /not used by kind "trtllm"/],
     ["kmeans with weights", (t) => { t.weights = [1, 0, 0]; }, "weights", /only by kind "gmm"/],
     ["learned with params", (t) => { t.params = {}; }, "params", /only rule kinds/],
     ["missing provenance", (t) => { delete t.provenance; }, "provenance", /missing/],

@@ -3,7 +3,7 @@
 // node `node` (−1 = absent) at the current path (report.ts) and returns OK or E_BAD_TABLE with the record filled.
 
 import {
-  OK, P_BIT, P_BITS, P_FINITE, P_INTEGER, P_NON_EMPTY_STRING, P_NON_NEGATIVE, P_NOT_ASCENDING, P_NUMBER_ARRAY,
+  OK, P_BIT, P_CLUSTER_VALUE, P_BITS, P_FINITE, P_INTEGER, P_NON_EMPTY_STRING, P_NON_NEGATIVE, P_NOT_ASCENDING, P_NUMBER_ARRAY,
   P_POSITIVE, P_STRING, TE_COUNT, TE_EXPECTED, TE_PREVIOUS,
 } from "../generated/abi";
 import { T_ARRAY, T_NUM, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
@@ -78,14 +78,16 @@ export function checkAscending(node: i32): i32 {
 }
 
 /** An array of `length` bits, each exactly 0 or 1 (a number). */
-export function checkBitArray(node: i32, length: i32, lengthProblem: i32): i32 {
+export function checkBitArray(node: i32, length: i32, lengthProblem: i32, allowRule: bool = false): i32 {
   if (!isArray(node)) return reject(P_BITS, node);
   if (nodeCount(node) != length) return wrongLength(lengthProblem, node, length);
   let c = node + 1;
   for (let i = 0; i < length; i++) {
-    if (!isNumber(c) || (nodeNum(c) != 0 && nodeNum(c) != 1)) {
+    // version-2 learned tables: 2 = the fallback rule decides the cluster
+    const v = isNumber(c) ? nodeNum(c) : -1;
+    if (!isNumber(c) || (v != 0 && v != 1 && !(allowRule && v == 2))) {
       pathIndex(i);
-      return reject(P_BIT, c);
+      return reject(allowRule ? P_CLUSTER_VALUE : P_BIT, c);
     }
     c = nodeEnd(c);
   }

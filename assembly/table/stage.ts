@@ -3,7 +3,7 @@
 // f64 operations in the same order, so the GMM constants are bit-identical): numbers as validation keeps them
 // (−0 → 0; bits as written), rule defaults from the generated contract, then the output-length model's section.
 
-import { E_TABLE_TOO_LARGE, KIND_GMM, KIND_PPD, LIMIT_STAGING_F64, OK } from "../generated/abi";
+import { E_TABLE_TOO_LARGE, KIND_DYNAMO_ISL, KIND_GMM, KIND_PPD, LIMIT_STAGING_F64, OK } from "../generated/abi";
 import {
   KIND_LEARNED, KIND_PARAMS_START, LIST_DEFAULTS, PARAM_DEFAULT, PARAM_LIST_LENGTH, PARAM_LIST_START, PARAM_NAMES,
   PARAM_STAGE, PARAM_TYPES, PARAM_TYPE_SCALAR,
@@ -16,8 +16,8 @@ import { mapGet } from "./keys";
 import { nodeCount, nodeEnd, nodeNum } from "./msgpack";
 import { paramValue } from "./params";
 import {
-  bits, centroids, clusters, dims, featureIndex, features, kind, oslClasses, oslFeatureIndex, oslModel, params, scaler,
-  variances, weights,
+  bits, centroids, clusters, dims, fallbackKind, fallbackParams, featureIndex, features, kind, oodBound, oslClasses,
+  oslFeatureIndex, oslModel, params, scaler, variances, weights,
 } from "./validate";
 
 let length: i32 = 0; // f64 values staged
@@ -73,7 +73,20 @@ function stageLearned(): void {
   let row = centroids + 1;
   for (let i = 0; i < clusters; i++, row = nodeEnd(row)) putNumbers(row);
   putBits(bits);
-  if (kind != KIND_GMM) return;
+  if (kind == KIND_GMM) stageGmm();
+  // the guard: the fallback rule (default dynamo-isl with its defaults) and the out-of-distribution bounds
+  const rule = fallbackKind != 0 ? fallbackKind : KIND_DYNAMO_ISL;
+  put(rule);
+  putRuleParams(rule, fallbackParams, true);
+  if (oodBound >= 0) {
+    put(clusters);
+    putNumbers(oodBound);
+  } else put(0);
+}
+
+function stageGmm(): void {
+  const d = dims;
+  let row: i32;
   // log w_k − ½ Σ_j log(2π σ²_kj), as src/staging.ts computes it
   const log2pi = fdlibmLog(2 * Math.PI);
   let w = weights + 1;
@@ -105,13 +118,17 @@ function stageRule(): void {
     }
     return;
   }
-  // the two-parameter rules: each scalar goes to its stage slot; kinds without scalars stage nothing
-  let staged = false;
+  putRuleParams(kind, params, false);
+}
+
+/** A two-parameter rule's scalars, each at its stage slot; a kind without scalars stages nothing unless `always`. */
+function putRuleParams(ruleKind: i32, paramsNode: i32, always: bool): void {
+  let staged = always;
   let p0: f64 = 0;
   let p1: f64 = 0;
-  for (let p = KIND_PARAMS_START[kind]; p < KIND_PARAMS_START[kind + 1]; p++) {
+  for (let p = KIND_PARAMS_START[ruleKind]; p < KIND_PARAMS_START[ruleKind + 1]; p++) {
     if (PARAM_TYPES[p] != PARAM_TYPE_SCALAR || PARAM_STAGE[p] < 0) continue;
-    const given = paramValue(params, p);
+    const given = paramValue(paramsNode, p);
     const v = given >= 0 ? numberValue(given) : PARAM_DEFAULT[p];
     if (PARAM_STAGE[p] == 0) p0 = v;
     else p1 = v;

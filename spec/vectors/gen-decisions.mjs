@@ -26,6 +26,11 @@ const description = [
   "(prefill_queue, qps). context_tokens -1 means unknown (PPD then uses isl - eff_D). expected.cluster is the",
   "k-means/GMM cluster or the PPD grid cell index (ctx_class * (ratio_edges + 1) + ratio_class) * Q + qps_index,",
   "else -1; expected.reason is 'cluster' (learned kinds), 'rule' or 'first-turn' (PPD turn <= 1).",
+  "Version-2 learned tables (the *-guarded files): a cluster valued 2 is decided by the table's fallback rule",
+  "(reason 'rule-fallback'; 'fallback' absent = dynamo-isl with its defaults), and a request whose best score lies",
+  "beyond its cluster's ood_bound (kmeans: distance > bound; gmm: log-likelihood < bound) is decided by the fallback",
+  "rule too (reason 'out-of-distribution'); expected.cluster is still the nearest cluster. Such cases were kept",
+  "only if the score differs from the bound by more than 1e-6 relative.",
   "Learned kinds: z_j = (log1p(x_j) - mean_j) / std_j in the table's feature order ('standardized');",
   "'scores' are, per cluster, the squared Euclidean distance (kmeans) or the log-likelihood",
   "log(w_k) - 1/2 sum_j log(2 pi var_kj) - 1/2 sum_j (z_j - mu_kj)^2 / var_kj (gmm: the full log-density of the",
@@ -128,7 +133,19 @@ function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, sign
     case "kmeans":
     case "gmm": {
       const c = classify(t, [isl, effP, effD, osl]);
-      return { bit: t.bits[c.best], cluster: c.best, reason: "cluster", classified: c };
+      const value = t.bits[c.best];
+      const bound = t.ood_bound?.[c.best];
+      if (bound !== undefined) {
+        c.boundMargin = Math.abs(c.scores[c.best] - bound) / Math.max(1, Math.abs(bound), Math.abs(c.scores[c.best]));
+      }
+      const outside = bound !== undefined && (t.kind === "kmeans" ? c.scores[c.best] > bound : c.scores[c.best] < bound);
+      if (outside || value === 2) {
+        const f = t.fallback ?? { kind: "dynamo-isl" };
+        const fallback = { kind: f.kind, params: { ...DEFAULT_PARAMS[f.kind], ...(f.params ?? {}) } };
+        const d = decide(fallback, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, signals });
+        return { bit: d.bit, cluster: c.best, reason: outside ? "out-of-distribution" : "rule-fallback", classified: c };
+      }
+      return { bit: value, cluster: c.best, reason: "cluster", classified: c };
     }
     case "dynamo-isl": {
       const local = effD < p.max_local_prefill_tokens && effD / Math.max(isl, 1) < p.max_local_prefill_ratio;
@@ -175,6 +192,7 @@ function decideCase(file, { isl, effP = isl, effD = isl, osl = 0, turn = 1, ctx 
   const signals = { prefill_queue: queue, qps };
   const d = decide(t, { isl, effP, effD, osl, turn, ctx, cachedD: isl - effD, prefillBusy: -1, signals });
   if (d.classified && !(d.classified.margin > MARGIN)) return false;
+  if (d.classified && d.classified.boundMargin !== undefined && !(d.classified.boundMargin > MARGIN)) return false;
   const c = {
     table: file, ...(note ? { note } : {}),
     isl, eff_P: effP, eff_D: effD, osl_hat: osl, turn, context_tokens: ctx, signals,
@@ -239,6 +257,8 @@ function learnedCases(file, want) {
 const learnedClusters = {
   "kmeans.msgpack": learnedCases("kmeans.msgpack", 32),
   "gmm.msgpack": learnedCases("gmm.msgpack", 28),
+  "kmeans-guarded.msgpack": learnedCases("kmeans-guarded.msgpack", 40),
+  "gmm-guarded.msgpack": learnedCases("gmm-guarded.msgpack", 32),
 };
 
 // The signals and PPD inputs of a learned or rule case never matter except where noted; a few cases vary them

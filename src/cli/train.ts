@@ -1,6 +1,7 @@
 // `dolphin train`: learn a routing table on a simulated cluster and write it.
 
 import { writeFileSync } from "node:fs";
+import { REWARD_FORMS, type RewardForm } from "../learn/guard.js";
 import { trainJob } from "../learn/job.js";
 import { FEATURE_NAMES, type FeatureName } from "../table.js";
 import { intOption, UsageError, type Command } from "./args.js";
@@ -10,35 +11,45 @@ export const command: Command = {
   usage: `dolphin train --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
              --split <nPmD> [--slo <preset|ttft_ms,tpot_ms>] [--k 8] [--algo kmeans|gmm] [--seed N]
              [--load saturated|trace|xS|R] [--requests N] [--osl model|oracle|noisy:P] [--features isl,eff_P,eff_D,osl_hat]
-             [--no-scan] --out table.msgpack [--json]
+             [--no-scan] [--reward both|paper] --out table.msgpack [--json]
 
 Logs the four features under Dynamo's rule, learns the output-length classifier and the clusters, then searches one
 bit per cluster (per-cluster scanning, then epsilon-greedy refinement) for the best end-to-end SLO attainment at the
 given load (default: saturated). A generator's training arrivals use --seed; a trace trains on its first half.
-Writes the table and prints a report of the search (--json: machine-readable, with the search log).`,
+Writes the table and prints a report of the search (--json: machine-readable, with the search log).
+
+--reward both (the default) is the guarded search: every cluster starts at "rule" (Dynamo's isl_bounding decides)
+and moves to local or remote only when it holds at least 30 requests and the move passes McNemar's one-sided test on
+paired per-request SLO outcomes (same arrivals; (B − W)/√(B + W) ≥ 2.74, Bonferroni over 16 moves) with P90 TTFT and P90 TPOT each within 2%
+of the rule's; the table also routes requests beyond each cluster's training range (99th percentile) by the rule.
+--reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.`,
   options: {
     ...jobOptionSpecs, k: { type: "string" }, algo: { type: "string" }, osl: { type: "string" }, features: { type: "string" },
-    "no-scan": { type: "boolean" }, out: { type: "string" }, json: { type: "boolean" },
+    "no-scan": { type: "boolean" }, reward: { type: "string" }, out: { type: "string" }, json: { type: "boolean" },
   },
   async run(v) {
     if (!v["out"]) throw new UsageError("--out is required (where to write the table)");
     const algo = String(v["algo"] ?? "kmeans");
     if (algo !== "kmeans" && algo !== "gmm") throw new UsageError(`--algo must be kmeans or gmm, got ${algo}`);
+    const reward = String(v["reward"] ?? "both");
+    if (!(REWARD_FORMS as readonly string[]).includes(reward)) throw new UsageError(`--reward must be ${REWARD_FORMS.join(" or ")}, got ${reward}`);
     const r = await trainJob({
       ...jobOptions(v), k: intOption(v["k"], "k", 1, 256, 8), algo,
       ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),
       ...(v["features"] !== undefined ? { features: parseFeatures(String(v["features"])) } : {}),
       ...(v["no-scan"] ? { scanInit: false } : {}),
+      reward: reward as RewardForm,
     });
     writeFileSync(String(v["out"]), r.bytes);
     const report = {
       out: String(v["out"]), simulated: true, rounds: r.result.rounds, best_reward: r.result.bestReward, best_round: r.result.bestRound,
       bits: r.table.bits, cluster_sizes: r.result.clusterSizes, load: { scale: r.scale, rps: r.rps },
       osl_classifier: r.result.osl && { classes: r.result.osl.classes, accuracy: r.result.osl.accuracy, confusion: r.result.osl.confusion },
+      reward, ...(r.result.guarded ? { rule_reward: r.result.guarded.ruleReward, moves: r.result.guarded.moves } : {}),
       wall_s: r.wallS, log: r.result.log.map((x) => ({ round: x.round, phase: x.phase, table: x.bits.join(""), reward: x.reward })),
     };
     process.stdout.write(v["json"] ? JSON.stringify(report) + "\n" :
-      `wrote ${report.out}: bits ${report.bits?.join("")} (1 = remote), best simulated SLO attainment ${(100 * r.result.bestReward).toFixed(1)}% ` +
+      `wrote ${report.out}: bits ${report.bits?.join("")} (0 = local, 1 = remote, 2 = rule), best simulated SLO attainment ${(100 * r.result.bestReward).toFixed(1)}% ` +
       `after ${r.result.rounds} rounds (first reached in round ${r.result.bestRound}); output-length classifier accuracy ` +
       `${(100 * (r.result.osl?.accuracy.heldOut ?? NaN)).toFixed(1)}% (majority class ${(100 * (r.result.osl?.accuracy.majorityBaseline ?? NaN)).toFixed(1)}%)\n`);
     return 0;

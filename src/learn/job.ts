@@ -2,10 +2,11 @@
 // job (`npm start`). Training and evaluation never see the same requests: a generator is drawn with seed s for
 // training and s + 1 for evaluation; a trace file is split in time, the first half to train, the second to evaluate.
 
-import { parseSlo } from "../sim/metrics.js";
+import type { RewardForm } from "./guard.js";
+import { parseSlo, type RequestRecord } from "../sim/metrics.js";
 import { resolveCluster } from "../sim/run.js";
 import { atScale, scaleForLoad } from "../sim/saturation.js";
-import { parseSplit, type SimConfig } from "../sim/simulator.js";
+import { parseSplit, simulate, type SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
 import { GENERATORS, parseLoad, type WorkloadFormat } from "../sim/workload.js";
 import { loadWorkload } from "../sim/workload-files.js";
@@ -85,6 +86,9 @@ export interface TrainJobOptions extends JobOptions {
   osl?: OslMode;
   features?: FeatureName[];
   scanInit?: boolean;
+  /** "both": the guarded search (src/learn/guard.ts); "paper": the paper's unguarded search for attainment alone */
+  reward?: RewardForm;
+  maxRounds?: number;
 }
 
 export interface TrainJobResult {
@@ -106,6 +110,8 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     k: o.k ?? 8, algo: o.algo ?? "kmeans", seed: o.seed ?? 1,
     ...(o.osl !== undefined ? { osl: o.osl } : {}), ...(o.features ? { features: o.features } : {}),
     ...(o.scanInit !== undefined ? { scanInit: o.scanInit } : {}),
+    ...(o.reward === "both" ? { guard: { reward: "both" as const } } : {}),
+    ...(o.maxRounds !== undefined ? { maxRounds: o.maxRounds } : {}),
     provenance: { workload: `${s.parts.train.name} at ${w.rate.toFixed(3)} req/s (${s.loadSpec})`, split: o.split },
     onProgress: (step, total) => o.progress?.(
       `  round ${String(step.round).padStart(3)} ${step.phase.padEnd(6)} bits ${step.bits.join("")} reward ${(100 * step.reward).toFixed(1)}% (best ${(100 * total.best).toFixed(1)}%)`, false),
@@ -113,6 +119,12 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const bytes = encodeTable(result.table);
   o.progress?.(`  done: ${result.rounds} rounds, best reward ${(100 * result.bestReward).toFixed(1)}% first reached in round ${result.bestRound}`, true);
   return { table: result.table, bytes, result, scale: s.scale, rps: w.rate, wallS: (performance.now() - t0) / 1000 };
+}
+
+/** Every request's record of one table on the evaluation arrivals (what `guardCounts` reads). */
+export function evalRecords(o: JobOptions & { table: Table; load: string }): RequestRecord[] {
+  const s = setup(o);
+  return simulate(atScale(s.parts.eval, s.scale), { ...s.base, table: o.table }).records;
 }
 
 export interface EvalJobOptions extends JobOptions {

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import type { EvalOutput } from "../eval-output.js";
 import { PAPER_DELTAS } from "../report.js";
 import { writeReport } from "../report-files.js";
-import { evalJob, trainJob } from "./job.js";
+import { guardCounts } from "./guard.js";
+import { evalJob, evalRecords, trainJob } from "./job.js";
 
 export interface MainJobOptions {
   module: WebAssembly.Module;
@@ -22,6 +23,9 @@ export interface MainJobOptions {
   progress: (line: string, done: boolean) => void;
   print: (text: string) => void;
 }
+
+/** the guarded search's round budget in the main job (each round is one simulation of the training part) */
+const GUARDED_ROUNDS = 40;
 
 const pct = (x: number): string => `${x >= 0 ? "+" : "−"}${Math.abs(100 * x).toFixed(1)}%`;
 
@@ -56,6 +60,20 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
         ? `dolphin vs dynamo-isl: P90 TTFT ${pct(dol.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(dol.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((dol.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points` +
           `   (paper, real H20 cluster: ${PAPER_DELTAS.hybrid.text})`
         : "",
+    ].join("\n") + "\n");
+
+    // the guarded table (issue 11): starts at Dynamo's rule, moves a cluster only on a significant paired gain
+    const guarded = await trainJob({ ...common, split, load: `x${trained.scale}`, reward: "both", maxRounds: GUARDED_ROUNDS });
+    writeFileSync(join(o.outDir, `table-${workload}-${split}-guarded.msgpack`), guarded.bytes);
+    const gev = evalJob({ ...common, split, table: guarded.table, load: `x${trained.scale}`, policies: ["dolphin"] });
+    const g = gev.policies["dolphin"]!;
+    const counts = guardCounts(guarded.table, evalRecords({ ...common, split, table: guarded.table, load: `x${trained.scale}` }));
+    const values = guarded.table.bits ?? [];
+    o.print([
+      `guarded table (${values.map((v) => "LR-"[v]).join("")}: L local, R remote, - rule; fallback dynamo-isl): ${guarded.result.guarded?.moves.length ?? 0} of ${values.length} clusters moved off the rule in ${guarded.result.rounds} rounds`,
+      `${"dolphin-guard".padEnd(14)} ${(100 * g.slo_attainment).toFixed(1).padStart(7)}% ${g.ttft_ms.p90.toFixed(0).padStart(12)} ${g.tpot_ms.p90.toFixed(1).padStart(12)} ${(100 * g.local_fraction).toFixed(0).padStart(5)}%`,
+      dyn ? `dolphin-guard vs dynamo-isl: P90 TTFT ${pct(g.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(g.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((g.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points` : "",
+      `requests decided by: a learned cluster ${counts.cluster}, a rule cluster ${counts.ruleCluster}, the out-of-distribution guard ${counts.outOfDistribution}`,
     ].join("\n") + "\n");
   }
   const report = writeReport(results, [], o.outDir);

@@ -9,8 +9,9 @@ import { Rng } from "../sim/rng.js";
 import { attainmentByCluster, meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import { classOf, simulate, type OslPredictor, type SimConfig } from "../sim/simulator.js";
 import type { SimRequest, Workload } from "../sim/types.js";
-import { FEATURE_NAMES, ruleTable, validateTable, type FeatureName, type Table } from "../table.js";
+import { FEATURE_NAMES, ruleTable, validateTable, versionNeeded, type FeatureName, type Table } from "../table.js";
 import { fitGmm, fitKMeans, fitScaler, standardize } from "./cluster.js";
+import { oodBounds, searchGuarded, type GuardOptions, type GuardedSearch } from "./guard.js";
 import { noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample, type OslTraining } from "./osl.js";
 
 /**
@@ -111,6 +112,11 @@ export interface TrainOptions {
   patience?: number;
   maxRounds?: number;
   osl?: OslMode;
+  /**
+   * The guarded search (src/learn/guard.ts): every cluster starts at `rule` and moves off it only on a significant
+   * paired gain; the table carries out-of-distribution bounds. Absent: the paper's unguarded bit search.
+   */
+  guard?: GuardOptions & { oodQuantile?: number };
   /** what the table says about itself */
   provenance?: { workload: string; split?: string; notes?: string };
   onProgress?: (step: SearchStep, total: { rounds: number; best: number }) => void;
@@ -134,6 +140,8 @@ export interface TrainResult {
   osl: OslTraining | null;
   clusterSizes: number[];
   featureRun: { policy: string; requests: number };
+  /** the guarded search's outcome (with `guard`) */
+  guarded?: GuardedSearch;
 }
 
 const PLACEHOLDER_CHECKSUM = "xxh64:0000000000000000";
@@ -153,6 +161,7 @@ function previousOutputs(requests: SimRequest[]): Map<number, number> {
 
 /** Everything before the search: features, classifier, clusters, the table maker and the initial bits. */
 export interface Prepared {
+  /** a table with these cluster values (0 local, 1 remote, 2 rule: with `guard`, plus the out-of-distribution bounds) */
   makeTable: (bits: number[]) => Table;
   initial: number[];
   /** the environment the search runs in (with the output-length predictor of the chosen mode) */
@@ -208,12 +217,14 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
 
   const { tool, slo } = env.describe;
   const oslNote = osl ? `; osl ${typeof oslMode === "string" ? oslMode : `noisy(${oslMode.noisy})`}` : "";
+  const oodBound = opts.guard ? oodBounds(z, model, opts.guard.oodQuantile ?? 0.99) : undefined;
   const makeTable = (bits: number[]): Table =>
     validateTable({
-      format: "dolphin-routing.table", version: 1, kind: algo, features, scaler,
+      format: "dolphin-routing.table", version: versionNeeded({ bits, ood_bound: oodBound }), kind: algo, features, scaler,
       centroids: model.kind === "kmeans" ? model.centroids : model.means,
       ...(model.kind === "gmm" ? { variances: model.variances, weights: model.weights } : {}),
       bits,
+      ...(oodBound ? { ood_bound: oodBound } : {}),
       ...(osl ? { osl_classes: osl.classes } : {}),
       ...(osl && oslMode === "model" ? { osl_model: osl.model } : {}),
       ...(opts.provenance?.split ? { split: opts.provenance.split } : {}),
@@ -238,6 +249,14 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
 /** Learns a routing table for `env`'s workload: `prepare`, then `searchBits`. */
 export async function train(env: LearningEnvironment, opts: TrainOptions = {}): Promise<TrainResult> {
   const p = await prepare(env, opts);
+  if (opts.guard) {
+    const g = await searchGuarded(p.env, p.makeTable, p.initial.length, env.describe.slo, { ...opts.guard, maxRounds: opts.maxRounds, onProgress: opts.onProgress });
+    const bestRound = g.log.findIndex((s) => s.accepted && s.bits.join("") === g.values.join("")) + 1;
+    return {
+      table: p.makeTable(g.values), log: g.log, rounds: g.log.length, bestReward: g.reward, bestRound, osl: p.osl,
+      clusterSizes: p.clusterSizes, featureRun: p.featureRun, guarded: g,
+    };
+  }
   const search = await searchBits(p.env, p.makeTable, p.initial, { ...opts, seed: opts.seed ?? 1 });
   return {
     table: p.makeTable(search.best),

@@ -21,6 +21,15 @@ const REASON_CLUSTER = Reason.indexOf("cluster");
 const REASON_RULE = Reason.indexOf("rule");
 const REASON_FIRST_TURN = Reason.indexOf("first-turn");
 const REASON_NO_PREFILL = Reason.indexOf("no-prefill-worker");
+const REASON_RULE_FALLBACK = Reason.indexOf("rule-fallback");
+const REASON_OUT_OF_DISTRIBUTION = Reason.indexOf("out-of-distribution");
+/** A learned cluster whose value is 2 is decided by the table's fallback rule (table version 2). */
+const CLUSTER_RULE = 2;
+/** Rules a learned table may fall back to: those that decide from the request and the signals alone. */
+const FALLBACK_KINDS = new Set<number>([
+  Kind["dynamo-isl"], Kind["dynamo-load"], Kind["dynamo-legacy"], Kind.trtllm, Kind["llm-d"], Kind["always-local"],
+  Kind["always-remote"],
+]);
 
 /** Exact, cheap Map key for a 64-bit hash given as (lo, hi). */
 function key(lo: number, hi: number): string {
@@ -65,6 +74,11 @@ interface TableState {
   p1: number;
   ratioEdges: number[];
   qpsLevels: number[];
+  /** learned kinds: the fallback rule and its two parameters, and the out-of-distribution bounds (empty: none) */
+  fallbackKind: number;
+  fallback0: number;
+  fallback1: number;
+  oodBound: Float64Array;
 }
 
 export class ReferenceEngine implements Engine {
@@ -337,7 +351,15 @@ export class ReferenceEngine implements Engine {
     const base = {
       kind, k: 0, dims: 0, featureIdx: [], mean: [], std: [], centroids: new Float64Array(0), invVar: new Float64Array(0),
       logConst: new Float64Array(0), bits: new Uint8Array(0), p0: 0, p1: 0, ratioEdges: [], qpsLevels: [],
+      fallbackKind: Kind["dynamo-isl"], fallback0: 2048, fallback1: 0.7, oodBound: new Float64Array(0),
     } satisfies TableState;
+    /** Index (0 or 1) of the first bad parameter of a two-parameter rule, or −1 (assembly/policy.ts badRuleParam). */
+    const badRuleParam = (ruleKind: number, p0: number, p1: number): number => {
+      if (!Number.isFinite(p0) || !(p0 >= 0)) return 0;
+      if (!Number.isFinite(p1) || !(p1 >= 0)) return 1;
+      if (ruleKind === Kind["dynamo-load"] && !(p0 > 0 && p1 > 0)) return p0 > 0 ? 1 : 0;
+      return -1;
+    };
     if (kind === Kind.kmeans || kind === Kind.gmm) {
       if (!(k >= 1 && k <= MAX_K)) fail(E.BAD_K, k, "setTable");
       if (!(dims >= 1 && dims <= 4)) fail(E.BAD_DIMS, dims, "setTable");
@@ -353,8 +375,23 @@ export class ReferenceEngine implements Engine {
       if (bad >= 0) fail(E.BAD_NUMBER, bad, "setTable");
       for (let j = 0; j < dims; j++) if (!(st(2 * dims + j) > 0)) fail(E.BAD_NUMBER, 2 * dims + j, "setTable");
       const bitsAt = 3 * dims + k * dims;
-      checkBits(bitsAt, k);
-      const t: TableState = { ...base, k, dims };
+      for (let i = 0; i < k; i++) {
+        const v = st(bitsAt + i);
+        if (v !== 0 && v !== 1 && v !== CLUSTER_RULE) fail(E.BAD_BIT, i, "setTable");
+      }
+      // the guard section: fallbackKind fallback0 fallback1 nBounds(0 or K) oodBound[nBounds]
+      const g = total;
+      const gKind = st(g);
+      if (!Number.isFinite(gKind) || gKind !== Math.floor(gKind) || !FALLBACK_KINDS.has(gKind)) fail(E.BAD_PARAM, g, "setTable");
+      const badParam = badRuleParam(gKind, st(g + 1), st(g + 2));
+      if (badParam >= 0) fail(E.BAD_PARAM, g + 1 + badParam, "setTable");
+      const nB = st(g + 3);
+      if (nB !== 0 && nB !== k) fail(E.BAD_PARAM, g + 3, "setTable");
+      const badBound = finiteFrom(g + 4, g + 4 + nB);
+      if (badBound >= 0) fail(E.BAD_NUMBER, badBound, "setTable");
+      const t: TableState = {
+        ...base, k, dims, fallbackKind: gKind, fallback0: st(g + 1), fallback1: st(g + 2), oodBound: s.slice(g + 4, g + 4 + nB),
+      };
       if (gmm) {
         const ivAt = bitsAt + 2 * k;
         for (let i = 0; i < k * dims; i++) if (!(st(ivAt + i) > 0)) fail(E.BAD_NUMBER, ivAt + i, "setTable");
@@ -370,11 +407,8 @@ export class ReferenceEngine implements Engine {
       return;
     }
     if (kind >= Kind["dynamo-isl"] && kind <= Kind["llm-d"]) {
-      const bad = finiteFrom(0, 2);
+      const bad = badRuleParam(kind, st(0), st(1));
       if (bad >= 0) fail(E.BAD_PARAM, bad, "setTable");
-      if (!(st(0) >= 0)) fail(E.BAD_PARAM, 0, "setTable");
-      if (!(st(1) >= 0)) fail(E.BAD_PARAM, 1, "setTable");
-      if (kind === Kind["dynamo-load"] && !(st(0) > 0 && st(1) > 0)) fail(E.BAD_PARAM, st(0) > 0 ? 1 : 0, "setTable");
       this.table = { ...base, p0: st(0), p1: st(1) };
       return;
     }
@@ -457,22 +491,24 @@ export class ReferenceEngine implements Engine {
             best = c;
           }
         }
-        return this.out(t.bits[best]!, best, REASON_CLUSTER, bestScore);
+        // beyond the cluster's bound (kmeans: farther; gmm: less likely) → the fallback rule decides
+        const outside = t.oodBound.length > 0 &&
+          (t.kind === Kind.kmeans ? bestScore > t.oodBound[best]! : bestScore < t.oodBound[best]!);
+        const value = t.bits[best]!;
+        if (outside || value === CLUSTER_RULE) {
+          const bit = this.ruleBit(t.fallbackKind, t.fallback0, t.fallback1, isl, effD, cachedD, prefillBusy);
+          return this.out(bit, best, outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK, bestScore);
+        }
+        return this.out(value, best, REASON_CLUSTER, bestScore);
       }
       case Kind["dynamo-isl"]:
-        return this.out(effD < t.p0 && effD / Math.max(isl, 1) < t.p1 ? 0 : 1);
       case Kind["dynamo-load"]:
-        return this.out(prefillBusy >= 0 && prefillBusy > t.p0 * t.p1 ? 0 : 1);
       case Kind["dynamo-legacy"]:
-        return this.out(effD > t.p0 && this.prefillQueue < t.p1 ? 1 : 0);
       case Kind.trtllm:
-        return this.out(cachedD === 0 || isl - cachedD > t.p0 ? 1 : 0);
       case Kind["llm-d"]:
-        return this.out(t.p0 > 0 && isl >= t.p1 && isl - cachedD >= t.p0 ? 1 : 0);
       case Kind["always-local"]:
-        return this.out(0);
       case Kind["always-remote"]:
-        return this.out(1);
+        return this.out(this.ruleBit(t.kind, t.p0, t.p1, isl, effD, cachedD, prefillBusy));
       case Kind.ppd: {
         if (turn <= 1) return this.out(1, -1, REASON_FIRST_TURN);
         const ctx = ctxTokens >= 0 ? ctxTokens : Math.min(cachedD, isl);
@@ -495,6 +531,19 @@ export class ReferenceEngine implements Engine {
       }
       default:
         return fail(E.NO_TABLE, 0, "route");
+    }
+  }
+
+  /** The bit of a rule that needs only the request and the signals (assembly/policy.ts ruleBit). */
+  private ruleBit(kind: number, p0: number, p1: number, isl: number, effD: number, cachedD: number, prefillBusy: number): number {
+    switch (kind) {
+      case Kind["dynamo-isl"]: return effD < p0 && effD / Math.max(isl, 1) < p1 ? 0 : 1;
+      case Kind["dynamo-load"]: return prefillBusy >= 0 && prefillBusy > p0 * p1 ? 0 : 1;
+      case Kind["dynamo-legacy"]: return effD > p0 && this.prefillQueue < p1 ? 1 : 0;
+      case Kind.trtllm: return cachedD === 0 || isl - cachedD > p0 ? 1 : 0;
+      case Kind["llm-d"]: return p0 > 0 && isl >= p1 && isl - cachedD >= p0 ? 1 : 0;
+      case Kind["always-local"]: return 0;
+      default: return 1; // always-remote
     }
   }
 

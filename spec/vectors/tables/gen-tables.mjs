@@ -71,6 +71,20 @@ const gmm = {
   provenance: provenance("trace-replay", 4294967295, "fixture: K=4 D=4 diagonal GMM"),
 };
 
+// Version 2: learned tables with a guard. Clusters valued 2 are decided by the fallback rule, and a request beyond its
+// cluster's bound (kmeans: squared standardized distance above it; gmm: log-likelihood below it) is out of distribution.
+const kmeansGuarded = {
+  ...kmeans, version: 2, bits: [0, 2, 1, 2, 1, 0, 2, 1],
+  fallback: { kind: "trtllm", params: { max_local_prefill_length: 512 } },
+  ood_bound: [9.5, 12, 6.75, 16, 10.25, 4.5, 20, 8],
+  provenance: provenance("hybrid-sim", 7, "fixture: K=8 D=4 k-means, guarded"),
+};
+const gmmGuarded = {
+  ...gmm, version: 2, bits: [2, 0, 1, 2],
+  ood_bound: [-16.5, -22, -14.25, -30],
+  provenance: provenance("trace-replay", 4294967295, "fixture: K=4 D=4 diagonal GMM, guarded by the default fallback"),
+};
+
 const rule = (kind, params, extra = {}) => ({
   format: "dolphin-routing.table", version: 1, kind, ...(params === undefined ? {} : { params }),
   provenance: provenance("(rule)", 0), ...extra,
@@ -82,6 +96,8 @@ const ppdBits = Array.from({ length: 3 }, (_, c) =>
 const valid = {
   "kmeans": kmeans,
   "gmm": gmm,
+  "kmeans-guarded": kmeansGuarded,
+  "gmm-guarded": gmmGuarded,
   "dynamo-isl": rule("dynamo-isl", { max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 }, { split: "1P1D" }),
   "dynamo-load": rule("dynamo-load", { prefill_busy_threshold: 0.8, max_num_batched_tokens: 8192 }),
   "dynamo-legacy": rule("dynamo-legacy", { max_local_prefill_length: 1000, max_prefill_queue_size: 2 }),
@@ -105,7 +121,11 @@ const tables = Object.fromEntries(Object.entries(valid).map(([name, t]) => [name
 const flipHexDigit = (cs) => cs.slice(0, -1) + (cs.endsWith("0") ? "1" : "0");
 const invalid = {
   "invalid-checksum-mismatch": [{ ...tables.kmeans, checksum: flipHexDigit(tables.kmeans.checksum) }, "checksum"],
-  "invalid-version-2": [withChecksum({ ...valid["always-local"], version: 2 }), "version"],
+  "invalid-version-3": [withChecksum({ ...valid["always-local"], version: 3 }), "version"],
+  "invalid-v1-fallback": [withChecksum({ ...kmeans, fallback: { kind: "dynamo-isl" } }), "fallback"],
+  "invalid-fallback-ppd": [withChecksum({ ...kmeansGuarded, fallback: { kind: "ppd" } }), "fallback.kind"],
+  "invalid-ood-bound-count": [withChecksum({ ...kmeansGuarded, ood_bound: kmeansGuarded.ood_bound.slice(1) }), "ood_bound"],
+  "invalid-rule-bit-in-v1": [withChecksum({ ...kmeans, bits: [0, 1, 2, 0, 1, 0, 0, 1], x_note: "2 needs version 2" }), "bits[2]"],
   "invalid-kind": [withChecksum({ ...valid["always-local"], kind: "round-robin" }), "kind"],
   "invalid-bits-not-0-1": [withChecksum({ ...kmeans, bits: [0, 1, 2, 0, 1, 0, 0, 1] }), "bits[2]"],
   "invalid-ragged-centroids": [withChecksum({ ...kmeans, centroids: [...kmeans.centroids.slice(0, 7), [1, 2, 3]] }), "centroids[7]"],
