@@ -28,27 +28,33 @@ export async function startEmulated(o: {
   const workers: WorkerHandle[] = [];
   const names: string[] = [];
   const counts = { both: 0, prefill: 0, decode: 0 };
-  for (const role of roles) {
-    const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
-    names.push(name);
-    workers.push(await startWorker({
-      role, preset: o.preset, model, workerId: name, timeScale: o.timeScale ?? 1,
-      ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}), ...(o.log ? { log: o.log } : {}),
-    }));
+  // A start-up failure (a port in use, say) closes whatever had started, so no worker or port outlives it.
+  try {
+    for (const role of roles) {
+      const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
+      names.push(name);
+      workers.push(await startWorker({
+        role, preset: o.preset, model, workerId: name, timeScale: o.timeScale ?? 1,
+        ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}), ...(o.log ? { log: o.log } : {}),
+      }));
+    }
+    const config: ServeConfigInput = {
+      model, mode: "precise", table: o.table ?? "dynamo-isl", ...(o.adminToken ? { admin_token: o.adminToken } : {}),
+      listen: { host: o.host ?? "127.0.0.1", port: o.port },
+      workers: workers.map((w, i) => ({
+        id: names[i]!, url: w.url, role: w.role, ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
+      })),
+    };
+    const proxy = await startProxy(config, { ...(o.module ? { module: o.module } : {}), ...(o.log ? { log: o.log } : {}) });
+    return {
+      proxy, workers,
+      async close() {
+        await proxy.close();
+        await Promise.all(workers.map((w) => w.close()));
+      },
+    };
+  } catch (e) {
+    await Promise.all(workers.map((w) => w.close().catch(() => undefined)));
+    throw e;
   }
-  const config: ServeConfigInput = {
-    model, mode: "precise", table: o.table ?? "dynamo-isl", ...(o.adminToken ? { admin_token: o.adminToken } : {}),
-    listen: { host: o.host ?? "127.0.0.1", port: o.port },
-    workers: workers.map((w, i) => ({
-      id: names[i]!, url: w.url, role: w.role, ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
-    })),
-  };
-  const proxy = await startProxy(config, { ...(o.module ? { module: o.module } : {}), ...(o.log ? { log: o.log } : {}) });
-  return {
-    proxy, workers,
-    async close() {
-      await proxy.close();
-      await Promise.all(workers.map((w) => w.close()));
-    },
-  };
 }

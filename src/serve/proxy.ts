@@ -28,7 +28,7 @@ import { loadConfigTable, parseConfig, type ServeConfig, type ServeConfigInput }
 import { closeServer, HttpError, listen, pathOf, RouteTable, sendError, sendJson, urlHost } from "./http-toolkit.js";
 import { Logger } from "./proxy/log.js";
 import { sendMetrics } from "./prometheus.js";
-import { keepAliveAgents } from "./proxy/upstream.js";
+import { keepAliveAgents, WorkerRejection } from "./proxy/upstream.js";
 import { AdminApi } from "./proxy/admin.js";
 import { DecisionLog } from "./proxy/decisions.js";
 import { expireWorkers, probeDownWorkers } from "./proxy/health.js";
@@ -165,6 +165,12 @@ class ServeProxy {
   private fail(ctx: RequestContext, e: unknown): void {
     const { res } = ctx;
     if (ctx.clientGone) return;
+    if (e instanceof WorkerRejection && !res.headersSent) {
+      ctx.error ??= e.message;
+      res.writeHead(e.status, { "content-type": e.contentType, "content-length": e.body.length });
+      res.end(e.body);
+      return;
+    }
     let err: HttpError;
     if (e instanceof HttpError) err = e;
     else {
@@ -178,6 +184,24 @@ class ServeProxy {
     }
     sendError(res, err);
   }
+}
+
+/** Longest request line (method, URL, version) answered 431 rather than 414 when the headers overflow. */
+const LONGEST_REQUEST_LINE = 8192;
+
+/**
+ * The raw answer to a request Node's parser refused: 408 when the headers came too slowly, 414 when the request line
+ * alone overflowed the header limit, 431 when the headers did, else 400. The connection closes after it.
+ */
+export function clientErrorAnswer(e: NodeJS.ErrnoException & { rawPacket?: Buffer }): string {
+  let status = "400 Bad Request";
+  if (e.code === "ERR_HTTP_REQUEST_TIMEOUT") status = "408 Request Timeout";
+  else if (e.code === "HPE_HEADER_OVERFLOW") {
+    const raw = e.rawPacket ? e.rawPacket.toString("latin1") : "";
+    const lineEnd = raw.indexOf("\r\n");
+    status = lineEnd < 0 || lineEnd > LONGEST_REQUEST_LINE ? "414 URI Too Long" : "431 Request Header Fields Too Large";
+  }
+  return `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`;
 }
 
 // ---- entry -----------------------------------------------------------------------------------------------------
@@ -195,12 +219,25 @@ export async function startProxy(input: ServeConfig | ServeConfigInput, opts: Pr
   const log = new Logger(config.log_level, opts.log ?? ((line) => process.stderr.write(`${line}\n`)));
   const { table, bytes } = initialTable(config);
   const proxy = new ServeProxy(config, table, bytes, opts.module ?? loadCoreModule(), log);
-  const server = http.createServer((req, res) => proxy.handle(req, res));
-  server.on("clientError", (_e, socket) => {
-    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+  const t = config.timeouts;
+  const server = http.createServer({
+    // Node checks its header and request timeouts on this period: a fraction of the header limit, so 408 comes on time.
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(t.headers_ms / 4))),
+    headersTimeout: t.headers_ms,
+    // The body has its own idle limit (timeouts.body_ms, in readBody); a stream's upload may run long while bytes come.
+    requestTimeout: 0,
+  }, (req, res) => proxy.handle(req, res));
+  server.on("clientError", (e: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket) => {
+    if (socket.writable) socket.end(clientErrorAnswer(e));
     else socket.destroy();
   });
-  const port = await listen(server, config.listen.port, config.listen.host);
+  let port: number;
+  try {
+    port = await listen(server, config.listen.port, config.listen.host, config.admission.backlog);
+  } catch (e) {
+    await proxy.close();
+    throw e;
+  }
   proxy.startTimers();
   const host = urlHost(config.listen.host);
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host === "[::]" ? "[::1]" : host}:${port}`;

@@ -7,7 +7,7 @@ import { isPlainObject } from "../../values.js";
 import type { ServeConfig } from "../config.js";
 import { HttpError, readBody } from "../http-toolkit.js";
 import type { Logger } from "./log.js";
-import { classify, parseJson } from "./upstream.js";
+import { classify, parseJson, WorkerRejection } from "./upstream.js";
 import type { DecisionLog, DecisionRecord } from "./decisions.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS, validateInference, type Endpoint } from "./openai.js";
@@ -31,7 +31,7 @@ export class Inference {
       this.inflight--;
       this.finish(ctx, endpoint);
     });
-    const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS);
+    const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS, this.config.timeouts.body_ms);
     const body = parseJson(raw);
     if (!isPlainObject(body)) throw new HttpError(400, raw.length === 0 ? "empty request body" : "request body is not a JSON object", "invalid_request_error", "invalid_json");
     validateInference(endpoint, body, this.config.model);
@@ -65,14 +65,11 @@ export class Inference {
       } catch (e) {
         if (ctx.clientGone) return;
         const err = classify(e, `prefill ${prefillWorker}`);
+        // A request the prefill worker rejects as invalid is the client's error: passed on as it is, never a
+        // failure, a fallback or a retry (the decode worker would reject it too).
+        if (err.clientMistake && err.body) throw new WorkerRejection(err.status, err.body, err.contentType ?? "application/json");
         this.metrics.prefillFailures.inc({ kind: err.kind });
         if (!this.config.fallback_local) {
-          // A request the prefill worker rejects as invalid is the client's error: pass it on as is.
-          if (err.kind === "status" && err.status < 500 && err.body) {
-            ctx.res.writeHead(err.status, { "content-type": err.contentType ?? "application/json" });
-            ctx.res.end(err.body);
-            return;
-          }
           throw new HttpError(502, `prefill worker ${prefillWorker} failed: ${err.message}`, "upstream_error", "prefill_failed");
         }
         this.metrics.fallbacks.inc();

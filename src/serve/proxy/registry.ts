@@ -109,7 +109,7 @@ export class WorkerRegistry {
 
   /** A worker call that failed: count it, and take the worker out of rotation when it is down. */
   upstreamFailed(w: WorkerState | undefined, stage: string, e: UpstreamError): void {
-    if (!w || e.kind === "aborted") return;
+    if (!w || e.kind === "aborted" || e.clientMistake) return;
     this.metrics.upstreamErrors.inc({ kind: e.kind, stage, worker: w.spec.id });
     if (e.workerDown) this.markDown(w, `${stage}: ${e.message}`);
   }

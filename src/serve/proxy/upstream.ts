@@ -21,6 +21,18 @@ export class UpstreamError extends Error {
   get workerDown(): boolean {
     return this.kind === "connect" || this.kind === "reset" || (this.kind === "status" && this.status >= 500);
   }
+
+  /** The worker refused the request itself (a 4xx): the client's mistake, never the worker's failure. */
+  get clientMistake(): boolean {
+    return this.kind === "status" && this.status >= 400 && this.status < 500;
+  }
+}
+
+/** A worker's 4xx answer, passed on to the client as it is (status, body, content type). */
+export class WorkerRejection extends Error {
+  constructor(readonly status: number, readonly body: Buffer, readonly contentType: string) {
+    super(`a worker answered ${status}`);
+  }
 }
 
 // ---- upstream HTTP ---------------------------------------------------------------------------------------------

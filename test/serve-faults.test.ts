@@ -1,0 +1,200 @@
+// `dolphin serve` under faults, over real sockets on loopback: client mistakes answered 4xx and never counted against a
+// worker, cached-token prediction by vLLM's rule, header and body limits (431, 414, 408), a clean exit when the port is
+// in use. Every test is bounded in time (a few seconds at most).
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import net from "node:net";
+import type { AddressInfo } from "node:net";
+import { spawn } from "node:child_process";
+import { afterEach, describe, expect, it } from "vitest";
+import type { ServeConfigInput, WorkerConfig } from "../src/serve/config.js";
+import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
+import { coreModule } from "./helpers.js";
+
+const MODEL = "test-model";
+const BIN = new URL("../bin/dolphin.js", import.meta.url).pathname;
+
+interface Fake {
+  url: string;
+  port: number;
+  calls: string[];
+  server: http.Server;
+}
+
+type Handler = (req: IncomingMessage, body: Record<string, unknown>, res: ServerResponse) => void | Promise<void>;
+
+const closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).reverse().map((c) => c().catch(() => undefined)));
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+/** A vLLM-like worker: byte tokens, NixlConnector prefill answers, chat answers; `opts.reject` answers 400 to inference. */
+function vllmLike(opts: { rejectContent?: boolean; cached?: number } = {}): Handler {
+  return (req, body, res) => {
+    if (req.url === "/health") return json(res, 200, {});
+    const msgs = body["messages"] as Array<{ content: unknown }> | undefined;
+    if (opts.rejectContent && msgs?.some((m) => typeof m.content !== "string")) {
+      return json(res, 400, { object: "error", message: "content must be a string", type: "BadRequestError", param: null, code: 400 });
+    }
+    if (req.url === "/tokenize") return json(res, 200, { tokens: Array.from(Buffer.from(JSON.stringify(body["messages"] ?? body["prompt"]))) });
+    const usage = { prompt_tokens: 10, completion_tokens: 3, prompt_tokens_details: { cached_tokens: opts.cached ?? 0 } };
+    const kv = body["kv_transfer_params"] as Record<string, unknown> | undefined;
+    if (kv?.["do_remote_decode"] === true) return json(res, 200, { usage, kv_transfer_params: { do_remote_prefill: true, remote_engine_id: "e" } });
+    return json(res, 200, { id: "c", choices: [{ index: 0, message: { role: "assistant", content: "ok" } }], usage });
+  };
+}
+
+async function startFake(handler: Handler = vllmLike(), port = 0): Promise<Fake> {
+  const calls: string[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      calls.push(req.url ?? "");
+      const text = Buffer.concat(chunks).toString("utf8");
+      Promise.resolve(handler(req, text ? (JSON.parse(text) as Record<string, unknown>) : {}, res)).catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+  const actual = (server.address() as AddressInfo).port;
+  closers.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  return { url: `http://127.0.0.1:${actual}`, port: actual, calls, server };
+}
+
+async function proxy(workers: WorkerConfig[], extra: Partial<ServeConfigInput> = {}): Promise<RunningProxy> {
+  const p = await startProxy({
+    model: MODEL, listen: { host: "127.0.0.1", port: 0 }, log_level: "silent", admin_token: "t",
+    capacity_blocks: 4096, max_workers: 16, table: "always-local", workers, ...extra,
+  }, { module: coreModule("release") });
+  closers.push(() => p.close());
+  return p;
+}
+
+function post(p: RunningProxy, path: string, body: unknown): Promise<Response> {
+  return fetch(`${p.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+}
+
+async function metric(p: RunningProxy, name: string): Promise<number> {
+  const text = await (await fetch(`${p.url}/metrics`)).text();
+  return text.split("\n").filter((l) => l.startsWith(name)).reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
+}
+
+/** Sends raw bytes and resolves with the status line of the answer (or "closed"). */
+function rawStatus(port: number, bytes: string, opts: { keepOpenMs?: number } = {}): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(bytes));
+    let got = "";
+    socket.on("data", (d) => { got += d.toString("latin1"); });
+    socket.on("close", () => resolve(got.split("\r\n")[0] || "closed"));
+    socket.on("error", () => undefined);
+    if (opts.keepOpenMs) setTimeout(() => socket.destroy(), opts.keepOpenMs);
+  });
+}
+
+describe("dolphin serve: a client's mistake is a 4xx, never a worker failure", () => {
+  it("answers 400 naming the field for out-of-range max_tokens, deep nesting and non-u32 token ids", async () => {
+    const d = await startFake();
+    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }]);
+    const deep = `${"[".repeat(5000)}"x"${"]".repeat(5000)}`; // as text: JSON.stringify itself overflows the stack
+    const cases: Array<[string, unknown, RegExp]> = [
+      ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4294967296 }, /max_tokens/],
+      ["/v1/chat/completions", `{"model":"${MODEL}","messages":[{"role":"user","content":${deep}}]}`, /nested deeper/],
+      ["/v1/completions", { model: MODEL, prompt: [8589934592] }, /prompt/],
+      ["/v1/completions", { model: MODEL, prompt: "x", max_completion_tokens: 1.5 }, /max_completion_tokens/],
+      ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: 123 }] }, /messages\[0\]\.content/],
+    ];
+    for (const [path, body, message] of cases) {
+      const r = await post(p, path, body);
+      expect(r.status, String(path)).toBe(400);
+      const e = ((await r.json()) as { error: { message: string; type: string } }).error;
+      expect(e.type).toBe("invalid_request_error");
+      expect(e.message).toMatch(message);
+    }
+    expect(d.calls.filter((c) => c.startsWith("/v1/"))).toHaveLength(0);
+    expect(await metric(p, "dolphin_upstream_errors_total")).toBe(0);
+  });
+
+  it("passes a worker's 4xx on as it is, without a failure, a fallback or a retry", async () => {
+    const pf = await startFake(vllmLike({ rejectContent: true }));
+    const d = await startFake(vllmLike({ rejectContent: true }));
+    const p = await proxy([{ id: "p0", url: pf.url, role: "prefill" }, { id: "d0", url: d.url, role: "decode" }], { table: "always-remote", mode: "precise" });
+    // content the proxy lets through (an array of parts) but the worker refuses
+    const r = await post(p, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: [{ type: "image_url" }] }] });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { message: string }).message).toBe("content must be a string");
+    expect(pf.calls.length + d.calls.length).toBe(1); // the tokenize call only
+    for (const name of ["dolphin_tokenize_failures_total", "dolphin_prefill_failures_total", "dolphin_fallbacks_total", "dolphin_upstream_errors_total", "dolphin_worker_down_total"]) {
+      expect(await metric(p, name), name).toBe(0);
+    }
+    // approximate mode: the prefill worker's 400 comes back, the decode worker is never called
+    const q = await proxy([{ id: "p0", url: pf.url, role: "prefill" }, { id: "d0", url: d.url, role: "decode" }], { table: "always-remote" });
+    const before = d.calls.length;
+    const r2 = await post(q, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: [{ type: "image_url" }] }] });
+    expect(r2.status).toBe(400);
+    expect(d.calls.length).toBe(before);
+    expect(await metric(q, "dolphin_fallbacks_total")).toBe(0);
+    expect(await metric(q, "dolphin_prefill_failures_total")).toBe(0);
+    expect([...q.router.workerIds].sort()).toEqual(["d0", "p0"]);
+  });
+});
+
+describe("dolphin serve: cached-token prediction follows vLLM's rule", () => {
+  it("predicts at most isl − 1 tokens in whole blocks: a repeated 32-token prompt predicts 16", async () => {
+    const d = await startFake();
+    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], { table: "always-local", mode: "approximate", block_size: 16 });
+    const prompt = Array.from({ length: 32 }, (_, i) => i + 1);
+    for (let i = 0; i < 2; i++) expect((await post(p, "/v1/completions", { model: MODEL, prompt, max_tokens: 4 })).status).toBe(200);
+    const r = await fetch(`${p.url}/admin/decisions?n=2`, { headers: { authorization: "Bearer t" } });
+    const [first, second] = ((await r.json()) as { decisions: Array<{ predicted_cached_tokens: number; matched_blocks: { decode: number } }> }).decisions;
+    expect(first!.predicted_cached_tokens).toBe(0);
+    expect(second!.matched_blocks.decode).toBe(2);
+    expect(second!.predicted_cached_tokens).toBe(16);
+    const p33 = [...prompt, 99];
+    for (let i = 0; i < 2; i++) await post(p, "/v1/completions", { model: MODEL, prompt: p33, max_tokens: 4 });
+    const r33 = await fetch(`${p.url}/admin/decisions?n=1`, { headers: { authorization: "Bearer t" } });
+    expect(((await r33.json()) as { decisions: Array<{ predicted_cached_tokens: number }> }).decisions[0]!.predicted_cached_tokens).toBe(32);
+  });
+});
+
+describe("dolphin serve: header and body limits", () => {
+  it("answers 431, 414 and 408 (slow headers, stalled body) and closes the connection", async () => {
+    const d = await startFake();
+    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], { timeouts: { headers_ms: 300, body_ms: 300 } });
+    const big = "x".repeat(20_000);
+    expect(await rawStatus(p.port, `GET /health HTTP/1.1\r\nhost: a\r\nx-big: ${big}\r\n\r\n`)).toMatch(/^HTTP\/1.1 431/);
+    expect(await rawStatus(p.port, `GET /health?${big} HTTP/1.1\r\nhost: a\r\n\r\n`)).toMatch(/^HTTP\/1.1 414/);
+    const t0 = Date.now();
+    expect(await rawStatus(p.port, "GET /health HTTP/1.1\r\nhost: a\r\n", { keepOpenMs: 5000 })).toMatch(/^HTTP\/1.1 408/);
+    const stalled = await rawStatus(p.port, `POST /v1/completions HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":`, { keepOpenMs: 5000 });
+    expect(stalled).toMatch(/^HTTP\/1.1 408/);
+    expect(Date.now() - t0).toBeLessThan(4000);
+    expect((await fetch(`${p.url}/health`)).status).toBe(200); // the proxy is fine
+  });
+});
+
+describe("dolphin serve: clean start", () => {
+  it("--emulate with the port in use exits non-zero with one line, leaving no port behind", async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
+    closers.push(() => new Promise<void>((r) => blocker.close(() => r())));
+    const port = (blocker.address() as AddressInfo).port;
+    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1P1D", "--port", String(port)], { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (c: Buffer) => { stderr += c.toString(); });
+    const code = await new Promise<number | null>((resolve) => {
+      const t = setTimeout(() => { child.kill("SIGKILL"); resolve(null); }, 20_000);
+      child.on("exit", (c) => { clearTimeout(t); resolve(c); });
+    });
+    expect(code, stderr).not.toBe(null);
+    expect(code).not.toBe(0);
+    const said = stderr.trim().split("\n").filter((l) => !l.startsWith("{")); // JSON lines: the workers' start-up log
+    expect(said).toHaveLength(1);
+    expect(stderr).toContain(`127.0.0.1:${port}: the port is in use`);
+  }, 30_000);
+});
