@@ -198,3 +198,39 @@ describe("dolphin serve: clean start", () => {
     expect(stderr).toContain(`127.0.0.1:${port}: the port is in use`);
   }, 30_000);
 });
+
+describe("dolphin serve: admission control", () => {
+  it("sheds what overflows the in-flight and queue limits with a fast 503 and Retry-After, counted", async () => {
+    let concurrent = 0;
+    let most = 0;
+    const d = await startFake(async (req, body, res) => {
+      if (req.url === "/health") return json(res, 200, {});
+      concurrent++;
+      most = Math.max(most, concurrent);
+      await sleep(100);
+      concurrent--;
+      return vllmLike()(req, body, res);
+    });
+    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], { admission: { max_inflight: 4, max_queued: 4, queue_timeout_ms: 150 } });
+    const body = { model: MODEL, prompt: "hello", max_tokens: 4 };
+    const t0 = performance.now();
+    const answers = await Promise.all(Array.from({ length: 60 }, async () => {
+      const start = performance.now();
+      const r = await post(p, "/v1/completions", body);
+      await r.arrayBuffer();
+      return { status: r.status, retryAfter: r.headers.get("retry-after"), ms: performance.now() - start };
+    }));
+    const ok = answers.filter((a) => a.status === 200);
+    const shed = answers.filter((a) => a.status === 503);
+    expect(ok.length + shed.length).toBe(60); // every request answered, nothing else
+    expect(ok.length).toBeGreaterThanOrEqual(4);
+    expect(shed.length).toBeGreaterThanOrEqual(10);
+    expect(shed.every((a) => a.retryAfter === "1")).toBe(true);
+    expect(most).toBeLessThanOrEqual(4); // the worker never saw more than max_inflight
+    expect(await metric(p, "dolphin_shed_total")).toBe(shed.length);
+    expect(await metric(p, "dolphin_queued_requests")).toBe(0);
+    expect(performance.now() - t0).toBeLessThan(3000);
+    // once the wave has passed, requests go through again
+    expect((await post(p, "/v1/completions", body)).status).toBe(200);
+  });
+});

@@ -13,6 +13,9 @@ const DISCARD_LIMIT_MS = 30_000;
  * (OpenAI's), the worker's the status number and a `param` (vLLM's); `param` is left out when undefined.
  */
 export class HttpError extends Error {
+  /** Extra response headers (Retry-After on a 503). */
+  headers: Record<string, string> = {};
+
   constructor(
     readonly status: number, message: string, readonly type: string, readonly code: string | number, readonly param?: string | null,
   ) {
@@ -50,7 +53,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 export function sendError(res: ServerResponse, e: HttpError): void {
-  sendBody(res, e.status, "application/json", e.body());
+  sendBody(res, e.status, "application/json", e.body(), e.headers);
 }
 
 /** Resolves once a full socket buffer has drained (or the response closed). */

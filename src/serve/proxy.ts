@@ -9,6 +9,7 @@
 //   health.ts           heartbeat expiry and /health probes of workers out of rotation
 //   kv-feed.ts          KV events (ZMQ subscriptions, POSTed batches) into the index, via kv-ingest.ts (hash mapping)
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
+//   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
 //   inference.ts        an inference request from body to answer, its log line and metrics
 //   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
 //   admin.ts            /admin/*
@@ -33,6 +34,7 @@ import { AdminApi } from "./proxy/admin.js";
 import { DecisionLog } from "./proxy/decisions.js";
 import { expireWorkers, probeDownWorkers } from "./proxy/health.js";
 import { Inference } from "./proxy/inference.js";
+import { Admission } from "./proxy/admission.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
 import { ProxyMetrics } from "./proxy/metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS } from "./proxy/openai.js";
@@ -64,6 +66,7 @@ class ServeProxy {
   private readonly registry: WorkerRegistry;
   private readonly sessions: Sessions;
   private readonly inference: Inference;
+  private readonly admission: Admission;
   private readonly agents = keepAliveAgents();
   private readonly routes = new RouteTable<RequestContext>(OPENAI_ERRORS);
   private readonly timers: NodeJS.Timeout[] = [];
@@ -85,6 +88,7 @@ class ServeProxy {
     });
     const metrics = this.metrics = new ProxyMetrics(() => ({
       inflight: this.inference.inflight,
+      queued: this.admission.queued,
       sessions: this.sessions.size,
       workers: this.registry.all().map((w) => ({ id: w.spec.id, role: w.spec.role, healthy: w.healthy, indexBlocks: w.healthy ? router.index.count(w.spec.id) : 0 })),
       table: { kind: router.table.kind, checksum: router.table.checksum },
@@ -93,7 +97,8 @@ class ServeProxy {
     const registry = this.registry = new WorkerRegistry(config, router, kv, metrics, log);
     const decisions = new DecisionLog(config.decisions_kept);
     const routing = new Routing(config, router, registry, this.sessions, this.agents, metrics, log, maxPromptTokens);
-    this.inference = new Inference(config, router, routing, new WorkerCalls(config, registry, this.agents, metrics), decisions, metrics, log);
+    this.admission = new Admission(config.admission, metrics);
+    this.inference = new Inference(config, router, routing, new WorkerCalls(config, registry, this.agents, metrics), decisions, metrics, log, this.admission);
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
     this.routes
       .on(ENDPOINT_PATHS.chat, { POST: (c) => this.inference.handle(c, "chat") })

@@ -14,6 +14,7 @@ import { ENDPOINT_PATHS, OPENAI_ERRORS, validateInference, type Endpoint } from 
 import type { WorkerCalls } from "./remote-path.js";
 import type { RequestContext } from "./request-context.js";
 import type { Routing } from "./routing.js";
+import type { Admission } from "./admission.js";
 
 export class Inference {
   /** Inference requests in flight (a gauge). */
@@ -22,7 +23,7 @@ export class Inference {
   constructor(
     private readonly config: ServeConfig, private readonly router: Router, private readonly routing: Routing,
     private readonly calls: WorkerCalls, private readonly decisions: DecisionLog, private readonly metrics: ProxyMetrics,
-    private readonly log: Logger,
+    private readonly log: Logger, private readonly admission: Admission,
   ) {}
 
   async handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
@@ -31,6 +32,8 @@ export class Inference {
       this.inflight--;
       this.finish(ctx, endpoint);
     });
+    await this.admission.enter(ctx);
+    if (ctx.clientGone) return;
     const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS, this.config.timeouts.body_ms);
     const body = parseJson(raw);
     if (!isPlainObject(body)) throw new HttpError(400, raw.length === 0 ? "empty request body" : "request body is not a JSON object", "invalid_request_error", "invalid_json");
