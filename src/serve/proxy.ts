@@ -6,7 +6,7 @@
 //
 // This file puts the proxy together and routes its HTTP requests; each concern is a module of proxy/:
 //   registry.ts         the workers, in rotation or not, and the load the proxy's requests put on them
-//   health.ts           heartbeat expiry and /health probes of workers out of rotation
+//   health.ts           heartbeat expiry, active /health checks of workers in rotation, probes of those out of it
 //   kv-feed.ts          KV events (ZMQ subscriptions, POSTed batches) into the index, via kv-ingest.ts (hash mapping)
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
 //   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
@@ -32,7 +32,7 @@ import { sendMetrics } from "./prometheus.js";
 import { keepAliveAgents, WorkerRejection } from "./proxy/upstream.js";
 import { AdminApi } from "./proxy/admin.js";
 import { DecisionLog } from "./proxy/decisions.js";
-import { expireWorkers, probeDownWorkers } from "./proxy/health.js";
+import { checkWorkers, expireWorkers, probeDownWorkers } from "./proxy/health.js";
 import { Inference } from "./proxy/inference.js";
 import { Admission } from "./proxy/admission.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
@@ -98,7 +98,9 @@ class ServeProxy {
     const decisions = new DecisionLog(config.decisions_kept);
     const routing = new Routing(config, router, registry, this.sessions, this.agents, metrics, log, maxPromptTokens);
     this.admission = new Admission(config.admission, metrics);
-    this.inference = new Inference(config, router, routing, new WorkerCalls(config, registry, this.agents, metrics), decisions, metrics, log, this.admission);
+    const calls = new WorkerCalls(config, registry, this.agents, metrics, () => this.admission.active);
+    registry.onEject = (id) => calls.workerEjected(id);
+    this.inference = new Inference(config, router, routing, calls, decisions, metrics, log, this.admission);
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
     this.routes
       .on(ENDPOINT_PATHS.chat, { POST: (c) => this.inference.handle(c, "chat") })
@@ -119,6 +121,7 @@ class ServeProxy {
     const { config, registry, metrics } = this;
     every(Math.max(10, Math.min(1000, (config.heartbeat.expiry_s * 1000) / 4)), () => expireWorkers(registry, config, metrics));
     every(Math.max(10, config.health.probe_interval_s * 1000), () => probeDownWorkers(registry, config, this.agents));
+    every(Math.max(10, config.health.check_interval_s * 1000), () => checkWorkers(registry, config, this.agents));
     every(Math.max(1000, Math.min(60_000, config.sessions.idle_s * 250)), () => this.sessions.sweep(Date.now()));
     if (config.mode === "approximate") {
       // The approximation: the index forgets everything once per period, so an entry lives between 0 and

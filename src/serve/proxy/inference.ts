@@ -62,9 +62,14 @@ export class Inference {
       ctx.res.setHeader("x-dolphin-prefill-worker", prefillWorker);
       record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(d.matchedBlocks.prefill, tokenMode, d.features.isl);
       try {
-        const p = await this.calls.prefill(ctx, endpoint, prefillWorker, body, d.features.effP);
+        const p = await this.calls.prefillWithRetry(ctx, endpoint, prefillWorker, body, d.features.effP);
         kvParams = p.kvParams;
         ctx.reportedTokens = p.cachedTokens;
+        if (p.worker !== prefillWorker) {
+          // retried elsewhere: that worker's cache, not the one the router predicted for
+          ctx.res.setHeader("x-dolphin-prefill-worker", p.worker);
+          record.prefill_worker = p.worker;
+        }
       } catch (e) {
         if (ctx.clientGone) return;
         const err = classify(e, `prefill ${prefillWorker}`);
@@ -86,7 +91,7 @@ export class Inference {
     }
     ctx.res.setHeader("x-dolphin-route", record.route);
     const payload = kvParams === undefined ? raw : JSON.stringify({ ...body, kv_transfer_params: kvParams });
-    await this.calls.decode(ctx, endpoint, d.decodeWorker, payload, body["stream"] === true, record.route === "remote" ? 0 : d.features.effD);
+    await this.calls.decode(ctx, endpoint, d.decodeWorker, payload, body["stream"] === true, record.route === "remote" ? 0 : d.features.effD, raw);
     if (ctx.completionTokens !== null) session.prevOutputTokens = ctx.completionTokens;
   }
 
