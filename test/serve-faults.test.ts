@@ -67,11 +67,13 @@ async function startFake(handler: Handler = vllmLike(), port = 0): Promise<Fake>
   return { url: `http://127.0.0.1:${actual}`, port: actual, calls, server };
 }
 
+const proxyLog: string[] = [];
+
 async function proxy(workers: WorkerConfig[], extra: Partial<ServeConfigInput> = {}): Promise<RunningProxy> {
   const p = await startProxy({
-    model: MODEL, listen: { host: "127.0.0.1", port: 0 }, log_level: "silent", admin_token: "t",
+    model: MODEL, listen: { host: "127.0.0.1", port: 0 }, log_level: "warn", admin_token: "t",
     capacity_blocks: 4096, max_workers: 16, table: "always-local", workers, ...extra,
-  }, { module: coreModule("release") });
+  }, { module: coreModule("release"), log: (line) => proxyLog.push(line) });
   closers.push(() => p.close());
   return p;
 }
@@ -234,3 +236,90 @@ describe("dolphin serve: admission control", () => {
     expect((await post(p, "/v1/completions", body)).status).toBe(200);
   });
 });
+
+// ---- worker processes killed and frozen under load ---------------------------------------------------------------
+
+interface WorkerProcess {
+  url: string;
+  pid: number;
+  child: ReturnType<typeof spawn>;
+}
+
+/** Starts `dolphin worker` as its own process on a free port; resolves once it listens. */
+async function workerProcess(role: "prefill" | "decode", id: string): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [BIN, "worker", "--role", role, "--port", "0", "--time-scale", "20", "--worker-id", id, "--model", MODEL], { stdio: ["ignore", "ignore", "pipe"] });
+  closers.push(async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill("SIGCONT");
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let text = "";
+    const t = setTimeout(() => reject(new Error(`worker ${id} did not start: ${text}`)), 15_000);
+    child.stderr!.on("data", (c: Buffer) => {
+      text += c.toString();
+      const m = /at (http:\/\/\S+?)[,\s]/.exec(text);
+      if (m) {
+        clearTimeout(t);
+        resolve(m[1]!);
+      }
+    });
+  });
+  return { url, pid: child.pid!, child };
+}
+
+describe("dolphin serve: workers killed and frozen under load", () => {
+  it("kill -9 of a prefill and a decode worker, then SIGSTOP of another decode worker: every request answered 200", async () => {
+    const [p0, p1, d0, d1, d2] = await Promise.all([
+      workerProcess("prefill", "P0"), workerProcess("prefill", "P1"), workerProcess("decode", "D0"), workerProcess("decode", "D1"), workerProcess("decode", "D2"),
+    ]);
+    const p = await proxy([
+      { id: "P0", url: p0!.url, role: "prefill" }, { id: "P1", url: p1!.url, role: "prefill" },
+      { id: "D0", url: d0!.url, role: "decode" }, { id: "D1", url: d1!.url, role: "decode" }, { id: "D2", url: d2!.url, role: "decode" },
+    ], { table: "always-remote", health: { check_interval_s: 0.5, check_timeout_ms: 500, unhealthy_after: 2, probe_interval_s: 0.5 }, outlier: { base_ejection_s: 30 } });
+    const statuses = new Map<number, number>();
+    let slowest = 0;
+    let stop = false;
+    const client = async (c: number): Promise<void> => {
+      for (let i = 0; !stop; i++) {
+        const t0 = performance.now();
+        const r = await post(p, "/v1/completions", { model: MODEL, prompt: `client ${c} request ${i}: a short prompt for the fault test`, max_tokens: 4 });
+        await r.arrayBuffer();
+        slowest = Math.max(slowest, performance.now() - t0);
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+      }
+    };
+    const clients = Promise.all(Array.from({ length: 6 }, (_, c) => client(c)));
+    await sleep(800);
+    process.kill(p0!.pid, "SIGKILL");
+    process.kill(d0!.pid, "SIGKILL");
+    await sleep(800);
+    const frozenAt = performance.now();
+    process.kill(d1!.pid, "SIGSTOP");
+    await waitUntil(() => !p.router.workerIds.includes("D1"), 5000);
+    const detectMs = performance.now() - frozenAt;
+    await sleep(500);
+    stop = true;
+    await clients;
+    process.kill(d1!.pid, "SIGCONT");
+    const total = [...statuses.values()].reduce((a, b) => a + b, 0);
+    console.log(`fault run: ${total} requests, statuses ${JSON.stringify(Object.fromEntries(statuses))}, slowest ${Math.round(slowest)} ms, SIGSTOP detected in ${Math.round(detectMs)} ms, ` +
+      `retries decode ${await metric(p, 'dolphin_retries_total{stage="decode"}')}, prefill ${await metric(p, 'dolphin_retries_total{stage="prefill"}')}, ` +
+      `skipped ${(await (await fetch(`${p.url}/metrics`)).text()).split("\n").filter((l) => l.startsWith("dolphin_retries_skipped")).join("; ")}`);
+    expect(statuses.get(200), proxyLog.filter((l) => /"status":5/.test(l)).join("\n")).toBe(total); // no 502, no 504
+    expect(total).toBeGreaterThan(30);
+    expect(detectMs).toBeLessThan(5000);
+    expect(slowest).toBeLessThan(5000);
+    expect([...p.router.workerIds].sort()).toEqual(["D2", "P1"]);
+    expect(await metric(p, 'dolphin_ejections_total{cause="health_check"}')).toBeGreaterThanOrEqual(1);
+  }, 40_000);
+});
+
+async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error("timed out");
+    await sleep(20);
+  }
+}

@@ -90,7 +90,7 @@ export const DEFAULTS = {
   health: { probe_interval_s: 5, check_interval_s: 1, check_timeout_ms: 1_000, unhealthy_after: 2 },
   outlier: { consecutive_failures: 5, max_ejected_share: 0.5, base_ejection_s: 1 },
   admission: { max_inflight: 1_024, max_queued: 2_048, queue_timeout_ms: 5_000, retry_after_s: 1, backlog: 4_096 },
-  retries: { budget_share: 0.2, min_concurrent: 3 },
+  retries: { budget_share: 0.2, min_concurrent: 10 },
   sessions: { idle_s: 3_600, max: 100_000 },
   max_body_bytes: 8 << 20,
   default_osl_hat: 256,
