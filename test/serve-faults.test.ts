@@ -323,3 +323,40 @@ async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void>
     await sleep(20);
   }
 }
+
+describe("dolphin serve: clean stop", () => {
+  it("SIGTERM drains the requests in flight, refuses new connections, then exits 0", async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
+    const port = (blocker.address() as AddressInfo).port;
+    await new Promise<void>((r) => blocker.close(() => r()));
+    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1R", "--port", String(port)], { stdio: ["ignore", "ignore", "pipe"] });
+    closers.push(async () => { if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL"); });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    await new Promise<void>((resolve, reject) => {
+      let text = "";
+      const t = setTimeout(() => reject(new Error(`serve did not start: ${text}`)), 15_000);
+      child.stderr!.on("data", (c: Buffer) => {
+        text += c.toString();
+        if (text.includes("proxy at")) {
+          clearTimeout(t);
+          resolve();
+        }
+      });
+    });
+    const url = `http://127.0.0.1:${port}/v1/completions`;
+    const t0 = performance.now();
+    const long = fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "dolphin-emulated", prompt: "drain me", max_tokens: 150, ignore_eos: true }) });
+    await sleep(300);
+    child.kill("SIGTERM");
+    await sleep(200);
+    await expect(fetch(url, { method: "POST", body: "{}" })).rejects.toThrow(); // no new connections
+    const r = await long;
+    const answer = (await r.json()) as { usage: { completion_tokens: number } };
+    const answeredMs = performance.now() - t0;
+    expect(r.status).toBe(200);
+    expect(answer.usage.completion_tokens).toBe(150);
+    expect(await exited).toBe(0);
+    expect(answeredMs).toBeGreaterThan(500); // it was in flight when SIGTERM came
+  }, 30_000);
+});

@@ -4,7 +4,7 @@
 
 import { parseSplit } from "../sim/simulator.js";
 import type { ModelPreset } from "../sim/perf.js";
-import { startProxy, type RunningProxy } from "./proxy.js";
+import { startProxy, type CloseOptions, type RunningProxy } from "./proxy.js";
 import { startWorker, type WorkerHandle } from "./worker.js";
 import type { ServeConfigInput } from "./config.js";
 import { loadZeromq } from "./zeromq.js";
@@ -12,7 +12,8 @@ import { loadZeromq } from "./zeromq.js";
 export interface Emulated {
   proxy: RunningProxy;
   workers: WorkerHandle[];
-  close(): Promise<void>;
+  /** Closes the proxy (draining it first for `drainMs`, see CloseOptions), then the workers. */
+  close(opts?: CloseOptions): Promise<void>;
 }
 
 export async function startEmulated(o: {
@@ -48,8 +49,8 @@ export async function startEmulated(o: {
     const proxy = await startProxy(config, { ...(o.module ? { module: o.module } : {}), ...(o.log ? { log: o.log } : {}) });
     return {
       proxy, workers,
-      async close() {
-        await proxy.close();
+      async close(opts?: CloseOptions) {
+        await proxy.close(opts);
         await Promise.all(workers.map((w) => w.close()));
       },
     };

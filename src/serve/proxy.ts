@@ -51,10 +51,18 @@ export interface ProxyOptions {
   log?: (line: string) => void;
 }
 
+export interface CloseOptions {
+  /**
+   * Drain first: stop accepting connections, let the requests in flight finish for at most this long, then cut what
+   * is left (SIGTERM in the CLI). 0 (the default): cut at once.
+   */
+  drainMs?: number;
+}
+
 export interface RunningProxy {
   url: string;
   port: number;
-  close(): Promise<void>;
+  close(opts?: CloseOptions): Promise<void>;
   router: Router;
 }
 
@@ -131,6 +139,17 @@ class ServeProxy {
         metrics.indexClears.inc();
       });
     }
+  }
+
+  /** Resolves once no inference request is in flight, or after `ms`; the number still in flight. */
+  async drain(ms: number): Promise<number> {
+    const deadline = performance.now() + ms;
+    while (this.inference.inflight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return this.inference.inflight;
+  }
+
+  get inflight(): number {
+    return this.inference.inflight;
   }
 
   async close(): Promise<void> {
@@ -255,8 +274,16 @@ export async function startProxy(input: ServeConfig | ServeConfigInput, opts: Pr
     url,
     port,
     router: proxy.router,
-    close: () => {
+    close: (opts = {}) => {
       closing ??= (async () => {
+        const drainMs = opts.drainMs ?? 0;
+        if (drainMs > 0) {
+          server.close(); // no new connections; idle keep-alive ones close
+          server.closeIdleConnections();
+          if (proxy.inflight > 0) log.log("info", "draining", { inflight: proxy.inflight, deadline_ms: drainMs });
+          const left = await proxy.drain(drainMs);
+          if (left > 0) log.log("warn", "drain deadline passed, cutting requests still in flight", { inflight: left });
+        }
         await proxy.close();
         await closeServer(server);
       })();
