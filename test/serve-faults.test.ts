@@ -360,3 +360,38 @@ describe("dolphin serve: clean stop", () => {
     expect(answeredMs).toBeGreaterThan(500); // it was in flight when SIGTERM came
   }, 30_000);
 });
+
+describe("dolphin serve: outlier detection", () => {
+  it("ejects after consecutive failures only, never more than the role's share, and retries a 5xx elsewhere", async () => {
+    let failing = true;
+    const flaky = (): Handler => (req, body, res) => {
+      if (req.url === "/health") return json(res, 200, {});
+      if (failing) return json(res, 500, { error: "engine error" });
+      return vllmLike()(req, body, res);
+    };
+    const d0 = await startFake(flaky());
+    const d1 = await startFake(flaky());
+    const p = await proxy([{ id: "d0", url: d0.url, role: "decode" }, { id: "d1", url: d1.url, role: "decode" }], { outlier: { consecutive_failures: 3, base_ejection_s: 60 } });
+    const body = { model: MODEL, prompt: "hello", max_tokens: 4 };
+    // each request fails on its worker and on the retry: two failures per request, one per worker
+    for (let i = 0; i < 2; i++) expect((await post(p, "/v1/completions", body)).status).toBe(502);
+    expect(await metric(p, 'dolphin_retries_total{stage="decode"}')).toBe(2); // each 5xx was retried on the other worker
+    expect([...p.router.workerIds].sort()).toEqual(["d0", "d1"]); // two failures in a row each: not yet
+    failing = false;
+    expect((await post(p, "/v1/completions", body)).status).toBe(200); // the run of failures is over
+    failing = true;
+    for (let i = 0; i < 6; i++) await post(p, "/v1/completions", body);
+    expect(p.router.workerIds).toHaveLength(1); // at most half the decode workers ejected
+    expect(await metric(p, 'dolphin_ejections_total{cause="consecutive_failures"}')).toBe(1);
+    expect(await metric(p, "dolphin_ejections_skipped_total")).toBeGreaterThanOrEqual(1);
+    // the worker left answers 503: with the other out of rotation, there is nowhere to retry
+    failing = false;
+    const left = p.router.workerIds[0]!;
+    (left === "d0" ? d0 : d1).server.removeAllListeners("request");
+    (left === "d0" ? d0 : d1).server.on("request", (req: IncomingMessage, res: ServerResponse) => { req.resume(); json(res, 503, { error: "busy" }); });
+    expect(p.router.workerIds).toEqual([left]);
+    const r = await post(p, "/v1/completions", body);
+    expect(r.status).toBe(502); // no other worker in rotation: nothing to retry on
+    expect(await metric(p, 'dolphin_retries_skipped_total{reason="no_other_worker",stage="decode"}')).toBeGreaterThanOrEqual(1);
+  });
+});
