@@ -488,7 +488,8 @@ describe("dolphin serve: failures", () => {
       await sleep(20);
       res.socket!.destroy();
     });
-    const p = await proxy([worker(d, "decode")], { health: { probe_interval_s: 60 } });
+    // one failure ejects here (the default is 5 in a row, Envoy's consecutive_5xx)
+    const p = await proxy([worker(d, "decode")], { health: { probe_interval_s: 60 }, outlier: { consecutive_failures: 1 } });
     const r = await post(p, "/v1/chat/completions", chatBody({ stream: true }));
     expect(r.status).toBe(200);
     const text = await r.text(); // resolves: the stream is closed

@@ -8,6 +8,9 @@ import { resolveCluster } from "../sim/run.js";
 import { parseSplit } from "../sim/simulator.js";
 import { flag, intOption, untilSignal, UsageError, type Command } from "./args.js";
 
+/** SIGTERM/SIGINT: requests in flight get this long to finish before the proxy exits. */
+const DRAIN_MS = 30_000;
+
 export const command: Command = {
   usage: `dolphin serve --config serve.json
 dolphin serve --emulate <nPmD|nR> [--port N] [--cluster <preset>] [--time-scale S] [--table T]
@@ -35,14 +38,14 @@ two-step remote path. The config format is in docs/serving.md. --emulate starts 
       process.stderr.write(`dolphin serve: proxy at ${e.proxy.url} in front of ${e.workers.length} emulated workers ` +
         `(${e.workers.map((w) => `${w.workerId} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.proxy.url}/v1/chat/completions ` +
         `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n`);
-      close = () => e.close();
+      close = () => e.close({ drainMs: DRAIN_MS });
     } else {
       if (!v["config"]) throw new UsageError("give --config serve.json or --emulate nPmD");
       const config = loadConfig(String(v["config"]));
       if (v["port"] !== undefined) config.listen.port = intOption(v["port"], "port", 0, 65535, 8000);
       const p = await startProxy(config, { module: loadCoreModule() });
       process.stderr.write(`dolphin serve: proxy at ${p.url}, ${config.workers.length} configured workers, mode ${config.mode}, table ${config.table}\n`);
-      close = () => p.close();
+      close = () => p.close({ drainMs: DRAIN_MS });
     }
     await untilSignal(close);
     return 0;

@@ -41,9 +41,17 @@ export interface ServeConfig {
   fallback_local: boolean;
   /** Bearer token of the /admin endpoints; null disables them (403). */
   admin_token: string | null;
-  timeouts: { connect_ms: number; request_ms: number; tokenize_ms: number };
+  /** headers_ms: a client's request headers; body_ms: the gap between two chunks of its body (408 beyond either). */
+  timeouts: { connect_ms: number; request_ms: number; tokenize_ms: number; headers_ms: number; body_ms: number };
   heartbeat: { interval_s: number; expiry_s: number };
-  health: { probe_interval_s: number };
+  /** probe_interval_s: probes of workers out of rotation; check_interval_s, check_timeout_ms, unhealthy_after: active checks of those in it. */
+  health: { probe_interval_s: number; check_interval_s: number; check_timeout_ms: number; unhealthy_after: number };
+  /** Envoy-style outlier detection (registry.ts). */
+  outlier: { consecutive_failures: number; max_ejected_share: number; base_ejection_s: number };
+  /** Load shedding (admission.ts): requests past max_inflight wait in a queue of max_queued, at most queue_timeout_ms. */
+  admission: { max_inflight: number; max_queued: number; queue_timeout_ms: number; retry_after_s: number; backlog: number };
+  /** A failed worker call is retried once on another worker while retries in flight stay under this budget. */
+  retries: { budget_share: number; min_concurrent: number };
   sessions: { idle_s: number; max: number };
   max_body_bytes: number;
   /** osl_hat for tables that use it but carry no output-length model (the request's max_tokens when smaller). */
@@ -77,9 +85,12 @@ export const DEFAULTS = {
   max_workers: 32,
   fallback_local: true,
   admin_token: null,
-  timeouts: { connect_ms: 5_000, request_ms: 600_000, tokenize_ms: 10_000 },
+  timeouts: { connect_ms: 5_000, request_ms: 600_000, tokenize_ms: 10_000, headers_ms: 10_000, body_ms: 30_000 },
   heartbeat: { interval_s: 10, expiry_s: 30 },
-  health: { probe_interval_s: 5 },
+  health: { probe_interval_s: 5, check_interval_s: 1, check_timeout_ms: 1_000, unhealthy_after: 2 },
+  outlier: { consecutive_failures: 5, max_ejected_share: 0.5, base_ejection_s: 1 },
+  admission: { max_inflight: 1_024, max_queued: 2_048, queue_timeout_ms: 5_000, retry_after_s: 1, backlog: 4_096 },
+  retries: { budget_share: 0.2, min_concurrent: 10 },
   sessions: { idle_s: 3_600, max: 100_000 },
   max_body_bytes: 8 << 20,
   default_osl_hat: 256,
@@ -89,7 +100,7 @@ export const DEFAULTS = {
 
 const TOP_KEYS = [
   "listen", "model", "table", "mode", "block_size", "capacity_blocks", "approximate_ttl_s", "max_workers", "workers",
-  "fallback_local", "admin_token", "timeouts", "heartbeat", "health", "sessions", "max_body_bytes", "default_osl_hat",
+  "fallback_local", "admin_token", "timeouts", "heartbeat", "health", "outlier", "admission", "retries", "sessions", "max_body_bytes", "default_osl_hat",
   "decisions_kept", "log_level",
 ];
 const ROLES: readonly WorkerRole[] = ["prefill", "decode", "both"];
@@ -180,9 +191,12 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   const o = object(raw, "(top level)");
   onlyKeys(o, "", TOP_KEYS);
   const listen = section(o["listen"], "listen", ["host", "port"]);
-  const timeouts = section(o["timeouts"], "timeouts", ["connect_ms", "request_ms", "tokenize_ms"]);
+  const timeouts = section(o["timeouts"], "timeouts", ["connect_ms", "request_ms", "tokenize_ms", "headers_ms", "body_ms"]);
   const heartbeat = section(o["heartbeat"], "heartbeat", ["interval_s", "expiry_s"]);
-  const health = section(o["health"], "health", ["probe_interval_s"]);
+  const health = section(o["health"], "health", ["probe_interval_s", "check_interval_s", "check_timeout_ms", "unhealthy_after"]);
+  const outlier = section(o["outlier"], "outlier", ["consecutive_failures", "max_ejected_share", "base_ejection_s"]);
+  const admission = section(o["admission"], "admission", ["max_inflight", "max_queued", "queue_timeout_ms", "retry_after_s", "backlog"]);
+  const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
   const D = DEFAULTS;
 
@@ -205,6 +219,8 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       connect_ms: number(timeouts["connect_ms"], "timeouts.connect_ms", D.timeouts.connect_ms, { min: 1, integer: true }),
       request_ms: number(timeouts["request_ms"], "timeouts.request_ms", D.timeouts.request_ms, { min: 1, integer: true }),
       tokenize_ms: number(timeouts["tokenize_ms"], "timeouts.tokenize_ms", D.timeouts.tokenize_ms, { min: 1, integer: true }),
+      headers_ms: number(timeouts["headers_ms"], "timeouts.headers_ms", D.timeouts.headers_ms, { min: 1, integer: true }),
+      body_ms: number(timeouts["body_ms"], "timeouts.body_ms", D.timeouts.body_ms, { min: 1, integer: true }),
     },
     heartbeat: {
       interval_s: number(heartbeat["interval_s"], "heartbeat.interval_s", D.heartbeat.interval_s, { min: 0, exclusiveMin: true }),
@@ -212,6 +228,25 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     },
     health: {
       probe_interval_s: number(health["probe_interval_s"], "health.probe_interval_s", D.health.probe_interval_s, { min: 0, exclusiveMin: true }),
+      check_interval_s: number(health["check_interval_s"], "health.check_interval_s", D.health.check_interval_s, { min: 0, exclusiveMin: true }),
+      check_timeout_ms: number(health["check_timeout_ms"], "health.check_timeout_ms", D.health.check_timeout_ms, { min: 1, integer: true }),
+      unhealthy_after: number(health["unhealthy_after"], "health.unhealthy_after", D.health.unhealthy_after, { min: 1, max: 1000, integer: true }),
+    },
+    outlier: {
+      consecutive_failures: number(outlier["consecutive_failures"], "outlier.consecutive_failures", D.outlier.consecutive_failures, { min: 1, max: 1000, integer: true }),
+      max_ejected_share: number(outlier["max_ejected_share"], "outlier.max_ejected_share", D.outlier.max_ejected_share, { min: 0, max: 1 }),
+      base_ejection_s: number(outlier["base_ejection_s"], "outlier.base_ejection_s", D.outlier.base_ejection_s, { min: 0 }),
+    },
+    admission: {
+      max_inflight: number(admission["max_inflight"], "admission.max_inflight", D.admission.max_inflight, { min: 1, max: 1_000_000, integer: true }),
+      max_queued: number(admission["max_queued"], "admission.max_queued", D.admission.max_queued, { min: 0, max: 1_000_000, integer: true }),
+      queue_timeout_ms: number(admission["queue_timeout_ms"], "admission.queue_timeout_ms", D.admission.queue_timeout_ms, { min: 1, integer: true }),
+      retry_after_s: number(admission["retry_after_s"], "admission.retry_after_s", D.admission.retry_after_s, { min: 1, max: 3600, integer: true }),
+      backlog: number(admission["backlog"], "admission.backlog", D.admission.backlog, { min: 1, max: 65535, integer: true }),
+    },
+    retries: {
+      budget_share: number(retries["budget_share"], "retries.budget_share", D.retries.budget_share, { min: 0, max: 1 }),
+      min_concurrent: number(retries["min_concurrent"], "retries.min_concurrent", D.retries.min_concurrent, { min: 0, integer: true }),
     },
     sessions: {
       idle_s: number(sessions["idle_s"], "sessions.idle_s", D.sessions.idle_s, { min: 0, exclusiveMin: true }),

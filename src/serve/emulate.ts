@@ -4,7 +4,7 @@
 
 import { parseSplit } from "../sim/simulator.js";
 import type { ModelPreset } from "../sim/perf.js";
-import { startProxy, type RunningProxy } from "./proxy.js";
+import { startProxy, type CloseOptions, type RunningProxy } from "./proxy.js";
 import { startWorker, type WorkerHandle } from "./worker.js";
 import type { ServeConfigInput } from "./config.js";
 import { loadZeromq } from "./zeromq.js";
@@ -12,7 +12,8 @@ import { loadZeromq } from "./zeromq.js";
 export interface Emulated {
   proxy: RunningProxy;
   workers: WorkerHandle[];
-  close(): Promise<void>;
+  /** Closes the proxy (draining it first for `drainMs`, see CloseOptions), then the workers. */
+  close(opts?: CloseOptions): Promise<void>;
 }
 
 export async function startEmulated(o: {
@@ -28,27 +29,33 @@ export async function startEmulated(o: {
   const workers: WorkerHandle[] = [];
   const names: string[] = [];
   const counts = { both: 0, prefill: 0, decode: 0 };
-  for (const role of roles) {
-    const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
-    names.push(name);
-    workers.push(await startWorker({
-      role, preset: o.preset, model, workerId: name, timeScale: o.timeScale ?? 1,
-      ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}), ...(o.log ? { log: o.log } : {}),
-    }));
+  // A start-up failure (a port in use, say) closes whatever had started, so no worker or port outlives it.
+  try {
+    for (const role of roles) {
+      const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
+      names.push(name);
+      workers.push(await startWorker({
+        role, preset: o.preset, model, workerId: name, timeScale: o.timeScale ?? 1,
+        ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}), ...(o.log ? { log: o.log } : {}),
+      }));
+    }
+    const config: ServeConfigInput = {
+      model, mode: "precise", table: o.table ?? "dynamo-isl", ...(o.adminToken ? { admin_token: o.adminToken } : {}),
+      listen: { host: o.host ?? "127.0.0.1", port: o.port },
+      workers: workers.map((w, i) => ({
+        id: names[i]!, url: w.url, role: w.role, ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
+      })),
+    };
+    const proxy = await startProxy(config, { ...(o.module ? { module: o.module } : {}), ...(o.log ? { log: o.log } : {}) });
+    return {
+      proxy, workers,
+      async close(opts?: CloseOptions) {
+        await proxy.close(opts);
+        await Promise.all(workers.map((w) => w.close()));
+      },
+    };
+  } catch (e) {
+    await Promise.all(workers.map((w) => w.close().catch(() => undefined)));
+    throw e;
   }
-  const config: ServeConfigInput = {
-    model, mode: "precise", table: o.table ?? "dynamo-isl", ...(o.adminToken ? { admin_token: o.adminToken } : {}),
-    listen: { host: o.host ?? "127.0.0.1", port: o.port },
-    workers: workers.map((w, i) => ({
-      id: names[i]!, url: w.url, role: w.role, ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
-    })),
-  };
-  const proxy = await startProxy(config, { ...(o.module ? { module: o.module } : {}), ...(o.log ? { log: o.log } : {}) });
-  return {
-    proxy, workers,
-    async close() {
-      await proxy.close();
-      await Promise.all(workers.map((w) => w.close()));
-    },
-  };
 }

@@ -13,6 +13,9 @@ const DISCARD_LIMIT_MS = 30_000;
  * (OpenAI's), the worker's the status number and a `param` (vLLM's); `param` is left out when undefined.
  */
 export class HttpError extends Error {
+  /** Extra response headers (Retry-After on a 503). */
+  headers: Record<string, string> = {};
+
   constructor(
     readonly status: number, message: string, readonly type: string, readonly code: string | number, readonly param?: string | null,
   ) {
@@ -32,6 +35,8 @@ export interface ErrorDialect {
   methodNotAllowed(method: string, path: string, allowed: readonly string[]): HttpError;
   bodyTooLarge(limitBytes: number): HttpError;
   bodyUnreadable(reason: string): HttpError;
+  /** The error code of a body that stopped arriving (408); "request_timeout" when not given. */
+  bodyTimeoutCode?: string | number;
 }
 
 // ---- answers ---------------------------------------------------------------------------------------------------
@@ -48,7 +53,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 export function sendError(res: ServerResponse, e: HttpError): void {
-  sendBody(res, e.status, "application/json", e.body());
+  sendBody(res, e.status, "application/json", e.body(), e.headers);
 }
 
 /** Resolves once a full socket buffer has drained (or the response closed). */
@@ -72,10 +77,11 @@ export function pathOf(req: IncomingMessage): string {
 
 /**
  * The request body, at most `maxBytes` (the dialect's 413 beyond it, from the declared content-length or as the bytes
- * arrive). The rest of an over-limit body is read and dropped, so the connection stays usable, for DISCARD_LIMIT_MS
+ * arrive). With `idleMs`, a body whose next chunk takes longer gets 408 and its connection is closed once the answer
+ * is out (the rest of the body would follow on it). The rest of an over-limit body is read and dropped, so the connection stays usable, for DISCARD_LIMIT_MS
  * at most.
  */
-export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorDialect): Promise<Buffer> {
+export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorDialect, idleMs = 0): Promise<Buffer> {
   const discard = (): void => {
     req.resume();
     const t = setTimeout(() => req.socket.destroy(), DISCARD_LIMIT_MS);
@@ -100,9 +106,27 @@ export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorD
       }
       chunks.push(c);
     };
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      if (idleMs <= 0) return;
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        req.off("data", onData);
+        reject(new HttpError(408, `request body not received: no bytes for ${idleMs} ms`, "invalid_request_error", dialect.bodyTimeoutCode ?? "request_timeout"));
+        setImmediate(() => req.socket.end());
+      }, idleMs);
+    };
+    arm();
+    req.on("data", arm);
     req.on("data", onData);
-    req.once("end", () => resolve(Buffer.concat(chunks)));
-    req.once("error", (e) => reject(dialect.bodyUnreadable(e.message)));
+    req.once("end", () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks));
+    });
+    req.once("error", (e) => {
+      clearTimeout(timer);
+      reject(dialect.bodyUnreadable(e.message));
+    });
   });
 }
 
@@ -138,11 +162,18 @@ export class RouteTable<C> {
 // ---- listening -------------------------------------------------------------------------------------------------
 
 /** Listens on host:port (0: any free port) and resolves with the port bound. */
-export async function listen(server: Server, port: number, host: string): Promise<number> {
+export async function listen(server: Server, port: number, host: string, backlog = 511): Promise<number> {
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
+    const onError = (e: NodeJS.ErrnoException): void => {
+      // One clear line for the usual start-up failures (the CLI prints the message as it is).
+      if (e.code === "EADDRINUSE") reject(new Error(`cannot listen on ${urlHost(host)}:${port}: the port is in use`));
+      else if (e.code === "EACCES") reject(new Error(`cannot listen on ${urlHost(host)}:${port}: permission denied`));
+      else if (e.code === "EADDRNOTAVAIL") reject(new Error(`cannot listen on ${urlHost(host)}:${port}: no such local address`));
+      else reject(e);
+    };
+    server.once("error", onError);
+    server.listen({ port, host, backlog }, () => {
+      server.off("error", onError);
       resolve();
     });
   });

@@ -6,9 +6,10 @@
 //
 // This file puts the proxy together and routes its HTTP requests; each concern is a module of proxy/:
 //   registry.ts         the workers, in rotation or not, and the load the proxy's requests put on them
-//   health.ts           heartbeat expiry and /health probes of workers out of rotation
+//   health.ts           heartbeat expiry, active /health checks of workers in rotation, probes of those out of it
 //   kv-feed.ts          KV events (ZMQ subscriptions, POSTed batches) into the index, via kv-ingest.ts (hash mapping)
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
+//   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
 //   inference.ts        an inference request from body to answer, its log line and metrics
 //   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
 //   admin.ts            /admin/*
@@ -28,11 +29,12 @@ import { loadConfigTable, parseConfig, type ServeConfig, type ServeConfigInput }
 import { closeServer, HttpError, listen, pathOf, RouteTable, sendError, sendJson, urlHost } from "./http-toolkit.js";
 import { Logger } from "./proxy/log.js";
 import { sendMetrics } from "./prometheus.js";
-import { keepAliveAgents } from "./proxy/upstream.js";
+import { keepAliveAgents, WorkerRejection } from "./proxy/upstream.js";
 import { AdminApi } from "./proxy/admin.js";
 import { DecisionLog } from "./proxy/decisions.js";
-import { expireWorkers, probeDownWorkers } from "./proxy/health.js";
+import { checkWorkers, expireWorkers, probeDownWorkers } from "./proxy/health.js";
 import { Inference } from "./proxy/inference.js";
+import { Admission } from "./proxy/admission.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
 import { ProxyMetrics } from "./proxy/metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS } from "./proxy/openai.js";
@@ -49,10 +51,18 @@ export interface ProxyOptions {
   log?: (line: string) => void;
 }
 
+export interface CloseOptions {
+  /**
+   * Drain first: stop accepting connections, let the requests in flight finish for at most this long, then cut what
+   * is left (SIGTERM in the CLI). 0 (the default): cut at once.
+   */
+  drainMs?: number;
+}
+
 export interface RunningProxy {
   url: string;
   port: number;
-  close(): Promise<void>;
+  close(opts?: CloseOptions): Promise<void>;
   router: Router;
 }
 
@@ -64,6 +74,7 @@ class ServeProxy {
   private readonly registry: WorkerRegistry;
   private readonly sessions: Sessions;
   private readonly inference: Inference;
+  private readonly admission: Admission;
   private readonly agents = keepAliveAgents();
   private readonly routes = new RouteTable<RequestContext>(OPENAI_ERRORS);
   private readonly timers: NodeJS.Timeout[] = [];
@@ -85,6 +96,7 @@ class ServeProxy {
     });
     const metrics = this.metrics = new ProxyMetrics(() => ({
       inflight: this.inference.inflight,
+      queued: this.admission.queued,
       sessions: this.sessions.size,
       workers: this.registry.all().map((w) => ({ id: w.spec.id, role: w.spec.role, healthy: w.healthy, indexBlocks: w.healthy ? router.index.count(w.spec.id) : 0 })),
       table: { kind: router.table.kind, checksum: router.table.checksum },
@@ -93,7 +105,10 @@ class ServeProxy {
     const registry = this.registry = new WorkerRegistry(config, router, kv, metrics, log);
     const decisions = new DecisionLog(config.decisions_kept);
     const routing = new Routing(config, router, registry, this.sessions, this.agents, metrics, log, maxPromptTokens);
-    this.inference = new Inference(config, router, routing, new WorkerCalls(config, registry, this.agents, metrics), decisions, metrics, log);
+    this.admission = new Admission(config.admission, metrics);
+    const calls = new WorkerCalls(config, registry, this.agents, metrics, () => this.admission.active);
+    registry.onEject = (id) => calls.workerEjected(id);
+    this.inference = new Inference(config, router, routing, calls, decisions, metrics, log, this.admission);
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
     this.routes
       .on(ENDPOINT_PATHS.chat, { POST: (c) => this.inference.handle(c, "chat") })
@@ -114,6 +129,7 @@ class ServeProxy {
     const { config, registry, metrics } = this;
     every(Math.max(10, Math.min(1000, (config.heartbeat.expiry_s * 1000) / 4)), () => expireWorkers(registry, config, metrics));
     every(Math.max(10, config.health.probe_interval_s * 1000), () => probeDownWorkers(registry, config, this.agents));
+    every(Math.max(10, config.health.check_interval_s * 1000), () => checkWorkers(registry, config, this.agents));
     every(Math.max(1000, Math.min(60_000, config.sessions.idle_s * 250)), () => this.sessions.sweep(Date.now()));
     if (config.mode === "approximate") {
       // The approximation: the index forgets everything once per period, so an entry lives between 0 and
@@ -123,6 +139,17 @@ class ServeProxy {
         metrics.indexClears.inc();
       });
     }
+  }
+
+  /** Resolves once no inference request is in flight, or after `ms`; the number still in flight. */
+  async drain(ms: number): Promise<number> {
+    const deadline = performance.now() + ms;
+    while (this.inference.inflight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return this.inference.inflight;
+  }
+
+  get inflight(): number {
+    return this.inference.inflight;
   }
 
   async close(): Promise<void> {
@@ -165,6 +192,12 @@ class ServeProxy {
   private fail(ctx: RequestContext, e: unknown): void {
     const { res } = ctx;
     if (ctx.clientGone) return;
+    if (e instanceof WorkerRejection && !res.headersSent) {
+      ctx.error ??= e.message;
+      res.writeHead(e.status, { "content-type": e.contentType, "content-length": e.body.length });
+      res.end(e.body);
+      return;
+    }
     let err: HttpError;
     if (e instanceof HttpError) err = e;
     else {
@@ -178,6 +211,24 @@ class ServeProxy {
     }
     sendError(res, err);
   }
+}
+
+/** Longest request line (method, URL, version) answered 431 rather than 414 when the headers overflow. */
+const LONGEST_REQUEST_LINE = 8192;
+
+/**
+ * The raw answer to a request Node's parser refused: 408 when the headers came too slowly, 414 when the request line
+ * alone overflowed the header limit, 431 when the headers did, else 400. The connection closes after it.
+ */
+export function clientErrorAnswer(e: NodeJS.ErrnoException & { rawPacket?: Buffer }): string {
+  let status = "400 Bad Request";
+  if (e.code === "ERR_HTTP_REQUEST_TIMEOUT") status = "408 Request Timeout";
+  else if (e.code === "HPE_HEADER_OVERFLOW") {
+    const raw = e.rawPacket ? e.rawPacket.toString("latin1") : "";
+    const lineEnd = raw.indexOf("\r\n");
+    status = lineEnd < 0 || lineEnd > LONGEST_REQUEST_LINE ? "414 URI Too Long" : "431 Request Header Fields Too Large";
+  }
+  return `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`;
 }
 
 // ---- entry -----------------------------------------------------------------------------------------------------
@@ -195,12 +246,25 @@ export async function startProxy(input: ServeConfig | ServeConfigInput, opts: Pr
   const log = new Logger(config.log_level, opts.log ?? ((line) => process.stderr.write(`${line}\n`)));
   const { table, bytes } = initialTable(config);
   const proxy = new ServeProxy(config, table, bytes, opts.module ?? loadCoreModule(), log);
-  const server = http.createServer((req, res) => proxy.handle(req, res));
-  server.on("clientError", (_e, socket) => {
-    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+  const t = config.timeouts;
+  const server = http.createServer({
+    // Node checks its header and request timeouts on this period: a fraction of the header limit, so 408 comes on time.
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(t.headers_ms / 4))),
+    headersTimeout: t.headers_ms,
+    // The body has its own idle limit (timeouts.body_ms, in readBody); a stream's upload may run long while bytes come.
+    requestTimeout: 0,
+  }, (req, res) => proxy.handle(req, res));
+  server.on("clientError", (e: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket) => {
+    if (socket.writable) socket.end(clientErrorAnswer(e));
     else socket.destroy();
   });
-  const port = await listen(server, config.listen.port, config.listen.host);
+  let port: number;
+  try {
+    port = await listen(server, config.listen.port, config.listen.host, config.admission.backlog);
+  } catch (e) {
+    await proxy.close();
+    throw e;
+  }
   proxy.startTimers();
   const host = urlHost(config.listen.host);
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host === "[::]" ? "[::1]" : host}:${port}`;
@@ -210,8 +274,16 @@ export async function startProxy(input: ServeConfig | ServeConfigInput, opts: Pr
     url,
     port,
     router: proxy.router,
-    close: () => {
+    close: (opts = {}) => {
       closing ??= (async () => {
+        const drainMs = opts.drainMs ?? 0;
+        if (drainMs > 0) {
+          server.close(); // no new connections; idle keep-alive ones close
+          server.closeIdleConnections();
+          if (proxy.inflight > 0) log.log("info", "draining", { inflight: proxy.inflight, deadline_ms: drainMs });
+          const left = await proxy.drain(drainMs);
+          if (left > 0) log.log("warn", "drain deadline passed, cutting requests still in flight", { inflight: left });
+        }
         await proxy.close();
         await closeServer(server);
       })();

@@ -63,7 +63,7 @@ export class AdminApi {
   }
 
   private readBody(ctx: RequestContext): Promise<Buffer> {
-    return readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS);
+    return readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS, this.config.timeouts.body_ms);
   }
 
   // ---- the table ----

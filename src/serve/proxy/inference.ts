@@ -7,13 +7,14 @@ import { isPlainObject } from "../../values.js";
 import type { ServeConfig } from "../config.js";
 import { HttpError, readBody } from "../http-toolkit.js";
 import type { Logger } from "./log.js";
-import { classify, parseJson } from "./upstream.js";
+import { classify, parseJson, WorkerRejection } from "./upstream.js";
 import type { DecisionLog, DecisionRecord } from "./decisions.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS, validateInference, type Endpoint } from "./openai.js";
 import type { WorkerCalls } from "./remote-path.js";
 import type { RequestContext } from "./request-context.js";
 import type { Routing } from "./routing.js";
+import type { Admission } from "./admission.js";
 
 export class Inference {
   /** Inference requests in flight (a gauge). */
@@ -22,7 +23,7 @@ export class Inference {
   constructor(
     private readonly config: ServeConfig, private readonly router: Router, private readonly routing: Routing,
     private readonly calls: WorkerCalls, private readonly decisions: DecisionLog, private readonly metrics: ProxyMetrics,
-    private readonly log: Logger,
+    private readonly log: Logger, private readonly admission: Admission,
   ) {}
 
   async handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
@@ -31,7 +32,9 @@ export class Inference {
       this.inflight--;
       this.finish(ctx, endpoint);
     });
-    const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS);
+    await this.admission.enter(ctx);
+    if (ctx.clientGone) return;
+    const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS, this.config.timeouts.body_ms);
     const body = parseJson(raw);
     if (!isPlainObject(body)) throw new HttpError(400, raw.length === 0 ? "empty request body" : "request body is not a JSON object", "invalid_request_error", "invalid_json");
     validateInference(endpoint, body, this.config.model);
@@ -59,20 +62,22 @@ export class Inference {
       ctx.res.setHeader("x-dolphin-prefill-worker", prefillWorker);
       record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(d.matchedBlocks.prefill, tokenMode, d.features.isl);
       try {
-        const p = await this.calls.prefill(ctx, endpoint, prefillWorker, body, d.features.effP);
+        const p = await this.calls.prefillWithRetry(ctx, endpoint, prefillWorker, body, d.features.effP);
         kvParams = p.kvParams;
         ctx.reportedTokens = p.cachedTokens;
+        if (p.worker !== prefillWorker) {
+          // retried elsewhere: that worker's cache, not the one the router predicted for
+          ctx.res.setHeader("x-dolphin-prefill-worker", p.worker);
+          record.prefill_worker = p.worker;
+        }
       } catch (e) {
         if (ctx.clientGone) return;
         const err = classify(e, `prefill ${prefillWorker}`);
+        // A request the prefill worker rejects as invalid is the client's error: passed on as it is, never a
+        // failure, a fallback or a retry (the decode worker would reject it too).
+        if (err.clientMistake && err.body) throw new WorkerRejection(err.status, err.body, err.contentType ?? "application/json");
         this.metrics.prefillFailures.inc({ kind: err.kind });
         if (!this.config.fallback_local) {
-          // A request the prefill worker rejects as invalid is the client's error: pass it on as is.
-          if (err.kind === "status" && err.status < 500 && err.body) {
-            ctx.res.writeHead(err.status, { "content-type": err.contentType ?? "application/json" });
-            ctx.res.end(err.body);
-            return;
-          }
           throw new HttpError(502, `prefill worker ${prefillWorker} failed: ${err.message}`, "upstream_error", "prefill_failed");
         }
         this.metrics.fallbacks.inc();
@@ -86,7 +91,7 @@ export class Inference {
     }
     ctx.res.setHeader("x-dolphin-route", record.route);
     const payload = kvParams === undefined ? raw : JSON.stringify({ ...body, kv_transfer_params: kvParams });
-    await this.calls.decode(ctx, endpoint, d.decodeWorker, payload, body["stream"] === true, record.route === "remote" ? 0 : d.features.effD);
+    await this.calls.decode(ctx, endpoint, d.decodeWorker, payload, body["stream"] === true, record.route === "remote" ? 0 : d.features.effD, raw);
     if (ctx.completionTokens !== null) session.prevOutputTokens = ctx.completionTokens;
   }
 

@@ -11,6 +11,7 @@ export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.
 /** What the gauges read at scrape time. */
 export interface ProxyGauges {
   inflight: number;
+  queued: number;
   sessions: number;
   workers: Array<{ id: string; role: string; healthy: boolean; indexBlocks: number }>;
   table: { kind: string; checksum: string };
@@ -39,6 +40,11 @@ export class ProxyMetrics {
   readonly kvEventErrors = this.counter("dolphin_kv_event_errors_total", "KV event batches that did not decode", ["worker"]);
   readonly kvBlocksUnmapped = this.counter("dolphin_kv_blocks_unmapped_total", "Stored blocks skipped: parent unknown to the index or a different block size", ["worker"]);
   readonly kvSequenceGaps = this.counter("dolphin_kv_sequence_gaps_total", "ZMQ event batches missed (sequence gaps), by worker", ["worker"]);
+  readonly shed = this.counter("dolphin_shed_total", "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting)", ["reason"]);
+  readonly retries = this.counter("dolphin_retries_total", "Worker calls retried on another worker, by stage (decode, prefill)", ["stage"]);
+  readonly retriesSkipped = this.counter("dolphin_retries_skipped_total", "Retries not made: the retry budget was spent or no other worker was in rotation", ["reason", "stage"]);
+  readonly ejections = this.counter("dolphin_ejections_total", "Workers taken out of rotation, by cause (refused, consecutive_failures, health_check)", ["cause"]);
+  readonly ejectionsSkipped = this.counter("dolphin_ejections_skipped_total", "Ejections not made because outlier.max_ejected_share of the role was out already");
   readonly tableSwaps = this.counter("dolphin_table_swaps_total", "Routing tables swapped in via PUT /admin/table");
   readonly indexClears = this.counter("dolphin_index_clears_total", "Approximate mode: periodic clears of the whole index");
   readonly promptTokens = this.counter("dolphin_prompt_tokens_total", "Prompt tokens routed (isl), by path", ["path"]);
@@ -50,6 +56,7 @@ export class ProxyMetrics {
   constructor(read: () => ProxyGauges) {
     const r = this.registry;
     scrapedGauge(r, "dolphin_inflight_requests", "Inference requests in flight", [], () => [[{}, read().inflight]]);
+    scrapedGauge(r, "dolphin_queued_requests", "Inference requests waiting for admission", [], () => [[{}, read().queued]]);
     scrapedGauge(r, "dolphin_workers", "Workers by role and state", ["role", "state"], () => {
       const workers = read().workers;
       return ["prefill", "decode", "both"].flatMap((role) => ["healthy", "down"].map((state) =>

@@ -17,23 +17,61 @@ export const OPENAI_ERRORS: ErrorDialect = {
   bodyUnreadable: (reason) => new HttpError(400, `cannot read the request body: ${reason}`, "invalid_request_error", "bad_body"),
 };
 
-/** Rejects (400, or 404 for another model) a request the workers would reject, before any routing. */
+/** Deepest JSON nesting a request body may have: deeper bodies are not a chat request, and would exhaust the stack of recursive readers. */
+export const MAX_BODY_DEPTH = 64;
+/** The largest max_tokens the proxy passes on (vLLM's limit is the context length, far below). */
+const MAX_OUTPUT_TOKENS = 0x7fffffff;
+/** Chat message content: a string, null, or an array of parts. */
+const CONTENT_RULE = "a string, null or an array of content parts";
+
+/**
+ * Rejects (400 naming the field, or 404 for another model) a request the workers would reject, before any routing: a
+ * client's mistake is answered here and never reaches a worker, so it cannot count as a worker failure.
+ */
 export function validateInference(endpoint: Endpoint, body: Record<string, unknown>, model: string): void {
-  const bad = (message: string): HttpError => new HttpError(400, message, "invalid_request_error", "invalid_request");
+  const bad = (param: string, message: string): HttpError => new HttpError(400, `${param} ${message}`, "invalid_request_error", "invalid_request");
+  const depth = nestingDepth(body, MAX_BODY_DEPTH);
+  if (depth > MAX_BODY_DEPTH) throw bad("the request body", `is JSON nested deeper than ${MAX_BODY_DEPTH} levels`);
   const m = body["model"];
-  if (m !== undefined && typeof m !== "string") throw bad("model must be a string");
+  if (m !== undefined && typeof m !== "string") throw bad("model", "must be a string");
   if (typeof m === "string" && m !== model) throw new HttpError(404, `the model \`${m}\` does not exist (this proxy serves \`${model}\`)`, "invalid_request_error", "model_not_found");
-  if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") throw bad("stream must be true or false");
+  if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") throw bad("stream", "must be true or false");
+  for (const key of ["max_tokens", "max_completion_tokens"]) {
+    const v = body[key];
+    if (v === undefined || v === null) continue;
+    if (!(typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_OUTPUT_TOKENS)) throw bad(key, `must be an integer in 1–${MAX_OUTPUT_TOKENS}, got ${JSON.stringify(v)}`);
+  }
   if (endpoint === "chat") {
     const msgs = body["messages"];
-    if (!Array.isArray(msgs) || msgs.length === 0 || !msgs.every(isPlainObject)) throw bad("messages must be a non-empty array of message objects");
+    if (!Array.isArray(msgs) || msgs.length === 0 || !msgs.every(isPlainObject)) throw bad("messages", "must be a non-empty array of message objects");
+    msgs.forEach((msg, i) => {
+      const role = msg["role"];
+      if (typeof role !== "string") throw bad(`messages[${i}].role`, "must be a string");
+      const content = msg["content"];
+      const ok = content === undefined || content === null || typeof content === "string" || (Array.isArray(content) && content.every(isPlainObject));
+      if (!ok) throw bad(`messages[${i}].content`, `must be ${CONTENT_RULE}, got ${Array.isArray(content) ? "an array with a non-object part" : typeof content}`);
+    });
   } else {
     const p = body["prompt"];
+    const tokenId = (x: unknown): boolean => Number.isInteger(x) && (x as number) >= 0 && (x as number) <= 0xffffffff;
     const ok = typeof p === "string" || (Array.isArray(p) && p.length > 0 &&
-      (p.every((x) => typeof x === "string") || p.every((x) => Number.isInteger(x) && x >= 0) ||
-        p.every((x) => Array.isArray(x) && x.every((y) => Number.isInteger(y) && y >= 0))));
-    if (!ok) throw bad("prompt must be a string, an array of strings, or token ids");
+      (p.every((x) => typeof x === "string") || p.every(tokenId) || p.every((x) => Array.isArray(x) && x.length > 0 && x.every(tokenId))));
+    if (!ok) throw bad("prompt", "must be a string, an array of strings, or token ids");
   }
+}
+
+/** The nesting depth of a JSON value, counted up to `limit + 1` (iterative: a deep body cannot overflow the stack). */
+export function nestingDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== "object") continue;
+    if (d > deepest) deepest = d;
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === "object") stack.push([child, d + 1]);
+  }
+  return deepest;
 }
 
 /** Chat messages as the text the approximate index hashes: "role\ncontent\n" per message, text parts joined. */

@@ -24,7 +24,23 @@ export interface WorkerState {
   ingest: EventIngest;
   subscriber: ZmqSubscriber | null;
   lastSeq: bigint | null;
+  /** Failed calls since the last success (outlier detection). */
+  consecutiveFailures: number;
+  /** Failed active health checks in a row. */
+  failedChecks: number;
+  checking: boolean;
+  /** Times ejected (the back-off multiplier), and until when the current ejection lasts. */
+  ejections: number;
+  ejectedUntilMs: number;
+  backSinceMs: number;
 }
+
+/** The longest an ejection lasts (Envoy's max_ejection_time default). */
+const MAX_EJECTION_MS = 300_000;
+/** A worker in rotation this long without ejection starts its back-off afresh. */
+const EJECTION_MEMORY_MS = 60_000;
+
+export type EjectionCause = "refused" | "consecutive_failures" | "health_check";
 
 /** What follows a worker's arrival and departure (kv-feed.ts: its KV-event subscription). */
 export interface WorkerSubscriptions {
@@ -40,6 +56,8 @@ export class WorkerRegistry {
   private readonly root: Hash64;
   /** Remote prefills under way (the router's prefill-queue signal). */
   prefillsInFlight = 0;
+  /** Told when a worker leaves rotation (remote-path.ts cuts the calls still waiting for it). */
+  onEject: (id: string) => void = () => undefined;
   private closed = false;
 
   constructor(
@@ -70,7 +88,7 @@ export class WorkerRegistry {
       spec, source, lastHeartbeatMs: Date.now(), healthy: true, removed: false, probing: false,
       activePrefillTokens: 0, activeDecodeTokens: 0,
       ingest: new EventIngest(this.config.block_size, this.root, this.config.capacity_blocks * 2),
-      subscriber: null, lastSeq: null,
+      subscriber: null, lastSeq: null, consecutiveFailures: 0, failedChecks: 0, checking: false, ejections: 0, ejectedUntilMs: 0, backSinceMs: 0,
     };
     this.router.addWorker({ id: spec.id, role: spec.role });
     this.workers.set(spec.id, w);
@@ -87,31 +105,82 @@ export class WorkerRegistry {
     this.log.log("warn", "worker removed", { worker: w.spec.id, why });
   }
 
-  /** Out of rotation after a failure; the health probe puts it back when /health answers. */
-  markDown(w: WorkerState, why: string): void {
+  /** Out of rotation after a failure; the health probe puts it back when /health answers (after the back-off). */
+  markDown(w: WorkerState, why: string, cause: EjectionCause = "consecutive_failures"): void {
     if (!w.healthy || w.removed) return;
+    const now = Date.now();
+    if (now - w.backSinceMs > EJECTION_MEMORY_MS) w.ejections = 0;
+    w.ejections++;
+    w.ejectedUntilMs = now + Math.min(MAX_EJECTION_MS, this.config.outlier.base_ejection_s * 1000 * w.ejections);
     w.healthy = false;
+    w.consecutiveFailures = 0;
+    w.failedChecks = 0;
     w.ingest.reset();
     w.lastSeq = null;
     this.router.removeWorker(w.spec.id);
     this.metrics.workerDown.inc({ worker: w.spec.id });
-    this.log.log("warn", "worker out of rotation", { worker: w.spec.id, why });
+    this.metrics.ejections.inc({ cause });
+    this.log.log("warn", "worker out of rotation", { worker: w.spec.id, cause, why, back_off_ms: w.ejectedUntilMs - now });
+    this.onEject(w.spec.id);
   }
 
   markUp(w: WorkerState): void {
     if (w.healthy || w.removed || this.closed) return;
     this.router.addWorker({ id: w.spec.id, role: w.spec.role });
     w.healthy = true;
+    w.backSinceMs = Date.now();
+    w.consecutiveFailures = 0;
+    w.failedChecks = 0;
     this.pushLoad(w);
     this.metrics.workerUp.inc({ worker: w.spec.id });
     this.log.log("info", "worker back in rotation", { worker: w.spec.id });
   }
 
-  /** A worker call that failed: count it, and take the worker out of rotation when it is down. */
+  /**
+   * A worker call that failed: count it, and eject the worker when its connection is refused or after
+   * outlier.consecutive_failures failures in a row. A client's mistake (a 4xx) or a client leaving is no failure.
+   */
   upstreamFailed(w: WorkerState | undefined, stage: string, e: UpstreamError): void {
-    if (!w || e.kind === "aborted") return;
+    if (!w || e.kind === "aborted" || e.clientMistake) return;
     this.metrics.upstreamErrors.inc({ kind: e.kind, stage, worker: w.spec.id });
-    if (e.workerDown) this.markDown(w, `${stage}: ${e.message}`);
+    if (!w.healthy) return;
+    if (e.refused) {
+      this.markDown(w, `${stage}: ${e.message}`, "refused");
+      return;
+    }
+    // A timeout, connect or response, is what a loaded worker does: the active health checks judge those.
+    if (e.kind === "timeout" || e.kind === "connect") return;
+    w.consecutiveFailures++;
+    if (w.consecutiveFailures < this.config.outlier.consecutive_failures) return;
+    if (!this.mayEject(w)) {
+      this.metrics.ejectionsSkipped.inc();
+      return;
+    }
+    this.markDown(w, `${stage}: ${w.consecutiveFailures} failures in a row, the last: ${e.message}`, "consecutive_failures");
+  }
+
+  /** A worker call that succeeded: its run of failures is over. */
+  upstreamSucceeded(w: WorkerState | undefined): void {
+    if (w) w.consecutiveFailures = 0;
+  }
+
+  /** Outlier ejection keeps at least 1 − max_ejected_share of a role in rotation (but may always eject one). */
+  private mayEject(w: WorkerState): boolean {
+    const role = this.all().filter((o) => o.spec.role === w.spec.role);
+    const out = role.filter((o) => !o.healthy).length;
+    return out === 0 || out + 1 <= this.config.outlier.max_ejected_share * role.length;
+  }
+
+  /** Healthy decode workers other than `except`, least loaded first (a retry's destination). */
+  otherDecodeWorkers(except: string): WorkerState[] {
+    return this.healthyDecodeWorkers().filter((w) => w.spec.id !== except)
+      .sort((a, b) => a.activePrefillTokens + a.activeDecodeTokens - (b.activePrefillTokens + b.activeDecodeTokens));
+  }
+
+  /** Healthy prefill workers other than `except`, least loaded first. */
+  otherPrefillWorkers(except: string): WorkerState[] {
+    return this.all().filter((w) => w.healthy && w.spec.role !== "decode" && w.spec.id !== except)
+      .sort((a, b) => a.activePrefillTokens - b.activePrefillTokens);
   }
 
   /**

@@ -1,8 +1,11 @@
 // The worker calls of one inference request (vLLM's NixlConnector protocol, shared/docs/reference-systems.md): on the
 // remote path, step 1 asks the prefill worker to prefill only and return the KV handoff parameters; step 3 (and the
 // whole local path) sends the request to the decode worker, whose answer, streamed or not, goes to the client as it
-// arrives. Worker failures are classified here (502, 504, an SSE error event mid-stream) and take the worker out of
-// rotation when it is down.
+// arrives. Worker failures are classified here (502, 504, an SSE error event mid-stream) and counted toward the
+// worker's ejection (registry.ts). A call that fails before any byte reached the client (refused, reset, 5xx, or its
+// worker ejected while it waited) is retried once on another worker of the role, within a retry budget (Envoy's:
+// retries in flight ≤ max(min_concurrent, budget_share × requests in flight)). A decode retry elsewhere cannot use
+// the KV handoff made for the first decode worker, so it prefills locally (route "fallback").
 
 import type { IncomingMessage } from "node:http";
 import { isPlainObject } from "../../values.js";
@@ -23,10 +26,76 @@ const PREFILL_KV_PARAMS = {
 type Usage = NonNullable<ReturnType<typeof usageOf>>;
 
 export class WorkerCalls {
+  /** Calls waiting for a worker's response headers, by worker: cut when the worker is ejected, then retried. */
+  private readonly waiting = new Map<string, Set<AbortController>>();
+  private retriesInFlight = 0;
+
   constructor(
     private readonly config: ServeConfig, private readonly registry: WorkerRegistry, private readonly agents: Agents,
-    private readonly metrics: ProxyMetrics,
+    private readonly metrics: ProxyMetrics, private readonly requestsInFlight: () => number,
   ) {}
+
+  /** The worker left rotation: calls still waiting for its answer fail now (and are retried) rather than at request_ms. */
+  workerEjected(id: string): void {
+    for (const c of this.waiting.get(id) ?? []) c.abort();
+  }
+
+  /** One call to a worker until its response headers; a cut by workerEjected is a retryable reset. */
+  private async call(ctx: RequestContext, w: WorkerState, path: string, body: Buffer | string): Promise<IncomingMessage> {
+    const t = this.config.timeouts;
+    const cut = new AbortController();
+    const set = this.waiting.get(w.spec.id) ?? new Set<AbortController>();
+    this.waiting.set(w.spec.id, set);
+    set.add(cut);
+    try {
+      return await upstreamRequest(this.agents, `${w.spec.url}${path}`, {
+        method: "POST", headers: ctx.upstreamHeaders(), body, connectMs: t.connect_ms, responseMs: t.request_ms,
+        signal: AbortSignal.any([ctx.abort.signal, cut.signal]),
+      });
+    } catch (e) {
+      if (cut.signal.aborted && !ctx.abort.signal.aborted) throw new UpstreamError("reset", `${w.spec.id} left rotation while the request waited`);
+      throw e;
+    } finally {
+      set.delete(cut);
+      if (set.size === 0) this.waiting.delete(w.spec.id);
+    }
+  }
+
+  /** Takes a retry from the budget; false when it is spent (the caller then answers the failure). */
+  private takeRetry(stage: string): boolean {
+    const { budget_share, min_concurrent } = this.config.retries;
+    if (this.retriesInFlight >= Math.max(min_concurrent, Math.floor(budget_share * this.requestsInFlight()))) {
+      this.metrics.retriesSkipped.inc({ reason: "budget", stage });
+      return false;
+    }
+    this.retriesInFlight++;
+    this.metrics.retries.inc({ stage });
+    return true;
+  }
+
+  /**
+   * Step 1, retried once on the least-loaded other prefill worker when the first fails retryably. Resolves with the
+   * worker that prefilled; throws the last failure.
+   */
+  async prefillWithRetry(ctx: RequestContext, endpoint: Endpoint, id: string, body: Record<string, unknown>, effP: number): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null; worker: string }> {
+    try {
+      return { ...(await this.prefill(ctx, endpoint, id, body, effP)), worker: id };
+    } catch (e) {
+      const err = e as UpstreamError;
+      if (ctx.clientGone || !err.retryable) throw e;
+      const other = this.registry.otherPrefillWorkers(id)[0];
+      if (!other) {
+        this.metrics.retriesSkipped.inc({ reason: "no_other_worker", stage: "prefill" });
+        throw e;
+      }
+      if (!this.takeRetry("prefill")) throw e;
+      try {
+        return { ...(await this.prefill(ctx, endpoint, other.spec.id, body, effP)), worker: other.spec.id };
+      } finally {
+        this.retriesInFlight--;
+      }
+    }
+  }
 
   /** Step 1 of the NixlConnector protocol: prefill only, and return the KV handoff parameters. */
   async prefill(ctx: RequestContext, endpoint: Endpoint, id: string, body: Record<string, unknown>, effP: number): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null }> {
@@ -40,10 +109,7 @@ export class WorkerCalls {
     const t = this.config.timeouts;
     try {
       if (!w?.healthy) throw new UpstreamError("connect", `prefill worker ${id} left rotation`);
-      const res = await upstreamRequest(this.agents, `${w.spec.url}${ENDPOINT_PATHS[endpoint]}`, {
-        method: "POST", headers: ctx.upstreamHeaders(), body: JSON.stringify(prefillBody),
-        connectMs: t.connect_ms, responseMs: t.request_ms, signal: ctx.abort.signal,
-      });
+      const res = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], JSON.stringify(prefillBody));
       const buf = await readUpstream(res, t.request_ms);
       const status = res.statusCode ?? 0;
       if (status >= 400) {
@@ -52,6 +118,7 @@ export class WorkerCalls {
       const json = parseJson(buf);
       const kv = isPlainObject(json) ? json["kv_transfer_params"] : undefined;
       if (!isPlainObject(kv)) throw new UpstreamError("protocol", "the prefill response carries no kv_transfer_params");
+      this.registry.upstreamSucceeded(w);
       return { kvParams: kv, cachedTokens: usageOf(json)?.cached ?? null };
     } catch (e) {
       const err = classify(e, `prefill ${id}`);
@@ -63,24 +130,62 @@ export class WorkerCalls {
     }
   }
 
-  /** Step 3 (or the local path): the decode worker answers the client; a stream is passed on as it arrives. */
-  async decode(ctx: RequestContext, endpoint: Endpoint, id: string, payload: Buffer | string, stream: boolean, effD: number): Promise<void> {
+  /**
+   * Step 3 (or the local path): the decode worker answers the client; a stream is passed on as it arrives. A failure
+   * before the answer began is retried once on the least-loaded other decode worker with `localPayload` (the
+   * client's body: the KV handoff belongs to the first worker), within the retry budget.
+   */
+  async decode(ctx: RequestContext, endpoint: Endpoint, id: string, payload: Buffer | string, stream: boolean, effD: number, localPayload: Buffer | string): Promise<void> {
+    try {
+      await this.decodeOnce(ctx, endpoint, id, payload, stream, effD);
+      return;
+    } catch (e) {
+      if (!(e instanceof DecodeFailure) || !e.retryable || ctx.clientGone || ctx.res.headersSent) throw e;
+      const other = this.registry.otherDecodeWorkers(id)[0];
+      if (!other) {
+        this.metrics.retriesSkipped.inc({ reason: "no_other_worker", stage: "decode" });
+        throw e;
+      }
+      if (!this.takeRetry("decode")) throw e;
+      const to = other.spec.id;
+      ctx.res.setHeader("x-dolphin-decode-worker", to);
+      if (ctx.record) {
+        ctx.record.decode_worker = to;
+        if (ctx.record.route === "remote") {
+          ctx.record.route = "fallback";
+          ctx.reportedTokens = null;
+          ctx.res.setHeader("x-dolphin-route", "fallback");
+        }
+      }
+      try {
+        await this.decodeOnce(ctx, endpoint, to, localPayload, stream, ctx.isl);
+      } finally {
+        this.retriesInFlight--;
+      }
+    }
+  }
+
+  private async decodeOnce(ctx: RequestContext, endpoint: Endpoint, id: string, payload: Buffer | string, stream: boolean, effD: number): Promise<void> {
     const w = this.registry.get(id);
     const t = this.config.timeouts;
     const releasePrefill = this.registry.hold(ctx, id, "activePrefillTokens", effD);
-    this.registry.hold(ctx, id, "activeDecodeTokens", ctx.isl);
+    const releaseDecode = this.registry.hold(ctx, id, "activeDecodeTokens", ctx.isl);
+    const letGo = (): void => {
+      releasePrefill();
+      releaseDecode();
+    };
     let res: IncomingMessage;
     try {
       if (!w?.healthy) throw new UpstreamError("connect", `decode worker ${id} left rotation`);
-      res = await upstreamRequest(this.agents, `${w.spec.url}${ENDPOINT_PATHS[endpoint]}`, {
-        method: "POST", headers: ctx.upstreamHeaders(), body: payload, connectMs: t.connect_ms, responseMs: t.request_ms, signal: ctx.abort.signal,
-      });
+      res = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], payload);
     } catch (e) {
       if (ctx.clientGone) return;
+      letGo();
       throw this.decodeFailed(w, id, e, "failed");
     }
     const status = res.statusCode ?? 502;
     const contentType = String(res.headers["content-type"] ?? "application/json");
+    if (status < 500) this.registry.upstreamSucceeded(w);
     if (stream && status < 400 && contentType.includes("text/event-stream")) {
       await this.pipeStream(ctx, w!, res, releasePrefill);
       return;
@@ -90,12 +195,15 @@ export class WorkerCalls {
       buf = await readUpstream(res, t.request_ms);
     } catch (e) {
       if (ctx.clientGone) return;
-      throw this.decodeFailed(w, id, e, "failed mid-response");
+      const failure = this.decodeFailed(w, id, e, "failed mid-response");
+      failure.retryable = false; // the worker took the request: it may be running still
+      throw failure;
     }
     releasePrefill();
     if (status >= 500) {
+      letGo();
       this.registry.upstreamFailed(w, "decode", new UpstreamError("status", `answered ${status}`, status));
-      throw new HttpError(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "upstream_error", "decode_failed");
+      throw new DecodeFailure(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "decode_failed", true);
     }
     const usage = usageOf(parseJson(buf));
     if (usage) noteUsage(ctx, usage);
@@ -104,11 +212,11 @@ export class WorkerCalls {
   }
 
   /** The client's answer to a decode call that failed: 504 on a timeout, else 502. */
-  private decodeFailed(w: WorkerState | undefined, id: string, e: unknown, what: string): HttpError {
+  private decodeFailed(w: WorkerState | undefined, id: string, e: unknown, what: string): DecodeFailure {
     const err = classify(e, `decode ${id}`);
     this.registry.upstreamFailed(w, "decode", err);
-    if (err.kind === "timeout") return new HttpError(504, `decode worker ${id}: ${err.message}`, "upstream_error", "upstream_timeout");
-    return new HttpError(502, `decode worker ${id} ${what}: ${err.message}`, "upstream_error", "decode_failed");
+    if (err.kind === "timeout") return new DecodeFailure(504, `decode worker ${id}: ${err.message}`, "upstream_timeout", false);
+    return new DecodeFailure(502, `decode worker ${id} ${what}: ${err.message}`, "decode_failed", err.retryable);
   }
 
   /** Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event. */
@@ -148,6 +256,13 @@ export class WorkerCalls {
       if (sniffer.usage) noteUsage(ctx, sniffer.usage);
     }
     res.end();
+  }
+}
+
+/** A decode call that failed, and whether another worker may take the request. */
+class DecodeFailure extends HttpError {
+  constructor(status: number, message: string, code: string, public retryable: boolean) {
+    super(status, message, "upstream_error", code);
   }
 }
 

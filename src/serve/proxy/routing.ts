@@ -9,7 +9,7 @@ import type { ServeConfig } from "../config.js";
 import { HttpError } from "../http-toolkit.js";
 import type { Logger } from "./log.js";
 import { QpsWindow } from "../../qps-window.js";
-import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, type Agents } from "./upstream.js";
+import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, WorkerRejection, type Agents } from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { chatText, positiveInt, sessionKey, type Endpoint } from "./openai.js";
 import type { WorkerRegistry } from "./registry.js";
@@ -46,9 +46,14 @@ export class Routing {
     return { ...this.decide(endpoint, body, prompt), tokenMode: "tokens" in prompt };
   }
 
-  /** Predicted cached tokens on a worker from its matched blocks (text blocks stand for 16 tokens). */
+  /**
+   * Predicted cached tokens on a worker from its matched blocks (text blocks stand for 16 tokens), by vLLM's rule:
+   * the engine always computes the prompt's last token, so at most isl − 1 tokens, in whole blocks, come from cache.
+   */
   predictedTokens(blocks: number, tokenMode: boolean, isl: number): number {
-    return Math.min(blocks * (tokenMode ? this.config.block_size : TEXT_TOKENS_PER_BLOCK), isl);
+    const blockTokens = tokenMode ? this.config.block_size : TEXT_TOKENS_PER_BLOCK;
+    const cacheable = Math.floor(Math.max(0, isl - 1) / blockTokens) * blockTokens;
+    return Math.min(blocks * blockTokens, cacheable);
   }
 
   /** The prompt as the router reads it: token ids (precise mode, or ids the client gave) or text. */
@@ -85,7 +90,10 @@ export class Routing {
         connectMs: t.connect_ms, responseMs: t.tokenize_ms, signal: ctx.abort.signal,
       });
       const buf = await readUpstream(res, t.tokenize_ms);
-      if ((res.statusCode ?? 0) >= 400) throw new UpstreamError("status", `/tokenize answered ${res.statusCode}`, res.statusCode ?? 0);
+      const status = res.statusCode ?? 0;
+      // The worker's tokenizer rejects the request (e.g. a chat template it cannot render): the client's mistake.
+      if (status >= 400 && status < 500) throw new WorkerRejection(status, buf, String(res.headers["content-type"] ?? "application/json"));
+      if (status >= 400) throw new UpstreamError("status", `/tokenize answered ${status}`, status);
       const json = parseJson(buf);
       const tokens = isPlainObject(json) ? json["tokens"] : undefined;
       if (!Array.isArray(tokens) || !tokens.every((x) => Number.isInteger(x) && x >= 0 && x <= 0xffffffff)) {
@@ -93,7 +101,7 @@ export class Routing {
       }
       return (tokens as number[]).slice(0, this.maxPromptTokens);
     } catch (e) {
-      if (ctx.clientGone) throw e;
+      if (ctx.clientGone || e instanceof WorkerRejection) throw e;
       const err = classify(e, `${w.spec.id} /tokenize`);
       this.registry.upstreamFailed(w, "tokenize", err);
       this.metrics.tokenizeFailures.inc({ worker: w.spec.id });

@@ -13,13 +13,33 @@ const SSE_SNIFF_LINE_BYTES = 1 << 20;
 
 export type UpstreamFailure = "connect" | "timeout" | "reset" | "status" | "protocol" | "aborted";
 
-/** A worker call that failed. `connect`, `reset` and 5xx `status` take the worker out of rotation. */
+/** A worker call that failed. `reset`, 5xx `status` and `protocol` count toward the worker's ejection (registry.ts). */
 export class UpstreamError extends Error {
+  /** The connection was refused: nothing listens at the worker's address (the process is gone). */
+  refused = false;
+
   constructor(readonly kind: UpstreamFailure, message: string, readonly status = 0, readonly body?: Buffer, readonly contentType?: string) {
     super(message);
   }
+
+  /** Failed before the worker could have done anything with the request: safe to send it to another worker. */
+  get retryable(): boolean {
+    return this.kind === "connect" || this.kind === "reset" || (this.kind === "status" && this.status >= 500);
+  }
   get workerDown(): boolean {
     return this.kind === "connect" || this.kind === "reset" || (this.kind === "status" && this.status >= 500);
+  }
+
+  /** The worker refused the request itself (a 4xx): the client's mistake, never the worker's failure. */
+  get clientMistake(): boolean {
+    return this.kind === "status" && this.status >= 400 && this.status < 500;
+  }
+}
+
+/** A worker's 4xx answer, passed on to the client as it is (status, body, content type). */
+export class WorkerRejection extends Error {
+  constructor(readonly status: number, readonly body: Buffer, readonly contentType: string) {
+    super(`a worker answered ${status}`);
   }
 }
 
@@ -51,7 +71,11 @@ export function classify(e: unknown, where: string): UpstreamError {
   if (e instanceof UpstreamError) return e;
   const err = e as NodeJS.ErrnoException;
   if (err?.name === "AbortError" || err?.code === "ABORT_ERR") return new UpstreamError("aborted", `${where}: aborted`);
-  if (err?.code && CONNECT_CODES.has(err.code)) return new UpstreamError("connect", `${where}: cannot connect (${err.code})`);
+  if (err?.code && CONNECT_CODES.has(err.code)) {
+    const failure = new UpstreamError("connect", `${where}: cannot connect (${err.code})`);
+    failure.refused = err.code === "ECONNREFUSED";
+    return failure;
+  }
   return new UpstreamError("reset", `${where}: connection lost (${err?.code ?? err?.message ?? String(e)})`);
 }
 
