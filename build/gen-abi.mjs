@@ -12,15 +12,11 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const SPEC_PATH = join(root, "spec/abi.json");
 
-export const HEADER = "// GENERATED from spec/abi.json by build/gen-abi.mjs: do not edit (change the spec and rebuild).";
-
-/** snake_case or kebab-case → camelCase; SCREAMING names for constants. */
-export const camel = (s) => s.replace(/[-_]([a-z0-9])/gi, (_, c) => c.toUpperCase());
-export const upper = (s) => s.replace(/-/g, "_").toUpperCase();
-
 /** Checks the spec's own consistency, so a typo fails the build instead of a host. */
 export function checkSpec(spec) {
-  const fail = (what) => { throw new Error(`spec/abi.json: ${what}`); };
+  const fail = (what) => {
+    throw new Error(`spec/abi.json: ${what}`);
+  };
   if (!Number.isInteger(spec.abi_version) || spec.abi_version < 1) fail("abi_version must be a positive integer");
   const codes = new Set();
   for (const e of spec.errors) {
@@ -33,12 +29,21 @@ export function checkSpec(spec) {
     if (kindCodes.has(k.code) || k.code < 1) fail(`kind ${k.name}: code ${k.code} is used twice or < 1`);
     kindCodes.add(k.code);
     for (const p of k.params) {
-      if (!["scalar", "list", "ppd-bits"].includes(p.type)) fail(`kind ${k.name}: param ${p.name} has unknown type ${p.type}`);
-      if (p.type === "scalar" && p.default === undefined && p.positive !== true) fail(`kind ${k.name}: required param ${p.name} must be positive`);
+      if (!["scalar", "list", "ppd-bits"].includes(p.type))
+        fail(`kind ${k.name}: param ${p.name} has unknown type ${p.type}`);
+      if (p.type === "scalar" && p.default === undefined && p.positive !== true)
+        fail(`kind ${k.name}: required param ${p.name} must be positive`);
     }
   }
   if (new Set(spec.exports.map((e) => e.name)).size !== spec.exports.length) fail("exports repeats a name");
-  for (const r of ["request_record", "decision_record", "table_error_record", "table_info_record", "table_problems", "table_value_types"]) {
+  for (const r of [
+    "request_record",
+    "decision_record",
+    "table_error_record",
+    "table_info_record",
+    "table_problems",
+    "table_value_types",
+  ]) {
     if (spec[r] && new Set(spec[r].map((s) => s.name)).size !== spec[r].length) fail(`${r} repeats a name`);
   }
   return spec;
@@ -52,7 +57,8 @@ export function loadSpec() {
 
 // One emitter per host language (build/abi/<language>.mjs): each turns the spec into one file's text.
 async function emitters() {
-  const { emitAssemblyScript, emitAssemblyScriptMessages, emitAssemblyScriptNames } = await import("./abi/assemblyscript.mjs");
+  const { emitAssemblyScript, emitAssemblyScriptMessages, emitAssemblyScriptNames } =
+    await import("./abi/assemblyscript.mjs");
   const { emitTypeScript } = await import("./abi/typescript.mjs");
   const { emitPython } = await import("./abi/python.mjs");
   const { emitGo } = await import("./abi/go.mjs");

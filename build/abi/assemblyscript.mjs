@@ -1,10 +1,15 @@
 // The AssemblyScript emitter: the constants the core is compiled with (assembly/generated/abi.ts) and the kind
 // descriptors and names as static data (assembly/generated/names.ts), from spec/abi.json.
-import { HEADER, camel, upper } from "../gen-abi.mjs";
+import { HEADER, camel, upper } from "./names.mjs";
 
 export function emitAssemblyScript(spec) {
-  const out = [HEADER, "// The core's constants (assembly/ imports these; hosts get the same numbers from their own generated copy).", ""];
-  const c = (name, value, type = "i32", doc) => out.push(`${doc ? `/** ${doc} */\n` : ""}export const ${name}: ${type} = ${value};`);
+  const out = [
+    HEADER,
+    "// The core's constants (assembly/ imports these; hosts get the same numbers from their own generated copy).",
+    "",
+  ];
+  const c = (name, value, type = "i32", doc) =>
+    out.push(`${doc ? `/** ${doc} */\n` : ""}export const ${name}: ${type} = ${value};`);
   c("ABI_VERSION", spec.abi_version);
   out.push("");
   for (const [k, v] of Object.entries(spec.limits)) c(`LIMIT_${upper(k)}`, v);
@@ -48,12 +53,30 @@ export function emitAssemblyScript(spec) {
 
 /** Names and kind descriptors as static data: a file of its own, so only the table decoder links them in. */
 export function emitAssemblyScriptNames(spec) {
-  const out = [HEADER, "// Kind descriptors and names, as flat static arrays indexed by kind code (no allocation at run time).", ""];
-  const names = ["", ...spec.kinds.slice().sort((a, b) => a.code - b.code).map((k) => k.name)];
+  const out = [
+    HEADER,
+    "// Kind descriptors and names, as flat static arrays indexed by kind code (no allocation at run time).",
+    "",
+  ];
+  const names = [
+    "",
+    ...spec.kinds
+      .slice()
+      .sort((a, b) => a.code - b.code)
+      .map((k) => k.name),
+  ];
   out.push(`/** Table kind names by code (index 0 is no kind). */`);
   out.push(`export const KIND_NAMES: StaticArray<string> = [${names.map((n) => JSON.stringify(n)).join(", ")}];`);
   out.push(`/** 1 when the kind is learned (clusters), by code. */`);
-  out.push(`export const KIND_LEARNED: StaticArray<u8> = [${["0", ...spec.kinds.slice().sort((a, b) => a.code - b.code).map((k) => (k.learned ? 1 : 0))].join(", ")}];`);
+  out.push(
+    `export const KIND_LEARNED: StaticArray<u8> = [${[
+      "0",
+      ...spec.kinds
+        .slice()
+        .sort((a, b) => a.code - b.code)
+        .map((k) => (k.learned ? 1 : 0)),
+    ].join(", ")}];`,
+  );
   const params = [];
   const firstParam = [0];
   for (const k of spec.kinds.slice().sort((a, b) => a.code - b.code)) {
@@ -61,18 +84,30 @@ export function emitAssemblyScriptNames(spec) {
     firstParam.push(params.length);
   }
   firstParam.unshift(0); // kind 0 has none: KIND_PARAMS_START[code] … KIND_PARAMS_START[code + 1]
-  out.push(`/** Rule parameters of kind \`code\` are PARAM_* entries KIND_PARAMS_START[code] ≤ i < KIND_PARAMS_START[code + 1]. */`);
+  out.push(
+    `/** Rule parameters of kind \`code\` are PARAM_* entries KIND_PARAMS_START[code] ≤ i < KIND_PARAMS_START[code + 1]. */`,
+  );
   out.push(`export const KIND_PARAMS_START: StaticArray<i32> = [${firstParam.join(", ")}];`);
-  out.push(`export const PARAM_TYPE_SCALAR: i32 = 0;\nexport const PARAM_TYPE_LIST: i32 = 1;\nexport const PARAM_TYPE_PPD_BITS: i32 = 2;`);
-  out.push(`export const PARAM_NAMES: StaticArray<string> = [${params.map((p) => JSON.stringify(p.name)).join(", ")}];`);
-  out.push(`export const PARAM_TYPES: StaticArray<i32> = [${params.map((p) => ["scalar", "list", "ppd-bits"].indexOf(p.type)).join(", ")}];`);
+  out.push(
+    `export const PARAM_TYPE_SCALAR: i32 = 0;\nexport const PARAM_TYPE_LIST: i32 = 1;\nexport const PARAM_TYPE_PPD_BITS: i32 = 2;`,
+  );
+  out.push(
+    `export const PARAM_NAMES: StaticArray<string> = [${params.map((p) => JSON.stringify(p.name)).join(", ")}];`,
+  );
+  out.push(
+    `export const PARAM_TYPES: StaticArray<i32> = [${params.map((p) => ["scalar", "list", "ppd-bits"].indexOf(p.type)).join(", ")}];`,
+  );
   out.push(`/** Where a scalar's value goes in the rule's two staged parameters (−1: not staged there). */`);
-  out.push(`export const PARAM_STAGE: StaticArray<i32> = [${params.map((p) => (p.stage ?? -1)).join(", ")}];`);
+  out.push(`export const PARAM_STAGE: StaticArray<i32> = [${params.map((p) => p.stage ?? -1).join(", ")}];`);
   out.push(`/** 1 when the parameter must be > 0 (else ≥ 0). */`);
   out.push(`export const PARAM_POSITIVE: StaticArray<u8> = [${params.map((p) => (p.positive ? 1 : 0)).join(", ")}];`);
   out.push(`/** 1 when the parameter has a default (scalars: PARAM_DEFAULT; lists: LIST_DEFAULTS). */`);
-  out.push(`export const PARAM_HAS_DEFAULT: StaticArray<u8> = [${params.map((p) => (p.default !== undefined ? 1 : 0)).join(", ")}];`);
-  out.push(`export const PARAM_DEFAULT: StaticArray<f64> = [${params.map((p) => (typeof p.default === "number" ? p.default : 0)).join(", ")}];`);
+  out.push(
+    `export const PARAM_HAS_DEFAULT: StaticArray<u8> = [${params.map((p) => (p.default !== undefined ? 1 : 0)).join(", ")}];`,
+  );
+  out.push(
+    `export const PARAM_DEFAULT: StaticArray<f64> = [${params.map((p) => (typeof p.default === "number" ? p.default : 0)).join(", ")}];`,
+  );
   out.push(`export const PARAM_MIN_LENGTH: StaticArray<i32> = [${params.map((p) => p.min_length ?? 0).join(", ")}];`);
   out.push(`export const PARAM_MAX_LENGTH: StaticArray<i32> = [${params.map((p) => p.max_length ?? 0).join(", ")}];`);
   const listDefaults = [];
@@ -81,12 +116,20 @@ export function emitAssemblyScriptNames(spec) {
     if (Array.isArray(p.default)) listDefaults.push(...p.default);
     return at;
   });
-  out.push(`/** A list parameter's default values are LIST_DEFAULTS[PARAM_LIST_START[i] …] (PARAM_LIST_LENGTH[i] of them). */`);
+  out.push(
+    `/** A list parameter's default values are LIST_DEFAULTS[PARAM_LIST_START[i] …] (PARAM_LIST_LENGTH[i] of them). */`,
+  );
   out.push(`export const PARAM_LIST_START: StaticArray<i32> = [${listStart.join(", ")}];`);
-  out.push(`export const PARAM_LIST_LENGTH: StaticArray<i32> = [${params.map((p) => (Array.isArray(p.default) ? p.default.length : 0)).join(", ")}];`);
+  out.push(
+    `export const PARAM_LIST_LENGTH: StaticArray<i32> = [${params.map((p) => (Array.isArray(p.default) ? p.default.length : 0)).join(", ")}];`,
+  );
   out.push(`export const LIST_DEFAULTS: StaticArray<f64> = [${listDefaults.join(", ")}];`);
-  out.push(`export const FEATURE_NAMES: StaticArray<string> = [${spec.features.map((f) => JSON.stringify(f)).join(", ")}];`);
-  out.push(`export const OSL_FEATURE_NAMES: StaticArray<string> = [${spec.osl_features.map((f) => JSON.stringify(f)).join(", ")}];`);
+  out.push(
+    `export const FEATURE_NAMES: StaticArray<string> = [${spec.features.map((f) => JSON.stringify(f)).join(", ")}];`,
+  );
+  out.push(
+    `export const OSL_FEATURE_NAMES: StaticArray<string> = [${spec.osl_features.map((f) => JSON.stringify(f)).join(", ")}];`,
+  );
   return `${out.join("\n")}\n`;
 }
 
@@ -99,10 +142,14 @@ export function emitAssemblyScriptMessages(spec) {
   out.push(`/** Error message templates by error code ({detail}: errorDetail()). */`);
   const byCode = [];
   for (const e of spec.errors) byCode[e.code] = e.message;
-  out.push(`export const ERROR_MESSAGES: StaticArray<string> = [${Array.from(byCode, (m) => JSON.stringify(m ?? "")).join(", ")}];`);
+  out.push(
+    `export const ERROR_MESSAGES: StaticArray<string> = [${Array.from(byCode, (m) => JSON.stringify(m ?? "")).join(", ")}];`,
+  );
   if (spec.table_problems) {
     out.push(`/** Table decoder problem message templates by problem code (the table error record's problem slot). */`);
-    out.push(`export const TABLE_PROBLEM_MESSAGES: StaticArray<string> = [${spec.table_problems.map((t) => JSON.stringify(t.message)).join(", ")}];`);
+    out.push(
+      `export const TABLE_PROBLEM_MESSAGES: StaticArray<string> = [${spec.table_problems.map((t) => JSON.stringify(t.message)).join(", ")}];`,
+    );
   }
   return `${out.join("\n")}\n`;
 }

@@ -1,7 +1,7 @@
 // The Go emitter: the core's contract for the Go binding (bindings/go/abi_gen.go, package dolphin), from
 // spec/abi.json: constants, slot indices, kind codes, the export list and the error-message table with the same
 // templates and by_detail entries as the TypeScript host, so messages are identical across hosts.
-import { HEADER, camel, upper } from "../gen-abi.mjs";
+import { HEADER, camel, upper } from "./names.mjs";
 
 /** SCREAMING or kebab names → Go's exported CamelCase. */
 const goName = (s) => camel(s.toLowerCase().replace(/-/g, "_")).replace(/^./, (c) => c.toUpperCase());
@@ -30,7 +30,9 @@ export function emitGo(spec) {
   out.push("// kindCodes maps a table kind's name to its code.");
   out.push(`var kindCodes = map[string]int{${kinds.map((k) => `${str(k.name)}: ${k.code}`).join(", ")}}`);
   out.push("", "// kindParams lists each kind's parameter names (in the spec's order).");
-  out.push(`var kindParams = map[string][]string{${kinds.map((k) => `${str(k.name)}: ${strings(k.params.map((p) => p.name))}`).join(", ")}}`);
+  out.push(
+    `var kindParams = map[string][]string{${kinds.map((k) => `${str(k.name)}: ${strings(k.params.map((p) => p.name))}`).join(", ")}}`,
+  );
   out.push(`var learnedKinds = ${strings(kinds.filter((k) => k.learned).map((k) => k.name))}`);
   out.push(`var reasonNames = ${strings(spec.reasons)}`);
   out.push(`var featureNames = ${strings(spec.features)}`);
@@ -46,21 +48,39 @@ export function emitGo(spec) {
   out.push("", "// Error codes (Error.Code).");
   for (const e of spec.errors) out.push(`const Code${goName(e.name)} = ${e.code}`);
   out.push("");
-  out.push("type errorMessage struct {", "\tname     string", "\tmessage  string", "\tbyDetail map[string]string", "}", "");
-  out.push("// errorMessages holds each code's template, indexed by code ({detail}: errorDetail() as JavaScript's String(n)");
+  out.push(
+    "type errorMessage struct {",
+    "\tname     string",
+    "\tmessage  string",
+    "\tbyDetail map[string]string",
+    "}",
+    "",
+  );
+  out.push(
+    "// errorMessages holds each code's template, indexed by code ({detail}: errorDetail() as JavaScript's String(n)",
+  );
   out.push("// writes it). A slice without keys: gofmt-clean as written.");
   out.push("var errorMessages = []errorMessage{");
   const byCode = new Map(spec.errors.map((e) => [e.code, e]));
   for (let code = 0; code <= Math.max(...byCode.keys()); code++) {
     const e = byCode.get(code);
-    if (!e) { out.push("\t{},"); continue; }
-    const by = e.by_detail ? `map[string]string{${Object.entries(e.by_detail).map(([k, v]) => `${str(k)}: ${str(v)}`).join(", ")}}` : "nil";
+    if (!e) {
+      out.push("\t{},");
+      continue;
+    }
+    const by = e.by_detail
+      ? `map[string]string{${Object.entries(e.by_detail)
+          .map(([k, v]) => `${str(k)}: ${str(v)}`)
+          .join(", ")}}`
+      : "nil";
     out.push(`\t{${str(e.name)}, ${str(e.message)}, ${by}},`);
   }
   out.push("}");
   if (spec.table_problems) {
     out.push("", "type tableProblem struct {", "\tname    string", "\tmessage string", "\tmissing string", "}", "");
-    out.push("// tableProblems are the table decoder's problems, by code (missing: the template when the value is absent).");
+    out.push(
+      "// tableProblems are the table decoder's problems, by code (missing: the template when the value is absent).",
+    );
     out.push("var tableProblems = []tableProblem{");
     for (const p of spec.table_problems) out.push(`\t{${str(p.name)}, ${str(p.message)}, ${str(p.missing ?? "")}},`);
     out.push("}");
@@ -70,7 +90,8 @@ export function emitGo(spec) {
     spec.table_error_record.forEach((s, i) => out.push(`const te${goName(s.name)} = ${i}`));
     out.push(`const tableErrorSlots = ${spec.table_error_record.length}`);
   }
-  if (spec.table_value_types) out.push("", `var tableValueTypes = ${strings(spec.table_value_types.map((t) => t.name))}`);
+  if (spec.table_value_types)
+    out.push("", `var tableValueTypes = ${strings(spec.table_value_types.map((t) => t.name))}`);
   if (spec.table_info_record) {
     out.push("", "// Slots of the table info record (f64 each) loadTable fills at tableInfoPtr() on success.");
     spec.table_info_record.forEach((s, i) => out.push(`const ti${goName(s.name)} = ${i}`));

@@ -1,7 +1,7 @@
 // The Python emitter: the core's contract for the Python binding (bindings/python/dolphin_routing/_abi.py), from
 // spec/abi.json: constants, slot indices, kind codes, the export list and the error-message table with the same
 // templates and by_detail entries as the TypeScript host, so messages are identical across hosts.
-import { HEADER, upper } from "../gen-abi.mjs";
+import { HEADER, upper } from "./names.mjs";
 
 /** A JSON value as a Python literal (JSON strings are valid Python string literals). */
 export function py(value) {
@@ -11,7 +11,9 @@ export function py(value) {
   if (typeof value === "number") return Number.isInteger(value) ? String(value) : JSON.stringify(value);
   if (typeof value === "string") return JSON.stringify(value);
   if (Array.isArray(value)) return `(${value.map(py).join(", ")}${value.length === 1 ? "," : ""})`;
-  return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${py(v)}`).join(", ")}}`;
+  return `{${Object.entries(value)
+    .map(([k, v]) => `${JSON.stringify(k)}: ${py(v)}`)
+    .join(", ")}}`;
 }
 
 export function emitPython(spec) {
@@ -28,7 +30,9 @@ export function emitPython(spec) {
   out.push(`ROLES: Final[Mapping[str, int]] = ${py(spec.roles)}`);
   for (const [k, v] of Object.entries(spec.route_flags)) out.push(`FLAG_${upper(k)}: Final = ${v.bit}  # ${v.doc}`);
   out.push(`KINDS: Final[Mapping[str, int]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.code])))}`);
-  out.push(`KIND_PARAMS: Final[Mapping[str, Tuple[str, ...]]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.params.map((p) => p.name)])))}`);
+  out.push(
+    `KIND_PARAMS: Final[Mapping[str, Tuple[str, ...]]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.params.map((p) => p.name)])))}`,
+  );
   out.push(`LEARNED_KINDS: Final[Tuple[str, ...]] = ${py(kinds.filter((k) => k.learned).map((k) => k.name))}`);
   out.push(`REASONS: Final[Tuple[str, ...]] = ${py(spec.reasons)}`);
   out.push(`FEATURES: Final[Tuple[str, ...]] = ${py(spec.features)}`);
@@ -41,15 +45,23 @@ export function emitPython(spec) {
   out.push(`DECISION_SLOTS: Final = ${spec.decision_record.length}`);
   out.push("", "# The core's exported functions (besides memory): checked when a module is loaded.");
   out.push(`EXPORT_NAMES: Final[Tuple[str, ...]] = ${py(spec.exports.map((e) => e.name))}`);
-  out.push("", "# Error codes and their message templates ({detail}: errorDetail() as JavaScript's String(n) writes it).");
+  out.push(
+    "",
+    "# Error codes and their message templates ({detail}: errorDetail() as JavaScript's String(n) writes it).",
+  );
   for (const e of spec.errors) out.push(`E_${e.name}: Final = ${e.code}`);
   out.push("ERROR_MESSAGES: Final[Mapping[int, Tuple[str, str, Optional[Mapping[str, str]]]]] = {");
-  for (const e of spec.errors) out.push(`    ${e.code}: (${py(e.name)}, ${py(e.message)}, ${e.by_detail ? py(e.by_detail) : "None"}),`);
+  for (const e of spec.errors)
+    out.push(`    ${e.code}: (${py(e.name)}, ${py(e.message)}, ${e.by_detail ? py(e.by_detail) : "None"}),`);
   out.push("}");
   if (spec.table_problems) {
-    out.push("", "# The table decoder's problems, by code: (name, message template, template when the value is missing).");
+    out.push(
+      "",
+      "# The table decoder's problems, by code: (name, message template, template when the value is missing).",
+    );
     out.push("TABLE_PROBLEMS: Final[Tuple[Tuple[str, str, Optional[str]], ...]] = (");
-    for (const p of spec.table_problems) out.push(`    (${py(p.name)}, ${py(p.message)}, ${p.missing ? py(p.missing) : "None"}),`);
+    for (const p of spec.table_problems)
+      out.push(`    (${py(p.name)}, ${py(p.message)}, ${p.missing ? py(p.missing) : "None"}),`);
     out.push(")");
   }
   if (spec.table_error_record) {
@@ -57,7 +69,8 @@ export function emitPython(spec) {
     spec.table_error_record.forEach((s, i) => out.push(`TE_${upper(s.name)}: Final = ${i}`));
     out.push(`TABLE_ERROR_SLOTS: Final = ${spec.table_error_record.length}`);
   }
-  if (spec.table_value_types) out.push(`TABLE_VALUE_TYPES: Final[Tuple[str, ...]] = ${py(spec.table_value_types.map((t) => t.name))}`);
+  if (spec.table_value_types)
+    out.push(`TABLE_VALUE_TYPES: Final[Tuple[str, ...]] = ${py(spec.table_value_types.map((t) => t.name))}`);
   if (spec.table_info_record) {
     out.push("", "# Slots of the table info record (f64 each) loadTable fills at tableInfoPtr() on success.");
     spec.table_info_record.forEach((s, i) => out.push(`TI_${upper(s.name)}: Final = ${i}`));

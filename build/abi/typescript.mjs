@@ -1,10 +1,11 @@
 // The TypeScript emitter: constants, kind descriptors, exports and the error-message table for TypeScript hosts
 // (src/generated/abi.ts), from spec/abi.json.
-import { HEADER, camel, upper } from "../gen-abi.mjs";
+import { HEADER, camel, upper } from "./names.mjs";
 
 export function emitTypeScript(spec) {
   const json = (v) => JSON.stringify(v);
-  const obj = (entries) => `{ ${entries.map(([k, v]) => `${/^[a-zA-Z_$][\w$]*$/.test(k) ? k : json(k)}: ${v}`).join(", ")} }`;
+  const obj = (entries) =>
+    `{ ${entries.map(([k, v]) => `${/^[a-zA-Z_$][\w$]*$/.test(k) ? k : json(k)}: ${v}`).join(", ")} }`;
   const kinds = spec.kinds.slice().sort((a, b) => a.code - b.code);
   const out = [
     HEADER,
@@ -40,12 +41,20 @@ export function emitTypeScript(spec) {
     `export const ERROR_MESSAGES: Readonly<Record<number, ErrorMessage>> = ${json(Object.fromEntries(spec.errors.map((e) => [e.code, { name: e.name, message: e.message, ...(e.by_detail ? { by_detail: e.by_detail } : {}) }])))};`,
   ];
   if (spec.table_problems) {
-    out.push("/** The table decoder's problems, by code: message templates over the error record's fields (`missing`: the text when the value is absent). */");
-    out.push(`export const TABLE_PROBLEMS: readonly { name: string; message: string; missing?: string }[] = ${json(spec.table_problems.map((p) => ({ name: p.name, message: p.message, ...(p.missing ? { missing: p.missing } : {}) })))};`);
+    out.push(
+      "/** The table decoder's problems, by code: message templates over the error record's fields (`missing`: the text when the value is absent). */",
+    );
+    out.push(
+      `export const TABLE_PROBLEMS: readonly { name: string; message: string; missing?: string }[] = ${json(spec.table_problems.map((p) => ({ name: p.name, message: p.message, ...(p.missing ? { missing: p.missing } : {}) })))};`,
+    );
   }
   if (spec.table_error_record) {
-    out.push("/** Slots of the table error record (Float64Array of TABLE_ERROR_SLOTS at tableErrorPtr()) `loadTable` fills on E_BAD_TABLE. */");
-    out.push(`export const TableErrorSlot = ${obj(spec.table_error_record.map((s, i) => [camel(s.name), i]))} as const;`);
+    out.push(
+      "/** Slots of the table error record (Float64Array of TABLE_ERROR_SLOTS at tableErrorPtr()) `loadTable` fills on E_BAD_TABLE. */",
+    );
+    out.push(
+      `export const TableErrorSlot = ${obj(spec.table_error_record.map((s, i) => [camel(s.name), i]))} as const;`,
+    );
     out.push(`export const TABLE_ERROR_SLOTS = ${spec.table_error_record.length};`);
   }
   if (spec.table_value_types) {
@@ -53,7 +62,9 @@ export function emitTypeScript(spec) {
     out.push(`export const TABLE_VALUE_TYPES = ${json(spec.table_value_types.map((t) => t.name))} as const;`);
   }
   if (spec.table_info_record) {
-    out.push("/** Slots of the table info record (Float64Array of TABLE_INFO_SLOTS at tableInfoPtr()) `loadTable` fills on success. */");
+    out.push(
+      "/** Slots of the table info record (Float64Array of TABLE_INFO_SLOTS at tableInfoPtr()) `loadTable` fills on success. */",
+    );
     out.push(`export const TableInfoSlot = ${obj(spec.table_info_record.map((s, i) => [camel(s.name), i]))} as const;`);
     out.push(`export const TABLE_INFO_SLOTS = ${spec.table_info_record.length};`);
   }
