@@ -23,7 +23,8 @@ function repoRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(dir, "spec", "vectors"))) {
     const up = dirname(dir);
-    if (up === dir) throw new Error("bench bindings: run it from the repository (spec/vectors and bindings/ are needed)");
+    if (up === dir)
+      throw new Error("bench bindings: run it from the repository (spec/vectors and bindings/ are needed)");
     dir = up;
   }
   return dir;
@@ -60,8 +61,13 @@ function medianUs(call: () => void): number {
 
 function nodeRouter(module: WebAssembly.Module): { route: () => number } {
   const router = Router.create(new Uint8Array(readFileSync(TABLE)), {
-    module, capacityBlocks: 4096, maxPromptTokens: 1 << 18,
-    workers: Array.from({ length: WORKERS }, (_, w) => ({ id: `w${w}`, role: w < WORKERS / 2 ? ("prefill" as const) : ("decode" as const) })),
+    module,
+    capacityBlocks: 4096,
+    maxPromptTokens: 1 << 18,
+    workers: Array.from({ length: WORKERS }, (_, w) => ({
+      id: `w${w}`,
+      role: w < WORKERS / 2 ? ("prefill" as const) : ("decode" as const),
+    })),
   });
   const tokens = lcgTokens(20_000, 42);
   const pairs = router.hash({ tokens });
@@ -74,7 +80,13 @@ function nodeRouter(module: WebAssembly.Module): { route: () => number } {
 }
 
 /** Runs one host's harness and returns its JSON; a missing toolchain is an error saying how to install it. */
-function host(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv, install: string): Record<string, number> {
+function host(
+  command: string,
+  args: string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+  install: string,
+): Record<string, number> {
   return JSON.parse(spawn(command, args, cwd, env, install)) as Record<string, number>;
 }
 
@@ -88,19 +100,35 @@ function spawn(command: string, args: string[], cwd: string, env: NodeJS.Process
 export function runBindingsBench(module: WebAssembly.Module): BindingsBenchResult {
   const python = join(ROOT, ".venv/bin/python");
   const pyDir = join(ROOT, "bindings/python");
-  if (!existsSync(python)) throw new Error(`bench bindings: ${python} is missing: run npm run setup (needs Python 3.11+ with venv)`);
-  if (!existsSync(join(pyDir, "dolphin_routing/core.wasm"))) throw new Error("bench bindings: the bindings have no core.wasm: run npm run build");
+  if (!existsSync(python))
+    throw new Error(`bench bindings: ${python} is missing: run npm run setup (needs Python 3.11+ with venv)`);
+  if (!existsSync(join(pyDir, "dolphin_routing/core.wasm")))
+    throw new Error("bench bindings: the bindings have no core.wasm: run npm run build");
   const goDir = join(ROOT, "bindings/go");
-  const goInstall = "install Go 1.25+ (https://go.dev/doc/install, or Debian: apt-get install -y golang), then npm run setup";
+  const goInstall =
+    "install Go 1.25+ (https://go.dev/doc/install, or Debian: apt-get install -y golang), then npm run setup";
   spawn("go", ["build", "-o", "/dev/null", "./internal/bench"], goDir, process.env, goInstall); // compile outside the turns
   const router = nodeRouter(module);
   let sink = 0;
   const turns = { node: [] as number[], python: [] as number[], go: [] as number[] };
   for (let turn = 0; turn < TURNS; turn++) {
-    turns.node.push(medianUs(() => { sink += router.route(); }));
-    turns.python.push(host(python, [join(pyDir, "tests/bench_route.py"), TABLE], pyDir, { ...process.env, PYTHONPATH: pyDir },
-      "run npm run setup")["route_20k_tokens_us"]!);
-    turns.go.push(host("go", ["run", "./internal/bench", TABLE], goDir, process.env, goInstall)["route_20k_tokens_us"]!);
+    turns.node.push(
+      medianUs(() => {
+        sink += router.route();
+      }),
+    );
+    turns.python.push(
+      host(
+        python,
+        [join(pyDir, "tests/bench_route.py"), TABLE],
+        pyDir,
+        { ...process.env, PYTHONPATH: pyDir },
+        "run npm run setup",
+      )["route_20k_tokens_us"]!,
+    );
+    turns.go.push(
+      host("go", ["run", "./internal/bench", TABLE], goDir, process.env, goInstall)["route_20k_tokens_us"]!,
+    );
   }
   if (sink === -1) console.log(sink);
   const median = (xs: number[]): number => Math.round(xs.slice().sort((a, b) => a - b)[xs.length >> 1]! * 100) / 100;

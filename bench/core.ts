@@ -19,7 +19,11 @@ import { Router } from "../src/router.js";
 import { stageTable } from "../src/staging.js";
 import { validateTable, type Table } from "../src/table.js";
 
-export interface Timing { wasm: number; ts: number; speedup: number }
+export interface Timing {
+  wasm: number;
+  ts: number;
+  speedup: number;
+}
 export interface CoreBenchResult {
   hash_20k_tokens_us: Timing;
   match_1250_blocks_16_workers_us: Timing;
@@ -51,9 +55,12 @@ function lcgTokens(n: number, seed: number): Uint32Array {
 
 function kmeans(k: number): Table {
   let s = 12345;
-  const rnd = (): number => ((s = (Math.imul(s, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff);
+  const rnd = (): number => (s = (Math.imul(s, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
   return validateTable({
-    format: "dolphin-routing.table", version: 1, kind: "kmeans", features: ["isl", "eff_P", "eff_D", "osl_hat"],
+    format: "dolphin-routing.table",
+    version: 1,
+    kind: "kmeans",
+    features: ["isl", "eff_P", "eff_D", "osl_hat"],
     scaler: { mean: [7.5, 6.5, 6.5, 5.5], std: [1.5, 2, 2, 1] },
     centroids: Array.from({ length: k }, () => [0, 0, 0, 0].map(() => rnd() * 4 - 2)),
     bits: Array.from({ length: k }, (_, i) => i % 2),
@@ -80,10 +87,17 @@ function median(bench: Bench, name: string, perCall = 1, unitMs = 1e3): number {
   return (r.latency.p50 * unitMs) / perCall;
 }
 
-export async function runCoreBench(module: WebAssembly.Module, wasmBytes: number, timeMs = 400): Promise<CoreBenchResult> {
+export async function runCoreBench(
+  module: WebAssembly.Module,
+  wasmBytes: number,
+  timeMs = 400,
+): Promise<CoreBenchResult> {
   const config = { maxWorkers: 1024, maxInputBytes: 1 << 20, indexBlocks: 1 << 17 };
   const tokens = lcgTokens(PROMPT_TOKENS, 42);
-  const engines = { wasm: createCore(instantiateCore(module), config) as Engine, ts: new ReferenceEngine(config) as Engine };
+  const engines = {
+    wasm: createCore(instantiateCore(module), config) as Engine,
+    ts: new ReferenceEngine(config) as Engine,
+  };
   const pairs = engines.ts.hashTokens(tokens);
   for (const e of Object.values(engines)) populate(e, pairs);
 
@@ -115,12 +129,18 @@ export async function runCoreBench(module: WebAssembly.Module, wasmBytes: number
   const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs / 2) });
   for (const side of ["wasm", "ts"] as const) {
     const e = engines[side];
-    bench.add(`hash:${side}`, () => { sink += e.hashTokens(tokens).length; });
-    bench.add(`match:${side}`, () => { sink += e.match(pairs)[0]!; });
+    bench.add(`hash:${side}`, () => {
+      sink += e.hashTokens(tokens).length;
+    });
+    bench.add(`match:${side}`, () => {
+      sink += e.match(pairs)[0]!;
+    });
     bench.add(`decide8:${side}`, decideLoop(decideEngines.k8[side]));
     bench.add(`decide64:${side}`, decideLoop(decideEngines.k64[side]));
     const router = routers[side];
-    bench.add(`route:${side}`, () => { sink += router.route({ tokens, oslHat: 300 }).blocks; });
+    bench.add(`route:${side}`, () => {
+      sink += router.route({ tokens, oslHat: 300 }).blocks;
+    });
   }
   await bench.run();
   if (sink === -1) console.log(sink);
@@ -142,7 +162,12 @@ export async function runCoreBench(module: WebAssembly.Module, wasmBytes: number
     decide_ns: { k8: timing("decide8", DECIDE_BATCH, 1e6), k64: timing("decide64", DECIDE_BATCH, 1e6) },
     route_20k_tokens_us: timing("route"),
     wasm_bytes: wasmBytes,
-    runtime: { node: process.version, platform: `${process.platform}-${process.arch}`, cpus: (await import("node:os")).cpus().length, time_ms_per_task: timeMs },
+    runtime: {
+      node: process.version,
+      platform: `${process.platform}-${process.arch}`,
+      cpus: (await import("node:os")).cpus().length,
+      time_ms_per_task: timeMs,
+    },
   };
 }
 
@@ -164,9 +189,11 @@ function nativeHash(expectedLastHash: string): number | undefined {
     const cc = spawnSync("cc", ["-O3", "-march=native", "-o", exe, source], { encoding: "utf8" });
     if (cc.error || cc.status !== 0) return undefined; // no compiler or no xxhash.h: the figure is absent
     const run = spawnSync(exe, [String(PROMPT_TOKENS), "42", "201"], { encoding: "utf8" });
-    if (run.error || run.status !== 0) throw new Error(`bench: native-hash failed: ${run.error?.message ?? run.stderr}`);
+    if (run.error || run.status !== 0)
+      throw new Error(`bench: native-hash failed: ${run.error?.message ?? run.stderr}`);
     const [us, last] = run.stdout.trim().split(/\s+/);
-    if (last !== expectedLastHash) throw new Error(`bench: native-hash's last block hash ${last} differs from the core's ${expectedLastHash}`);
+    if (last !== expectedLastHash)
+      throw new Error(`bench: native-hash's last block hash ${last} differs from the core's ${expectedLastHash}`);
     return Number(us);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -180,7 +207,9 @@ async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, p
   let sink = 0;
   for (const n of [16, 256, 1024]) {
     const router = Router.create(kmeans(8), {
-      ...routerOptions("wasm", module, n), capacityBlocks: blocks, indexBlocks: n * blocks,
+      ...routerOptions("wasm", module, n),
+      capacityBlocks: blocks,
+      indexBlocks: n * blocks,
     });
     for (let w = 0; w < n; w++) {
       const held = Math.floor(((w + 1) * blocks) / (n + 1));
@@ -188,7 +217,9 @@ async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, p
       router.setLoad(`w${w}`, { activePrefillTokens: (w * 997) % 4000, activeDecodeTokens: (w * 1999) % 30000 });
     }
     const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs / 2) });
-    bench.add(`route:${n}`, () => { sink += router.route({ tokens, oslHat: 300 }).blocks; });
+    bench.add(`route:${n}`, () => {
+      sink += router.route({ tokens, oslHat: 300 }).blocks;
+    });
     await bench.run();
     out[String(n)] = round(median(bench, `route:${n}`));
   }
@@ -209,8 +240,15 @@ function indexBytesPerBlock(module: WebAssembly.Module): number {
 
 function routerOptions(engine: "wasm" | "reference", module?: WebAssembly.Module, workers = WORKERS) {
   return {
-    engine, ...(module ? { module } : {}), maxWorkers: 1024, maxPromptTokens: 1 << 18, capacityBlocks: 4096,
-    workers: Array.from({ length: workers }, (_, w) => ({ id: `w${w}`, role: w < workers / 2 ? ("prefill" as const) : ("decode" as const) })),
+    engine,
+    ...(module ? { module } : {}),
+    maxWorkers: 1024,
+    maxPromptTokens: 1 << 18,
+    capacityBlocks: 4096,
+    workers: Array.from({ length: workers }, (_, w) => ({
+      id: `w${w}`,
+      role: w < workers / 2 ? ("prefill" as const) : ("decode" as const),
+    })),
   };
 }
 
@@ -238,7 +276,9 @@ export function formatCoreBench(r: CoreBenchResult): string {
     row("decide, K = 64", r.decide_ns.k64, "ns"),
     row("route 20k tokens, 16 workers", r.route_20k_tokens_us, "µs"),
     `${"native chained xxh64, 20k tokens".padEnd(34)} ${r.native_hash_20k_tokens_us === undefined ? "(no cc or xxhash.h)" : `${r.native_hash_20k_tokens_us} µs (wasm/native ${round(r.hash_20k_tokens_us.wasm / r.native_hash_20k_tokens_us)}×)`}`,
-    `${"route by workers (wasm)".padEnd(34)} ${Object.entries(r.route_us_by_workers).map(([n, us]) => `${n}: ${us} µs`).join(", ")}`,
+    `${"route by workers (wasm)".padEnd(34)} ${Object.entries(r.route_us_by_workers)
+      .map(([n, us]) => `${n}: ${us} µs`)
+      .join(", ")}`,
     `${"index bytes per cached block".padEnd(34)} ${r.index_bytes_per_block}`,
     `core.wasm: ${r.wasm_bytes} bytes; ${r.runtime.node} ${r.runtime.platform}, ${r.runtime.cpus} CPUs, ${r.runtime.time_ms_per_task} ms per task`,
   ].join("\n");

@@ -17,8 +17,20 @@ import os from "node:os";
 import { startEnvoy, type RunningEnvoy } from "../src/envoy/launch.js";
 import type { EnvoySetup } from "../src/envoy/config.js";
 import {
-  Children, endpoint, JSON_ANSWER, minus, openLoop, portsLine, PREFILL_ANSWER, quantiles, r3, SSE_EVENTS, UPSTREAM_SCRIPT,
-  type Endpoint, type Quantiles, type RunStats,
+  Children,
+  endpoint,
+  JSON_ANSWER,
+  minus,
+  openLoop,
+  portsLine,
+  PREFILL_ANSWER,
+  quantiles,
+  r3,
+  SSE_EVENTS,
+  UPSTREAM_SCRIPT,
+  type Endpoint,
+  type Quantiles,
+  type RunStats,
 } from "./proxy.js";
 
 export interface EnvoyModeResult {
@@ -72,7 +84,12 @@ export async function runEnvoyBench(opts: EnvoyBenchOptions = {}): Promise<Envoy
     const decode = { id: "decode-0", role: "decode" as const, url: `http://127.0.0.1:${decodePort}` };
     const prefill = { id: "prefill-0", role: "prefill" as const, url: `http://127.0.0.1:${prefillPort}` };
     const setup = (table: string, workers: EnvoySetup["workers"]): EnvoySetup => ({
-      model: MODEL, table, workers, listen: { port: 0 }, admin: { port: 0 }, concurrency: CONCURRENCY,
+      model: MODEL,
+      table,
+      workers,
+      listen: { port: 0 },
+      admin: { port: 0 },
+      concurrency: CONCURRENCY,
     });
     const [bare, filter, remote] = await Promise.all([
       startEnvoy(setup("always-local", [decode]), { withoutFilter: true }),
@@ -91,11 +108,16 @@ export async function runEnvoyBench(opts: EnvoyBenchOptions = {}): Promise<Envoy
 
     const routeTime = async (): Promise<{ sum: number; count: number }> => {
       const text = await (await fetch(`${filter.adminUrl}/stats/prometheus`)).text();
-      const v = (name: string): number => Number(new RegExp(`^dolphin_route_time_us_${name}\\{\\} ([\\d.e+]+)`, "m").exec(text)?.[1] ?? 0);
+      const v = (name: string): number =>
+        Number(new RegExp(`^dolphin_route_time_us_${name}\\{\\} ([\\d.e+]+)`, "m").exec(text)?.[1] ?? 0);
       return { sum: v("sum"), count: v("count") };
     };
-    const mode = async (stream: boolean): Promise<{ result: EnvoyModeResult; remote: { latencies: number[]; failed: number } }> => {
-      const paths = stream ? [targets.direct, targets.envoy, targets.filter] : [targets.direct, targets.envoy, targets.filter, targets.remote];
+    const mode = async (
+      stream: boolean,
+    ): Promise<{ result: EnvoyModeResult; remote: { latencies: number[]; failed: number } }> => {
+      const paths = stream
+        ? [targets.direct, targets.envoy, targets.filter]
+        : [targets.direct, targets.envoy, targets.filter, targets.remote];
       const latencies = new Map<string, number[]>(paths.map((p) => [p.name, []]));
       const failed = new Map<string, number>(paths.map((p) => [p.name, 0]));
       const record = (p: Endpoint, s: RunStats, measured: boolean): void => {
@@ -124,10 +146,15 @@ export async function runEnvoyBench(opts: EnvoyBenchOptions = {}): Promise<Envoy
           direct_latency_ms: direct,
           envoy_latency_ms: envoyQ,
           filter_latency_ms: filterQ,
-          target_met: filterAdded.p50 <= envoyAdded.p50 + P50_EXTRA_LIMIT_MS && filterAdded.p99 <= P99_RATIO_LIMIT * envoyAdded.p99,
+          target_met:
+            filterAdded.p50 <= envoyAdded.p50 + P50_EXTRA_LIMIT_MS &&
+            filterAdded.p99 <= P99_RATIO_LIMIT * envoyAdded.p99,
           failed: { direct: failed.get("direct")!, envoy: failed.get("envoy")!, filter: failed.get("filter")! },
         },
-        remote: { latencies: stream ? [] : latencies.get("filter_remote")!, failed: stream ? 0 : failed.get("filter_remote")! },
+        remote: {
+          latencies: stream ? [] : latencies.get("filter_remote")!,
+          failed: stream ? 0 : failed.get("filter_remote")!,
+        },
       };
     };
     const before = await routeTime();
@@ -140,13 +167,23 @@ export async function runEnvoyBench(opts: EnvoyBenchOptions = {}): Promise<Envoy
     return {
       ...plain.result,
       streaming: streaming.result,
-      filter_us_per_request: after.count > before.count ? r3((after.sum - before.sum) / (after.count - before.count)) : NaN,
-      remote_path: { latency_ms: remoteQ, added_latency_ms: minus(remoteQ, plain.result.direct_latency_ms), failed: plain.remote.failed },
+      filter_us_per_request:
+        after.count > before.count ? r3((after.sum - before.sum) / (after.count - before.count)) : NaN,
+      remote_path: {
+        latency_ms: remoteQ,
+        added_latency_ms: minus(remoteQ, plain.result.direct_latency_ms),
+        failed: plain.remote.failed,
+      },
       rate,
       requests,
       runtime: {
-        node: process.version, cpus: cpus.length, cpu_model: cpus[0]?.model.trim() ?? "unknown", envoy_concurrency: CONCURRENCY, rounds,
-        method: "loopback; fake upstream in its own node process, three Envoys (.venv, --concurrency 2); open-loop load generator in " +
+        node: process.version,
+        cpus: cpus.length,
+        cpu_model: cpus[0]?.model.trim() ?? "unknown",
+        envoy_concurrency: CONCURRENCY,
+        rounds,
+        method:
+          "loopback; fake upstream in its own node process, three Envoys (.venv, --concurrency 2); open-loop load generator in " +
           "the bench process (node:http keep-alive, hrtime); paths one at a time in rotated rounds; added = quantile(path) − quantile(direct)",
       },
     };

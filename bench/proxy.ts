@@ -38,7 +38,10 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { quantile } from "../src/sim/metrics.js";
 
-export interface Quantiles { p50: number; p99: number }
+export interface Quantiles {
+  p50: number;
+  p99: number;
+}
 
 export interface RateStep {
   rate: number;
@@ -59,7 +62,12 @@ export interface RateSearch {
   steps: RateStep[];
 }
 
-export interface PathCounts { direct: number; passthrough: number; proxy: number; proxy_remote?: number }
+export interface PathCounts {
+  direct: number;
+  passthrough: number;
+  proxy: number;
+  proxy_remote?: number;
+}
 
 export interface ModeResult {
   /** Proxy latency − direct latency, per quantile, ms. */
@@ -138,23 +146,46 @@ const FULL_STEPS = [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 7000, 8
 
 // ---- the fake worker's answers (built here, handed to the child, so the expected byte counts are known) --------
 
-const USAGE = { prompt_tokens: 14, completion_tokens: 8, total_tokens: 22, prompt_tokens_details: { cached_tokens: 0 } };
+const USAGE = {
+  prompt_tokens: 14,
+  completion_tokens: 8,
+  total_tokens: 22,
+  prompt_tokens_details: { cached_tokens: 0 },
+};
 export const JSON_ANSWER = JSON.stringify({
-  id: "chatcmpl-bench", object: "chat.completion", created: 0, model: MODEL,
-  choices: [{ index: 0, message: { role: "assistant", content: "Hello! How can I help you today?" }, finish_reason: "stop" }],
+  id: "chatcmpl-bench",
+  object: "chat.completion",
+  created: 0,
+  model: MODEL,
+  choices: [
+    { index: 0, message: { role: "assistant", content: "Hello! How can I help you today?" }, finish_reason: "stop" },
+  ],
   usage: USAGE,
 });
 export const SSE_EVENTS = [
-  ...["Hello", "!", " How", " can", " I", " help", " you", " today?"].map((piece, i) =>
-    `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 0, model: MODEL, choices: [{ index: 0, delta: { content: piece }, finish_reason: i === 7 ? "stop" : null }] })}\n\n`),
+  ...["Hello", "!", " How", " can", " I", " help", " you", " today?"].map(
+    (piece, i) =>
+      `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 0, model: MODEL, choices: [{ index: 0, delta: { content: piece }, finish_reason: i === 7 ? "stop" : null }] })}\n\n`,
+  ),
   `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 0, model: MODEL, choices: [], usage: USAGE })}\n\n`,
   "data: [DONE]\n\n",
 ];
 export const PREFILL_ANSWER = JSON.stringify({
-  id: "chatcmpl-bench-prefill", object: "chat.completion", created: 0, model: MODEL,
+  id: "chatcmpl-bench-prefill",
+  object: "chat.completion",
+  created: 0,
+  model: MODEL,
   choices: [{ index: 0, message: { role: "assistant", content: "Hello" }, finish_reason: "length" }],
   usage: { ...USAGE, completion_tokens: 1, total_tokens: 15 },
-  kv_transfer_params: { do_remote_prefill: true, do_remote_decode: false, remote_engine_id: "bench-prefill", remote_block_ids: [1, 2], remote_host: "127.0.0.1", remote_port: 5600, remote_request_id: "bench" },
+  kv_transfer_params: {
+    do_remote_prefill: true,
+    do_remote_decode: false,
+    remote_engine_id: "bench-prefill",
+    remote_block_ids: [1, 2],
+    remote_host: "127.0.0.1",
+    remote_port: 5600,
+    remote_request_id: "bench",
+  },
 });
 export const EXPECTED_BYTES = { json: Buffer.byteLength(JSON_ANSWER), sse: Buffer.byteLength(SSE_EVENTS.join("")) };
 
@@ -225,7 +256,11 @@ import(require("node:url").pathToFileURL(process.argv[1]).href).catch((e) => { c
 
 // ---- child processes (bench/envoy.ts uses these too) ---------------------------------------------------------------------------------------------
 
-interface Child { name: string; proc: ChildProcess; stderrTail: () => string }
+interface Child {
+  name: string;
+  proc: ChildProcess;
+  stderrTail: () => string;
+}
 
 export class Children {
   private readonly list: Child[] = [];
@@ -239,7 +274,9 @@ export class Children {
   spawn(name: string, args: string[], env: Record<string, string> = {}): Child {
     const proc = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, ...env } });
     let tail = "";
-    proc.stderr!.setEncoding("utf8").on("data", (s: string) => { tail = (tail + s).slice(-4000); });
+    proc.stderr!.setEncoding("utf8").on("data", (s: string) => {
+      tail = (tail + s).slice(-4000);
+    });
     proc.stdin!.on("error", () => undefined);
     const child = { name, proc, stderrTail: () => tail.trim() };
     this.list.push(child);
@@ -255,11 +292,27 @@ export class Children {
         const v = parse(out, err);
         if (v !== undefined) finish(() => resolve(v));
       };
-      const onOut = (s: string): void => { out += s; check(); };
-      const onErr = (s: string): void => { err += s; check(); };
+      const onOut = (s: string): void => {
+        out += s;
+        check();
+      };
+      const onErr = (s: string): void => {
+        err += s;
+        check();
+      };
       const onExit = (code: number | null, signal: string | null): void =>
-        finish(() => reject(new Error(`bench proxy: ${c.name} exited (${signal ?? code}) before it was ready: ${c.stderrTail() || "(no stderr)"}`)));
-      const timer = setTimeout(() => finish(() => reject(new Error(`bench proxy: ${c.name} not ready within ${timeoutMs} ms: ${c.stderrTail()}`))), timeoutMs);
+        finish(() =>
+          reject(
+            new Error(
+              `bench proxy: ${c.name} exited (${signal ?? code}) before it was ready: ${c.stderrTail() || "(no stderr)"}`,
+            ),
+          ),
+        );
+      const timer = setTimeout(
+        () =>
+          finish(() => reject(new Error(`bench proxy: ${c.name} not ready within ${timeoutMs} ms: ${c.stderrTail()}`))),
+        timeoutMs,
+      );
       const finish = (then: () => void): void => {
         clearTimeout(timer);
         c.proc.stdout!.off("data", onOut);
@@ -275,14 +328,22 @@ export class Children {
 
   /** Closes stdin and sends SIGTERM (a --cpu-prof profile still gets written), SIGKILL after 5 s. */
   async closeAll(): Promise<void> {
-    await Promise.all(this.list.map((c) => new Promise<void>((resolve) => {
-      const p = c.proc;
-      if (p.exitCode !== null || p.signalCode !== null) return resolve();
-      const kill = setTimeout(() => p.kill("SIGKILL"), 5000);
-      p.once("exit", () => { clearTimeout(kill); resolve(); });
-      p.stdin!.end();
-      p.kill("SIGTERM");
-    })));
+    await Promise.all(
+      this.list.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            const p = c.proc;
+            if (p.exitCode !== null || p.signalCode !== null) return resolve();
+            const kill = setTimeout(() => p.kill("SIGKILL"), 5000);
+            p.once("exit", () => {
+              clearTimeout(kill);
+              resolve();
+            });
+            p.stdin!.end();
+            p.kill("SIGTERM");
+          }),
+      ),
+    );
     process.off("exit", this.onExit);
   }
 }
@@ -291,7 +352,8 @@ function repoRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const pkg = join(dir, "package.json");
-    if (existsSync(pkg) && (JSON.parse(readFileSync(pkg, "utf8")) as { name?: string }).name === "dolphin-routing") return dir;
+    if (existsSync(pkg) && (JSON.parse(readFileSync(pkg, "utf8")) as { name?: string }).name === "dolphin-routing")
+      return dir;
     const up = dirname(dir);
     if (up === dir) throw new Error("bench proxy: cannot find the dolphin-routing package root");
     dir = up;
@@ -306,17 +368,29 @@ const proxyBanner = (_out: string, err: string): string | undefined => /proxy at
 
 // ---- load generator ----------------------------------------------------------------------------------------------
 
-export interface Endpoint { name: string; host: string; port: number; agent: http.Agent }
+export interface Endpoint {
+  name: string;
+  host: string;
+  port: number;
+  agent: http.Agent;
+}
 
 export function endpoint(name: string, url: string): Endpoint {
   const u = new URL(url);
   // timeout < the servers' 5 s keep-alive: an idle pooled socket is dropped by us first, not reset under a request
-  return { name, host: u.hostname, port: Number(u.port), agent: new http.Agent({ keepAlive: true, maxSockets: 1024, timeout: 4000 }) };
+  return {
+    name,
+    host: u.hostname,
+    port: Number(u.port),
+    agent: new http.Agent({ keepAlive: true, maxSockets: 1024, timeout: 4000 }),
+  };
 }
 
 function requestBody(i: number, stream: boolean): Buffer {
   const tail = stream ? `,"stream":true,"stream_options":{"include_usage":true}` : "";
-  return Buffer.from(`{"model":"${MODEL}","messages":[{"role":"user","content":"Request ${i}: say hello in a few words."}],"max_tokens":16${tail}}`);
+  return Buffer.from(
+    `{"model":"${MODEL}","messages":[{"role":"user","content":"Request ${i}: say hello in a few words."}],"max_tokens":16${tail}}`,
+  );
 }
 
 export interface RunStats {
@@ -332,7 +406,13 @@ export interface RunStats {
 
 /** One request; `done(null, ms)` on a 200 with the full body, `done(reason)` otherwise. Retries once when a reused
  *  keep-alive socket turns out closed (Node's documented advice), as the proxy does. */
-function sendOne(ep: Endpoint, body: Buffer, expectBytes: number, done: (failure: string | null, ms: number) => void, retried = false): void {
+function sendOne(
+  ep: Endpoint,
+  body: Buffer,
+  expectBytes: number,
+  done: (failure: string | null, ms: number) => void,
+  retried = false,
+): void {
   const t0 = process.hrtime.bigint();
   let settled = false;
   const settle = (failure: string | null): void => {
@@ -342,13 +422,22 @@ function sendOne(ep: Endpoint, body: Buffer, expectBytes: number, done: (failure
     done(failure, Number(process.hrtime.bigint() - t0) / 1e6);
   };
   const req = http.request({
-    host: ep.host, port: ep.port, path: "/v1/chat/completions", method: "POST", agent: ep.agent,
+    host: ep.host,
+    port: ep.port,
+    path: "/v1/chat/completions",
+    method: "POST",
+    agent: ep.agent,
     headers: { "content-type": "application/json", "content-length": body.length },
   });
-  const timer = setTimeout(() => req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)), REQUEST_TIMEOUT_MS);
+  const timer = setTimeout(
+    () => req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)),
+    REQUEST_TIMEOUT_MS,
+  );
   req.on("response", (res) => {
     let bytes = 0;
-    res.on("data", (c: Buffer) => { bytes += c.length; });
+    res.on("data", (c: Buffer) => {
+      bytes += c.length;
+    });
     res.on("end", () => {
       if (res.statusCode !== 200) settle(`${ep.name}: status ${res.statusCode}`);
       else if (bytes !== expectBytes) settle(`${ep.name}: body of ${bytes} bytes, expected ${expectBytes}`);
@@ -425,12 +514,26 @@ function target(proxy: Quantiles, pass: Quantiles): Target {
   const extra = r3(proxy.p50 - pass.p50);
   const ratio = pass.p99 > 0 ? Math.round((proxy.p99 / pass.p99) * 100) / 100 : null;
   const p99ok = ratio === null ? proxy.p99 <= 0 : ratio <= P99_RATIO_LIMIT;
-  return { p50_extra_ms: extra, p50_extra_limit_ms: P50_EXTRA_LIMIT_MS, p99_ratio: ratio, p99_ratio_limit: P99_RATIO_LIMIT, met: extra <= P50_EXTRA_LIMIT_MS && p99ok };
+  return {
+    p50_extra_ms: extra,
+    p50_extra_limit_ms: P50_EXTRA_LIMIT_MS,
+    p99_ratio: ratio,
+    p99_ratio_limit: P99_RATIO_LIMIT,
+    met: extra <= P50_EXTRA_LIMIT_MS && p99ok,
+  };
 }
 
 // ---- the measurements --------------------------------------------------------------------------------------------
 
-interface Plan { requests: number; rate: number; warmup: number; rounds: number; steps: number[]; stepS: number; passthroughSearch: boolean }
+interface Plan {
+  requests: number;
+  rate: number;
+  warmup: number;
+  rounds: number;
+  steps: number[];
+  stepS: number;
+  passthroughSearch: boolean;
+}
 
 class Tally {
   failed = 0;
@@ -463,10 +566,25 @@ async function fixedRate(paths: Endpoint[], stream: boolean, plan: Plan, tally: 
     }
     progress(`${stream ? "streaming" : "non-streaming"}: round ${r + 1}/${plan.rounds} done`);
   }
-  return { latencies, failed, lagP99: r3(quantile([...lags].sort((a, b) => a - b), 0.99)) };
+  return {
+    latencies,
+    failed,
+    lagP99: r3(
+      quantile(
+        [...lags].sort((a, b) => a - b),
+        0.99,
+      ),
+    ),
+  };
 }
 
-async function rateSearch(ep: Endpoint, stream: boolean, plan: Plan, tally: Tally, progress: (l: string) => void): Promise<RateSearch> {
+async function rateSearch(
+  ep: Endpoint,
+  stream: boolean,
+  plan: Plan,
+  tally: Tally,
+  progress: (l: string) => void,
+): Promise<RateSearch> {
   const steps: RateStep[] = [];
   let best = 0;
   let limitedBy: RateSearch["limited_by"] = "last_step";
@@ -478,9 +596,20 @@ async function rateSearch(ep: Endpoint, stream: boolean, plan: Plan, tally: Tall
       tally.add(s);
       const q = quantiles(s.latencies);
       const achieved = Math.round((n - s.failed) / (s.spanMs / 1000));
-      const why: RateSearch["limited_by"] | null = s.failed > 0 ? "failures" : !(q.p99 <= P99_LIMIT_MS) ? "p99" : achieved < 0.95 * rate ? "throughput" : null;
-      steps.push({ rate, requests: n, failed: s.failed, p50_ms: q.p50, p99_ms: q.p99, achieved_per_s: achieved, good: why === null });
-      progress(`${ep.name} ${stream ? "streaming" : "non-streaming"} at ${rate}/s: p50 ${q.p50} ms, p99 ${q.p99} ms, ${achieved}/s, ${s.failed} failed`);
+      const why: RateSearch["limited_by"] | null =
+        s.failed > 0 ? "failures" : !(q.p99 <= P99_LIMIT_MS) ? "p99" : achieved < 0.95 * rate ? "throughput" : null;
+      steps.push({
+        rate,
+        requests: n,
+        failed: s.failed,
+        p50_ms: q.p50,
+        p99_ms: q.p99,
+        achieved_per_s: achieved,
+        good: why === null,
+      });
+      progress(
+        `${ep.name} ${stream ? "streaming" : "non-streaming"} at ${rate}/s: p50 ${q.p50} ms, p99 ${q.p99} ms, ${achieved}/s, ${s.failed} failed`,
+      );
       await settle();
       if (why === null) {
         best = rate;
@@ -494,18 +623,32 @@ async function rateSearch(ep: Endpoint, stream: boolean, plan: Plan, tally: Tall
   return { requests_per_s: best, limited_by: limitedBy, steps };
 }
 
-async function measureMode(eps: { direct: Endpoint; passthrough: Endpoint; proxy: Endpoint; remote: Endpoint }, stream: boolean, plan: Plan, tally: Tally, progress: (l: string) => void) {
-  const paths = stream ? [eps.direct, eps.passthrough, eps.proxy] : [eps.direct, eps.passthrough, eps.proxy, eps.remote];
+async function measureMode(
+  eps: { direct: Endpoint; passthrough: Endpoint; proxy: Endpoint; remote: Endpoint },
+  stream: boolean,
+  plan: Plan,
+  tally: Tally,
+  progress: (l: string) => void,
+) {
+  const paths = stream
+    ? [eps.direct, eps.passthrough, eps.proxy]
+    : [eps.direct, eps.passthrough, eps.proxy, eps.remote];
   const fixed = await fixedRate(paths, stream, plan, tally, progress);
   const q = (name: string): Quantiles => quantiles(fixed.latencies.get(name)!);
   const direct = q("direct");
   const passthrough = q("passthrough");
   const proxy = q("proxy");
   const search = await rateSearch(eps.proxy, stream, plan, tally, progress);
-  const passSearch = plan.passthroughSearch ? await rateSearch(eps.passthrough, stream, plan, tally, progress) : undefined;
+  const passSearch = plan.passthroughSearch
+    ? await rateSearch(eps.passthrough, stream, plan, tally, progress)
+    : undefined;
   const added = minus(proxy, direct);
   const passAdded = minus(passthrough, direct);
-  const failed: PathCounts = { direct: fixed.failed.get("direct")!, passthrough: fixed.failed.get("passthrough")!, proxy: fixed.failed.get("proxy")! };
+  const failed: PathCounts = {
+    direct: fixed.failed.get("direct")!,
+    passthrough: fixed.failed.get("passthrough")!,
+    proxy: fixed.failed.get("proxy")!,
+  };
   const mode: ModeResult = {
     added_latency_ms: added,
     passthrough_added_latency_ms: passAdded,
@@ -536,7 +679,8 @@ export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<Proxy
     stepS: quick ? 0.3 : 1.5,
     passthroughSearch: !quick,
   };
-  if (!(Number.isInteger(plan.requests) && plan.requests >= 1)) throw new Error("bench proxy: requests must be an integer ≥ 1");
+  if (!(Number.isInteger(plan.requests) && plan.requests >= 1))
+    throw new Error("bench proxy: requests must be an integer ≥ 1");
   plan.rounds = Math.min(plan.rounds, plan.requests);
   if (!(plan.rate > 0 && Number.isFinite(plan.rate))) throw new Error("bench proxy: rate must be a number > 0");
   const progress = opts.progress ?? (() => undefined);
@@ -552,20 +696,39 @@ export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<Proxy
     const [decodePort, prefillPort] = await children.ready(upstream, portsLine);
     const decodeUrl = `http://127.0.0.1:${decodePort}`;
     const prefillUrl = `http://127.0.0.1:${prefillPort}`;
-    const passthrough = children.spawn("passthrough", ["-e", PASSTHROUGH_SCRIPT], { DOLPHIN_BENCH_CHILD: JSON.stringify({ upstream: decodeUrl }) });
+    const passthrough = children.spawn("passthrough", ["-e", PASSTHROUGH_SCRIPT], {
+      DOLPHIN_BENCH_CHILD: JSON.stringify({ upstream: decodeUrl }),
+    });
     const proxyConfig = (table: string, workers: unknown[]): string => {
       const file = join(tmp, `${table}.json`);
-      writeFileSync(file, JSON.stringify({
-        listen: { host: "127.0.0.1", port: 0 }, model: MODEL, table, mode: "approximate", workers, log_level: "warn",
-      }));
+      writeFileSync(
+        file,
+        JSON.stringify({
+          listen: { host: "127.0.0.1", port: 0 },
+          model: MODEL,
+          table,
+          mode: "approximate",
+          workers,
+          log_level: "warn",
+        }),
+      );
       return file;
     };
     const decodeWorker = { id: "decode-0", url: decodeUrl, role: "decode" };
     const serve = (name: string, config: string): Child =>
-      children.spawn(name, [...(opts.proxyNodeArgs ?? []), "-e", LAUNCH_SCRIPT], { DOLPHIN_BENCH_ARGV: JSON.stringify([bin, "serve", "--config", config]) });
+      children.spawn(name, [...(opts.proxyNodeArgs ?? []), "-e", LAUNCH_SCRIPT], {
+        DOLPHIN_BENCH_ARGV: JSON.stringify([bin, "serve", "--config", config]),
+      });
     const local = serve("proxy", proxyConfig("always-local", [decodeWorker]));
-    const remote = serve("proxy-remote", proxyConfig("always-remote", [{ id: "prefill-0", url: prefillUrl, role: "prefill" }, decodeWorker]));
-    const [passPorts, localUrl, remoteUrl] = await Promise.all([children.ready(passthrough, portsLine), children.ready(local, proxyBanner), children.ready(remote, proxyBanner)]);
+    const remote = serve(
+      "proxy-remote",
+      proxyConfig("always-remote", [{ id: "prefill-0", url: prefillUrl, role: "prefill" }, decodeWorker]),
+    );
+    const [passPorts, localUrl, remoteUrl] = await Promise.all([
+      children.ready(passthrough, portsLine),
+      children.ready(local, proxyBanner),
+      children.ready(remote, proxyBanner),
+    ]);
     const targets = {
       direct: endpoint("direct", decodeUrl),
       passthrough: endpoint("passthrough", `http://127.0.0.1:${passPorts[0]}`),
@@ -573,7 +736,9 @@ export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<Proxy
       remote: endpoint("proxy_remote", remoteUrl),
     };
     eps.push(...Object.values(targets));
-    progress(`upstream ${decodeUrl} (prefill ${prefillUrl}), passthrough ${passPorts[0]}, proxy ${localUrl}, proxy-remote ${remoteUrl}`);
+    progress(
+      `upstream ${decodeUrl} (prefill ${prefillUrl}), passthrough ${passPorts[0]}, proxy ${localUrl}, proxy-remote ${remoteUrl}`,
+    );
 
     const tally = new Tally();
     const plain = await measureMode(targets, false, plan, tally, progress);
@@ -584,7 +749,12 @@ export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<Proxy
     return {
       ...plain.mode,
       streaming: streaming.mode,
-      remote_path: { latency_ms: remoteQ, added_latency_ms: minus(remoteQ, plain.direct), requests: plan.requests, failed: plain.remote!.failed },
+      remote_path: {
+        latency_ms: remoteQ,
+        added_latency_ms: minus(remoteQ, plain.direct),
+        requests: plan.requests,
+        failed: plain.remote!.failed,
+      },
       failed_requests: tally.failed,
       first_failure: tally.first,
       runtime: {
@@ -597,7 +767,8 @@ export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<Proxy
         warmup_per_path: plan.warmup,
         step_s: plan.stepS,
         p99_limit_ms: P99_LIMIT_MS,
-        method: "loopback; fake upstream, pass-through, proxies each in their own node process; open-loop load generator in the bench " +
+        method:
+          "loopback; fake upstream, pass-through, proxies each in their own node process; open-loop load generator in the bench " +
           "process (node:http keep-alive, hrtime); paths run one at a time in rotated rounds; added = quantile(path) − quantile(direct)",
       },
     };
@@ -619,7 +790,9 @@ export function formatProxyBench(r: ProxyBenchResult): string {
     `added p99 ratio ${t.p99_ratio ?? "n/a"}× (≤ ${t.p99_ratio_limit}×): ${t.met ? "met" : "MISSED"}`;
   const rate = (name: string, m: ModeResult): string =>
     `${name}: ${m.requests_per_s} req/s through the proxy (stopped by ${m.rate_search.limited_by})` +
-    (m.passthrough_rate_search ? `, ${m.passthrough_rate_search.requests_per_s} req/s through the pass-through (${m.passthrough_rate_search.limited_by})` : "");
+    (m.passthrough_rate_search
+      ? `, ${m.passthrough_rate_search.requests_per_s} req/s through the pass-through (${m.passthrough_rate_search.limited_by})`
+      : "");
   const h = (s: string, w = 17): string => s.padStart(w);
   return [
     `latency, ms, open loop at ${r.rate} req/s, ${r.requests} requests per path in ${r.runtime.rounds} rotated rounds (loopback)`,

@@ -25,7 +25,11 @@ export function runSimBench(tracePath: string, module: WebAssembly.Module): SimB
   const workload = readMooncake(tracePath);
   const t1 = performance.now();
   const result = simulate(workload, {
-    preset: PRESETS["h100-8b"], split: parseSplit("2P2D"), slo: parseSlo("taichi-a"), table: ruleTable("dynamo-isl"), module,
+    preset: PRESETS["h100-8b"],
+    split: parseSplit("2P2D"),
+    slo: parseSlo("taichi-a"),
+    table: ruleTable("dynamo-isl"),
+    module,
   });
   const wall = (performance.now() - t1) / 1000;
   const simulated = result.simulatedMs / 1000;

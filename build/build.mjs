@@ -22,7 +22,12 @@ const targets = [
   { out: "build/core.wasm", args: ["-O3", "--runtime", "stub", "--use", "abort=", "--noAssert"] },
   { out: "build/core.debug.wasm", args: ["--debug", "--runtime", "stub", "--sourceMap"] },
   { out: "build/core.incremental.wasm", args: ["-O3", "--runtime", "incremental", "--use", "abort="] },
-  { out: "build/dolphin-envoy.wasm", entry: envoyEntry, args: ["--config", "bindings/envoy/asconfig.json"], extraSources: [join(root, "bindings/envoy")] },
+  {
+    out: "build/dolphin-envoy.wasm",
+    entry: envoyEntry,
+    args: ["--config", "bindings/envoy/asconfig.json"],
+    extraSources: [join(root, "bindings/envoy")],
+  },
 ];
 
 function newestMtime(dir) {
@@ -78,7 +83,9 @@ if (!process.argv.includes("--wasm-only")) {
   // The explorer bundles the sources and build/core.wasm, so it is built after both (its browser tests load it).
   const vite = join(root, "node_modules/vite/bin/vite.js");
   if (existsSync(vite)) {
-    const e = spawnSync(process.execPath, [vite, "build", "--config", join(root, "build/explorer.vite.config.mjs")], { stdio: "inherit" });
+    const e = spawnSync(process.execPath, [vite, "build", "--config", join(root, "build/explorer.vite.config.mjs")], {
+      stdio: "inherit",
+    });
     if (e.status !== 0) {
       console.error("build: the explorer's vite build failed");
       process.exit(e.status ?? 1);

@@ -34,7 +34,10 @@ function probe(cmd, args) {
   return r.status === 0 ? `${r.stdout}${r.stderr}`.trim() : null;
 }
 
-const digest = (...files) => createHash("sha256").update(files.map((f) => (existsSync(f) ? readFileSync(f) : "")).join("\0")).digest("hex");
+const digest = (...files) =>
+  createHash("sha256")
+    .update(files.map((f) => (existsSync(f) ? readFileSync(f) : "")).join("\0"))
+    .digest("hex");
 
 /** True when `stamp` holds `hash` (the step already ran on these inputs). */
 const upToDate = (stamp, hash) => existsSync(stamp) && readFileSync(stamp, "utf8") === hash;
@@ -45,8 +48,10 @@ function pythonStep() {
     return v !== null && Number(v.split(".")[0]) === 3 && Number(v.split(".")[1]) >= 11;
   });
   if (!python) {
-    throw new SetupError("Python 3.11 or newer with the venv module is needed for the Python binding and Envoy: " +
-      "install it (Debian: apt-get install -y python3 python3-venv), then run npm run setup");
+    throw new SetupError(
+      "Python 3.11 or newer with the venv module is needed for the Python binding and Envoy: " +
+        "install it (Debian: apt-get install -y python3 python3-venv), then run npm run setup",
+    );
   }
   const stamp = join(VENV, ".dolphin-requirements");
   const hash = digest(REQUIREMENTS);
@@ -61,8 +66,10 @@ function pythonStep() {
 function goStep() {
   if (!existsSync(join(GO_MODULE, "go.mod"))) return "go: no Go binding yet";
   if (probe("go", ["version"]) === null) {
-    throw new SetupError("Go 1.22 or newer is needed for the Go binding: install it (https://go.dev/doc/install, or " +
-      "Debian: apt-get install -y golang), then run npm run setup");
+    throw new SetupError(
+      "Go 1.22 or newer is needed for the Go binding: install it (https://go.dev/doc/install, or " +
+        "Debian: apt-get install -y golang), then run npm run setup",
+    );
   }
   const stamp = join(GO_MODULE, ".dolphin-modules");
   const hash = digest(join(GO_MODULE, "go.mod"), join(GO_MODULE, "go.sum"));
@@ -83,11 +90,15 @@ function chromiumVersion() {
 
 function chromiumStep() {
   if (existsSync(CHROMIUM)) return `chromium: ${chromiumVersion()}`;
-  const how = "install Debian's chromium package (as root: apt-get update && apt-get install -y chromium), then run npm run setup";
-  if (checkOnly) throw new SetupError(`chromium: ${CHROMIUM} is missing (the explorer's browser tests need it): ${how}`);
+  const how =
+    "install Debian's chromium package (as root: apt-get update && apt-get install -y chromium), then run npm run setup";
+  if (checkOnly)
+    throw new SetupError(`chromium: ${CHROMIUM} is missing (the explorer's browser tests need it): ${how}`);
   if (probe("apt-get", ["--version"]) === null) {
-    throw new SetupError(`chromium: ${CHROMIUM} is missing and apt-get is not available here: ${how}, or install ` +
-      `Chromium with your system's package manager so that ${CHROMIUM} exists`);
+    throw new SetupError(
+      `chromium: ${CHROMIUM} is missing and apt-get is not available here: ${how}, or install ` +
+        `Chromium with your system's package manager so that ${CHROMIUM} exists`,
+    );
   }
   try {
     run("apt-get", ["update", "-q"]);
@@ -95,7 +106,8 @@ function chromiumStep() {
   } catch (e) {
     throw new SetupError(`chromium: apt-get could not install it (${e.message}): ${how}`);
   }
-  if (!existsSync(CHROMIUM)) throw new SetupError(`chromium: apt-get finished but ${CHROMIUM} is still missing: ${how}`);
+  if (!existsSync(CHROMIUM))
+    throw new SetupError(`chromium: apt-get finished but ${CHROMIUM} is still missing: ${how}`);
   return `chromium: installed ${chromiumVersion()}`;
 }
 

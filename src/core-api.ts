@@ -5,8 +5,20 @@
 // The constants shared with the core are generated from spec/abi.json (build/gen-abi.mjs): never typed here.
 import { FEATURES, Kind, LIMITS, OSL_FEATURES, Reason, Role } from "./generated/abi.js";
 export {
-  ABI_VERSION, DECISION_SLOTS, EXPORT_NAMES, Flag, Kind, KINDS, OSL_FEATURES, Reason, REQUEST_SLOTS, RequestSlot, Role, Slot,
-  type KindDescriptor, type ParamDescriptor,
+  ABI_VERSION,
+  DECISION_SLOTS,
+  EXPORT_NAMES,
+  Flag,
+  Kind,
+  KINDS,
+  OSL_FEATURES,
+  Reason,
+  REQUEST_SLOTS,
+  RequestSlot,
+  Role,
+  Slot,
+  type KindDescriptor,
+  type ParamDescriptor,
 } from "./generated/abi.js";
 
 export type RoleName = keyof typeof Role;
@@ -81,7 +93,14 @@ export interface Engine {
   loadTable(bytes: Uint8Array): void;
   /** Routes one request; returns the decision record (a view reused by the next call). */
   route(input: RouteInput): Float64Array;
-  decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, contextTokens: number): Float64Array;
+  decideFeatures(
+    isl: number,
+    effP: number,
+    effD: number,
+    oslHat: number,
+    turn: number,
+    contextTokens: number,
+  ): Float64Array;
   /** Per-cluster scores of the last decision (distance for k-means, log-likelihood for GMM). */
   scores(k: number): Float64Array;
   /** The standardized feature vector of the last decision. */

@@ -5,7 +5,11 @@ import { existsSync, readFileSync } from "node:fs";
 import { packageFile } from "./package-root.js";
 
 export type CoreFlavour = "release" | "debug" | "incremental";
-const FILES: Record<CoreFlavour, string> = { release: "core.wasm", debug: "core.debug.wasm", incremental: "core.incremental.wasm" };
+const FILES: Record<CoreFlavour, string> = {
+  release: "core.wasm",
+  debug: "core.debug.wasm",
+  incremental: "core.incremental.wasm",
+};
 const cache = new Map<CoreFlavour, WebAssembly.Module>();
 
 export function corePath(flavour: CoreFlavour = "release"): string {

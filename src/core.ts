@@ -5,7 +5,16 @@
 import { loadTableInCore } from "./core-table.js";
 import { CoreError } from "./errors.js";
 import {
-  ABI_VERSION, DECISION_SLOTS, EXPORT_NAMES, DEFAULT_CORE_CONFIG, Flag, REQUEST_SLOTS, RequestSlot, STAGING_F64, type CoreConfig, type Engine,
+  ABI_VERSION,
+  DECISION_SLOTS,
+  EXPORT_NAMES,
+  DEFAULT_CORE_CONFIG,
+  Flag,
+  REQUEST_SLOTS,
+  RequestSlot,
+  STAGING_F64,
+  type CoreConfig,
+  type Engine,
   type RouteInput,
 } from "./core-api.js";
 
@@ -125,7 +134,9 @@ class WasmEngine implements Engine {
     }
   }
 
-  setBlockSize(n: number): void { this.check(this.x.setBlockSize(n), "setBlockSize"); }
+  setBlockSize(n: number): void {
+    this.check(this.x.setBlockSize(n), "setBlockSize");
+  }
 
   setRoot(bytes: Uint8Array): void {
     this.fits(bytes.length, "setRoot");
@@ -154,9 +165,15 @@ class WasmEngine implements Engine {
   setWorker(id: number, role: number, capacityBlocks: number): void {
     this.check(this.x.setWorker(id, role, capacityBlocks), "setWorker");
   }
-  setLoad(id: number, p: number, d: number): void { this.check(this.x.setLoad(id, p, d), "setLoad"); }
-  setLoadScale(scale: number): void { this.check(this.x.setLoadScale(scale), "setLoadScale"); }
-  setSignals(q: number, qps: number): void { this.check(this.x.setSignals(q, qps), "setSignals"); }
+  setLoad(id: number, p: number, d: number): void {
+    this.check(this.x.setLoad(id, p, d), "setLoad");
+  }
+  setLoadScale(scale: number): void {
+    this.check(this.x.setLoadScale(scale), "setLoadScale");
+  }
+  setSignals(q: number, qps: number): void {
+    this.check(this.x.setSignals(q, qps), "setSignals");
+  }
 
   indexStore(id: number, pairs: Uint32Array): void {
     const n = this.writePairs(pairs, "indexStore");
@@ -166,8 +183,12 @@ class WasmEngine implements Engine {
     const n = this.writePairs(pairs, "indexRemove");
     this.check(this.x.indexRemove(id, n), "indexRemove");
   }
-  indexClear(id: number): void { this.check(this.x.indexClear(id), "indexClear"); }
-  indexCount(id: number): number { return this.x.indexCount(id); }
+  indexClear(id: number): void {
+    this.check(this.x.indexClear(id), "indexClear");
+  }
+  indexCount(id: number): number {
+    return this.x.indexCount(id);
+  }
 
   match(pairs: Uint32Array): Uint32Array {
     const n = this.writePairs(pairs, "match");
@@ -257,15 +278,20 @@ export function coreImports(getMemory: () => WebAssembly.Memory | undefined): We
 /** Instantiates a compiled core module synchronously with the imports it needs. */
 export function instantiateCore(module: WebAssembly.Module): WebAssembly.Instance {
   let instance: WebAssembly.Instance | undefined;
-  instance = new WebAssembly.Instance(module, coreImports(() => instance?.exports["memory"] as WebAssembly.Memory | undefined));
+  instance = new WebAssembly.Instance(
+    module,
+    coreImports(() => instance?.exports["memory"] as WebAssembly.Memory | undefined),
+  );
   return instance;
 }
 
 /** Throws unless a core module implements the contract this host was generated from (spec/abi.json). */
 export function checkAbiVersion(moduleVersion: number): void {
   if (moduleVersion !== ABI_VERSION) {
-    throw new TypeError(`createCore: the core module implements ABI version ${moduleVersion}, but this host expects ABI ` +
-      `version ${ABI_VERSION} (rebuild the core and the host from the same spec/abi.json: npm run build)`);
+    throw new TypeError(
+      `createCore: the core module implements ABI version ${moduleVersion}, but this host expects ABI ` +
+        `version ${ABI_VERSION} (rebuild the core and the host from the same spec/abi.json: npm run build)`,
+    );
   }
 }
 
@@ -273,7 +299,8 @@ export function checkAbiVersion(moduleVersion: number): void {
 export function createCore(instance: WebAssembly.Instance, config: Partial<CoreConfig> = {}): Engine {
   const x = instance.exports as unknown as RawExports;
   for (const name of REQUIRED) {
-    if (!(name in x)) throw new TypeError(`createCore: the module does not export "${name}" (not a dolphin-routing core?)`);
+    if (!(name in x))
+      throw new TypeError(`createCore: the module does not export "${name}" (not a dolphin-routing core?)`);
   }
   checkAbiVersion(x.abiVersion());
   return new WasmEngine(x, { ...DEFAULT_CORE_CONFIG, ...config });

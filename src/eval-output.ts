@@ -98,7 +98,8 @@ export function validateEvalOutput(x: unknown, source: string): EvalOutput {
   if (!isPlainObject(slo)) return fail(source, "slo", "an object {ttft_ms, tpot_ms}");
   if (x["simulated"] !== true) fail(source, "simulated", "true (this report covers simulated results only)");
   const policies = field(x, "policies", "policies", source);
-  if (!isPlainObject(policies) || Object.keys(policies).length === 0) return fail(source, "policies", "an object with at least one policy");
+  if (!isPlainObject(policies) || Object.keys(policies).length === 0)
+    return fail(source, "policies", "an object with at least one policy");
   const out: Record<string, PolicyOutcome> = {};
   for (const [name, p] of Object.entries(policies)) {
     const at = `policies.${name}`;
@@ -118,7 +119,10 @@ export function validateEvalOutput(x: unknown, source: string): EvalOutput {
     workload: str(x, "workload", "workload", source),
     cluster: str(x, "cluster", "cluster", source),
     split: str(x, "split", "split", source),
-    slo: { ttft_ms: num(slo, "ttft_ms", "slo.ttft_ms", source, 0), tpot_ms: num(slo, "tpot_ms", "slo.tpot_ms", source, 0) },
+    slo: {
+      ttft_ms: num(slo, "ttft_ms", "slo.ttft_ms", source, 0),
+      tpot_ms: num(slo, "tpot_ms", "slo.tpot_ms", source, 0),
+    },
     load: x["load"],
     requests: num(x, "requests", "requests", source, 0),
     simulated: true,

@@ -28,8 +28,10 @@ export interface Hash64 {
 const errors = {
   blockSize: (value: unknown) =>
     `blockSize must be an integer in 1..${MAX_BLOCK_SIZE_TOKENS}, got ${typeof value === "number" ? value : JSON.stringify(value)}`,
-  tokenId: (index: number, value: unknown) => `token id at index ${index} must be an integer in 0..2^32-1, got ${String(value)}`,
-  outPairs: (needed: number, got: number) => `outPairs must hold at least ${needed} u32 values (2 per block), got ${got}`,
+  tokenId: (index: number, value: unknown) =>
+    `token id at index ${index} must be an integer in 0..2^32-1, got ${String(value)}`,
+  outPairs: (needed: number, got: number) =>
+    `outPairs must hold at least ${needed} u32 values (2 per block), got ${got}`,
 };
 
 /** Throw unless blockSize is an integer in 1..4096. */
@@ -94,7 +96,8 @@ export function hashTokens(
   const nBlocks = blockCount(tokens.length, blockSize);
   const pairs = pairsBuffer(nBlocks, outPairs);
   const words = tokenWords(tokens);
-  let prevLo = root.lo >>> 0, prevHi = root.hi >>> 0;
+  let prevLo = root.lo >>> 0,
+    prevHi = root.hi >>> 0;
   for (let i = 0; i < nBlocks; i++) {
     xxh64U32(words, i * blockSize, blockSize); // c_i
     xxh64Pair(out.lo, out.hi, prevLo, prevHi); // h_i = xxh64(LE64(c_i) ‖ LE64(h_{i-1}))
@@ -124,7 +127,8 @@ export function hashText(bytes: Uint8Array, root: Hash64, outPairs?: Uint32Array
   const nBlocks = textBlockCount(bytes.length);
   const pairs = pairsBuffer(nBlocks, outPairs);
   const words = leWords(bytes, nBlocks * TEXT_BLOCK_WORDS);
-  let prevLo = root.lo >>> 0, prevHi = root.hi >>> 0;
+  let prevLo = root.lo >>> 0,
+    prevHi = root.hi >>> 0;
   for (let i = 0; i < nBlocks; i++) {
     // h_i = xxh64(64 block bytes ‖ LE64(h_{i-1})): two 32-byte stripes, then one 8-byte lane.
     xxh64StripesLane(words, i * TEXT_BLOCK_WORDS, TEXT_BLOCK_BYTES / 32, prevLo, prevHi);

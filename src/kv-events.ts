@@ -9,7 +9,14 @@ import { Packr, Unpackr } from "msgpackr";
 import { describeValue, MSGPACK_WORDS } from "./values.js";
 
 export type KvEvent =
-  | { kind: "stored"; hashes: Uint32Array; parent: Uint32Array | null; tokenIds: number[]; blockSize: number; medium: string | null }
+  | {
+      kind: "stored";
+      hashes: Uint32Array;
+      parent: Uint32Array | null;
+      tokenIds: number[];
+      blockSize: number;
+      medium: string | null;
+    }
   | { kind: "removed"; hashes: Uint32Array; medium: string | null }
   | { kind: "cleared" };
 
@@ -99,13 +106,21 @@ function decodeEvent(e: unknown, where: string): KvEvent {
         throw new KvEventError(`${where}.block_size`, `expected a positive integer, got ${describe(blockSize)}`);
       }
       return {
-        kind: "stored", hashes: hashes(f.get("block_hashes"), `${where}.block_hashes`), parent, tokenIds: tokens as number[],
-        blockSize, medium: optionalString(f.get("medium"), `${where}.medium`),
+        kind: "stored",
+        hashes: hashes(f.get("block_hashes"), `${where}.block_hashes`),
+        parent,
+        tokenIds: tokens as number[],
+        blockSize,
+        medium: optionalString(f.get("medium"), `${where}.medium`),
       };
     }
     case "BlockRemoved": {
       const f = fields(e, REMOVED, where);
-      return { kind: "removed", hashes: hashes(f.get("block_hashes"), `${where}.block_hashes`), medium: optionalString(f.get("medium"), `${where}.medium`) };
+      return {
+        kind: "removed",
+        hashes: hashes(f.get("block_hashes"), `${where}.block_hashes`),
+        medium: optionalString(f.get("medium"), `${where}.medium`),
+      };
     }
     case "AllBlocksCleared":
       return { kind: "cleared" };
@@ -130,13 +145,20 @@ export function decodeEventBatch(payload: Uint8Array): EventBatch {
     const m = raw as Record<string, unknown>;
     [ts, events, rank] = [m["ts"], m["events"], m["data_parallel_rank"]];
   } else throw new KvEventError("(payload)", `expected an EventBatch (array or map), got ${describe(raw)}`);
-  if (typeof ts !== "number" && typeof ts !== "bigint") throw new KvEventError("ts", `expected a number, got ${describe(ts)}`);
+  if (typeof ts !== "number" && typeof ts !== "bigint")
+    throw new KvEventError("ts", `expected a number, got ${describe(ts)}`);
   if (!Array.isArray(events)) throw new KvEventError("events", `expected an array, got ${describe(events)}`);
-  if (rank !== undefined && rank !== null && typeof rank !== "number") throw new KvEventError("data_parallel_rank", `expected an integer or nil, got ${describe(rank)}`);
-  return { ts: Number(ts), events: events.map((e, i) => decodeEvent(e, `events[${i}]`)), dataParallelRank: (rank as number | undefined) ?? null };
+  if (rank !== undefined && rank !== null && typeof rank !== "number")
+    throw new KvEventError("data_parallel_rank", `expected an integer or nil, got ${describe(rank)}`);
+  return {
+    ts: Number(ts),
+    events: events.map((e, i) => decodeEvent(e, `events[${i}]`)),
+    dataParallelRank: (rank as number | undefined) ?? null,
+  };
 }
 
-const pairBigInt = (p: Uint32Array, i: number): bigint => BigInt.asIntN(64, (BigInt(p[2 * i + 1]!) << 32n) | BigInt(p[2 * i]!));
+const pairBigInt = (p: Uint32Array, i: number): bigint =>
+  BigInt.asIntN(64, (BigInt(p[2 * i + 1]!) << 32n) | BigInt(p[2 * i]!));
 
 /** Encodes a batch the way vLLM does (array-like structs, hashes as signed 64-bit ints). */
 export function encodeEventBatch(batch: EventBatch): Uint8Array {
@@ -144,7 +166,15 @@ export function encodeEventBatch(batch: EventBatch): Uint8Array {
   const events = batch.events.map((e) => {
     switch (e.kind) {
       case "stored":
-        return ["BlockStored", ints(e.hashes), e.parent ? pairBigInt(e.parent, 0) : null, e.tokenIds, e.blockSize, null, e.medium];
+        return [
+          "BlockStored",
+          ints(e.hashes),
+          e.parent ? pairBigInt(e.parent, 0) : null,
+          e.tokenIds,
+          e.blockSize,
+          null,
+          e.medium,
+        ];
       case "removed":
         return ["BlockRemoved", ints(e.hashes), e.medium];
       case "cleared":
@@ -165,7 +195,8 @@ export interface KvIndex {
 export function applyEventBatch(index: KvIndex, worker: string, batch: EventBatch): void {
   for (const e of batch.events) {
     if (e.kind === "cleared") index.clear(worker);
-    else if (e.medium !== null && e.medium.toUpperCase() !== "GPU") continue; // CPU/disk tiers are not routed on yet
+    else if (e.medium !== null && e.medium.toUpperCase() !== "GPU")
+      continue; // CPU/disk tiers are not routed on yet
     else if (e.kind === "stored") index.store(worker, e.hashes);
     else index.remove(worker, e.hashes);
   }

@@ -12,9 +12,11 @@ export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const pkg = join(dir, "package.json");
-    if (existsSync(pkg) && (JSON.parse(readFileSync(pkg, "utf8")) as { name?: string }).name === "dolphin-routing") return (root = dir);
+    if (existsSync(pkg) && (JSON.parse(readFileSync(pkg, "utf8")) as { name?: string }).name === "dolphin-routing")
+      return (root = dir);
     const up = dirname(dir);
-    if (up === dir) throw new Error("dolphin-routing: cannot find the package root from " + fileURLToPath(import.meta.url));
+    if (up === dir)
+      throw new Error("dolphin-routing: cannot find the package root from " + fileURLToPath(import.meta.url));
     dir = up;
   }
 }

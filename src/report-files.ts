@@ -11,7 +11,11 @@ import { buildReport } from "./report.js";
  * (attainment-vs-load-<workload>-<split>.svg) into `outDir` (created if missing). Returns the markdown and the
  * paths written, report.md first.
  */
-export function writeReport(results: EvalOutput[], sweeps: EvalOutput[][], outDir: string): { markdown: string; files: string[] } {
+export function writeReport(
+  results: EvalOutput[],
+  sweeps: EvalOutput[][],
+  outDir: string,
+): { markdown: string; files: string[] } {
   mkdirSync(outDir, { recursive: true });
   const { markdown, svgs } = buildReport(results, sweeps);
   const files = [join(outDir, "report.md")];

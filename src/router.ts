@@ -2,7 +2,17 @@
 // workers by name, and one table. `route(request)` is one call into the core; `explain(request)` says why.
 // No Node-only imports: the same file serves Node, the browser explorer and tests.
 
-import { DEFAULT_CORE_CONFIG, Flag, Kind, Reason, Role, Slot, type Engine, type ReasonName, type RoleName } from "./core-api.js";
+import {
+  DEFAULT_CORE_CONFIG,
+  Flag,
+  Kind,
+  Reason,
+  Role,
+  Slot,
+  type Engine,
+  type ReasonName,
+  type RoleName,
+} from "./core-api.js";
 import { createCore, instantiateCore } from "./core.js";
 import { toPairs, type HashesInput } from "./hashes.js";
 import { ReferenceEngine } from "./reference/engine.js";
@@ -132,7 +142,10 @@ export class Router {
   static async load(table: Uint8Array | Table, options: RouterOptions): Promise<Router> {
     let module = options.module;
     if (!module && (options.engine ?? "wasm") === "wasm") {
-      if (!defaultModule) throw new Error("Router.load: no core module given and no runtime entry registered one (import 'dolphin-routing')");
+      if (!defaultModule)
+        throw new Error(
+          "Router.load: no core module given and no runtime entry registered one (import 'dolphin-routing')",
+        );
       module = await defaultModule();
     }
     return Router.create(table, { ...options, ...(module ? { module } : {}) });
@@ -141,7 +154,8 @@ export class Router {
   /** Synchronous construction when the module is at hand. */
   static create(table: Uint8Array | Table, options: RouterOptions): Router {
     const capacity = options.capacityBlocks ?? DEFAULT_CAPACITY;
-    if (!Number.isInteger(capacity) || capacity < 0) throw new RangeError(`router: capacityBlocks must be an integer ≥ 0, got ${capacity}`);
+    if (!Number.isInteger(capacity) || capacity < 0)
+      throw new RangeError(`router: capacityBlocks must be an integer ≥ 0, got ${capacity}`);
     const sum = options.workers.reduce((s, w) => s + (w.capacityBlocks ?? capacity), 0);
     const maxPromptTokens = options.maxPromptTokens ?? DEFAULT_CORE_CONFIG.maxInputBytes / 4;
     if (!Number.isInteger(maxPromptTokens) || maxPromptTokens < 16 || maxPromptTokens > 1 << 26) {
@@ -155,7 +169,8 @@ export class Router {
     let engine: Engine;
     if ((options.engine ?? "wasm") === "reference") engine = new ReferenceEngine(config);
     else {
-      if (!options.module) throw new Error("Router.create: options.module (the compiled core) is required for the wasm engine");
+      if (!options.module)
+        throw new Error("Router.create: options.module (the compiled core) is required for the wasm engine");
       engine = createCore(instantiateCore(options.module), config);
     }
     return new Router(engine, table, options, capacity);
@@ -214,12 +229,17 @@ export class Router {
   }
 
   addWorker(spec: WorkerSpec): void {
-    if (typeof spec.id !== "string" || spec.id === "") throw new TypeError("router: worker id must be a non-empty string");
+    if (typeof spec.id !== "string" || spec.id === "")
+      throw new TypeError("router: worker id must be a non-empty string");
     if (this.byId.has(spec.id)) throw new Error(`router: worker "${spec.id}" already exists`);
     const role = Role[spec.role];
-    if (role === undefined || role === 0) throw new TypeError(`router: worker "${spec.id}": role must be prefill, decode or both, got ${String(spec.role)}`);
+    if (role === undefined || role === 0)
+      throw new TypeError(
+        `router: worker "${spec.id}": role must be prefill, decode or both, got ${String(spec.role)}`,
+      );
     const index = this.free.length > 0 ? this.free.pop()! : this.ids.length;
-    if (index >= this.engine.config.maxWorkers) throw new RangeError(`router: more than maxWorkers (${this.engine.config.maxWorkers}) workers`);
+    if (index >= this.engine.config.maxWorkers)
+      throw new RangeError(`router: more than maxWorkers (${this.engine.config.maxWorkers}) workers`);
     this.engine.setWorker(index, role, spec.capacityBlocks ?? this.capacity);
     this.ids[index] = spec.id;
     this.byId.set(spec.id, index);
@@ -250,7 +270,8 @@ export class Router {
   /** The prefix index, fed by KV events (precise mode) or by the router's own decisions. */
   readonly index = {
     store: (worker: string, hashes: HashesInput): void => this.engine.indexStore(this.indexOf(worker), toPairs(hashes)),
-    remove: (worker: string, hashes: HashesInput): void => this.engine.indexRemove(this.indexOf(worker), toPairs(hashes)),
+    remove: (worker: string, hashes: HashesInput): void =>
+      this.engine.indexRemove(this.indexOf(worker), toPairs(hashes)),
     clear: (worker?: string): void => this.engine.indexClear(worker === undefined ? -1 : this.indexOf(worker)),
     count: (worker: string): number => this.engine.indexCount(this.indexOf(worker)),
     /** Longest cached prefix (blocks) of these hashes on every worker. */
@@ -264,7 +285,8 @@ export class Router {
 
   /** Chained block hashes of a prompt under this router's block size and root, as (lo, hi) pairs. */
   hash(request: Pick<RouteRequest, "tokens" | "text">): Uint32Array {
-    if (request.text !== undefined) return this.engine.hashText(typeof request.text === "string" ? encoder.encode(request.text) : request.text);
+    if (request.text !== undefined)
+      return this.engine.hashText(typeof request.text === "string" ? encoder.encode(request.text) : request.text);
     if (request.tokens !== undefined) return this.engine.hashTokens(request.tokens);
     throw new TypeError("router.hash: give tokens or text");
   }
@@ -304,7 +326,10 @@ export class Router {
       if (!classes) throw new Error("route: oslClass given but the table has no osl_classes");
       const i = typeof r.oslClass === "number" ? r.oslClass : classes.names.indexOf(r.oslClass);
       const rep = classes.representative[i];
-      if (rep === undefined) throw new RangeError(`route: unknown oslClass ${JSON.stringify(r.oslClass)} (table classes: ${classes.names.join(", ")})`);
+      if (rep === undefined)
+        throw new RangeError(
+          `route: unknown oslClass ${JSON.stringify(r.oslClass)} (table classes: ${classes.names.join(", ")})`,
+        );
       return rep;
     }
     if (this.tableValue.osl_model) return -1;
@@ -335,7 +360,9 @@ export class Router {
     }
     const pinned = r.decodeWorker === undefined ? -1 : this.indexOf(r.decodeWorker);
     return this.engine.route({
-      flags, data, length,
+      flags,
+      data,
+      length,
       promptTokens: r.promptTokens ?? 0,
       oslHat: this.oslHatOf(r),
       turn: r.turn ?? 1,
@@ -349,12 +376,15 @@ export class Router {
   /** Token ids as a Uint32Array, checking each is an integer in u32 range (no silent wrap-around). */
   private tokensOf(tokens: ArrayLike<number>): Uint32Array {
     if (tokens instanceof Uint32Array) return tokens;
-    if (typeof tokens !== "object" || tokens === null || typeof tokens.length !== "number") throw new TypeError("route: tokens must be an array of token ids");
-    if (this.tokenScratch.length < tokens.length) this.tokenScratch = new Uint32Array(Math.max(tokens.length, 2 * this.tokenScratch.length));
+    if (typeof tokens !== "object" || tokens === null || typeof tokens.length !== "number")
+      throw new TypeError("route: tokens must be an array of token ids");
+    if (this.tokenScratch.length < tokens.length)
+      this.tokenScratch = new Uint32Array(Math.max(tokens.length, 2 * this.tokenScratch.length));
     const out = this.tokenScratch;
     for (let i = 0; i < tokens.length; i++) {
       const t = tokens[i]!;
-      if (!(Number.isInteger(t) && t >= 0 && t <= 0xffffffff)) throw new TypeError(`route: tokens[${i}] is not a token id (integer 0–2^32−1): ${String(t)}`);
+      if (!(Number.isInteger(t) && t >= 0 && t <= 0xffffffff))
+        throw new TypeError(`route: tokens[${i}] is not a token id (integer 0–2^32−1): ${String(t)}`);
       out[i] = t;
     }
     return out.subarray(0, tokens.length);
@@ -380,7 +410,6 @@ export class Router {
   }
 }
 
-
 function why(t: Table, d: Decision, scores: number[]): string {
   const f = d.features;
   const path = d.path === "remote" ? "remote prefill" : "local prefill";
@@ -388,7 +417,8 @@ function why(t: Table, d: Decision, scores: number[]): string {
   if (d.reason === "first-turn") return `PPD: turn 1 always goes through a prefill worker: ${path}`;
   if (t.kind === "kmeans" || t.kind === "gmm") {
     const c = d.cluster ?? 0;
-    const measure = t.kind === "kmeans" ? `squared distance ${scores[c]?.toFixed(4)}` : `log-likelihood ${scores[c]?.toFixed(4)}`;
+    const measure =
+      t.kind === "kmeans" ? `squared distance ${scores[c]?.toFixed(4)}` : `log-likelihood ${scores[c]?.toFixed(4)}`;
     const fallback = t.fallback ?? DEFAULT_FALLBACK;
     const ruled = `→ rule → ${d.bit === 1 ? "remote" : "local"} because ${ruleClause(fallback.kind, fallback.params, d)} (${fallback.kind})`;
     if (d.reason === "rule-fallback") return `cluster ${c} ${ruled}: ${path}`;
@@ -424,7 +454,9 @@ function ruleClause(kind: FallbackKind, p: Record<string, number>, d: Decision):
     }
     case "dynamo-load": {
       const busy = p["prefill_busy_threshold"]! * p["max_num_batched_tokens"]!;
-      return remote ? `the prefill worker is not busy (≤ ${busy} active tokens) or its load is unknown` : `the prefill worker is busy (> ${busy} active tokens)`;
+      return remote
+        ? `the prefill worker is not busy (≤ ${busy} active tokens) or its load is unknown`
+        : `the prefill worker is busy (> ${busy} active tokens)`;
     }
     case "dynamo-legacy":
       return remote

@@ -33,7 +33,13 @@ export function stageTable(t: Table): StagedTable {
   const m = t.osl_model;
   const classes = t.osl_classes;
   if (!m || !classes) return { ...s, oslAt: -1 };
-  const section = [m.features.length, classes.names.length, ...m.features.map((f) => OSL_MODEL_FEATURES.indexOf(f)), ...m.mean, ...m.std];
+  const section = [
+    m.features.length,
+    classes.names.length,
+    ...m.features.map((f) => OSL_MODEL_FEATURES.indexOf(f)),
+    ...m.mean,
+    ...m.std,
+  ];
   for (const row of m.weights) section.push(...row);
   section.push(...m.bias, ...classes.representative);
   const staged = new Float64Array(s.staged.length + section.length);
@@ -78,7 +84,12 @@ function stagePolicy(t: Table): Omit<StagedTable, "oslAt"> {
   const params = t.params ?? {};
   const names = RULE_PARAMS.get(t.kind);
   if (names) {
-    return { kind, k: 0, dims: 0, staged: Float64Array.from([names[0] ? num(params[names[0]]) : 0, names[1] ? num(params[names[1]]) : 0]) };
+    return {
+      kind,
+      k: 0,
+      dims: 0,
+      staged: Float64Array.from([names[0] ? num(params[names[0]]) : 0, names[1] ? num(params[names[1]]) : 0]),
+    };
   }
   if (t.kind === "ppd") {
     const ctx = params["context_edges"] as number[];

@@ -37,18 +37,36 @@ export type PolicyKind = keyof typeof Kind;
 export const POLICY_KINDS: readonly PolicyKind[] = KINDS.map((k) => k.name as PolicyKind);
 
 /** Output-length classes: a request's predicted class `names[i]` stands for `representative[i]` tokens (osl_hat). */
-export interface OslClasses { names: string[]; thresholds: number[]; representative: number[] }
+export interface OslClasses {
+  names: string[];
+  thresholds: number[];
+  representative: number[];
+}
 
 /**
  * A multinomial logistic regression over admission-time features (names from OSL_MODEL_FEATURES): the predicted
  * class is argmax_c bias[c] + Σ_f weights[c][f] · (x_f − mean[f]) / std[f]; its osl_classes representative is osl_hat.
  */
-export interface OslModel { kind: "logistic"; features: OslModelFeature[]; mean: number[]; std: number[]; weights: number[][]; bias: number[] }
+export interface OslModel {
+  kind: "logistic";
+  features: OslModelFeature[];
+  mean: number[];
+  std: number[];
+  weights: number[][];
+  bias: number[];
+}
 export type OslModelFeature = (typeof OSL_FEATURES)[number];
 export const OSL_MODEL_FEATURES: readonly OslModelFeature[] = OSL_FEATURES;
 
 /** Who made a table, when, from what. Extra keys with string or number values are allowed here only. */
-export interface Provenance { tool: string; created: string; workload: string; seed: number; notes?: string; [k: string]: unknown }
+export interface Provenance {
+  tool: string;
+  created: string;
+  workload: string;
+  seed: number;
+  notes?: string;
+  [k: string]: unknown;
+}
 
 /** A decoded, validated table. Optional fields are absent when the file lacks them; `params` has defaults filled in. */
 export interface Table {
@@ -82,12 +100,17 @@ export interface Table {
 
 /** Rule kinds a learned table may fall back to: every rule that decides from the request and signals alone. */
 export type FallbackKind = Exclude<PolicyKind, "kmeans" | "gmm" | "ppd">;
-export const FALLBACK_KINDS: readonly FallbackKind[] = KINDS
-  .filter((k) => !k.learned && k.name !== "ppd").map((k) => k.name as FallbackKind);
-export interface Fallback { kind: FallbackKind; params: Record<string, number> }
+export const FALLBACK_KINDS: readonly FallbackKind[] = KINDS.filter((k) => !k.learned && k.name !== "ppd").map(
+  (k) => k.name as FallbackKind,
+);
+export interface Fallback {
+  kind: FallbackKind;
+  params: Record<string, number>;
+}
 /** The fallback of a table that names none: Dynamo's isl_bounding with its defaults (reference-systems.md). */
 export const DEFAULT_FALLBACK: Fallback = Object.freeze({
-  kind: "dynamo-isl", params: Object.freeze({ max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 }),
+  kind: "dynamo-isl",
+  params: Object.freeze({ max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 }),
 }) as Fallback;
 
 /** Everything wrong with a table: `table: <field path>: <what is wrong>`. `field` is the path alone. */
@@ -126,8 +149,24 @@ const RULE_PARAMS = Object.fromEntries(
 const isRuleKind = (kind: PolicyKind): kind is RuleKind => kind !== "kmeans" && kind !== "gmm";
 
 const TOP_LEVEL_KEYS = new Set([
-  "format", "version", "kind", "features", "scaler", "centroids", "bits", "weights", "variances", "params",
-  "osl_classes", "osl_model", "split", "slo", "provenance", "checksum", "fallback", "ood_bound",
+  "format",
+  "version",
+  "kind",
+  "features",
+  "scaler",
+  "centroids",
+  "bits",
+  "weights",
+  "variances",
+  "params",
+  "osl_classes",
+  "osl_model",
+  "split",
+  "slo",
+  "provenance",
+  "checksum",
+  "fallback",
+  "ood_bound",
 ]);
 /** Fields only learned tables hold. */
 const LEARNED_ONLY = ["scaler", "centroids", "bits", "weights", "variances", "fallback", "ood_bound"];
@@ -171,7 +210,11 @@ function rejectUnknownKeys(m: PlainMap, path: string, known: readonly string[]):
   }
 }
 
-interface NumberRule { min?: number; minExclusive?: boolean; integer?: boolean }
+interface NumberRule {
+  min?: number;
+  minExclusive?: boolean;
+  integer?: boolean;
+}
 
 function expectNumber(v: unknown, path: string, rule: NumberRule = {}): number {
   if (typeof v !== "number" || !Number.isFinite(v)) throw expected(path, "a finite number", v);
@@ -195,7 +238,13 @@ function expectLength(arr: unknown[], path: string, length: number, what: string
   if (arr.length !== length) throw new TableError(path, `expected ${length} ${what}, got ${arr.length}`);
 }
 
-function numberArray(v: unknown, path: string, length: number | undefined, rule: NumberRule, what = "entries"): number[] {
+function numberArray(
+  v: unknown,
+  path: string,
+  length: number | undefined,
+  rule: NumberRule,
+  what = "entries",
+): number[] {
   const arr = expectArray(v, path, "an array of numbers");
   if (length !== undefined) expectLength(arr, path, length, what);
   return arr.map((x, i) => expectNumber(x, `${path}[${i}]`, rule));
@@ -204,7 +253,10 @@ function numberArray(v: unknown, path: string, length: number | undefined, rule:
 function strictlyAscending(values: number[], path: string): void {
   for (let i = 1; i < values.length; i++) {
     if (!(values[i]! > values[i - 1]!)) {
-      throw new TableError(`${path}[${i}]`, `expected strictly ascending values, got ${values[i]} after ${values[i - 1]}`);
+      throw new TableError(
+        `${path}[${i}]`,
+        `expected strictly ascending values, got ${values[i]} after ${values[i - 1]}`,
+      );
     }
   }
 }
@@ -221,18 +273,23 @@ function bitArray(v: unknown, path: string, length: number, what: string, allowR
 }
 
 function expectString(v: unknown, path: string, nonEmpty = false): string {
-  if (typeof v !== "string" || (nonEmpty && v.length === 0)) throw expected(path, nonEmpty ? "a non-empty string" : "a string", v);
+  if (typeof v !== "string" || (nonEmpty && v.length === 0))
+    throw expected(path, nonEmpty ? "a non-empty string" : "a string", v);
   return v;
 }
 
-const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?)?$/;
+const ISO_8601 =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?)?$/;
 
 function expectIsoDate(v: unknown, path: string): string {
   const what = 'an ISO-8601 date-time such as "2025-01-31T12:00:00Z"';
   const m = typeof v === "string" ? ISO_8601.exec(v) : null;
   if (!m) throw expected(path, what, v);
-  const [month, day, hour, minute, second] = [m[2], m[3], m[4], m[5], m[6]].map((s) => (s === undefined ? 0 : Number(s)));
-  if (month! < 1 || month! > 12 || day! < 1 || day! > 31 || hour! > 24 || minute! > 59 || second! > 60) throw expected(path, what, v);
+  const [month, day, hour, minute, second] = [m[2], m[3], m[4], m[5], m[6]].map((s) =>
+    s === undefined ? 0 : Number(s),
+  );
+  if (month! < 1 || month! > 12 || day! < 1 || day! > 31 || hour! > 24 || minute! > 59 || second! > 60)
+    throw expected(path, what, v);
   return v as string;
 }
 
@@ -258,7 +315,8 @@ function plainData(v: unknown, path: string, depth: number): unknown {
 function validateFeatures(v: unknown, path: string, allowEmpty: boolean): FeatureName[] {
   const arr = expectArray(v, path, `a list of feature names from ${FEATURE_NAMES.join(", ")}`);
   if (arr.length === 0 && !allowEmpty) throw new TableError(path, "expected at least one feature, got an empty list");
-  if (arr.length > FEATURE_NAMES.length) throw new TableError(path, `expected at most ${FEATURE_NAMES.length} features, got ${arr.length}`);
+  if (arr.length > FEATURE_NAMES.length)
+    throw new TableError(path, `expected at most ${FEATURE_NAMES.length} features, got ${arr.length}`);
   const seen = new Set<string>();
   return arr.map((name, i) => {
     if (typeof name !== "string" || !(FEATURE_NAMES as readonly string[]).includes(name)) {
@@ -280,7 +338,13 @@ function validateScaler(v: unknown, dims: number): { mean: number[]; std: number
 }
 
 /** K rows of D finite numbers (K in 1..256), each checked by `rule`. */
-function clusterMatrix(v: unknown, path: string, clusters: number | undefined, dims: number, rule: NumberRule): number[][] {
+function clusterMatrix(
+  v: unknown,
+  path: string,
+  clusters: number | undefined,
+  dims: number,
+  rule: NumberRule,
+): number[][] {
   const rows = expectArray(v, path, "an array of rows (one per cluster)");
   if (clusters === undefined && (rows.length < 1 || rows.length > MAX_CLUSTERS)) {
     throw new TableError(path, `expected 1 to ${MAX_CLUSTERS} clusters, got ${rows.length}`);
@@ -290,21 +354,37 @@ function clusterMatrix(v: unknown, path: string, clusters: number | undefined, d
 }
 
 interface LearnedFields {
-  features: FeatureName[]; scaler: { mean: number[]; std: number[] }; centroids: number[][]; bits: number[];
-  weights?: number[]; variances?: number[][]; fallback?: Fallback; ood_bound?: number[];
+  features: FeatureName[];
+  scaler: { mean: number[]; std: number[] };
+  centroids: number[][];
+  bits: number[];
+  weights?: number[];
+  variances?: number[][];
+  fallback?: Fallback;
+  ood_bound?: number[];
 }
 
 function validateLearned(m: PlainMap, kind: "kmeans" | "gmm", version: TableVersion): LearnedFields {
   const fields = validateClusters(m, kind, version);
   if (version === 1) {
     for (const key of VERSION_2_FIELDS) {
-      if (m[key] !== undefined) throw new TableError(key, "needs table version 2 (version 1 has no fallback rule and no out-of-distribution bounds)");
+      if (m[key] !== undefined)
+        throw new TableError(
+          key,
+          "needs table version 2 (version 1 has no fallback rule and no out-of-distribution bounds)",
+        );
     }
     return fields;
   }
   if (m.fallback !== undefined) fields.fallback = validateFallback(m.fallback);
   if (m.ood_bound !== undefined) {
-    fields.ood_bound = numberArray(m.ood_bound, "ood_bound", fields.bits.length, kind === "kmeans" ? { min: 0 } : {}, "bounds (one per cluster)");
+    fields.ood_bound = numberArray(
+      m.ood_bound,
+      "ood_bound",
+      fields.bits.length,
+      kind === "kmeans" ? { min: 0 } : {},
+      "bounds (one per cluster)",
+    );
   }
   return fields;
 }
@@ -320,7 +400,8 @@ function validateFallback(v: unknown): Fallback {
 }
 
 function validateClusters(m: PlainMap, kind: "kmeans" | "gmm", version: TableVersion): LearnedFields {
-  if (m.params !== undefined) throw new TableError("params", `not used by kind "${kind}" (only rule kinds take params)`);
+  if (m.params !== undefined)
+    throw new TableError("params", `not used by kind "${kind}" (only rule kinds take params)`);
   const features = validateFeatures(m.features, "features", false);
   const dims = features.length;
   const scaler = validateScaler(m.scaler, dims);
@@ -333,10 +414,19 @@ function validateClusters(m: PlainMap, kind: "kmeans" | "gmm", version: TableVer
     }
     return { features, scaler, centroids, bits };
   }
-  const weights = numberArray(m.weights, "weights", clusters, { min: 0, minExclusive: true }, "weights (one per cluster)");
+  const weights = numberArray(
+    m.weights,
+    "weights",
+    clusters,
+    { min: 0, minExclusive: true },
+    "weights (one per cluster)",
+  );
   const sum = weights.reduce((a, b) => a + b, 0);
   if (!(Math.abs(sum - 1) <= WEIGHT_SUM_TOLERANCE)) {
-    throw new TableError("weights", `expected weights summing to 1 (within ${WEIGHT_SUM_TOLERANCE}), got a sum of ${sum}`);
+    throw new TableError(
+      "weights",
+      `expected weights summing to 1 (within ${WEIGHT_SUM_TOLERANCE}), got a sum of ${sum}`,
+    );
   }
   const variances = clusterMatrix(m.variances, "variances", clusters, dims, { min: 0, minExclusive: true });
   return { features, scaler, centroids, bits, weights, variances };
@@ -358,7 +448,10 @@ function validateParams(v: unknown, kind: RuleKind, base = "params"): Record<str
   const known = Object.keys(specs);
   for (const key of Object.keys(m)) {
     if (!known.includes(key)) {
-      throw new TableError(`${base}.${key}`, `unknown parameter for kind "${kind}" (known: ${known.join(", ") || "none"})`);
+      throw new TableError(
+        `${base}.${key}`,
+        `unknown parameter for kind "${kind}" (known: ${known.join(", ") || "none"})`,
+      );
     }
   }
   const out: Record<string, number | number[] | number[][][]> = {};
@@ -367,19 +460,31 @@ function validateParams(v: unknown, kind: RuleKind, base = "params"): Record<str
     const given = m[key];
     if (spec.type === "scalar") {
       if (given === undefined && spec.default === undefined) throw expected(path, "a number > 0 (required)", given);
-      out[key] = given === undefined ? spec.default! : expectNumber(given, path, { min: 0, minExclusive: spec.positive === true });
+      out[key] =
+        given === undefined
+          ? spec.default!
+          : expectNumber(given, path, { min: 0, minExclusive: spec.positive === true });
     } else if (spec.type === "list") {
-      if (given === undefined) { out[key] = [...spec.default]; continue; }
+      if (given === undefined) {
+        out[key] = [...spec.default];
+        continue;
+      }
       const values = numberArray(given, path, undefined, { min: 0, minExclusive: spec.positive });
       if (values.length < spec.min_length || values.length > spec.max_length) {
-        const range = spec.min_length === spec.max_length ? `${spec.min_length}` : `${spec.min_length} to ${spec.max_length}`;
+        const range =
+          spec.min_length === spec.max_length ? `${spec.min_length}` : `${spec.min_length} to ${spec.max_length}`;
         throw new TableError(path, `expected ${range} values, got ${values.length}`);
       }
       strictlyAscending(values, path);
       out[key] = values;
     } else {
       const qps = out.qps_levels as number[];
-      if (given === undefined) throw expected(path, `a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${qps.length} array of 0/1 bits (required)`, given);
+      if (given === undefined)
+        throw expected(
+          path,
+          `a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${qps.length} array of 0/1 bits (required)`,
+          given,
+        );
       out[key] = validatePpdBits(given, path, qps.length);
     }
   }
@@ -388,18 +493,27 @@ function validateParams(v: unknown, kind: RuleKind, base = "params"): Record<str
 
 function validateOslModel(v: unknown, classes: OslClasses | undefined): OslModel {
   const path = "osl_model";
-  if (!classes) throw new TableError(path, "needs osl_classes (the classes it predicts and their representative lengths)");
+  if (!classes)
+    throw new TableError(path, "needs osl_classes (the classes it predicts and their representative lengths)");
   const m = expectMap(v, path);
   rejectUnknownKeys(m, path, ["kind", "features", "mean", "std", "weights", "bias"]);
   if (m.kind !== "logistic") throw expected(`${path}.kind`, '"logistic"', m.kind);
   const names = expectArray(m.features, `${path}.features`, "an array of feature names");
   if (names.length < 1 || names.length > OSL_MODEL_FEATURES.length) {
-    throw new TableError(`${path}.features`, `expected 1 to ${OSL_MODEL_FEATURES.length} features, got ${names.length}`);
+    throw new TableError(
+      `${path}.features`,
+      `expected 1 to ${OSL_MODEL_FEATURES.length} features, got ${names.length}`,
+    );
   }
   const features = names.map((n, i) => {
     const f = expectString(n, `${path}.features[${i}]`) as OslModelFeature;
-    if (!OSL_MODEL_FEATURES.includes(f)) throw new TableError(`${path}.features[${i}]`, `unknown feature ${JSON.stringify(f)} (known: ${OSL_MODEL_FEATURES.join(", ")})`);
-    if (names.indexOf(f) !== i) throw new TableError(`${path}.features[${i}]`, `duplicate feature ${JSON.stringify(f)}`);
+    if (!OSL_MODEL_FEATURES.includes(f))
+      throw new TableError(
+        `${path}.features[${i}]`,
+        `unknown feature ${JSON.stringify(f)} (known: ${OSL_MODEL_FEATURES.join(", ")})`,
+      );
+    if (names.indexOf(f) !== i)
+      throw new TableError(`${path}.features[${i}]`, `duplicate feature ${JSON.stringify(f)}`);
     return f;
   });
   const d = features.length;
@@ -429,9 +543,21 @@ function validateOslClasses(v: unknown): OslClasses {
     return s;
   });
   const count = classNames.length;
-  const thresholds = numberArray(m.thresholds, `${path}.thresholds`, count - 1, {}, "thresholds (one fewer than names)");
+  const thresholds = numberArray(
+    m.thresholds,
+    `${path}.thresholds`,
+    count - 1,
+    {},
+    "thresholds (one fewer than names)",
+  );
   strictlyAscending(thresholds, `${path}.thresholds`);
-  const representative = numberArray(m.representative, `${path}.representative`, count, { min: 0 }, "lengths (one per name)");
+  const representative = numberArray(
+    m.representative,
+    `${path}.representative`,
+    count,
+    { min: 0 },
+    "lengths (one per name)",
+  );
   return { names: classNames, thresholds, representative };
 }
 
@@ -440,7 +566,10 @@ function validateSlo(v: unknown): { ttft_ms: number; tpot_ms: number } | null {
   const m = expectMap(v, "slo");
   rejectUnknownKeys(m, "slo", ["ttft_ms", "tpot_ms"]);
   const positive = { min: 0, minExclusive: true };
-  return { ttft_ms: expectNumber(m.ttft_ms, "slo.ttft_ms", positive), tpot_ms: expectNumber(m.tpot_ms, "slo.tpot_ms", positive) };
+  return {
+    ttft_ms: expectNumber(m.ttft_ms, "slo.ttft_ms", positive),
+    tpot_ms: expectNumber(m.tpot_ms, "slo.tpot_ms", positive),
+  };
 }
 
 function validateProvenance(v: unknown): Provenance {
@@ -469,7 +598,8 @@ function validateBody(v: unknown): Omit<Table, "checksum"> {
   if (typeof m.version === "number" && Number.isSafeInteger(m.version) && m.version > TABLE_VERSION) {
     throw new TableError("version", `unsupported table version ${m.version} (this build reads 1 and ${TABLE_VERSION})`);
   }
-  if (m.version !== 1 && m.version !== TABLE_VERSION) throw expected("version", `the integer 1 or ${TABLE_VERSION}`, m.version);
+  if (m.version !== 1 && m.version !== TABLE_VERSION)
+    throw expected("version", `the integer 1 or ${TABLE_VERSION}`, m.version);
   const version = m.version as TableVersion;
   if (typeof m.kind !== "string" || !(POLICY_KINDS as readonly string[]).includes(m.kind)) {
     throw expected("kind", `one of ${POLICY_KINDS.join(", ")}`, m.kind);
@@ -484,7 +614,8 @@ function validateBody(v: unknown): Omit<Table, "checksum"> {
   const out = { format: TABLE_FORMAT, version, kind } as Omit<Table, "checksum">;
   if (isRuleKind(kind)) {
     for (const key of LEARNED_ONLY) {
-      if (m[key] !== undefined) throw new TableError(key, `not used by kind "${kind}" (rule tables keep their settings in params)`);
+      if (m[key] !== undefined)
+        throw new TableError(key, `not used by kind "${kind}" (rule tables keep their settings in params)`);
     }
     if (m.features !== undefined) out.features = validateFeatures(m.features, "features", true);
     out.params = validateParams(m.params, kind);
@@ -534,32 +665,91 @@ class ByteWriter {
     this.bytes = grown;
     this.view = new DataView(grown.buffer); // the old view still points at the old buffer
   }
-  u8(b: number): void { this.reserve(1); this.bytes[this.length++] = b; }
-  u16(n: number): void { this.reserve(2); this.view.setUint16(this.length, n); this.length += 2; }
-  u32(n: number): void { this.reserve(4); this.view.setUint32(this.length, n); this.length += 4; }
-  i8(n: number): void { this.reserve(1); this.view.setInt8(this.length, n); this.length += 1; }
-  i16(n: number): void { this.reserve(2); this.view.setInt16(this.length, n); this.length += 2; }
-  i32(n: number): void { this.reserve(4); this.view.setInt32(this.length, n); this.length += 4; }
-  u64(n: bigint): void { this.reserve(8); this.view.setBigUint64(this.length, n); this.length += 8; }
-  i64(n: bigint): void { this.reserve(8); this.view.setBigInt64(this.length, n); this.length += 8; }
-  f64(n: number): void { this.reserve(8); this.view.setFloat64(this.length, n); this.length += 8; }
-  raw(b: Uint8Array): void { this.reserve(b.length); this.bytes.set(b, this.length); this.length += b.length; }
-  result(): Uint8Array { return this.bytes.slice(0, this.length); }
+  u8(b: number): void {
+    this.reserve(1);
+    this.bytes[this.length++] = b;
+  }
+  u16(n: number): void {
+    this.reserve(2);
+    this.view.setUint16(this.length, n);
+    this.length += 2;
+  }
+  u32(n: number): void {
+    this.reserve(4);
+    this.view.setUint32(this.length, n);
+    this.length += 4;
+  }
+  i8(n: number): void {
+    this.reserve(1);
+    this.view.setInt8(this.length, n);
+    this.length += 1;
+  }
+  i16(n: number): void {
+    this.reserve(2);
+    this.view.setInt16(this.length, n);
+    this.length += 2;
+  }
+  i32(n: number): void {
+    this.reserve(4);
+    this.view.setInt32(this.length, n);
+    this.length += 4;
+  }
+  u64(n: bigint): void {
+    this.reserve(8);
+    this.view.setBigUint64(this.length, n);
+    this.length += 8;
+  }
+  i64(n: bigint): void {
+    this.reserve(8);
+    this.view.setBigInt64(this.length, n);
+    this.length += 8;
+  }
+  f64(n: number): void {
+    this.reserve(8);
+    this.view.setFloat64(this.length, n);
+    this.length += 8;
+  }
+  raw(b: Uint8Array): void {
+    this.reserve(b.length);
+    this.bytes.set(b, this.length);
+    this.length += b.length;
+  }
+  result(): Uint8Array {
+    return this.bytes.slice(0, this.length);
+  }
 }
 
 /** Smallest msgpack integer format, the same choice as Python's msgpack and msgpackr (uint formats for n ≥ 0). */
 function writeInteger(w: ByteWriter, n: bigint): void {
   if (n >= 0n) {
     if (n < 0x80n) w.u8(Number(n));
-    else if (n < 0x100n) { w.u8(0xcc); w.u8(Number(n)); }
-    else if (n < 0x10000n) { w.u8(0xcd); w.u16(Number(n)); }
-    else if (n < 0x100000000n) { w.u8(0xce); w.u32(Number(n)); }
-    else { w.u8(0xcf); w.u64(n); }
+    else if (n < 0x100n) {
+      w.u8(0xcc);
+      w.u8(Number(n));
+    } else if (n < 0x10000n) {
+      w.u8(0xcd);
+      w.u16(Number(n));
+    } else if (n < 0x100000000n) {
+      w.u8(0xce);
+      w.u32(Number(n));
+    } else {
+      w.u8(0xcf);
+      w.u64(n);
+    }
   } else if (n >= -32n) w.i8(Number(n));
-  else if (n >= -0x80n) { w.u8(0xd0); w.i8(Number(n)); }
-  else if (n >= -0x8000n) { w.u8(0xd1); w.i16(Number(n)); }
-  else if (n >= -0x80000000n) { w.u8(0xd2); w.i32(Number(n)); }
-  else { w.u8(0xd3); w.i64(n); }
+  else if (n >= -0x80n) {
+    w.u8(0xd0);
+    w.i8(Number(n));
+  } else if (n >= -0x8000n) {
+    w.u8(0xd1);
+    w.i16(Number(n));
+  } else if (n >= -0x80000000n) {
+    w.u8(0xd2);
+    w.i32(Number(n));
+  } else {
+    w.u8(0xd3);
+    w.i64(n);
+  }
 }
 
 function writeNumber(w: ByteWriter, n: number): void {
@@ -573,18 +763,34 @@ function writeNumber(w: ByteWriter, n: number): void {
   }
 }
 
-function writeLength(w: ByteWriter, n: number, fix: number, fixMax: number, op16: number, op32: number, op8?: number): void {
+function writeLength(
+  w: ByteWriter,
+  n: number,
+  fix: number,
+  fixMax: number,
+  op16: number,
+  op32: number,
+  op8?: number,
+): void {
   if (n <= fixMax) w.u8(fix | n);
-  else if (op8 !== undefined && n < 0x100) { w.u8(op8); w.u8(n); }
-  else if (n < 0x10000) { w.u8(op16); w.u16(n); }
-  else { w.u8(op32); w.u32(n); }
+  else if (op8 !== undefined && n < 0x100) {
+    w.u8(op8);
+    w.u8(n);
+  } else if (n < 0x10000) {
+    w.u8(op16);
+    w.u16(n);
+  } else {
+    w.u8(op32);
+    w.u32(n);
+  }
 }
 
 /** Order of code points (what Python's sorted() and Go's byte-wise string order give), not of UTF-16 code units. */
 function compareCodePoints(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
-    let x = a.charCodeAt(i), y = b.charCodeAt(i);
+    let x = a.charCodeAt(i),
+      y = b.charCodeAt(i);
     if (x === y) continue;
     // Surrogates (D800–DFFF) encode code points above FFFF, so they must sort after E000–FFFF.
     if (x >= 0xd800) x += x >= 0xe000 ? -0x800 : 0x2000;
@@ -612,7 +818,9 @@ function writeCanonical(w: ByteWriter, v: unknown, path: string, depth: number):
     writeLength(w, items.length, 0x90, 15, 0xdc, 0xdd);
     items.forEach((x, i) => writeCanonical(w, x, `${path}[${i}]`, depth + 1));
   } else if (isPlainMap(v)) {
-    const keys = Object.keys(v).filter((k) => v[k] !== undefined).sort(compareCodePoints);
+    const keys = Object.keys(v)
+      .filter((k) => v[k] !== undefined)
+      .sort(compareCodePoints);
     writeLength(w, keys.length, 0x80, 15, 0xde, 0xdf);
     for (const key of keys) {
       writeCanonical(w, key, path, depth + 1);
@@ -680,7 +888,10 @@ export function decodeTable(bytes: Uint8Array): Table {
   const table = validateTable(raw);
   const actual = tableChecksum(raw as PlainMap); // over the map as stored, before rule defaults are filled in
   if (actual !== table.checksum) {
-    throw new TableError("checksum", `mismatch: the table says ${table.checksum} but its contents hash to ${actual} (changed or corrupted after writing)`);
+    throw new TableError(
+      "checksum",
+      `mismatch: the table says ${table.checksum} but its contents hash to ${actual} (changed or corrupted after writing)`,
+    );
   }
   return table;
 }
@@ -699,13 +910,18 @@ export function versionNeeded(t: { fallback?: unknown; ood_bound?: unknown; bits
 
 export function encodeTable(t: TableInput): Uint8Array {
   const { checksum: _recomputed, ...rest } = t as TableInput & { checksum?: unknown };
-  const body = validateBody({ ...rest, format: rest.format ?? TABLE_FORMAT, version: rest.version ?? versionNeeded(rest) });
+  const body = validateBody({
+    ...rest,
+    format: rest.format ?? TABLE_FORMAT,
+    version: rest.version ?? versionNeeded(rest),
+  });
   return encodeCanonical({ ...body, checksum: tableChecksum(body) });
 }
 
 /** A copy of the default parameters of a rule kind (required ones, without defaults, are absent; learned kinds: {}). */
 export function defaultParams(kind: PolicyKind): Record<string, number | number[]> {
-  if (!(POLICY_KINDS as readonly string[]).includes(kind)) throw expected("kind", `one of ${POLICY_KINDS.join(", ")}`, kind);
+  if (!(POLICY_KINDS as readonly string[]).includes(kind))
+    throw expected("kind", `one of ${POLICY_KINDS.join(", ")}`, kind);
   if (!isRuleKind(kind)) return {};
   const out: Record<string, number | number[]> = {};
   for (const [key, spec] of Object.entries(RULE_PARAMS[kind])) {
@@ -719,11 +935,27 @@ export function defaultParams(kind: PolicyKind): Record<string, number | number[
  *  "(rule)", seed: 0} unless `extra.provenance` is given, checksum computed. */
 export function ruleTable(kind: PolicyKind, params: Record<string, unknown> = {}, extra: Partial<Table> = {}): Table {
   if (!(POLICY_KINDS as readonly string[]).includes(kind) || !isRuleKind(kind)) {
-    throw expected("kind", `a rule kind (${POLICY_KINDS.filter(isRuleKind).join(", ")}); learned tables are built by the learner`, kind);
+    throw expected(
+      "kind",
+      `a rule kind (${POLICY_KINDS.filter(isRuleKind).join(", ")}); learned tables are built by the learner`,
+      kind,
+    );
   }
   const { checksum: _recomputed, ...rest } = extra;
-  const provenance: Provenance = extra.provenance ?? { tool: "dolphin-routing", created: new Date().toISOString(), workload: "(rule)", seed: 0 };
-  const body = validateBody({ ...rest, format: TABLE_FORMAT, version: 1, kind, params: { ...extra.params, ...params }, provenance });
+  const provenance: Provenance = extra.provenance ?? {
+    tool: "dolphin-routing",
+    created: new Date().toISOString(),
+    workload: "(rule)",
+    seed: 0,
+  };
+  const body = validateBody({
+    ...rest,
+    format: TABLE_FORMAT,
+    version: 1,
+    kind,
+    params: { ...extra.params, ...params },
+    provenance,
+  });
   return { ...body, checksum: tableChecksum(body) } as Table;
 }
 
@@ -736,9 +968,11 @@ function ruleSummary(kind: RuleKind, p: Record<string, unknown>): string {
   if (kind === "ppd") {
     const cells = ((p.bits ?? []) as number[][][]).flat(2);
     const remote = cells.filter((b) => b === 1).length;
-    return `turn 1 remote; later turns by a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${(p.qps_levels as number[]).length} ` +
+    return (
+      `turn 1 remote; later turns by a ${PPD_CONTEXT_CLASSES}×${PPD_RATIO_CLASSES}×${(p.qps_levels as number[]).length} ` +
       `(context, input/output ratio, QPS) table, ${cells.length - remote} cells local / ${remote} remote, ` +
-      `w_ttft ${p.w_ttft}, w_tpot ${p.w_tpot}`;
+      `w_ttft ${p.w_ttft}, w_tpot ${p.w_tpot}`
+    );
   }
   // the spec's summary template, each {param} replaced by the table's value
   return (KIND_SUMMARY.get(kind) ?? kind).replace(/\{(\w+)\}/g, (_, name: string) => String(p[name]));
@@ -752,12 +986,17 @@ export function describeTable(t: Table): string {
     const remote = bits.filter((b) => b === CLUSTER_REMOTE).length;
     const rule = bits.filter((b) => b === CLUSTER_RULE).length;
     const model = t.kind === "kmeans" ? "k-means" : "Gaussian-mixture";
-    parts.push(`${t.kind} table: K = ${bits.length} ${model} clusters over (${(t.features ?? []).join(", ")}), ` +
-      `${bits.length - remote - rule} local / ${remote} remote` + (t.version >= 2 ? ` / ${rule} rule` : ""));
+    parts.push(
+      `${t.kind} table: K = ${bits.length} ${model} clusters over (${(t.features ?? []).join(", ")}), ` +
+        `${bits.length - remote - rule} local / ${remote} remote` +
+        (t.version >= 2 ? ` / ${rule} rule` : ""),
+    );
     if (t.version >= 2) {
       const f = t.fallback ?? DEFAULT_FALLBACK;
-      parts.push(`fallback rule ${f.kind} (${ruleSummary(f.kind, f.params)})` +
-        (t.ood_bound ? `, out-of-distribution bounds per cluster` : ", no out-of-distribution bounds"));
+      parts.push(
+        `fallback rule ${f.kind} (${ruleSummary(f.kind, f.params)})` +
+          (t.ood_bound ? `, out-of-distribution bounds per cluster` : ", no out-of-distribution bounds"),
+      );
     }
   } else {
     parts.push(`${t.kind} rule table: ${ruleSummary(t.kind, t.params ?? {})}`);
@@ -769,7 +1008,9 @@ export function describeTable(t: Table): string {
   parts.push(t.split ? `learned for split ${t.split}` : "no split recorded");
   parts.push(t.slo ? `SLO TTFT ${t.slo.ttft_ms} ms, TPOT ${t.slo.tpot_ms} ms` : "no SLO recorded");
   const p = t.provenance;
-  parts.push(`made by ${p.tool} on ${p.created} from workload ${JSON.stringify(p.workload)} (seed ${p.seed})` +
-    (p.notes ? `: ${p.notes}` : ""));
+  parts.push(
+    `made by ${p.tool} on ${p.created} from workload ${JSON.stringify(p.workload)} (seed ${p.seed})` +
+      (p.notes ? `: ${p.notes}` : ""),
+  );
   return `${parts.join("; ")}; checksum ${t.checksum}.`;
 }

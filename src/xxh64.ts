@@ -18,16 +18,24 @@ export const out = { lo: 0, hi: 0 };
 // P1 = 11400714785074694791 = 0x9E3779B185EBCA87   P2 = 14029467366897019727 = 0xC2B2AE3D27D4EB4F
 // P3 =  1609587929392839161 = 0x165667B19E3779F9   P4 =  9650029242287828579 = 0x85EBCA77C2B2AE63
 // P5 =  2870177450012600261 = 0x27D4EB2F165667C5
-const P1_HI = 0x9e3779b1 | 0, P1_LO = 0x85ebca87 | 0;
-const P2_HI = 0xc2b2ae3d | 0, P2_LO = 0x27d4eb4f | 0;
-const P3_HI = 0x165667b1 | 0, P3_LO = 0x9e3779f9 | 0;
-const P4_HI = 0x85ebca77 | 0, P4_LO = 0xc2b2ae63 | 0;
-const P5_HI = 0x27d4eb2f | 0, P5_LO = 0x165667c5 | 0;
+const P1_HI = 0x9e3779b1 | 0,
+  P1_LO = 0x85ebca87 | 0;
+const P2_HI = 0xc2b2ae3d | 0,
+  P2_LO = 0x27d4eb4f | 0;
+const P3_HI = 0x165667b1 | 0,
+  P3_LO = 0x9e3779f9 | 0;
+const P4_HI = 0x85ebca77 | 0,
+  P4_LO = 0xc2b2ae63 | 0;
+const P5_HI = 0x27d4eb2f | 0,
+  P5_LO = 0x165667c5 | 0;
 // 2^64 − P1, so that `seed − P1` is an addition.
-const NEG_P1_HI = 0x61c8864e | 0, NEG_P1_LO = 0x7a143579 | 0;
+const NEG_P1_HI = 0x61c8864e | 0,
+  NEG_P1_LO = 0x7a143579 | 0;
 // 16-bit limbs of P1_LO and P2_LO for the written-out stripe rounds.
-const P1_LO_0 = P1_LO & 0xffff, P1_LO_1 = P1_LO >>> 16;
-const P2_LO_0 = P2_LO & 0xffff, P2_LO_1 = P2_LO >>> 16;
+const P1_LO_0 = P1_LO & 0xffff,
+  P1_LO_1 = P1_LO >>> 16;
+const P2_LO_0 = P2_LO & 0xffff,
+  P2_LO_1 = P2_LO >>> 16;
 
 const TWO_POW_32 = 0x100000000;
 const STRIPE_BYTES = 32;
@@ -55,8 +63,14 @@ const SCRATCH = new Uint32Array(SCRATCH_STRIPES * STRIPE_WORDS);
 /** R = a × b mod 2^64. */
 function mul64(aLo: number, aHi: number, bLo: number, bHi: number): void {
   // Each 16×16 partial product fits 32 bits; `>>>` and `&` read imul's signed result as those bits. mid < 3·2^16.
-  const a0 = aLo & 0xffff, a1 = aLo >>> 16, b0 = bLo & 0xffff, b1 = bLo >>> 16;
-  const p00 = Math.imul(a0, b0), p01 = Math.imul(a0, b1), p10 = Math.imul(a1, b0), p11 = Math.imul(a1, b1);
+  const a0 = aLo & 0xffff,
+    a1 = aLo >>> 16,
+    b0 = bLo & 0xffff,
+    b1 = bLo >>> 16;
+  const p00 = Math.imul(a0, b0),
+    p01 = Math.imul(a0, b1),
+    p10 = Math.imul(a1, b0),
+    p11 = Math.imul(a1, b1);
   const mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
   R[0] = (mid << 16) | (p00 & 0xffff);
   // High half: the carry-out of lo×lo plus the cross terms, mod 2^32 (the sum is exact in a double, < 2^53).
@@ -65,27 +79,34 @@ function mul64(aLo: number, aHi: number, bLo: number, bHi: number): void {
 
 /** R = a × b + c mod 2^64. */
 function mulAdd64(aLo: number, aHi: number, bLo: number, bHi: number, cLo: number, cHi: number): void {
-  const a0 = aLo & 0xffff, a1 = aLo >>> 16, b0 = bLo & 0xffff, b1 = bLo >>> 16;
-  const p00 = Math.imul(a0, b0), p01 = Math.imul(a0, b1), p10 = Math.imul(a1, b0), p11 = Math.imul(a1, b1);
+  const a0 = aLo & 0xffff,
+    a1 = aLo >>> 16,
+    b0 = bLo & 0xffff,
+    b1 = bLo >>> 16;
+  const p00 = Math.imul(a0, b0),
+    p01 = Math.imul(a0, b1),
+    p10 = Math.imul(a1, b0),
+    p11 = Math.imul(a1, b1);
   const mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
   const mLo = (mid << 16) | (p00 & 0xffff);
   const mHi = p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(aLo, bHi) + Math.imul(aHi, bLo);
   const lo = (mLo + cLo) | 0;
   R[0] = lo;
-  R[1] = (mHi + cHi + ((lo >>> 0) < (mLo >>> 0) ? 1 : 0)) | 0; // carry iff the unsigned low sum wrapped
+  R[1] = (mHi + cHi + (lo >>> 0 < mLo >>> 0 ? 1 : 0)) | 0; // carry iff the unsigned low sum wrapped
 }
 
 /** R = a + b mod 2^64. */
 function add64(aLo: number, aHi: number, bLo: number, bHi: number): void {
   const lo = (aLo + bLo) | 0;
   R[0] = lo;
-  R[1] = (aHi + bHi + ((lo >>> 0) < (aLo >>> 0) ? 1 : 0)) | 0;
+  R[1] = (aHi + bHi + (lo >>> 0 < aLo >>> 0 ? 1 : 0)) | 0;
 }
 
 /** R = round(acc, input) = rotl(acc + input × P2, 31) × P1 (spec: XXH64_round). */
 function round(accLo: number, accHi: number, inLo: number, inHi: number): void {
   mulAdd64(inLo, inHi, P2_LO, P2_HI, accLo, accHi);
-  const lo = R[0]!, hi = R[1]!;
+  const lo = R[0]!,
+    hi = R[1]!;
   // rotl by r < 32: hi' = hi<<r | lo>>>(32−r), lo' = lo<<r | hi>>>(32−r).
   mul64((lo << 31) | (hi >>> 1), (hi << 31) | (lo >>> 1), P1_LO, P1_HI);
 }
@@ -102,28 +123,32 @@ function mergeRound(hLo: number, hHi: number, vLo: number, vHi: number): void {
 /** R = rotl(h ^ round(0, lane), 27) × P1 + P4: the 8-byte tail step. */
 function tail8(hLo: number, hHi: number, laneLo: number, laneHi: number): void {
   round(0, 0, laneLo, laneHi);
-  const lo = hLo ^ R[0]!, hi = hHi ^ R[1]!;
+  const lo = hLo ^ R[0]!,
+    hi = hHi ^ R[1]!;
   mulAdd64((lo << 27) | (hi >>> 5), (hi << 27) | (lo >>> 5), P1_LO, P1_HI, P4_LO, P4_HI);
 }
 
 /** R = rotl(h ^ (word × P1), 23) × P2 + P3: the 4-byte tail step (word is a u32, zero-extended). */
 function tail4(hLo: number, hHi: number, word: number): void {
   mul64(word, 0, P1_LO, P1_HI);
-  const lo = hLo ^ R[0]!, hi = hHi ^ R[1]!;
+  const lo = hLo ^ R[0]!,
+    hi = hHi ^ R[1]!;
   mulAdd64((lo << 23) | (hi >>> 9), (hi << 23) | (lo >>> 9), P2_LO, P2_HI, P3_LO, P3_HI);
 }
 
 /** R = rotl(h ^ (byte × P5), 11) × P1: the 1-byte tail step. */
 function tail1(hLo: number, hHi: number, byte: number): void {
   mul64(byte, 0, P5_LO, P5_HI);
-  const lo = hLo ^ R[0]!, hi = hHi ^ R[1]!;
+  const lo = hLo ^ R[0]!,
+    hi = hHi ^ R[1]!;
   mul64((lo << 11) | (hi >>> 21), (hi << 11) | (lo >>> 21), P1_LO, P1_HI);
 }
 
 /** out = avalanche(h): h ^= h>>33; h *= P2; h ^= h>>29; h *= P3; h ^= h>>32 (spec: XXH64_avalanche). */
 function avalancheToOut(hLo: number, hHi: number): void {
   mul64(hLo ^ (hHi >>> 1), hHi, P2_LO, P2_HI);
-  let lo = R[0]!, hi = R[1]!;
+  let lo = R[0]!,
+    hi = R[1]!;
   mul64(lo ^ ((lo >>> 29) | (hi << 3)), hi ^ (hi >>> 29), P3_LO, P3_HI);
   lo = R[0]!;
   hi = R[1]!;
@@ -162,75 +187,148 @@ function initAccumulators(seedLo: number, seedHi: number): void {
  * but one lane at a time, ~1.6× slower (the four independent multiply chains no longer overlap).
  */
 function stripesFromWords(words: Uint32Array, w: number, stripeCount: number): void {
-  let v1Lo = V[0]!, v1Hi = V[1]!, v2Lo = V[2]!, v2Hi = V[3]!, v3Lo = V[4]!, v3Hi = V[5]!, v4Lo = V[6]!, v4Hi = V[7]!;
-  let inLo = 0, inHi = 0, a0 = 0, a1 = 0, p00 = 0, p01 = 0, p10 = 0, p11 = 0, mid = 0;
-  let mLo = 0, mHi = 0, sLo = 0, sHi = 0, rLo = 0, rHi = 0;
+  let v1Lo = V[0]!,
+    v1Hi = V[1]!,
+    v2Lo = V[2]!,
+    v2Hi = V[3]!,
+    v3Lo = V[4]!,
+    v3Hi = V[5]!,
+    v4Lo = V[6]!,
+    v4Hi = V[7]!;
+  let inLo = 0,
+    inHi = 0,
+    a0 = 0,
+    a1 = 0,
+    p00 = 0,
+    p01 = 0,
+    p10 = 0,
+    p11 = 0,
+    mid = 0;
+  let mLo = 0,
+    mHi = 0,
+    sLo = 0,
+    sHi = 0,
+    rLo = 0,
+    rHi = 0;
   // bounded by the callers' entry checks: w + 8·stripeCount <= words.length
   for (const end = w + stripeCount * STRIPE_WORDS; w < end; w += STRIPE_WORDS) {
     // Each block: s = v + in × P2 (limb product, then add with carry); r = rotl(s, 31); v = r × P1.
-    inLo = words[w]! | 0; inHi = words[w + 1]! | 0;
-    a0 = inLo & 0xffff; a1 = inLo >>> 16;
-    p00 = Math.imul(a0, P2_LO_0); p01 = Math.imul(a0, P2_LO_1); p10 = Math.imul(a1, P2_LO_0); p11 = Math.imul(a1, P2_LO_1);
+    inLo = words[w]! | 0;
+    inHi = words[w + 1]! | 0;
+    a0 = inLo & 0xffff;
+    a1 = inLo >>> 16;
+    p00 = Math.imul(a0, P2_LO_0);
+    p01 = Math.imul(a0, P2_LO_1);
+    p10 = Math.imul(a1, P2_LO_0);
+    p11 = Math.imul(a1, P2_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     mLo = (mid << 16) | (p00 & 0xffff);
     mHi = p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(inLo, P2_HI) + Math.imul(inHi, P2_LO);
-    sLo = (v1Lo + mLo) | 0; sHi = (v1Hi + mHi + ((sLo >>> 0) < (mLo >>> 0) ? 1 : 0)) | 0;
-    rLo = (sLo << 31) | (sHi >>> 1); rHi = (sHi << 31) | (sLo >>> 1);
-    a0 = rLo & 0xffff; a1 = rLo >>> 16;
-    p00 = Math.imul(a0, P1_LO_0); p01 = Math.imul(a0, P1_LO_1); p10 = Math.imul(a1, P1_LO_0); p11 = Math.imul(a1, P1_LO_1);
+    sLo = (v1Lo + mLo) | 0;
+    sHi = (v1Hi + mHi + (sLo >>> 0 < mLo >>> 0 ? 1 : 0)) | 0;
+    rLo = (sLo << 31) | (sHi >>> 1);
+    rHi = (sHi << 31) | (sLo >>> 1);
+    a0 = rLo & 0xffff;
+    a1 = rLo >>> 16;
+    p00 = Math.imul(a0, P1_LO_0);
+    p01 = Math.imul(a0, P1_LO_1);
+    p10 = Math.imul(a1, P1_LO_0);
+    p11 = Math.imul(a1, P1_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     v1Lo = (mid << 16) | (p00 & 0xffff);
     v1Hi = (p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(rLo, P1_HI) + Math.imul(rHi, P1_LO)) | 0;
 
-    inLo = words[w + 2]! | 0; inHi = words[w + 3]! | 0;
-    a0 = inLo & 0xffff; a1 = inLo >>> 16;
-    p00 = Math.imul(a0, P2_LO_0); p01 = Math.imul(a0, P2_LO_1); p10 = Math.imul(a1, P2_LO_0); p11 = Math.imul(a1, P2_LO_1);
+    inLo = words[w + 2]! | 0;
+    inHi = words[w + 3]! | 0;
+    a0 = inLo & 0xffff;
+    a1 = inLo >>> 16;
+    p00 = Math.imul(a0, P2_LO_0);
+    p01 = Math.imul(a0, P2_LO_1);
+    p10 = Math.imul(a1, P2_LO_0);
+    p11 = Math.imul(a1, P2_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     mLo = (mid << 16) | (p00 & 0xffff);
     mHi = p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(inLo, P2_HI) + Math.imul(inHi, P2_LO);
-    sLo = (v2Lo + mLo) | 0; sHi = (v2Hi + mHi + ((sLo >>> 0) < (mLo >>> 0) ? 1 : 0)) | 0;
-    rLo = (sLo << 31) | (sHi >>> 1); rHi = (sHi << 31) | (sLo >>> 1);
-    a0 = rLo & 0xffff; a1 = rLo >>> 16;
-    p00 = Math.imul(a0, P1_LO_0); p01 = Math.imul(a0, P1_LO_1); p10 = Math.imul(a1, P1_LO_0); p11 = Math.imul(a1, P1_LO_1);
+    sLo = (v2Lo + mLo) | 0;
+    sHi = (v2Hi + mHi + (sLo >>> 0 < mLo >>> 0 ? 1 : 0)) | 0;
+    rLo = (sLo << 31) | (sHi >>> 1);
+    rHi = (sHi << 31) | (sLo >>> 1);
+    a0 = rLo & 0xffff;
+    a1 = rLo >>> 16;
+    p00 = Math.imul(a0, P1_LO_0);
+    p01 = Math.imul(a0, P1_LO_1);
+    p10 = Math.imul(a1, P1_LO_0);
+    p11 = Math.imul(a1, P1_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     v2Lo = (mid << 16) | (p00 & 0xffff);
     v2Hi = (p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(rLo, P1_HI) + Math.imul(rHi, P1_LO)) | 0;
 
-    inLo = words[w + 4]! | 0; inHi = words[w + 5]! | 0;
-    a0 = inLo & 0xffff; a1 = inLo >>> 16;
-    p00 = Math.imul(a0, P2_LO_0); p01 = Math.imul(a0, P2_LO_1); p10 = Math.imul(a1, P2_LO_0); p11 = Math.imul(a1, P2_LO_1);
+    inLo = words[w + 4]! | 0;
+    inHi = words[w + 5]! | 0;
+    a0 = inLo & 0xffff;
+    a1 = inLo >>> 16;
+    p00 = Math.imul(a0, P2_LO_0);
+    p01 = Math.imul(a0, P2_LO_1);
+    p10 = Math.imul(a1, P2_LO_0);
+    p11 = Math.imul(a1, P2_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     mLo = (mid << 16) | (p00 & 0xffff);
     mHi = p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(inLo, P2_HI) + Math.imul(inHi, P2_LO);
-    sLo = (v3Lo + mLo) | 0; sHi = (v3Hi + mHi + ((sLo >>> 0) < (mLo >>> 0) ? 1 : 0)) | 0;
-    rLo = (sLo << 31) | (sHi >>> 1); rHi = (sHi << 31) | (sLo >>> 1);
-    a0 = rLo & 0xffff; a1 = rLo >>> 16;
-    p00 = Math.imul(a0, P1_LO_0); p01 = Math.imul(a0, P1_LO_1); p10 = Math.imul(a1, P1_LO_0); p11 = Math.imul(a1, P1_LO_1);
+    sLo = (v3Lo + mLo) | 0;
+    sHi = (v3Hi + mHi + (sLo >>> 0 < mLo >>> 0 ? 1 : 0)) | 0;
+    rLo = (sLo << 31) | (sHi >>> 1);
+    rHi = (sHi << 31) | (sLo >>> 1);
+    a0 = rLo & 0xffff;
+    a1 = rLo >>> 16;
+    p00 = Math.imul(a0, P1_LO_0);
+    p01 = Math.imul(a0, P1_LO_1);
+    p10 = Math.imul(a1, P1_LO_0);
+    p11 = Math.imul(a1, P1_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     v3Lo = (mid << 16) | (p00 & 0xffff);
     v3Hi = (p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(rLo, P1_HI) + Math.imul(rHi, P1_LO)) | 0;
 
-    inLo = words[w + 6]! | 0; inHi = words[w + 7]! | 0;
-    a0 = inLo & 0xffff; a1 = inLo >>> 16;
-    p00 = Math.imul(a0, P2_LO_0); p01 = Math.imul(a0, P2_LO_1); p10 = Math.imul(a1, P2_LO_0); p11 = Math.imul(a1, P2_LO_1);
+    inLo = words[w + 6]! | 0;
+    inHi = words[w + 7]! | 0;
+    a0 = inLo & 0xffff;
+    a1 = inLo >>> 16;
+    p00 = Math.imul(a0, P2_LO_0);
+    p01 = Math.imul(a0, P2_LO_1);
+    p10 = Math.imul(a1, P2_LO_0);
+    p11 = Math.imul(a1, P2_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     mLo = (mid << 16) | (p00 & 0xffff);
     mHi = p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(inLo, P2_HI) + Math.imul(inHi, P2_LO);
-    sLo = (v4Lo + mLo) | 0; sHi = (v4Hi + mHi + ((sLo >>> 0) < (mLo >>> 0) ? 1 : 0)) | 0;
-    rLo = (sLo << 31) | (sHi >>> 1); rHi = (sHi << 31) | (sLo >>> 1);
-    a0 = rLo & 0xffff; a1 = rLo >>> 16;
-    p00 = Math.imul(a0, P1_LO_0); p01 = Math.imul(a0, P1_LO_1); p10 = Math.imul(a1, P1_LO_0); p11 = Math.imul(a1, P1_LO_1);
+    sLo = (v4Lo + mLo) | 0;
+    sHi = (v4Hi + mHi + (sLo >>> 0 < mLo >>> 0 ? 1 : 0)) | 0;
+    rLo = (sLo << 31) | (sHi >>> 1);
+    rHi = (sHi << 31) | (sLo >>> 1);
+    a0 = rLo & 0xffff;
+    a1 = rLo >>> 16;
+    p00 = Math.imul(a0, P1_LO_0);
+    p01 = Math.imul(a0, P1_LO_1);
+    p10 = Math.imul(a1, P1_LO_0);
+    p11 = Math.imul(a1, P1_LO_1);
     mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
     v4Lo = (mid << 16) | (p00 & 0xffff);
     v4Hi = (p11 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16) + Math.imul(rLo, P1_HI) + Math.imul(rHi, P1_LO)) | 0;
   }
-  V[0] = v1Lo; V[1] = v1Hi; V[2] = v2Lo; V[3] = v2Hi; V[4] = v3Lo; V[5] = v3Hi; V[6] = v4Lo; V[7] = v4Hi;
+  V[0] = v1Lo;
+  V[1] = v1Hi;
+  V[2] = v2Lo;
+  V[3] = v2Hi;
+  V[4] = v3Lo;
+  V[5] = v3Hi;
+  V[6] = v4Lo;
+  V[7] = v4Hi;
 }
 
 /** R = rotl(v1,1) + rotl(v2,7) + rotl(v3,12) + rotl(v4,18), then the four merge rounds (spec: "Step 3"). */
 function convergeAccumulators(): void {
-  let lo = V[0]!, hi = V[1]!;
-  const hLo = (lo << 1) | (hi >>> 31), hHi = (hi << 1) | (lo >>> 31);
+  let lo = V[0]!,
+    hi = V[1]!;
+  const hLo = (lo << 1) | (hi >>> 31),
+    hHi = (hi << 1) | (lo >>> 31);
   lo = V[2]!;
   hi = V[3]!;
   add64(hLo, hHi, (lo << 7) | (hi >>> 25), (hi << 7) | (lo >>> 25));

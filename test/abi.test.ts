@@ -11,7 +11,10 @@ import { coreModule, routerOn } from "./helpers.js";
 
 const ROOT = join(import.meta.dirname, "..");
 const spec = JSON.parse(readFileSync(join(ROOT, "spec/abi.json"), "utf8"));
-const WORKERS = [{ id: "p0", role: "prefill" as const }, { id: "d0", role: "decode" as const }];
+const WORKERS = [
+  { id: "p0", role: "prefill" as const },
+  { id: "d0", role: "decode" as const },
+];
 
 describe("the ABI version", () => {
   it("is the spec's, in the core and in the host", () => {
@@ -22,14 +25,20 @@ describe("the ABI version", () => {
 
   it("is checked when a host loads a core, naming both versions", () => {
     const real = instantiateCore(coreModule("release"));
-    const older = { exports: { ...real.exports, abiVersion: () => ABI_VERSION - 1 } } as unknown as WebAssembly.Instance;
-    expect(() => createCore(older)).toThrow(`implements ABI version ${ABI_VERSION - 1}, but this host expects ABI version ${ABI_VERSION}`);
+    const older = {
+      exports: { ...real.exports, abiVersion: () => ABI_VERSION - 1 },
+    } as unknown as WebAssembly.Instance;
+    expect(() => createCore(older)).toThrow(
+      `implements ABI version ${ABI_VERSION - 1}, but this host expects ABI version ${ABI_VERSION}`,
+    );
   });
 });
 
 describe("the exports", () => {
   it.each(["release", "debug"] as const)("of the %s build are exactly the spec's", (flavour) => {
-    const names = WebAssembly.Module.exports(coreModule(flavour)).map((e) => e.name).filter((n) => n !== "memory");
+    const names = WebAssembly.Module.exports(coreModule(flavour))
+      .map((e) => e.name)
+      .filter((n) => n !== "memory");
     expect(names.sort()).toEqual(spec.exports.map((e: { name: string }) => e.name).sort());
   });
 
@@ -55,13 +64,40 @@ describe("the request record", () => {
     it.each(bad)(`rejects %s (${engine})`, (_what, fields, code, message) => {
       const router = routerOn(engine, ruleTable("dynamo-isl"), { workers: WORKERS });
       const e = router.engine;
-      const input = { flags: 0, data: new Uint32Array([1, 2, 3]), length: 3, promptTokens: 0, oslHat: 10, turn: 1, prevOutputTokens: 0, maxTokens: 0, pinnedDecode: -1, contextTokens: -1, ...fields };
+      const input = {
+        flags: 0,
+        data: new Uint32Array([1, 2, 3]),
+        length: 3,
+        promptTokens: 0,
+        oslHat: 10,
+        turn: 1,
+        prevOutputTokens: 0,
+        maxTokens: 0,
+        pinnedDecode: -1,
+        contextTokens: -1,
+        ...fields,
+      };
       expect(() => e.route(input)).toThrow(message);
-      try { e.route(input); } catch (err) { expect((err as { code: number }).code).toBe(code); }
+      try {
+        e.route(input);
+      } catch (err) {
+        expect((err as { code: number }).code).toBe(code);
+      }
     });
     it(`rejects route flags outside 0–7 (${engine})`, () => {
       const e = routerOn(engine, ruleTable("dynamo-isl"), { workers: WORKERS }).engine;
-      const input = { flags: 8, data: new Uint32Array([1]), length: 1, promptTokens: 0, oslHat: 10, turn: 1, prevOutputTokens: 0, maxTokens: 0, pinnedDecode: -1, contextTokens: -1 };
+      const input = {
+        flags: 8,
+        data: new Uint32Array([1]),
+        length: 1,
+        promptTokens: 0,
+        oslHat: 10,
+        turn: 1,
+        prevOutputTokens: 0,
+        maxTokens: 0,
+        pinnedDecode: -1,
+        contextTokens: -1,
+      };
       expect(() => e.route(input)).toThrow("route flags must be an integer 0–7, got 8");
     });
   }
@@ -106,9 +142,12 @@ describe("one source for the contract", () => {
 
   it("types no contract constant by hand in assembly/ or src/", () => {
     // error codes, kinds, flags, roles, reasons and record slots as numeric literals, the way they were once copied
-    const handTyped = /^\s*export const (E_[A-Z_]+|KIND_[A-Z_]+|FLAG_[A-Z_]+|ROLE_[A-Z_]+|REASON_[A-Z_]+|D_[A-Z_]+|R_[A-Z_]+|ABI_VERSION)\s*(:\s*\w+)?\s*=\s*\d/m;
-    const files = (dir: string): string[] => readdirSync(join(ROOT, dir), { recursive: true, encoding: "utf8" })
-      .filter((f) => f.endsWith(".ts") && !f.startsWith("generated")).map((f) => join(dir, f));
+    const handTyped =
+      /^\s*export const (E_[A-Z_]+|KIND_[A-Z_]+|FLAG_[A-Z_]+|ROLE_[A-Z_]+|REASON_[A-Z_]+|D_[A-Z_]+|R_[A-Z_]+|ABI_VERSION)\s*(:\s*\w+)?\s*=\s*\d/m;
+    const files = (dir: string): string[] =>
+      readdirSync(join(ROOT, dir), { recursive: true, encoding: "utf8" })
+        .filter((f) => f.endsWith(".ts") && !f.startsWith("generated"))
+        .map((f) => join(dir, f));
     for (const file of [...files("assembly"), ...files("src")]) {
       expect(readFileSync(join(ROOT, file), "utf8"), file).not.toMatch(handTyped);
     }

@@ -8,7 +8,13 @@ import { formatProxyBench, runProxyBench, type ModeResult } from "../bench/proxy
 const finite = (x: unknown): boolean => typeof x === "number" && Number.isFinite(x);
 
 function checkMode(m: ModeResult, requests: number): void {
-  for (const q of [m.added_latency_ms, m.passthrough_added_latency_ms, m.direct_latency_ms, m.passthrough_latency_ms, m.proxy_latency_ms]) {
+  for (const q of [
+    m.added_latency_ms,
+    m.passthrough_added_latency_ms,
+    m.direct_latency_ms,
+    m.passthrough_latency_ms,
+    m.proxy_latency_ms,
+  ]) {
     expect(finite(q.p50) && finite(q.p99)).toBe(true);
   }
   for (const q of [m.direct_latency_ms, m.passthrough_latency_ms, m.proxy_latency_ms]) {

@@ -38,14 +38,29 @@ const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)
 const FEATURES = ["isl", "eff_P", "eff_D", "osl_hat"] as const;
 
 function randomTable(r: Rand): Uint8Array {
-  const kind = pick(r, ["kmeans", "kmeans", "gmm", "dynamo-isl", "dynamo-load", "dynamo-legacy", "trtllm", "llm-d", "always-local", "always-remote", "ppd"] as const);
+  const kind = pick(r, [
+    "kmeans",
+    "kmeans",
+    "gmm",
+    "dynamo-isl",
+    "dynamo-load",
+    "dynamo-legacy",
+    "trtllm",
+    "llm-d",
+    "always-local",
+    "always-remote",
+    "ppd",
+  ] as const);
   let t: Table;
   if (kind === "kmeans" || kind === "gmm") {
     const k = int(r, 1, 8);
     const d = int(r, 1, 4);
     const centroids = Array.from({ length: k }, () => Array.from({ length: d }, () => r() * 6 - 3));
     const bits = Array.from({ length: k }, () => int(r, 0, 1));
-    const scaler = { mean: Array.from({ length: d }, () => 3 + r() * 6), std: Array.from({ length: d }, () => 0.5 + r() * 3) };
+    const scaler = {
+      mean: Array.from({ length: d }, () => 3 + r() * 6),
+      std: Array.from({ length: d }, () => 0.5 + r() * 3),
+    };
     const extra: Partial<Table> = { scaler, features: [...FEATURES].slice(0, d) };
     if (kind === "gmm") {
       extra.kind = "gmm";
@@ -54,7 +69,9 @@ function randomTable(r: Rand): Uint8Array {
     }
     t = kmeansTable(centroids, bits, extra);
   } else if (kind === "ppd") {
-    const bits = Array.from({ length: 3 }, () => Array.from({ length: 9 }, () => Array.from({ length: 2 }, () => int(r, 0, 1))));
+    const bits = Array.from({ length: 3 }, () =>
+      Array.from({ length: 9 }, () => Array.from({ length: 2 }, () => int(r, 0, 1))),
+    );
     t = ruleTable("ppd", { qps_levels: [1, 4], bits }, { provenance: PROVENANCE });
   } else {
     const params: Record<string, number> = {
@@ -74,29 +91,63 @@ function randomTable(r: Rand): Uint8Array {
   return bytes;
 }
 
-const TEXT_UNITS = ["system: you are helpful. ", "🐬 dolphins ", "预填充与解码 ", "user: tell me about caches\n", "ä", "x"];
+const TEXT_UNITS = [
+  "system: you are helpful. ",
+  "🐬 dolphins ",
+  "预填充与解码 ",
+  "user: tell me about caches\n",
+  "ä",
+  "x",
+];
 
 function randomScenario(r: Rand): Record<string, unknown> {
   const roles = ["decode", "prefill", "both"] as const;
-  const workers = Array.from({ length: int(r, 1, 5) }, (_, i) => ({ id: `w${i}`, role: i === 0 ? "decode" : pick(r, roles), capacity_blocks: int(r, 8, 400) }));
+  const workers = Array.from({ length: int(r, 1, 5) }, (_, i) => ({
+    id: `w${i}`,
+    role: i === 0 ? "decode" : pick(r, roles),
+    capacity_blocks: int(r, 8, 400),
+  }));
   const base = Array.from({ length: int(r, 0, 1500) }, () => int(r, 0, 152063));
   const prompts: ({ tokens: number[] } | { text: string })[] = [];
-  for (let i = 0; i < 3; i++) prompts.push({ tokens: [...base.slice(0, int(r, 0, base.length)), ...Array.from({ length: int(r, 0, 300) }, () => int(r, 0, 2 ** 32 - 1))] });
+  for (let i = 0; i < 3; i++)
+    prompts.push({
+      tokens: [
+        ...base.slice(0, int(r, 0, base.length)),
+        ...Array.from({ length: int(r, 0, 300) }, () => int(r, 0, 2 ** 32 - 1)),
+      ],
+    });
   const textBase = Array.from({ length: int(r, 0, 60) }, () => pick(r, TEXT_UNITS)).join("");
-  for (let i = 0; i < 2; i++) prompts.push({ text: textBase + Array.from({ length: int(r, 0, 20) }, () => pick(r, TEXT_UNITS)).join("") });
+  for (let i = 0; i < 2; i++)
+    prompts.push({ text: textBase + Array.from({ length: int(r, 0, 20) }, () => pick(r, TEXT_UNITS)).join("") });
   const steps: Record<string, unknown>[] = [];
   for (let i = 0; i < 14; i++) {
-    const op = pick(r, ["store", "store", "remove", "load", "signals", "match", "route", "route", "route", "route"] as const);
+    const op = pick(r, [
+      "store",
+      "store",
+      "remove",
+      "load",
+      "signals",
+      "match",
+      "route",
+      "route",
+      "route",
+      "route",
+    ] as const);
     const worker = r() < 0.05 ? "nobody" : pick(r, workers).id;
     const prompt = int(r, 0, prompts.length - 1);
     if (op === "store" || op === "remove") steps.push({ op, worker, prompt, blocks: int(r, 0, 120) });
-    else if (op === "load") steps.push({ op, worker, prefill: r() < 0.05 ? -1 : int(r, 0, 5000), decode: int(r, 0, 5000) });
+    else if (op === "load")
+      steps.push({ op, worker, prefill: r() < 0.05 ? -1 : int(r, 0, 5000), decode: int(r, 0, 5000) });
     else if (op === "signals") steps.push({ op, prefill_queue: int(r, 0, 6), qps: r() * 20 });
     else if (op === "match") steps.push({ op, prompt });
     else {
       const step: Record<string, unknown> = {
-        op, prompt, mode: r() < 0.25 ? "hashes" : "prompt", turn: int(r, 1, 4),
-        context_tokens: r() < 0.5 ? -1 : int(r, 0, 3000), prompt_tokens: r() < 0.3 ? int(r, 0, 3000) : 0,
+        op,
+        prompt,
+        mode: r() < 0.25 ? "hashes" : "prompt",
+        turn: int(r, 1, 4),
+        context_tokens: r() < 0.5 ? -1 : int(r, 0, 3000),
+        prompt_tokens: r() < 0.3 ? int(r, 0, 3000) : 0,
       };
       if (r() < 0.9) step["osl_hat"] = r() < 0.05 ? -2 : int(r, 0, 2000);
       if (r() < 0.25) step["pin"] = r() < 0.1 ? "nobody" : pick(r, workers).id;
@@ -104,17 +155,32 @@ function randomScenario(r: Rand): Record<string, unknown> {
     }
   }
   return {
-    table: Buffer.from(randomTable(r)).toString("base64"), workers, block_size: pick(r, [1, 4, 16, 16, 32]),
-    model: pick(r, ["", "", "llama-3-8b", "Qwen/Qwen2.5 ✓"]), salt: pick(r, ["", "", "tenant-a"]), record: r() < 0.5,
-    load_scale: pick(r, [0, 0.5, 1, 2]), prompts, steps,
+    table: Buffer.from(randomTable(r)).toString("base64"),
+    workers,
+    block_size: pick(r, [1, 4, 16, 16, 32]),
+    model: pick(r, ["", "", "llama-3-8b", "Qwen/Qwen2.5 ✓"]),
+    salt: pick(r, ["", "", "tenant-a"]),
+    record: r() < 0.5,
+    load_scale: pick(r, [0, 0.5, 1, 2]),
+    prompts,
+    steps,
   };
 }
 
 function decisionJSON(d: Decision): Record<string, unknown> {
   return {
-    path: d.path, bit: d.bit, reason: d.reason, decode_worker: d.decodeWorker, prefill_worker: d.prefillWorker, cluster: d.cluster,
+    path: d.path,
+    bit: d.bit,
+    reason: d.reason,
+    decode_worker: d.decodeWorker,
+    prefill_worker: d.prefillWorker,
+    cluster: d.cluster,
     features: { isl: d.features.isl, eff_P: d.features.effP, eff_D: d.features.effD, osl_hat: d.features.oslHat },
-    matched_blocks: d.matchedBlocks, blocks: d.blocks, osl_class: d.oslClass, reuse: d.reuse, cost: d.cost,
+    matched_blocks: d.matchedBlocks,
+    blocks: d.blocks,
+    osl_class: d.oslClass,
+    reuse: d.reuse,
+    cost: d.cost,
   };
 }
 
@@ -123,12 +189,22 @@ function runNode(s: Record<string, unknown>): unknown {
   const workers = s["workers"] as { id: string; role: "decode" | "prefill" | "both"; capacity_blocks: number }[];
   let router: Router;
   try {
-    router = routerOn("wasm", new Uint8Array(Buffer.from(s["table"] as string, "base64")), {
-      workers: workers.map((w) => ({ id: w.id, role: w.role, capacityBlocks: w.capacity_blocks })),
-      blockSize: s["block_size"] as number, model: s["model"] as string, salt: s["salt"] as string,
-      recordDecisions: s["record"] as boolean, ...((s["load_scale"] as number) !== 0 ? { loadScale: s["load_scale"] as number } : {}),
-      maxWorkers: 16, maxPromptTokens: 1 << 16, indexBlocks: 1 << 14,
-    }, "release");
+    router = routerOn(
+      "wasm",
+      new Uint8Array(Buffer.from(s["table"] as string, "base64")),
+      {
+        workers: workers.map((w) => ({ id: w.id, role: w.role, capacityBlocks: w.capacity_blocks })),
+        blockSize: s["block_size"] as number,
+        model: s["model"] as string,
+        salt: s["salt"] as string,
+        recordDecisions: s["record"] as boolean,
+        ...((s["load_scale"] as number) !== 0 ? { loadScale: s["load_scale"] as number } : {}),
+        maxWorkers: 16,
+        maxPromptTokens: 1 << 16,
+        indexBlocks: 1 << 14,
+      },
+      "release",
+    );
   } catch (e) {
     if (!(e instanceof TableError)) return { load_error: (e as Error).message };
     // the bindings load tables through the core's decoder; Node's Router still decodes in TypeScript (src/table.ts),
@@ -142,17 +218,39 @@ function runNode(s: Record<string, unknown>): unknown {
     try {
       const p = prompts[st["prompt"]]!;
       switch (st["op"]) {
-        case "store": router.index.store(st["worker"], hashesOf(p).slice(0, 2 * st["blocks"])); out.steps.push(null); break;
-        case "remove": router.index.remove(st["worker"], hashesOf(p).slice(0, 2 * st["blocks"])); out.steps.push(null); break;
-        case "load": router.setLoad(st["worker"], { activePrefillTokens: st["prefill"], activeDecodeTokens: st["decode"] }); out.steps.push(null); break;
-        case "signals": router.setSignals({ prefillQueue: st["prefill_queue"], qps: st["qps"] }); out.steps.push(null); break;
-        case "match": out.steps.push(router.index.match(hashesOf(p))); break;
+        case "store":
+          router.index.store(st["worker"], hashesOf(p).slice(0, 2 * st["blocks"]));
+          out.steps.push(null);
+          break;
+        case "remove":
+          router.index.remove(st["worker"], hashesOf(p).slice(0, 2 * st["blocks"]));
+          out.steps.push(null);
+          break;
+        case "load":
+          router.setLoad(st["worker"], { activePrefillTokens: st["prefill"], activeDecodeTokens: st["decode"] });
+          out.steps.push(null);
+          break;
+        case "signals":
+          router.setSignals({ prefillQueue: st["prefill_queue"], qps: st["qps"] });
+          out.steps.push(null);
+          break;
+        case "match":
+          out.steps.push(router.index.match(hashesOf(p)));
+          break;
         default: {
           const input = st["mode"] === "hashes" ? { blockHashes: hashesOf(p) } : p;
-          out.steps.push(decisionJSON(router.route({
-            ...input, turn: st["turn"], contextTokens: st["context_tokens"], promptTokens: st["prompt_tokens"],
-            ...(st["osl_hat"] !== undefined ? { oslHat: st["osl_hat"] } : {}), ...(st["pin"] !== undefined ? { decodeWorker: st["pin"] } : {}),
-          })));
+          out.steps.push(
+            decisionJSON(
+              router.route({
+                ...input,
+                turn: st["turn"],
+                contextTokens: st["context_tokens"],
+                promptTokens: st["prompt_tokens"],
+                ...(st["osl_hat"] !== undefined ? { oslHat: st["osl_hat"] } : {}),
+                ...(st["pin"] !== undefined ? { decodeWorker: st["pin"] } : {}),
+              }),
+            ),
+          );
         }
       }
     } catch (e) {
@@ -178,8 +276,17 @@ function coreTableMessage(bytes: Uint8Array): string {
   }
 }
 
-function runHost(cmd: { command: string; args: string[]; cwd: string; env?: NodeJS.ProcessEnv }, file: string, what: string): unknown {
-  const r = spawnSync(cmd.command, [...cmd.args, file], { cwd: cmd.cwd, env: cmd.env ?? process.env, encoding: "utf8", maxBuffer: 256 << 20 });
+function runHost(
+  cmd: { command: string; args: string[]; cwd: string; env?: NodeJS.ProcessEnv },
+  file: string,
+  what: string,
+): unknown {
+  const r = spawnSync(cmd.command, [...cmd.args, file], {
+    cwd: cmd.cwd,
+    env: cmd.env ?? process.env,
+    encoding: "utf8",
+    maxBuffer: 256 << 20,
+  });
   if (r.error) throw new Error(`${what}: ${r.error.message}`);
   if (r.status !== 0) throw new Error(`${what} exited with ${r.status}:\n${r.stderr}`);
   return JSON.parse(r.stdout);
@@ -199,7 +306,10 @@ describe("bindings agree with Node on seeded random scenarios", () => {
     expect((node as object[]).filter((s) => "load_error" in s).length).toBeGreaterThan(2);
   });
 
-  for (const [name, cmd] of [["Python", pythonCommand(join(ROOT, "bindings/python/tests/agree.py"))], ["Go", goCommand("./internal/agree")]] as const) {
+  for (const [name, cmd] of [
+    ["Python", pythonCommand(join(ROOT, "bindings/python/tests/agree.py"))],
+    ["Go", goCommand("./internal/agree")],
+  ] as const) {
     it(`${name}: identical hashes, decisions, matches and messages`, () => {
       const got = runHost(cmd, file, name) as unknown[];
       expect(got.length).toBe(node.length);

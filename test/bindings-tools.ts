@@ -20,9 +20,16 @@ export interface HostCommand {
 /** The venv's python running `args` in bindings/python (dolphin_routing importable); throws how to set it up. */
 export function pythonCommand(...args: string[]): HostCommand {
   if (!existsSync(VENV_PYTHON)) {
-    throw new Error(`${VENV_PYTHON} is missing: run \`npm run setup\` (it needs Python 3.11+ with venv; Debian: apt-get install -y python3 python3-venv)`);
+    throw new Error(
+      `${VENV_PYTHON} is missing: run \`npm run setup\` (it needs Python 3.11+ with venv; Debian: apt-get install -y python3 python3-venv)`,
+    );
   }
-  return { command: VENV_PYTHON, args, cwd: PYTHON_DIR, env: { ...process.env, PYTHONPATH: PYTHON_DIR, PYTHONDONTWRITEBYTECODE: "1" } };
+  return {
+    command: VENV_PYTHON,
+    args,
+    cwd: PYTHON_DIR,
+    env: { ...process.env, PYTHONPATH: PYTHON_DIR, PYTHONDONTWRITEBYTECODE: "1" },
+  };
 }
 
 /** `go run <pkg>` in bindings/go; throws how to install Go when it is not on the PATH. */
@@ -34,6 +41,8 @@ export function goCommand(pkg: string): HostCommand {
 export function requireGo(): void {
   const r = spawnSync("go", ["version"], { encoding: "utf8" });
   if (r.error || r.status !== 0) {
-    throw new Error("Go is not on the PATH: install Go 1.25 or newer (https://go.dev/doc/install, or Debian: apt-get install -y golang), then run `npm run setup`");
+    throw new Error(
+      "Go is not on the PATH: install Go 1.25 or newer (https://go.dev/doc/install, or Debian: apt-get install -y golang), then run `npm run setup`",
+    );
   }
 }

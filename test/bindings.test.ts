@@ -6,7 +6,12 @@ import { describe, expect, it } from "vitest";
 import { GO_DIR, pythonCommand, requireGo, type HostCommand } from "./bindings-tools.js";
 
 function run(cmd: HostCommand, what: string): string {
-  const r = spawnSync(cmd.command, cmd.args, { cwd: cmd.cwd, env: cmd.env ?? process.env, encoding: "utf8", maxBuffer: 64 << 20 });
+  const r = spawnSync(cmd.command, cmd.args, {
+    cwd: cmd.cwd,
+    env: cmd.env ?? process.env,
+    encoding: "utf8",
+    maxBuffer: 64 << 20,
+  });
   if (r.error) throw new Error(`${what}: ${r.error.message}`);
   const output = `${r.stdout}${r.stderr}`;
   if (r.status !== 0) expect.fail(`${what} failed (exit ${r.status}):\n${output.slice(-20_000)}`);

@@ -15,27 +15,68 @@ describe("dolphin simulate", () => {
   it("prints the documented JSON summary and writes per-request records", () => {
     const dir = mkdtempSync(join(tmpdir(), "dolphin-sim-"));
     const trace = join(dir, "records.jsonl");
-    const r = dolphin(["simulate", "--workload", "humaneval", "--requests", "200", "--cluster", "h100-8b", "--split", "1P1D",
-      "--slo", "taichi-a", "--policy", "dynamo-isl", "--json", "--trace-out", trace]);
+    const r = dolphin([
+      "simulate",
+      "--workload",
+      "humaneval",
+      "--requests",
+      "200",
+      "--cluster",
+      "h100-8b",
+      "--split",
+      "1P1D",
+      "--slo",
+      "taichi-a",
+      "--policy",
+      "dynamo-isl",
+      "--json",
+      "--trace-out",
+      trace,
+    ]);
     expect(r.err).toBe("");
     const j = JSON.parse(r.out);
-    for (const k of ["requests", "slo_attainment", "slo_attainment_per_metric", "throughput_tokens_per_s", "local_fraction", "kv_bytes_transferred", "failed"]) expect(j).toHaveProperty(k);
+    for (const k of [
+      "requests",
+      "slo_attainment",
+      "slo_attainment_per_metric",
+      "throughput_tokens_per_s",
+      "local_fraction",
+      "kv_bytes_transferred",
+      "failed",
+    ])
+      expect(j).toHaveProperty(k);
     expect(j.simulated).toBe(true);
     expect(j.requests).toBe(200);
     expect(Object.keys(j.ttft_ms)).toEqual(["p50", "p90", "p99"]);
     expect(Object.keys(j.prefix_hit_rate)).toEqual(["prefill", "decode"]);
-    const lines = readFileSync(trace, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const lines = readFileSync(trace, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines).toHaveLength(200);
     expect(lines[0]).toHaveProperty("ttftMs");
   });
 
   it("rejects bad choices with a message that names them", () => {
-    expect(dolphin(["simulate", "--workload", "nope", "--split", "1P1D", "--policy", "dynamo-isl"]).err).toMatch(/not a generator \(hybrid, arxiv/);
-    expect(dolphin(["simulate", "--workload", "arxiv", "--split", "3X", "--policy", "dynamo-isl"]).err).toMatch(/--split: expected nPmD.*got "3X"/);
-    expect(dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "dynamo-isl", "--slo", "fast"]).err).toMatch(/--slo: expected a preset.*got "fast"/);
-    expect(dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "kmeans"]).err).toMatch(/--policy: kmeans needs a table/);
-    expect(dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "dynamo-isl", "--cluster", "a100"]).err).toMatch(/--cluster: .*a100/);
-    expect(dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "dynamo-isl", "--load", "lots"]).err).toMatch(/--load: expected "trace".*got "lots"/);
+    expect(dolphin(["simulate", "--workload", "nope", "--split", "1P1D", "--policy", "dynamo-isl"]).err).toMatch(
+      /not a generator \(hybrid, arxiv/,
+    );
+    expect(dolphin(["simulate", "--workload", "arxiv", "--split", "3X", "--policy", "dynamo-isl"]).err).toMatch(
+      /--split: expected nPmD.*got "3X"/,
+    );
+    expect(
+      dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "dynamo-isl", "--slo", "fast"]).err,
+    ).toMatch(/--slo: expected a preset.*got "fast"/);
+    expect(dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "kmeans"]).err).toMatch(
+      /--policy: kmeans needs a table/,
+    );
+    expect(
+      dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "dynamo-isl", "--cluster", "a100"])
+        .err,
+    ).toMatch(/--cluster: .*a100/);
+    expect(
+      dolphin(["simulate", "--workload", "arxiv", "--split", "1P1D", "--policy", "dynamo-isl", "--load", "lots"]).err,
+    ).toMatch(/--load: expected "trace".*got "lots"/);
   });
 });
 
@@ -43,7 +84,20 @@ describe("dolphin train, eval, report", () => {
   it("learns a table, evaluates every policy on it, and charts the result", () => {
     const dir = mkdtempSync(join(tmpdir(), "dolphin-learn-"));
     const table = join(dir, "t.msgpack");
-    const common = ["--workload", "hybrid", "--requests", "150", "--cluster", "h100-8b", "--split", "1P1D", "--slo", "taichi-a", "--load", "x1"];
+    const common = [
+      "--workload",
+      "hybrid",
+      "--requests",
+      "150",
+      "--cluster",
+      "h100-8b",
+      "--split",
+      "1P1D",
+      "--slo",
+      "taichi-a",
+      "--load",
+      "x1",
+    ];
     const t = dolphin(["train", ...common, "--k", "3", "--out", table, "--json"]);
     expect(t.code, t.err).toBe(0);
     const tj = JSON.parse(t.out);
@@ -65,7 +119,23 @@ describe("dolphin train, eval, report", () => {
   }, 120_000);
 
   it("refuses dolphin without a table and unknown policies", () => {
-    expect(dolphin(["eval", "--workload", "arxiv", "--split", "1P1D", "--policies", "dolphin", "--load", "x1", "--requests", "50"]).err).toMatch(/needs --table/);
-    expect(dolphin(["eval", "--workload", "arxiv", "--split", "1P1D", "--policies", "magic"]).err).toMatch(/--policies: unknown policy "magic"/);
+    expect(
+      dolphin([
+        "eval",
+        "--workload",
+        "arxiv",
+        "--split",
+        "1P1D",
+        "--policies",
+        "dolphin",
+        "--load",
+        "x1",
+        "--requests",
+        "50",
+      ]).err,
+    ).toMatch(/needs --table/);
+    expect(dolphin(["eval", "--workload", "arxiv", "--split", "1P1D", "--policies", "magic"]).err).toMatch(
+      /--policies: unknown policy "magic"/,
+    );
   });
 });

@@ -30,12 +30,27 @@ function dolphin(args: string[], input = ""): { code: number; out: string; err: 
   return { code: r.status ?? -1, out: r.stdout, err: r.stderr };
 }
 
-interface HashCase { name: string; mode: string; block_size?: number; model: string; salt: string; text?: string; hashes?: string[] }
+interface HashCase {
+  name: string;
+  mode: string;
+  block_size?: number;
+  model: string;
+  salt: string;
+  text?: string;
+  hashes?: string[];
+}
 
 describe("dolphin hash", () => {
-  const vectors = JSON.parse(readFileSync(new URL("../spec/vectors/hashes.json", import.meta.url), "utf8")) as { cases: HashCase[] };
+  const vectors = JSON.parse(readFileSync(new URL("../spec/vectors/hashes.json", import.meta.url), "utf8")) as {
+    cases: HashCase[];
+  };
   const small = vectors.cases.filter((c) => c.hashes && c.hashes.length > 0 && c.hashes.length < 300);
-  it.each(small.filter((c) => c.mode === "tokens").slice(0, 4).map((c) => [c.name, c] as const))("prints the known hashes for %s", (_, c) => {
+  it.each(
+    small
+      .filter((c) => c.mode === "tokens")
+      .slice(0, 4)
+      .map((c) => [c.name, c] as const),
+  )("prints the known hashes for %s", (_, c) => {
     const tokens = caseTokens(c as never);
     const args = ["hash", "--block-size", String(c.block_size ?? 16)];
     if (c.model) args.push("--model", c.model);
@@ -68,11 +83,29 @@ describe("dolphin route", () => {
       JSON.stringify({ tokens: Array.from({ length: 3000 }, (_, i) => i), osl_hat: 200 }),
       JSON.stringify({ text: "hello", osl_hat: -4 }),
     ].join("\n");
-    const r = dolphin(["route", "--table", "spec/vectors/tables/dynamo-isl.msgpack", "--workers", "p=prefill,d1=decode,d2=decode", "--record"], input);
+    const r = dolphin(
+      [
+        "route",
+        "--table",
+        "spec/vectors/tables/dynamo-isl.msgpack",
+        "--workers",
+        "p=prefill,d1=decode,d2=decode",
+        "--record",
+      ],
+      input,
+    );
     expect(r.code).toBe(2);
-    const lines = r.out.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = r.out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines).toHaveLength(4);
-    expect(lines[0]).toMatchObject({ line: 1, path: "remote", decodeWorker: "d1", features: { isl: 3000, effD: 3000 } });
+    expect(lines[0]).toMatchObject({
+      line: 1,
+      path: "remote",
+      decodeWorker: "d1",
+      features: { isl: 3000, effD: 3000 },
+    });
     expect(lines[1]).toMatchObject({ line: 2 });
     expect(lines[1].error).toMatch(/JSON/);
     // --record: the second identical prompt finds its prefix on d1 and goes local
@@ -106,7 +139,13 @@ describe("dolphin", () => {
     const r = dolphin(["bench", "core", "--json", "--time", "50"]);
     expect(r.code).toBe(0);
     const j = JSON.parse(r.out);
-    for (const t of [j.hash_20k_tokens_us, j.match_1250_blocks_16_workers_us, j.decide_ns.k8, j.decide_ns.k64, j.route_20k_tokens_us]) {
+    for (const t of [
+      j.hash_20k_tokens_us,
+      j.match_1250_blocks_16_workers_us,
+      j.decide_ns.k8,
+      j.decide_ns.k64,
+      j.route_20k_tokens_us,
+    ]) {
       expect(t.wasm).toBeGreaterThan(0);
       expect(t.ts).toBeGreaterThan(0);
       expect(t.speedup).toBeCloseTo(t.ts / t.wasm, 1);
@@ -122,7 +161,23 @@ describe("dolphin", () => {
   it("every command's --help answers, the --help list names all of them, and each has its own module", () => {
     const list = dolphin(["--help"]).out;
     const names = [...list.matchAll(/^  (\w+) /gm)].map((m) => m[1]!);
-    expect(names).toEqual(["hash", "route", "bench", "simulate", "table", "start", "train", "eval", "ablate", "serve", "tune", "envoy", "worker", "report", "explore"]);
+    expect(names).toEqual([
+      "hash",
+      "route",
+      "bench",
+      "simulate",
+      "table",
+      "start",
+      "train",
+      "eval",
+      "ablate",
+      "serve",
+      "tune",
+      "envoy",
+      "worker",
+      "report",
+      "explore",
+    ]);
     for (const name of names) {
       expect(existsSync(join(ROOT, "src", "cli", `${name}.ts`))).toBe(true);
       const r = dolphin([name, "--help"]);
@@ -133,17 +188,22 @@ describe("dolphin", () => {
 
   // Start-up time: hash and route must not pull in the simulator, the learner, the proxy or the benchmarks. The
   // dispatcher imports commands with import(); this walks the static imports from it and from those two commands.
-  it.each(["hash", "route", "table"])("%s statically imports nothing from src/sim, src/learn, src/serve, src/report or bench/", (name) => {
-    const reached = staticImports([join(ROOT, "src", "cli", "index.ts"), join(ROOT, "src", "cli", `${name}.ts`)]);
-    const heavy = reached.filter((f) => /^(src\/(sim|learn|serve)\/|src\/report\.ts$|bench\/)/.test(f));
-    expect(heavy).toEqual([]);
-    expect(reached).toContain(`src/cli/${name}.ts`);
-  });
+  it.each(["hash", "route", "table"])(
+    "%s statically imports nothing from src/sim, src/learn, src/serve, src/report or bench/",
+    (name) => {
+      const reached = staticImports([join(ROOT, "src", "cli", "index.ts"), join(ROOT, "src", "cli", `${name}.ts`)]);
+      const heavy = reached.filter((f) => /^(src\/(sim|learn|serve)\/|src\/report\.ts$|bench\/)/.test(f));
+      expect(heavy).toEqual([]);
+      expect(reached).toContain(`src/cli/${name}.ts`);
+    },
+  );
 
   it("bench sim names --trace only when --trace was given, and by default runs the trace shipped in data/", () => {
     expect(dolphin(["bench", "sim", "--trace", "no-such.jsonl"]).err).toMatch(/--trace: no such file: no-such\.jsonl/);
     expect(existsSync(join(ROOT, "data", "traces", "mooncake_conversation_dev.jsonl"))).toBe(true);
-    expect(readFileSync(join(ROOT, "src", "cli", "bench.ts"), "utf8")).toMatch(/packageFile\("data", "traces", "mooncake_conversation_dev\.jsonl"\)/);
+    expect(readFileSync(join(ROOT, "src", "cli", "bench.ts"), "utf8")).toMatch(
+      /packageFile\("data", "traces", "mooncake_conversation_dev\.jsonl"\)/,
+    );
   });
 
   it("table describes a table file", () => {

@@ -43,9 +43,17 @@ const gmmTable = (k: number, seed: number): Table => {
   const fix = 1 - weights.slice(1).reduce((s, x) => s + x, 0);
   weights[0] = fix;
   return validateTable({
-    format: "dolphin-routing.table", version: 1, kind: "gmm", features: ["isl", "eff_P", "eff_D", "osl_hat"],
-    scaler: { mean: [7, 6, 6, 5], std: [2, 2.5, 2.5, 1] }, centroids, variances, weights,
-    bits: centroids.map((_, i) => i % 2), provenance: PROVENANCE, checksum: "xxh64:0000000000000000",
+    format: "dolphin-routing.table",
+    version: 1,
+    kind: "gmm",
+    features: ["isl", "eff_P", "eff_D", "osl_hat"],
+    scaler: { mean: [7, 6, 6, 5], std: [2, 2.5, 2.5, 1] },
+    centroids,
+    variances,
+    weights,
+    bits: centroids.map((_, i) => i % 2),
+    provenance: PROVENANCE,
+    checksum: "xxh64:0000000000000000",
   });
 };
 
@@ -63,22 +71,41 @@ function mulberry(seed: number): () => number {
 function tables(): Table[] {
   const rnd = mulberry(7);
   const km = (k: number, d: number) =>
-    kmeansTable(Array.from({ length: k }, () => Array.from({ length: d }, () => rnd() * 4 - 2)), Array.from({ length: k }, () => (rnd() < 0.5 ? 0 : 1)));
-  const ppdBits = [0, 1, 2].map(() => Array.from({ length: 9 }, () => Array.from({ length: 10 }, () => (rnd() < 0.5 ? 0 : 1))));
-  const withOsl = (t: Table): Table => validateTable({
-    ...t,
-    osl_classes: { names: ["short", "medium", "long"], thresholds: [128, 1024], representative: [60, 400, 2000] },
-    osl_model: {
-      kind: "logistic", features: ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens", "has_max_tokens"],
-      mean: [7, 0.3, 0.8, 3, 4, 0.5], std: [2, 0.3, 0.5, 2, 3, 0.5],
-      weights: [0, 1, 2].map(() => Array.from({ length: 6 }, () => rnd() * 2 - 1)), bias: [0.1, 0, -0.1],
-    },
-  });
+    kmeansTable(
+      Array.from({ length: k }, () => Array.from({ length: d }, () => rnd() * 4 - 2)),
+      Array.from({ length: k }, () => (rnd() < 0.5 ? 0 : 1)),
+    );
+  const ppdBits = [0, 1, 2].map(() =>
+    Array.from({ length: 9 }, () => Array.from({ length: 10 }, () => (rnd() < 0.5 ? 0 : 1))),
+  );
+  const withOsl = (t: Table): Table =>
+    validateTable({
+      ...t,
+      osl_classes: { names: ["short", "medium", "long"], thresholds: [128, 1024], representative: [60, 400, 2000] },
+      osl_model: {
+        kind: "logistic",
+        features: ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens", "has_max_tokens"],
+        mean: [7, 0.3, 0.8, 3, 4, 0.5],
+        std: [2, 0.3, 0.5, 2, 3, 0.5],
+        weights: [0, 1, 2].map(() => Array.from({ length: 6 }, () => rnd() * 2 - 1)),
+        bias: [0.1, 0, -0.1],
+      },
+    });
   return [
-    km(8, 4), withOsl(km(8, 4)), km(64, 4), km(3, 2), gmmTable(8, 3), gmmTable(32, 4),
-    ruleTable("dynamo-isl"), ruleTable("dynamo-legacy"), ruleTable("trtllm"), ruleTable("llm-d", { non_cached_tokens: 64, prompt_tokens: 32 }),
+    km(8, 4),
+    withOsl(km(8, 4)),
+    km(64, 4),
+    km(3, 2),
+    gmmTable(8, 3),
+    gmmTable(32, 4),
+    ruleTable("dynamo-isl"),
+    ruleTable("dynamo-legacy"),
+    ruleTable("trtllm"),
+    ruleTable("llm-d", { non_cached_tokens: 64, prompt_tokens: 32 }),
     ruleTable("dynamo-load", { prefill_busy_threshold: 0.5, max_num_batched_tokens: 64 }),
-    ruleTable("always-local"), ruleTable("always-remote"), ruleTable("ppd", { bits: ppdBits }),
+    ruleTable("always-local"),
+    ruleTable("always-remote"),
+    ruleTable("ppd", { bits: ppdBits }),
   ];
 }
 
@@ -127,7 +154,8 @@ describe("differential: wasm core = TypeScript reference", () => {
             }
             return out;
           };
-          for (let w = 0; w < 130; w++) for (const e of engines) e.setWorker(w, w % 3 === 0 ? Role.prefill : Role.decode, 24);
+          for (let w = 0; w < 130; w++)
+            for (const e of engines) e.setWorker(w, w % 3 === 0 ? Role.prefill : Role.decode, 24);
           for (const o of ops) {
             const h = hashes(o.start, o.len, o.worker % 2);
             if (o.op === "store") same(engines, (e) => e.indexStore(o.worker, h));
@@ -163,7 +191,10 @@ describe("differential: wasm core = TypeScript reference", () => {
             pinned: fc.constantFrom(-1, -1, -1, 1, 2, 3, 0),
             record: fc.boolean(),
             text: fc.boolean(),
-            loads: fc.array(fc.tuple(fc.integer({ min: 0, max: 5000 }), fc.integer({ min: 0, max: 5000 })), { minLength: 6, maxLength: 6 }),
+            loads: fc.array(fc.tuple(fc.integer({ min: 0, max: 5000 }), fc.integer({ min: 0, max: 5000 })), {
+              minLength: 6,
+              maxLength: 6,
+            }),
             equalLoads: fc.boolean(), // ties in worker cost must break the same way
             queue: fc.integer({ min: 0, max: 4 }),
             qps: fc.double({ min: 0, max: 25, noNaN: true }),
@@ -171,28 +202,45 @@ describe("differential: wasm core = TypeScript reference", () => {
           (q) => {
             // prompts share prefixes within a family
             const tokens = new Uint32Array(q.len);
-            for (let i = 0; i < q.len; i++) tokens[i] = i < q.len - (q.tail % (q.len + 1)) ? q.family * 100000 + i : q.tail * 7 + i;
+            for (let i = 0; i < q.len; i++)
+              tokens[i] = i < q.len - (q.tail % (q.len + 1)) ? q.family * 100000 + i : q.tail * 7 + i;
             for (const e of engines) {
               q.loads.forEach(([p, d], w) => (q.equalLoads ? e.setLoad(w, 0, 0) : e.setLoad(w, p, d)));
               e.setSignals(q.queue, q.qps);
             }
             const data = q.text ? new Uint8Array(tokens.buffer) : tokens;
             const input = {
-              flags: (q.record ? Flag.record : 0) | (q.text ? Flag.text : 0), data, length: q.text ? data.length : q.len,
-              promptTokens: 0, oslHat: table.osl_model && q.osl % 3 === 0 ? -1 : q.osl, turn: q.turn, pinnedDecode: q.pinned,
-              contextTokens: q.ctx, prevOutputTokens: q.tail % 500, maxTokens: q.osl % 2 === 0 ? 0 : q.osl * 2,
+              flags: (q.record ? Flag.record : 0) | (q.text ? Flag.text : 0),
+              data,
+              length: q.text ? data.length : q.len,
+              promptTokens: 0,
+              oslHat: table.osl_model && q.osl % 3 === 0 ? -1 : q.osl,
+              turn: q.turn,
+              pinnedDecode: q.pinned,
+              contextTokens: q.ctx,
+              prevOutputTokens: q.tail % 500,
+              maxTokens: q.osl % 2 === 0 ? 0 : q.osl * 2,
             };
             same(engines, (e) => Array.from(e.route(input)));
-            if (table.kind === "kmeans" || table.kind === "gmm") same(engines, (e) => Array.from(e.scores(table.centroids!.length)));
+            if (table.kind === "kmeans" || table.kind === "gmm")
+              same(engines, (e) => Array.from(e.scores(table.centroids!.length)));
           },
         ),
         { numRuns: 300 },
       );
       // and the features-only entry
       fc.assert(
-        fc.property(fc.integer({ min: 0, max: 200000 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true }), fc.integer({ min: 0, max: 8000 }), (isl, a, b, osl) => {
-          same(engines, (e) => Array.from(e.decideFeatures(isl, Math.floor(isl * a), Math.floor(isl * b), osl, 2, -1)));
-        }),
+        fc.property(
+          fc.integer({ min: 0, max: 200000 }),
+          fc.double({ min: 0, max: 1, noNaN: true }),
+          fc.double({ min: 0, max: 1, noNaN: true }),
+          fc.integer({ min: 0, max: 8000 }),
+          (isl, a, b, osl) => {
+            same(engines, (e) =>
+              Array.from(e.decideFeatures(isl, Math.floor(isl * a), Math.floor(isl * b), osl, 2, -1)),
+            );
+          },
+        ),
         { numRuns: 300 },
       );
       expect(DECISION_SLOTS).toBe(18);

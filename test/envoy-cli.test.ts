@@ -17,7 +17,9 @@ describe("dolphin envoy", () => {
   it("says to run npm run setup when the venv has no Envoy", () => {
     const empty = mkdtempSync(join(tmpdir(), "dolphin-no-envoy-"));
     try {
-      expect(() => findEnvoy(empty)).toThrow(/Envoy is not installed \(looked for .*\.venv\/bin\/envoy\): run npm run setup/);
+      expect(() => findEnvoy(empty)).toThrow(
+        /Envoy is not installed \(looked for .*\.venv\/bin\/envoy\): run npm run setup/,
+      );
     } finally {
       rmSync(empty, { recursive: true, force: true });
     }
@@ -27,14 +29,19 @@ describe("dolphin envoy", () => {
     const dir = mkdtempSync(join(tmpdir(), "dolphin-envoy-write-"));
     try {
       const setupFile = join(dir, "envoy-plugin.json");
-      writeFileSync(setupFile, JSON.stringify({
-        model: "Qwen/Qwen2.5-7B-Instruct", table: "dynamo-isl", listen: { host: "0.0.0.0", port: 8000 },
-        workers: [
-          { id: "prefill-0", role: "prefill", url: "http://10.0.0.10:8000" },
-          { id: "decode-0", role: "decode", url: "http://10.0.0.20:8000" },
-          { id: "decode-1", role: "decode", url: "http://vllm-decode-1.internal:8000" },
-        ],
-      }));
+      writeFileSync(
+        setupFile,
+        JSON.stringify({
+          model: "Qwen/Qwen2.5-7B-Instruct",
+          table: "dynamo-isl",
+          listen: { host: "0.0.0.0", port: 8000 },
+          workers: [
+            { id: "prefill-0", role: "prefill", url: "http://10.0.0.10:8000" },
+            { id: "decode-0", role: "decode", url: "http://10.0.0.20:8000" },
+            { id: "decode-1", role: "decode", url: "http://vllm-decode-1.internal:8000" },
+          ],
+        }),
+      );
       const paths = writeEnvoyConfig(loadSetup(setupFile), dir);
       const listener = readFileSync(paths.listener, "utf8");
       expect(listener).toContain("cluster_header: x-dolphin-cluster");
@@ -61,7 +68,9 @@ describe("dolphin bench envoy", () => {
     const r = await runEnvoyBench({ quick: true, requests: 60 });
     for (const m of [r, r.streaming]) {
       expect(m.failed).toEqual({ direct: 0, envoy: 0, filter: 0 });
-      expect(Number.isFinite(m.filter_added_latency_ms.p50) && Number.isFinite(m.envoy_added_latency_ms.p99)).toBe(true);
+      expect(Number.isFinite(m.filter_added_latency_ms.p50) && Number.isFinite(m.envoy_added_latency_ms.p99)).toBe(
+        true,
+      );
       expect(typeof m.target_met).toBe("boolean");
     }
     expect(r.remote_path.failed).toBe(0);
@@ -72,7 +81,16 @@ describe("dolphin bench envoy", () => {
 describe("simulator cache view", () => {
   it("approximate: the index learns only from the router's own decisions, so multi-turn reuse is found less often", () => {
     const run = (cacheView: "precise" | "approximate") => {
-      const p = prepareRun({ workload: "multiturn", split: "2P2D", slo: "default", policy: "dynamo-isl", requests: 300, seed: 3, cacheView, module: coreModule("release") });
+      const p = prepareRun({
+        workload: "multiturn",
+        split: "2P2D",
+        slo: "default",
+        policy: "dynamo-isl",
+        requests: 300,
+        seed: 3,
+        cacheView,
+        module: coreModule("release"),
+      });
       return simulate(p.workload, p.config).summary;
     };
     const precise = run("precise");

@@ -18,7 +18,12 @@ import { coreModule } from "./helpers.js";
 const MODEL = "dolphin-emulated";
 const MAX_BODY_BYTES = 256 * 1024;
 const PREFILL_KV_PARAMS = {
-  do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null,
+  do_remote_decode: true,
+  do_remote_prefill: false,
+  remote_engine_id: null,
+  remote_block_ids: null,
+  remote_host: null,
+  remote_port: null,
 };
 
 // ---- recording taps in front of the workers --------------------------------------------------------------
@@ -70,11 +75,12 @@ async function tap(target: string): Promise<Tap> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     seen,
-    close: () => new Promise<void>((resolve) => {
-      agent.destroy();
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        agent.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -121,33 +127,56 @@ interface Answer {
 }
 
 /** One request on a new connection (Envoy hands connections to its worker threads, so both threads serve). */
-function post(base: string, path: string, body: string | object, headers: Record<string, string> = {}): Promise<Answer> {
+function post(
+  base: string,
+  path: string,
+  body: string | object,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   const payload = typeof body === "string" ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = http.request(`${base}${path}`, {
-      method: "POST", agent: false, headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(payload)), ...headers },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({
-        status: res.statusCode ?? 0,
-        route: (res.headers["x-dolphin-route"] as string | undefined) ?? null,
-        decode: (res.headers["x-dolphin-decode-worker"] as string | undefined) ?? null,
-        prefill: (res.headers["x-dolphin-prefill-worker"] as string | undefined) ?? null,
-        matched: Number(res.headers["x-dolphin-matched-blocks"] ?? -1),
-        contentType: String(res.headers["content-type"] ?? ""),
-        text: Buffer.concat(chunks).toString("utf8"),
-      }));
-      res.on("error", reject);
-    });
+    const req = http.request(
+      `${base}${path}`,
+      {
+        method: "POST",
+        agent: false,
+        headers: {
+          "content-type": "application/json",
+          "content-length": String(Buffer.byteLength(payload)),
+          ...headers,
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            route: (res.headers["x-dolphin-route"] as string | undefined) ?? null,
+            decode: (res.headers["x-dolphin-decode-worker"] as string | undefined) ?? null,
+            prefill: (res.headers["x-dolphin-prefill-worker"] as string | undefined) ?? null,
+            matched: Number(res.headers["x-dolphin-matched-blocks"] ?? -1),
+            contentType: String(res.headers["content-type"] ?? ""),
+            text: Buffer.concat(chunks).toString("utf8"),
+          }),
+        );
+        res.on("error", reject);
+      },
+    );
     req.on("error", reject);
     req.end(payload);
   });
 }
 
-const chat = (content: string, extra: object = {}): object => ({ model: MODEL, messages: [{ role: "user", content }], max_tokens: 4, ...extra });
+const chat = (content: string, extra: object = {}): object => ({
+  model: MODEL,
+  messages: [{ role: "user", content }],
+  max_tokens: 4,
+  ...extra,
+});
 /** The canonical text `dolphin serve` hashes for these messages (docs/serving.md, approximate mode). */
-const chatText = (messages: Array<{ role: string; content: string }>): string => messages.map((m) => `${m.role}\n${m.content}\n`).join("");
+const chatText = (messages: Array<{ role: string; content: string }>): string =>
+  messages.map((m) => `${m.role}\n${m.content}\n`).join("");
 /** A prompt of about `bytes` bytes that no other test uses. */
 const words = (seed: string, bytes: number): string => {
   let s = "";
@@ -156,32 +185,57 @@ const words = (seed: string, bytes: number): string => {
 };
 const seenSince = (t: Tap, n: number): Seen[] => t.seen.slice(n);
 const prometheus = async (): Promise<string> => (await fetch(`${envoy.adminUrl}/stats/prometheus`)).text();
-const metric = (text: string, name: string): number => Number(new RegExp(`^${name}\\{\\} (\\d+)`, "m").exec(text)?.[1] ?? NaN);
+const metric = (text: string, name: string): number =>
+  Number(new RegExp(`^${name}\\{\\} (\\d+)`, "m").exec(text)?.[1] ?? NaN);
 
 // ---- tests ---------------------------------------------------------------------------------------------------
 
 describe("dolphin filter in Envoy", () => {
   it("decides as a Node Router in approximate text mode fed the same prompts, whichever thread serves", async () => {
     const router = Router.create(ruleTable("dynamo-isl"), {
-      module: coreModule(), workers: workers.map((w) => ({ id: w.workerId, role: w.role })), blockSize: 16, model: MODEL,
-      recordDecisions: true, maxWorkers: 32, capacityBlocks: 31_250, indexBlocks: 31_250 * 32,
+      module: coreModule(),
+      workers: workers.map((w) => ({ id: w.workerId, role: w.role })),
+      blockSize: 16,
+      model: MODEL,
+      recordDecisions: true,
+      maxWorkers: 32,
+      capacityBlocks: 31_250,
+      indexBlocks: 31_250 * 32,
       maxPromptTokens: Math.max(1 << 20, Math.ceil(MAX_BODY_BYTES / 4) + 4096),
     });
     const shared = words("eq-system", 6000);
     const prompts: Array<Array<{ role: string; content: string }>> = [];
-    for (let i = 0; i < 6; i++) prompts.push([{ role: "system", content: shared }, { role: "user", content: words(`eq-q${i % 3}`, 300 * (1 + (i % 2))) }]);
-    prompts.push([{ role: "user", content: "hi" }], [{ role: "user", content: words("eq-long", 20_000) }], [{ role: "user", content: words("eq-long", 20_000) }]);
+    for (let i = 0; i < 6; i++)
+      prompts.push([
+        { role: "system", content: shared },
+        { role: "user", content: words(`eq-q${i % 3}`, 300 * (1 + (i % 2))) },
+      ]);
+    prompts.push(
+      [{ role: "user", content: "hi" }],
+      [{ role: "user", content: words("eq-long", 20_000) }],
+      [{ role: "user", content: words("eq-long", 20_000) }],
+    );
     for (const messages of prompts) {
       const a = await post(envoy.url, "/v1/chat/completions", { model: MODEL, messages, max_tokens: 4 });
-      const d = router.route({ text: chatText(messages), turn: messages.filter((m) => m.role === "user").length, maxTokens: 4 });
+      const d = router.route({
+        text: chatText(messages),
+        turn: messages.filter((m) => m.role === "user").length,
+        maxTokens: 4,
+      });
       expect(a.status).toBe(200);
       expect({ route: a.route, decode: a.decode, prefill: a.prefill, matched: a.matched }).toEqual({
-        route: d.path, decode: d.decodeWorker, prefill: d.path === "remote" ? d.prefillWorker : null,
+        route: d.path,
+        decode: d.decodeWorker,
+        prefill: d.path === "remote" ? d.prefillWorker : null,
         matched: d.path === "remote" ? d.matchedBlocks.prefill : d.matchedBlocks.decode,
       });
     }
     // both worker threads took connections (each request came on a new one)
-    const perThread = await (await fetch(`${envoy.adminUrl}/stats?filter=${encodeURIComponent("^listener\\..*\\.worker_\\d+\\.downstream_cx_total$")}`)).text();
+    const perThread = await (
+      await fetch(
+        `${envoy.adminUrl}/stats?filter=${encodeURIComponent("^listener\\..*\\.worker_\\d+\\.downstream_cx_total$")}`,
+      )
+    ).text();
     const counts = [...perThread.matchAll(/: (\d+)/g)].map((m) => Number(m[1]));
     expect(counts).toHaveLength(2);
     expect(Math.min(...counts)).toBeGreaterThan(0);
@@ -194,7 +248,9 @@ describe("dolphin filter in Envoy", () => {
     expect(first).toMatchObject({ status: 200, route: "remote", prefill: "P0" });
     const prefill = seenSince(taps[0]!, before[0]!);
     expect(prefill).toHaveLength(1);
-    expect(prefill[0]!.body).toBe(JSON.stringify({ ...body, kv_transfer_params: PREFILL_KV_PARAMS, stream: false, max_tokens: 1 }));
+    expect(prefill[0]!.body).toBe(
+      JSON.stringify({ ...body, kv_transfer_params: PREFILL_KV_PARAMS, stream: false, max_tokens: 1 }),
+    );
     const decodeTap = taps[workers.findIndex((w) => w.workerId === first.decode)]!;
     const decodeSeen = seenSince(decodeTap, before[taps.indexOf(decodeTap)]!);
     const kv = (JSON.parse(prefill[0]!.answer) as { kv_transfer_params: unknown }).kv_transfer_params;
@@ -202,23 +258,46 @@ describe("dolphin filter in Envoy", () => {
 
     const again = await post(envoy.url, "/v1/chat/completions", body);
     expect(again).toMatchObject({ status: 200, route: "local", decode: first.decode, prefill: null });
-    expect(again.matched).toBeGreaterThanOrEqual(Math.floor(chatText((body as { messages: [] }).messages).length / 64) - 1);
+    expect(again.matched).toBeGreaterThanOrEqual(
+      Math.floor(chatText((body as { messages: [] }).messages).length / 64) - 1,
+    );
     expect(decodeTap.seen.at(-1)!.body).toBe(JSON.stringify(body)); // the local path passes the body unchanged
   });
 
   it("gives the workers the same bodies as the Node proxy in approximate mode", async () => {
-    node = await startProxy({
-      model: MODEL, mode: "approximate", table: "dynamo-isl", listen: { port: 0 }, log_level: "silent",
-      workers: workers.map((w, i) => ({ id: w.workerId, role: w.role, url: taps[i]!.url })),
-    }, { module: coreModule() });
-    const body = { model: MODEL, messages: [{ role: "system", content: "be brief" }, { role: "user", content: words("same-bodies", 3000) }], max_tokens: 3, temperature: 0.5, stream_options: { include_usage: true }, min_tokens: 1 };
+    node = await startProxy(
+      {
+        model: MODEL,
+        mode: "approximate",
+        table: "dynamo-isl",
+        listen: { port: 0 },
+        log_level: "silent",
+        workers: workers.map((w, i) => ({ id: w.workerId, role: w.role, url: taps[i]!.url })),
+      },
+      { module: coreModule() },
+    );
+    const body = {
+      model: MODEL,
+      messages: [
+        { role: "system", content: "be brief" },
+        { role: "user", content: words("same-bodies", 3000) },
+      ],
+      max_tokens: 3,
+      temperature: 0.5,
+      stream_options: { include_usage: true },
+      min_tokens: 1,
+    };
     const bodies = async (base: string): Promise<{ prefill: string; decode: string; kv: unknown }> => {
       const before = taps.map((t) => t.seen.length);
       const a = await post(base, "/v1/chat/completions", body);
       expect(a).toMatchObject({ status: 200, route: "remote" });
       const p = seenSince(taps[0]!, before[0]!)[0]!;
       const i = workers.findIndex((w) => w.workerId === a.decode);
-      return { prefill: p.body, decode: seenSince(taps[i]!, before[i]!)[0]!.body, kv: (JSON.parse(p.answer) as { kv_transfer_params: unknown }).kv_transfer_params };
+      return {
+        prefill: p.body,
+        decode: seenSince(taps[i]!, before[i]!)[0]!.body,
+        kv: (JSON.parse(p.answer) as { kv_transfer_params: unknown }).kv_transfer_params,
+      };
     };
     const viaEnvoy = await bodies(envoy.url);
     const viaNode = await bodies(node.url);
@@ -242,15 +321,24 @@ describe("dolphin filter in Envoy", () => {
   });
 
   it("routes /v1/completions prompts (text and token ids)", async () => {
-    const text = await post(envoy.url, "/v1/completions", { model: MODEL, prompt: words("completion", 4000), max_tokens: 2 });
+    const text = await post(envoy.url, "/v1/completions", {
+      model: MODEL,
+      prompt: words("completion", 4000),
+      max_tokens: 2,
+    });
     expect(text).toMatchObject({ status: 200, route: "remote" });
-    const ids = await post(envoy.url, "/v1/completions", { model: MODEL, prompt: Array.from({ length: 3000 }, (_, i) => i % 5000), max_tokens: 2 });
+    const ids = await post(envoy.url, "/v1/completions", {
+      model: MODEL,
+      prompt: Array.from({ length: 3000 }, (_, i) => i % 5000),
+      max_tokens: 2,
+    });
     expect(ids.status).toBe(200);
     expect(["local", "remote"]).toContain(ids.route);
   });
 
   it("answers bad input with OpenAI-style errors from the filter, and keeps serving", async () => {
-    const errorOf = (a: Answer): { code: string; message: string } => (JSON.parse(a.text) as { error: { code: string; message: string } }).error;
+    const errorOf = (a: Answer): { code: string; message: string } =>
+      (JSON.parse(a.text) as { error: { code: string; message: string } }).error;
     const notJson = await post(envoy.url, "/v1/chat/completions", "{not json");
     expect(notJson.status).toBe(400);
     expect(errorOf(notJson)).toMatchObject({ code: "invalid_json", message: "request body is not a JSON object" });
@@ -259,13 +347,23 @@ describe("dolphin filter in Envoy", () => {
     expect(errorOf(noPrompt).message).toBe("prompt must be a string, an array of strings, or token ids");
     const noMessages = await post(envoy.url, "/v1/chat/completions", { model: MODEL, messages: [] });
     expect(errorOf(noMessages).message).toBe("messages must be a non-empty array of message objects");
-    const wrongModel = await post(envoy.url, "/v1/chat/completions", { model: "other", messages: [{ role: "user", content: "x" }] });
+    const wrongModel = await post(envoy.url, "/v1/chat/completions", {
+      model: "other",
+      messages: [{ role: "user", content: "x" }],
+    });
     expect(wrongModel.status).toBe(404);
     expect(errorOf(wrongModel).code).toBe("model_not_found");
     const tooLarge = await post(envoy.url, "/v1/chat/completions", chat("x".repeat(MAX_BODY_BYTES + 10)));
     expect(tooLarge.status).toBe(413);
-    expect(errorOf(tooLarge)).toMatchObject({ code: "body_too_large", message: `request body larger than max_body_bytes (${MAX_BODY_BYTES} bytes)` });
-    const badStream = await post(envoy.url, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "x" }], stream: "yes" });
+    expect(errorOf(tooLarge)).toMatchObject({
+      code: "body_too_large",
+      message: `request body larger than max_body_bytes (${MAX_BODY_BYTES} bytes)`,
+    });
+    const badStream = await post(envoy.url, "/v1/chat/completions", {
+      model: MODEL,
+      messages: [{ role: "user", content: "x" }],
+      stream: "yes",
+    });
     expect(errorOf(badStream).message).toBe("stream must be true or false");
     const deep = await post(envoy.url, "/v1/chat/completions", `${"[".repeat(5000)}${"]".repeat(5000)}`);
     expect(deep.status).toBe(400);
@@ -309,7 +407,10 @@ describe("dolphin filter in Envoy", () => {
     let stop = false;
     const statuses: number[] = [];
     const clients = Array.from({ length: 4 }, async (_, c) => {
-      for (let i = 0; !stop; i++) statuses.push((await post(envoy.url, "/v1/chat/completions", chat(`swap ${c} ${i} ${words("x", 200)}`))).status);
+      for (let i = 0; !stop; i++)
+        statuses.push(
+          (await post(envoy.url, "/v1/chat/completions", chat(`swap ${c} ${i} ${words("x", 200)}`))).status,
+        );
     });
     await new Promise((r) => setTimeout(r, 300));
     await envoy.reconfigure({ ...setup, table: "always-local" });
@@ -331,15 +432,23 @@ describe("dolphin filter in Envoy", () => {
 
 describe("dolphin filter configuration", () => {
   it("fails the plugin's start with a log line naming the bad field", async () => {
-    const bad = startEnvoy({ ...setup, listen: { port: 0 }, admin: { port: 0 } }, {
-      logLevel: "info",
-      plugin: (p) => ({ ...p, workers: p.workers.map((w, i) => (i === 1 ? { ...w, role: "decoder" } : w)) }),
-    });
-    await expect(bad).rejects.toThrow(/dolphin: plugin configuration: workers\[1\]\.role: expected "prefill", "decode" or "both", got "decoder"/);
-    const badTable = startEnvoy({ ...setup, listen: { port: 0 }, admin: { port: 0 } }, {
-      logLevel: "info",
-      plugin: (p) => ({ ...p, table: Buffer.from("not a table").toString("base64") }),
-    });
+    const bad = startEnvoy(
+      { ...setup, listen: { port: 0 }, admin: { port: 0 } },
+      {
+        logLevel: "info",
+        plugin: (p) => ({ ...p, workers: p.workers.map((w, i) => (i === 1 ? { ...w, role: "decoder" } : w)) }),
+      },
+    );
+    await expect(bad).rejects.toThrow(
+      /dolphin: plugin configuration: workers\[1\]\.role: expected "prefill", "decode" or "both", got "decoder"/,
+    );
+    const badTable = startEnvoy(
+      { ...setup, listen: { port: 0 }, admin: { port: 0 } },
+      {
+        logLevel: "info",
+        plugin: (p) => ({ ...p, table: Buffer.from("not a table").toString("base64") }),
+      },
+    );
     await expect(badTable).rejects.toThrow(/dolphin: plugin configuration: table: /);
   }, 60_000);
 });

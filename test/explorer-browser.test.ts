@@ -20,8 +20,16 @@ import { decodeTable, encodeTable, ruleTable, TableError } from "../src/table.js
 const CHROMIUM = "/usr/bin/chromium";
 // The flags known to work on this kind of machine: no sandbox as root, and no background connections (the network
 // is closed, and a refused connection would show up as noise or a console error).
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync"];
+const FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 const SHOTS = "test-output/explorer";
 
 let server: Server;
@@ -33,9 +41,15 @@ beforeAll(async () => {
   ({ server, url } = await serveExplorer(explorerDir(), 0));
   profile = mkdtempSync(join(tmpdir(), "dolphin-explorer-chromium-"));
   // a fresh, empty profile (--user-data-dir): playwright takes it as the persistent context's folder
-  browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, args: FLAGS, viewport: { width: 1200, height: 1000 } }).catch((e: Error) => {
-    throw new Error(`cannot start ${CHROMIUM} (npm run setup installs it with apt-get): ${e.message}`);
-  });
+  browser = await chromium
+    .launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      args: FLAGS,
+      viewport: { width: 1200, height: 1000 },
+    })
+    .catch((e: Error) => {
+      throw new Error(`cannot start ${CHROMIUM} (npm run setup installs it with apt-get): ${e.message}`);
+    });
   mkdirSync(SHOTS, { recursive: true });
 }, 30_000);
 
@@ -67,18 +81,51 @@ describe("the policy explorer in Chromium", () => {
     await page.locator("#comparison tbody tr").first().waitFor({ timeout: 90_000 });
     const ms = Date.now() - t0;
     const policies = await page.locator("#comparison tbody th[scope=row]").allTextContents();
-    expect(policies.sort()).toEqual(["always-local", "always-remote", "dynamo-isl", "dynamo-legacy", "dynamo-load", "llm-d", "ppd", "trtllm"]);
+    expect(policies.sort()).toEqual([
+      "always-local",
+      "always-remote",
+      "dynamo-isl",
+      "dynamo-legacy",
+      "dynamo-load",
+      "llm-d",
+      "ppd",
+      "trtllm",
+    ]);
     const header = await page.locator("#comparison thead").textContent();
-    for (const col of ["SLO attainment", "TTFT P50", "TTFT P90", "TTFT P99", "TPOT P50", "TPOT P90", "TPOT P99", "local share", "throughput", "KV moved"]) expect(header).toContain(col);
+    for (const col of [
+      "SLO attainment",
+      "TTFT P50",
+      "TTFT P90",
+      "TTFT P99",
+      "TPOT P50",
+      "TPOT P90",
+      "TPOT P99",
+      "local share",
+      "throughput",
+      "KV moved",
+    ])
+      expect(header).toContain(col);
     await expect(page.locator("#comparison caption").textContent()).resolves.toContain("simulated");
     await expect(page.locator("#cmp-meta").textContent()).resolves.toMatch(/^Simulated: hybrid/);
     expect(await page.locator("#charts canvas").count()).toBeGreaterThanOrEqual(3);
     // the same figures as `dolphin eval --json` for the page's defaults (columns: attainment, TTFT P50/P90/P99, TPOT P50/P90/P99)
-    const cli = evalJob({ workload: "hybrid", split: "3P1D", slo: "default", seed: 1, requests: 400, module: loadCoreModule(), policies: [...BASELINES] });
+    const cli = evalJob({
+      workload: "hybrid",
+      split: "3P1D",
+      slo: "default",
+      seed: 1,
+      requests: 400,
+      module: loadCoreModule(),
+      policies: [...BASELINES],
+    });
     for (const [name, p] of Object.entries(cli.policies)) {
       const cells = await page.locator(`#comparison tbody tr[data-policy="${name}"] td`).allTextContents();
       const ms = (x: number) => x.toFixed(x < 100 ? 1 : 0);
-      expect([cells[0], cells[2], cells[5]], name).toEqual([`${(100 * p.slo_attainment).toFixed(1)}%`, ms(p.ttft_ms.p90), ms(p.tpot_ms.p90)]);
+      expect([cells[0], cells[2], cells[5]], name).toEqual([
+        `${(100 * p.slo_attainment).toFixed(1)}%`,
+        ms(p.ttft_ms.p90),
+        ms(p.tpot_ms.p90),
+      ]);
     }
     await page.screenshot({ path: `${SHOTS}/2-comparison.png`, fullPage: true });
     console.log(`explorer: default Run in Chromium took ${ms} ms`);
@@ -101,7 +148,9 @@ describe("the policy explorer in Chromium", () => {
     const job = { ...setup, workload: { generator: "hybrid" }, policies: ["dynamo-isl"] as const };
     evaluate({ ...job, policies: [...job.policies] }, module);
     const nodeMs = evaluate({ ...job, policies: [...job.policies] }, module).simulateMs["dynamo-isl"]!;
-    console.log(`explorer: one simulation of hybrid, 2000 requests, 3P1D (dynamo-isl): page ${pageMs.toFixed(0)} ms, Node ${nodeMs.toFixed(0)} ms (${(pageMs / nodeMs).toFixed(2)}x)`);
+    console.log(
+      `explorer: one simulation of hybrid, 2000 requests, 3P1D (dynamo-isl): page ${pageMs.toFixed(0)} ms, Node ${nodeMs.toFixed(0)} ms (${(pageMs / nodeMs).toFixed(2)}x)`,
+    );
     expect(pageMs).toBeGreaterThan(0);
     expect(pageMs / nodeMs).toBeLessThanOrEqual(1.5);
     expect(errors).toEqual([]);
@@ -115,7 +164,19 @@ describe("the policy explorer in Chromium", () => {
       await page.keyboard.press("Tab");
       reached.push(await page.evaluate(() => document.activeElement?.id ?? ""));
     }
-    const controls = ["cluster", "split", "slo", "load", "workload", "requests", "seed", "drop", "file", "run", "train"];
+    const controls = [
+      "cluster",
+      "split",
+      "slo",
+      "load",
+      "workload",
+      "requests",
+      "seed",
+      "drop",
+      "file",
+      "run",
+      "train",
+    ];
     expect([...new Set(reached)].filter((id) => controls.includes(id))).toEqual(controls); // Tab wraps round: first visits
     expect(errors).toEqual([]);
     await page.close();
@@ -138,13 +199,19 @@ describe("the policy explorer in Chromium", () => {
     const file = join(dir, "corrupted.msgpack");
     writeFileSync(file, bad);
     await page.locator("#file").setInputFiles(file);
-    await page.waitForFunction(() => (document.getElementById("table-error")?.textContent ?? "") !== "", undefined, { timeout: 20_000 });
+    await page.waitForFunction(() => (document.getElementById("table-error")?.textContent ?? "") !== "", undefined, {
+      timeout: 20_000,
+    });
     expect(await page.locator("#table-error").textContent()).toBe(cliMessage);
     await page.screenshot({ path: `${SHOTS}/3-corrupted-table.png`, fullPage: true });
     // and a good table is shown
     writeFileSync(file, good);
     await page.locator("#file").setInputFiles(file);
-    await page.waitForFunction(() => (document.getElementById("table-info")?.textContent ?? "").includes("dynamo-isl"), undefined, { timeout: 20_000 });
+    await page.waitForFunction(
+      () => (document.getElementById("table-info")?.textContent ?? "").includes("dynamo-isl"),
+      undefined,
+      { timeout: 20_000 },
+    );
     await expect(page.locator("#table-error").textContent()).resolves.toBe("");
     rmSync(dir, { recursive: true, force: true });
     expect(errors).toEqual([]);
@@ -155,7 +222,11 @@ describe("the policy explorer in Chromium", () => {
   it("a dropped Mooncake file is parsed in the page and simulated", async () => {
     const { page, errors, foreign } = await openExplorer();
     await page.locator("#file").setInputFiles("data/traces/mooncake_conversation_dev.jsonl");
-    await page.waitForFunction(() => (document.getElementById("workload") as HTMLSelectElement).value === "file", undefined, { timeout: 10_000 });
+    await page.waitForFunction(
+      () => (document.getElementById("workload") as HTMLSelectElement).value === "file",
+      undefined,
+      { timeout: 10_000 },
+    );
     await page.locator("#requests").fill("200");
     await page.locator("#load").fill("trace");
     await page.getByRole("button", { name: "Run" }).click();
@@ -172,7 +243,11 @@ describe("the policy explorer in Chromium", () => {
     await page.locator("#requests").fill("150");
     await page.locator("#load").fill("x1");
     await page.getByRole("button", { name: "Train a table" }).click();
-    await page.waitForFunction(() => /^round \d+/.test(document.getElementById("train-status")?.textContent ?? ""), undefined, { timeout: 60_000 });
+    await page.waitForFunction(
+      () => /^round \d+/.test(document.getElementById("train-status")?.textContent ?? ""),
+      undefined,
+      { timeout: 60_000 },
+    );
     const link = page.getByRole("link", { name: "Download table.msgpack" });
     await link.waitFor({ timeout: 90_000 });
     await page.screenshot({ path: `${SHOTS}/5-trained.png`, fullPage: true });

@@ -20,13 +20,21 @@ describe("explorer jobs", () => {
 
   it("parses a dropped Mooncake file with the CLI's parser and splits it as the CLI does", () => {
     const file = "data/traces/mooncake_conversation_dev.jsonl";
-    const o = { split: "1P1D", slo: "default", load: "trace", requests: 300, policies: ["dynamo-isl", "always-local"] as const };
+    const o = {
+      split: "1P1D",
+      slo: "default",
+      load: "trace",
+      requests: 300,
+      policies: ["dynamo-isl", "always-local"] as const,
+    };
     const cli = evalJob({ ...o, policies: [...o.policies], workload: file, module });
     const page = evaluate({ ...o, workload: { file, text: readFileSync(file, "utf8") } }, module);
     expect(page.output).toEqual(cli);
   });
 
   it("names the line of a malformed workload file, as the CLI does", () => {
-    expect(() => evaluate({ split: "1P1D", workload: { file: "bad.jsonl", text: '{"timestamp": 0}\n' } }, module)).toThrow(/bad\.jsonl:1/);
+    expect(() =>
+      evaluate({ split: "1P1D", workload: { file: "bad.jsonl", text: '{"timestamp": 0}\n' } }, module),
+    ).toThrow(/bad\.jsonl:1/);
   });
 });

@@ -7,7 +7,12 @@ export function coreModule(flavour: CoreFlavour = "debug"): WebAssembly.Module {
   return loadCoreModule(flavour);
 }
 
-export function routerOn(engine: "wasm" | "reference", table: Table | Uint8Array, options: RouterOptions, flavour: CoreFlavour = "debug"): Router {
+export function routerOn(
+  engine: "wasm" | "reference",
+  table: Table | Uint8Array,
+  options: RouterOptions,
+  flavour: CoreFlavour = "debug",
+): Router {
   return Router.create(table, { ...options, engine, ...(engine === "wasm" ? { module: coreModule(flavour) } : {}) });
 }
 
@@ -18,9 +23,16 @@ export function kmeansTable(centroids: number[][], bits: number[], extra: Partia
   const d = centroids[0]?.length ?? 4;
   const features = (["isl", "eff_P", "eff_D", "osl_hat"] as const).slice(0, d);
   return validateTable({
-    format: "dolphin-routing.table", version: 1, kind: "kmeans", features: [...features],
-    scaler: { mean: Array(d).fill(7), std: Array(d).fill(2) }, centroids, bits, provenance: PROVENANCE,
-    checksum: "xxh64:0000000000000000", ...extra,
+    format: "dolphin-routing.table",
+    version: 1,
+    kind: "kmeans",
+    features: [...features],
+    scaler: { mean: Array(d).fill(7), std: Array(d).fill(2) },
+    centroids,
+    bits,
+    provenance: PROVENANCE,
+    checksum: "xxh64:0000000000000000",
+    ...extra,
   });
 }
 

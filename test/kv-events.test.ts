@@ -38,7 +38,9 @@ describe("vLLM KV events", () => {
     const hash = new Uint8Array(32);
     hash[31] = 7;
     hash[24] = 1;
-    const b = decodeEventBatch(packr.pack({ ts: 3, events: [{ type: "BlockRemoved", block_hashes: [hash], medium: null }] }));
+    const b = decodeEventBatch(
+      packr.pack({ ts: 3, events: [{ type: "BlockRemoved", block_hashes: [hash], medium: null }] }),
+    );
     const e = b.events[0]!;
     if (e.kind !== "removed") throw new Error("not removed");
     expect(Array.from(e.hashes)).toEqual([7, 0x01000000]);
@@ -47,13 +49,31 @@ describe("vLLM KV events", () => {
   it("round-trips what it encodes and feeds a router's index", () => {
     const r = routerOn("wasm", ruleTable("always-local"), { workers: [{ id: "d", role: "decode" }] });
     const h = r.hash({ tokens: Array.from({ length: 64 }, (_, i) => i) });
-    const payload = encodeEventBatch({ ts: 1, dataParallelRank: null, events: [{ kind: "stored", hashes: h, parent: null, tokenIds: [], blockSize: 16, medium: "GPU" }] });
+    const payload = encodeEventBatch({
+      ts: 1,
+      dataParallelRank: null,
+      events: [{ kind: "stored", hashes: h, parent: null, tokenIds: [], blockSize: 16, medium: "GPU" }],
+    });
     applyEventBatch(r.index, "d", decodeEventBatch(payload));
     expect(r.index.count("d")).toBe(4);
-    applyEventBatch(r.index, "d", decodeEventBatch(encodeEventBatch({ ts: 2, dataParallelRank: null, events: [{ kind: "removed", hashes: h.subarray(2, 4), medium: null }] })));
+    applyEventBatch(
+      r.index,
+      "d",
+      decodeEventBatch(
+        encodeEventBatch({
+          ts: 2,
+          dataParallelRank: null,
+          events: [{ kind: "removed", hashes: h.subarray(2, 4), medium: null }],
+        }),
+      ),
+    );
     expect(r.index.match(h)["d"]).toBe(1);
     // a CPU-tier store does not count as GPU cache
-    applyEventBatch(r.index, "d", decodeEventBatch(packr.pack([3, [["BlockStored", [99], null, [], 16, null, "CPU"]]])));
+    applyEventBatch(
+      r.index,
+      "d",
+      decodeEventBatch(packr.pack([3, [["BlockStored", [99], null, [], 16, null, "CPU"]]])),
+    );
     expect(r.index.count("d")).toBe(3);
   });
 
@@ -68,18 +88,27 @@ describe("vLLM KV events", () => {
       [["t", []], /ts: expected a number/],
     ];
     for (const [v, msg] of bad) expect(() => decodeEventBatch(packr.pack(v))).toThrow(msg);
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
-      try {
-        decodeEventBatch(bytes);
-      } catch (e) {
-        expect(e).toBeInstanceOf(KvEventError);
-      }
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
+        try {
+          decodeEventBatch(bytes);
+        } catch (e) {
+          expect(e).toBeInstanceOf(KvEventError);
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("gives the simulator identical results whether events are applied directly or travel as vLLM batches", () => {
     const w = generate("leval", { seed: 2, requests: 150 });
-    const base = { preset: PRESETS["h100-8b"], split: parseSplit("2P2D"), slo: SLO_PRESETS["taichi-a"]!, table: ruleTable("dynamo-isl"), module: coreModule("release") };
+    const base = {
+      preset: PRESETS["h100-8b"],
+      split: parseSplit("2P2D"),
+      slo: SLO_PRESETS["taichi-a"]!,
+      table: ruleTable("dynamo-isl"),
+      module: coreModule("release"),
+    };
     const direct = simulate(w, base);
     const vllm = simulate(w, { ...base, kvEvents: "vllm" });
     expect(JSON.stringify(vllm.records)).toBe(JSON.stringify(direct.records));

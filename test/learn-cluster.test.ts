@@ -7,7 +7,15 @@ import fc from "fast-check";
 import { kmeans as mlKMeans } from "ml-kmeans";
 import { afterAll, describe, expect, it } from "vitest";
 import {
-  STD_FLOOR, fitGmm, fitKMeans, fitScaler, gmmAssign, nearestCentroid, refineKMeans, standardize, type GmmModel,
+  STD_FLOOR,
+  fitGmm,
+  fitKMeans,
+  fitScaler,
+  gmmAssign,
+  nearestCentroid,
+  refineKMeans,
+  standardize,
+  type GmmModel,
 } from "../src/learn/cluster.js";
 import { Rng } from "../src/sim/rng.js";
 import { validateTable } from "../src/table.js";
@@ -20,12 +28,28 @@ afterAll(() => {
   if (process.env.LEARN_CLUSTER_REPORT) console.log(`\nlearn-cluster timings\n${report.join("\n")}`);
 });
 
-interface Blobs { z: number[][]; labels: number[]; means: number[][]; sds: number[][]; weights: number[] }
+interface Blobs {
+  z: number[][];
+  labels: number[];
+  means: number[][];
+  sds: number[][];
+  weights: number[];
+}
 
 /** Seeded Gaussian blobs, far apart (≥ 10 standard deviations between any two means in some dimension). */
 function blobs(n: number, seed: number): Blobs {
-  const means = [[-6, 0, 4], [0, 6, -4], [6, 0, 4], [0, -6, 0]];
-  const sds = [[0.5, 0.8, 0.6], [0.7, 0.4, 0.5], [0.6, 0.6, 0.9], [0.4, 0.7, 0.5]];
+  const means = [
+    [-6, 0, 4],
+    [0, 6, -4],
+    [6, 0, 4],
+    [0, -6, 0],
+  ];
+  const sds = [
+    [0.5, 0.8, 0.6],
+    [0.7, 0.4, 0.5],
+    [0.6, 0.6, 0.9],
+    [0.4, 0.7, 0.5],
+  ];
   const weights = [0.1, 0.2, 0.3, 0.4];
   const rng = new Rng(seed);
   const z: number[][] = [];
@@ -109,7 +133,10 @@ function logSumExp(xs: number[]): number {
 }
 
 function inertiaOf(z: number[][], centroids: number[][]): number {
-  return z.reduce((s, row) => s + Math.min(...centroids.map((c) => row.reduce((t, v, j) => t + (v - c[j]!) ** 2, 0))), 0);
+  return z.reduce(
+    (s, row) => s + Math.min(...centroids.map((c) => row.reduce((t, v, j) => t + (v - c[j]!) ** 2, 0))),
+    0,
+  );
 }
 
 const sum = (xs: number[]): number => xs.reduce((s, x) => s + x, 0);
@@ -118,13 +145,21 @@ const sum = (xs: number[]): number => xs.reduce((s, x) => s + x, 0);
 
 describe("fitScaler and standardize", () => {
   it("log1p then the population mean and std of each column", () => {
-    const rows = [[0, 3], [Math.E - 1, 3], [Math.E ** 2 - 1, 3]]; // log1p: 0, 1, 2 and ln 4 three times
+    const rows = [
+      [0, 3],
+      [Math.E - 1, 3],
+      [Math.E ** 2 - 1, 3],
+    ]; // log1p: 0, 1, 2 and ln 4 three times
     const s = fitScaler(rows);
     expect(s.mean[0]).toBeCloseTo(1, 12);
     expect(s.std[0]).toBeCloseTo(Math.sqrt(2 / 3), 12);
     expect(s.mean[1]).toBeCloseTo(Math.log(4), 12);
     const z = standardize(rows, s);
-    expect(z.map((r) => r[0])).toEqual([expect.closeTo(-Math.sqrt(1.5), 12), expect.closeTo(0, 12), expect.closeTo(Math.sqrt(1.5), 12)]);
+    expect(z.map((r) => r[0])).toEqual([
+      expect.closeTo(-Math.sqrt(1.5), 12),
+      expect.closeTo(0, 12),
+      expect.closeTo(Math.sqrt(1.5), 12),
+    ]);
   });
 
   it("a constant column gets std = STD_FLOOR (1e-6) and z ≈ 0, never a division by zero", () => {
@@ -154,7 +189,21 @@ describe("fitScaler and standardize", () => {
 
 describe("nearestCentroid", () => {
   it("squared Euclidean distance, ties to the lower index", () => {
-    expect(nearestCentroid([[0, 0], [2, 0], [1, 0], [5, 5]], [[0, 0], [2, 0], [2, 0]])).toEqual([0, 1, 0, 1]);
+    expect(
+      nearestCentroid(
+        [
+          [0, 0],
+          [2, 0],
+          [1, 0],
+          [5, 5],
+        ],
+        [
+          [0, 0],
+          [2, 0],
+          [2, 0],
+        ],
+      ),
+    ).toEqual([0, 1, 0, 1]);
   });
 
   it("rejects centroids of another dimension", () => {
@@ -237,7 +286,9 @@ describe("fitGmm", () => {
   it("the log-likelihood never decreases across EM iterations (one overlapping cloud, many iterations)", () => {
     const traces: number[][] = [];
     const m = fitGmm(cloud(3000, 8), 5, {
-      seed: 4, restarts: 2, onIteration: (ll, t, r) => {
+      seed: 4,
+      restarts: 2,
+      onIteration: (ll, t, r) => {
         (traces[r] ??= []).push(ll);
         expect(traces[r]).toHaveLength(t + 1);
       },
@@ -245,7 +296,8 @@ describe("fitGmm", () => {
     expect(traces).toHaveLength(2);
     for (const trace of traces) {
       expect(trace.length).toBeGreaterThan(10);
-      for (let t = 1; t < trace.length; t++) expect(trace[t]!).toBeGreaterThanOrEqual(trace[t - 1]! - 1e-9 * Math.abs(trace[t - 1]!));
+      for (let t = 1; t < trace.length; t++)
+        expect(trace[t]!).toBeGreaterThanOrEqual(trace[t - 1]! - 1e-9 * Math.abs(trace[t - 1]!));
     }
     const kept = traces.find((trace) => trace[trace.length - 1] === m.logLikelihood);
     expect(kept).toBeDefined();
@@ -255,12 +307,23 @@ describe("fitGmm", () => {
 
   it("re-seeds a component that lost all responsibility; the log-likelihood falls only at that iteration", () => {
     // Five rows, four distinct, six components: component 4 loses its rows at iteration 6 (found by a seeded search).
-    const z = [[-1, -1], [-1, -1], [-0.13183510670642923, 0.6410810567195873], [1, 1], [-2.8857859890754067, -1.142344131417353]];
+    const z = [
+      [-1, -1],
+      [-1, -1],
+      [-0.13183510670642923, 0.6410810567195873],
+      [1, 1],
+      [-2.8857859890754067, -1.142344131417353],
+    ];
     const trace: { ll: number; reseeded: number }[] = [];
-    const m = fitGmm(z, 6, { seed: 231, restarts: 1, onIteration: (ll, _t, _r, reseeded) => trace.push({ ll, reseeded }) });
+    const m = fitGmm(z, 6, {
+      seed: 231,
+      restarts: 1,
+      onIteration: (ll, _t, _r, reseeded) => trace.push({ ll, reseeded }),
+    });
     expect(trace.some((e) => e.reseeded > 0)).toBe(true);
     for (let t = 1; t < trace.length; t++) {
-      if (trace[t]!.reseeded === 0) expect(trace[t]!.ll).toBeGreaterThanOrEqual(trace[t - 1]!.ll - 1e-9 * Math.abs(trace[t - 1]!.ll));
+      if (trace[t]!.reseeded === 0)
+        expect(trace[t]!.ll).toBeGreaterThanOrEqual(trace[t - 1]!.ll - 1e-9 * Math.abs(trace[t - 1]!.ll));
     }
     expect(trace[trace.length - 1]!.reseeded).toBe(0); // never stops right after a re-seed
     expect(Math.abs(sum(m.weights) - 1)).toBeLessThan(1e-9);
@@ -269,7 +332,14 @@ describe("fitGmm", () => {
 
   it("stops at maxIterations", () => {
     let last = -1;
-    const m = fitGmm(cloud(1000, 9), 4, { restarts: 1, maxIterations: 3, tolerance: 0, onIteration: (_ll, t) => { last = t; } });
+    const m = fitGmm(cloud(1000, 9), 4, {
+      restarts: 1,
+      maxIterations: 3,
+      tolerance: 0,
+      onIteration: (_ll, t) => {
+        last = t;
+      },
+    });
     expect(m.iterations).toBe(3);
     expect(last).toBe(3);
   });
@@ -296,26 +366,42 @@ describe("fitGmm", () => {
 // ---- the GMM decision rule ----
 
 describe("gmmAssign", () => {
-  const mixture = fc.integer({ min: 1, max: 4 }).chain((d) => fc.integer({ min: 1, max: 6 }).chain((k) => fc.record({
-    means: fc.array(fc.array(fc.double({ min: -5, max: 5, noNaN: true }), { minLength: d, maxLength: d }), { minLength: k, maxLength: k }),
-    variances: fc.array(fc.array(fc.double({ min: 1e-3, max: 10, noNaN: true }), { minLength: d, maxLength: d }), { minLength: k, maxLength: k }),
-    weights: fc.array(fc.double({ min: 1e-3, max: 1, noNaN: true }), { minLength: k, maxLength: k }),
-    z: fc.array(fc.array(fc.double({ min: -8, max: 8, noNaN: true }), { minLength: d, maxLength: d }), { minLength: 1, maxLength: 20 }),
-  })));
+  const mixture = fc.integer({ min: 1, max: 4 }).chain((d) =>
+    fc.integer({ min: 1, max: 6 }).chain((k) =>
+      fc.record({
+        means: fc.array(fc.array(fc.double({ min: -5, max: 5, noNaN: true }), { minLength: d, maxLength: d }), {
+          minLength: k,
+          maxLength: k,
+        }),
+        variances: fc.array(fc.array(fc.double({ min: 1e-3, max: 10, noNaN: true }), { minLength: d, maxLength: d }), {
+          minLength: k,
+          maxLength: k,
+        }),
+        weights: fc.array(fc.double({ min: 1e-3, max: 1, noNaN: true }), { minLength: k, maxLength: k }),
+        z: fc.array(fc.array(fc.double({ min: -8, max: 8, noNaN: true }), { minLength: d, maxLength: d }), {
+          minLength: 1,
+          maxLength: 20,
+        }),
+      }),
+    ),
+  );
 
   it("is the argmax of log w − ½ Σ log(2π σ²) − ½ Σ (z − μ)²/σ² (computed independently)", () => {
-    fc.assert(fc.property(mixture, ({ z, ...m }) => {
-      const total = sum(m.weights);
-      const mix = { ...m, weights: m.weights.map((w) => w / total) };
-      const got = gmmAssign(z, mix);
-      z.forEach((row, i) => {
-        const scores = mix.means.map((_, k) => gmmScore(row, mix, k));
-        const best = Math.max(...scores);
-        const expected = scores.indexOf(best);
-        // The core groups the arithmetic differently; only a near-tie (within rounding) may resolve either way.
-        if (got[i] !== expected) expect(best - scores[got[i]!]!).toBeLessThan(1e-9 * (1 + Math.abs(best)));
-      });
-    }), { numRuns: 300, seed: 42 });
+    fc.assert(
+      fc.property(mixture, ({ z, ...m }) => {
+        const total = sum(m.weights);
+        const mix = { ...m, weights: m.weights.map((w) => w / total) };
+        const got = gmmAssign(z, mix);
+        z.forEach((row, i) => {
+          const scores = mix.means.map((_, k) => gmmScore(row, mix, k));
+          const best = Math.max(...scores);
+          const expected = scores.indexOf(best);
+          // The core groups the arithmetic differently; only a near-tie (within rounding) may resolve either way.
+          if (got[i] !== expected) expect(best - scores[got[i]!]!).toBeLessThan(1e-9 * (1 + Math.abs(best)));
+        });
+      }),
+      { numRuns: 300, seed: 42 },
+    );
   });
 
   it("ties go to the lower component", () => {
@@ -330,9 +416,15 @@ describe("gmmAssign", () => {
   });
 
   it("rejects inconsistent shapes and non-positive variances", () => {
-    expect(() => gmmAssign([[0]], { means: [[0]], variances: [[0]], weights: [1] })).toThrow(/gmmAssign: variances must be > 0/);
-    expect(() => gmmAssign([[0]], { means: [[0]], variances: [[1]], weights: [1, 1] })).toThrow(/gmmAssign: weights has 2 entries, expected 1/);
-    expect(() => gmmAssign([[0, 1]], { means: [[0]], variances: [[1]], weights: [1] })).toThrow(/means have 1 columns but z has 2/);
+    expect(() => gmmAssign([[0]], { means: [[0]], variances: [[0]], weights: [1] })).toThrow(
+      /gmmAssign: variances must be > 0/,
+    );
+    expect(() => gmmAssign([[0]], { means: [[0]], variances: [[1]], weights: [1, 1] })).toThrow(
+      /gmmAssign: weights has 2 entries, expected 1/,
+    );
+    expect(() => gmmAssign([[0, 1]], { means: [[0]], variances: [[1]], weights: [1] })).toThrow(
+      /means have 1 columns but z has 2/,
+    );
   });
 });
 
@@ -351,7 +443,11 @@ describe("degenerate inputs", () => {
   });
 
   it("fewer rows than k (all distinct): each row is a centroid", () => {
-    const z = [[0, 0], [1, 0], [0, 1]];
+    const z = [
+      [0, 0],
+      [1, 0],
+      [0, 1],
+    ];
     const m = fitKMeans(z, 5);
     for (const row of z) expect(m.centroids).toContainEqual(row);
     expect(m.inertia).toBe(0);
@@ -370,7 +466,11 @@ describe("degenerate inputs", () => {
   });
 
   it("k = 1: the centroid is the mean; the mixture is the mean, the population variance and weight 1", () => {
-    const z = [[0, 1], [2, 1], [4, 4]];
+    const z = [
+      [0, 1],
+      [2, 1],
+      [4, 4],
+    ];
     expect(fitKMeans(z, 1).centroids[0]).toEqual([2, 2]);
     const g = fitGmm(z, 1);
     expect(g.means[0]).toEqual([expect.closeTo(2, 12), expect.closeTo(2, 12)]);
@@ -381,11 +481,21 @@ describe("degenerate inputs", () => {
 
   it("n = 1: k copies of the row; the mixture's variances are the floor", () => {
     const m = fitKMeans([[3, -1]], 3);
-    expect(m.centroids).toEqual([[3, -1], [3, -1], [3, -1]]);
+    expect(m.centroids).toEqual([
+      [3, -1],
+      [3, -1],
+      [3, -1],
+    ]);
     expect(m.assignments).toEqual([0]);
     const g = fitGmm([[3, -1]], 2);
-    expect(g.means).toEqual([[3, -1], [3, -1]]);
-    expect(g.variances).toEqual([[1e-3, 1e-3], [1e-3, 1e-3]]);
+    expect(g.means).toEqual([
+      [3, -1],
+      [3, -1],
+    ]);
+    expect(g.variances).toEqual([
+      [1e-3, 1e-3],
+      [1e-3, 1e-3],
+    ]);
     expect(Math.abs(sum(g.weights) - 1)).toBeLessThan(1e-9);
   });
 
@@ -398,7 +508,22 @@ describe("degenerate inputs", () => {
     for (const v of g.variances) expect(v[1]).toBe(1e-3);
     // blobs 1 and 3 share their first coordinate, so only three groups are distinguishable on it
     const merged = labels.map((l) => (l === 3 ? 1 : l));
-    expect(adjustedRandIndex(m.assignments.map((a) => nearestCentroid([[m.centroids[a]![0]!, 0]], [[-6, 0], [0, 0], [6, 0]])[0]!), merged)).toBeGreaterThan(0.95);
+    expect(
+      adjustedRandIndex(
+        m.assignments.map(
+          (a) =>
+            nearestCentroid(
+              [[m.centroids[a]![0]!, 0]],
+              [
+                [-6, 0],
+                [0, 0],
+                [6, 0],
+              ],
+            )[0]!,
+        ),
+        merged,
+      ),
+    ).toBeGreaterThan(0.95);
   });
 
   it("empty input and bad arguments throw errors naming the argument", () => {
@@ -425,11 +550,18 @@ describe("fitted models", () => {
     const km = fitKMeans(z, 8, { seed: 1 });
     const g = fitGmm(z, 8, { seed: 1 });
     const base = {
-      format: "dolphin-routing.table", version: 1, features: ["isl", "eff_P", "eff_D", "osl_hat"], scaler,
-      bits: [0, 1, 0, 1, 0, 1, 0, 1], provenance: PROVENANCE, checksum: "xxh64:0000000000000000",
+      format: "dolphin-routing.table",
+      version: 1,
+      features: ["isl", "eff_P", "eff_D", "osl_hat"],
+      scaler,
+      bits: [0, 1, 0, 1, 0, 1, 0, 1],
+      provenance: PROVENANCE,
+      checksum: "xxh64:0000000000000000",
     };
     expect(() => validateTable({ ...base, kind: "kmeans", centroids: km.centroids })).not.toThrow();
-    expect(() => validateTable({ ...base, kind: "gmm", centroids: g.means, variances: g.variances, weights: g.weights })).not.toThrow();
+    expect(() =>
+      validateTable({ ...base, kind: "gmm", centroids: g.means, variances: g.variances, weights: g.weights }),
+    ).not.toThrow();
   });
 
   it("n = 20,000, D = 4, K = 8: k-means (8 restarts) and the mixture (3 restarts) finish (times reported, not asserted)", () => {
@@ -443,11 +575,14 @@ describe("fitted models", () => {
     const kmMs = time(() => fitKMeans(z, 8, { seed: 2 }));
     const gmmMs = time(() => fitGmm(z, 8, { seed: 2 }));
     report.push(`request features: k-means ${kmMs.toFixed(0)} ms, GMM ${gmmMs.toFixed(0)} ms`);
-    if (process.env.LEARN_CLUSTER_REPORT) { // ~5 s more: only when asked for the report
+    if (process.env.LEARN_CLUSTER_REPORT) {
+      // ~5 s more: only when asked for the report
       const hard = cloud(20_000, 13);
       const kmHardMs = time(() => fitKMeans(hard, 8, { seed: 2 }));
       const gmmHardMs = time(() => fitGmm(hard, 8, { seed: 2 }));
-      report.push(`one structureless cloud (worst case): k-means ${kmHardMs.toFixed(0)} ms, GMM ${gmmHardMs.toFixed(0)} ms`);
+      report.push(
+        `one structureless cloud (worst case): k-means ${kmHardMs.toFixed(0)} ms, GMM ${gmmHardMs.toFixed(0)} ms`,
+      );
     }
     // Targets are 1 s and 2 s on request features: a benchmark's matter (tests check correctness, never wall time)
     expect(fitted.slice(0, 2)).toEqual([{ k: 8 }, { k: 8 }]);

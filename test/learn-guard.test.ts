@@ -13,16 +13,36 @@ const SLO = { ttftMs: 1000, tpotMs: 50 };
 /** A request that meets (or misses) the SLO, in `cluster`. */
 function rec(id: number, cluster: number, met: boolean): RequestRecord {
   return {
-    id, arrivalMs: id, promptTokens: 100, outputTokens: 10, turn: 1, path: "local", decodeWorker: "d", prefillWorker: null,
-    cluster, features: { isl: 100, effP: 100, effD: 100, oslHat: 10 }, oslClass: -1, prefixReuse: 0, prefixHitTokens: 0,
-    decodeHitTokens: 0, ttftMs: met ? 100 : 5000, tpotMs: 10, e2eMs: met ? 200 : 6000, finishMs: 0, kvBytes: 0, failed: false,
+    id,
+    arrivalMs: id,
+    promptTokens: 100,
+    outputTokens: 10,
+    turn: 1,
+    path: "local",
+    decodeWorker: "d",
+    prefillWorker: null,
+    cluster,
+    features: { isl: 100, effP: 100, effD: 100, oslHat: 10 },
+    oslClass: -1,
+    prefixReuse: 0,
+    prefixHitTokens: 0,
+    decodeHitTokens: 0,
+    ttftMs: met ? 100 : 5000,
+    tpotMs: 10,
+    e2eMs: met ? 200 : 6000,
+    finishMs: 0,
+    kvBytes: 0,
+    failed: false,
   };
 }
 
 /** Cluster c's requests meet the SLO with probability `rates[c][value]` (value 0 local, 1 remote, 2 rule). */
 class PairedEnv implements Environment {
   evaluations = 0;
-  constructor(private readonly perCluster: number, private readonly rates: number[][]) {}
+  constructor(
+    private readonly perCluster: number,
+    private readonly rates: number[][],
+  ) {}
   async evaluate(t: Table): Promise<Evaluation> {
     this.evaluations++;
     const records: RequestRecord[] = [];
@@ -47,7 +67,12 @@ class PairedEnv implements Environment {
   }
 }
 
-const makeTable = (values: number[]): Table => kmeansTable(values.map((_, i) => [i, 0, 0, 0]), values, { version: 2 });
+const makeTable = (values: number[]): Table =>
+  kmeansTable(
+    values.map((_, i) => [i, 0, 0, 0]),
+    values,
+    { version: 2 },
+  );
 
 describe("guarded search", () => {
   it("counts paired outcomes: B, W and McNemar's statistic", () => {
@@ -58,7 +83,11 @@ describe("guarded search", () => {
 
   it("starts at the rule and moves only clusters with a significant gain and enough requests", async () => {
     // cluster 0: remote is much better; cluster 1: a gain within noise; cluster 2: large gain but too few requests
-    const env = new PairedEnv(200, [[0.5, 0.9, 0.5], [0.5, 0.52, 0.5], [0.1, 0.9, 0.1]]);
+    const env = new PairedEnv(200, [
+      [0.5, 0.9, 0.5],
+      [0.5, 0.52, 0.5],
+      [0.1, 0.9, 0.1],
+    ]);
     const g = await searchGuarded(env, makeTable, 2, SLO, { reward: "paper" });
     expect(g.log[0]!.bits).toEqual([2, 2]);
     expect(g.values).toEqual([1, 2]);
@@ -72,14 +101,20 @@ describe("guarded search", () => {
   });
 
   it("never ends below the all-rule table", async () => {
-    const env = new PairedEnv(100, [[0.3, 0.2, 0.6], [0.5, 0.4, 0.7], [0.2, 0.1, 0.3]]);
+    const env = new PairedEnv(100, [
+      [0.3, 0.2, 0.6],
+      [0.5, 0.4, 0.7],
+      [0.2, 0.1, 0.3],
+    ]);
     const g = await searchGuarded(env, makeTable, 3, SLO);
     expect(g.values).toEqual([2, 2, 2]);
     expect(g.reward).toBe(g.ruleReward);
   });
 
   it("bounds each cluster by a quantile of its training scores (kmeans: distance; gmm: log-likelihood)", () => {
-    const z = Array.from({ length: 100 }, (_, i) => [i / 100]).concat(Array.from({ length: 100 }, (_, i) => [10 + i / 100]));
+    const z = Array.from({ length: 100 }, (_, i) => [i / 100]).concat(
+      Array.from({ length: 100 }, (_, i) => [10 + i / 100]),
+    );
     const km = oodBounds(z, { kind: "kmeans", centroids: [[0], [10]] }, 0.99);
     expect(km[0]).toBeCloseTo(0.98 ** 2, 12); // nearest-rank 99th percentile of (i/100)²
     expect(km[1]).toBeCloseTo(0.98 ** 2, 12);
@@ -90,7 +125,14 @@ describe("guarded search", () => {
   });
 
   it("trains a version-2 table on a simulated cluster that routes in the core (reward both)", async () => {
-    const job = { workload: "hybrid", split: "1P1D", slo: "taichi-a", cluster: "h100-8b", requests: 150, module: coreModule("release") };
+    const job = {
+      workload: "hybrid",
+      split: "1P1D",
+      slo: "taichi-a",
+      cluster: "h100-8b",
+      requests: 150,
+      module: coreModule("release"),
+    };
     const r = await trainJob({ ...job, k: 4, load: "x1", reward: "both" });
     const t = decodeTable(r.bytes);
     expect(t.version).toBe(2);

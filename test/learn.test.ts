@@ -1,11 +1,24 @@
 // The learner: the search, the output-length classifier (trained in TS, evaluated in the core), tables it writes,
 // PPD's builder and the evaluation's shape. Simulated clusters are small here; the figures are in docs/results.md.
 import { describe, expect, it } from "vitest";
-import { learnOslClasses, noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample } from "../src/learn/osl.js";
+import {
+  learnOslClasses,
+  noisyOslPredictor,
+  predictOslClass,
+  trainOslClassifier,
+  type OslSample,
+} from "../src/learn/osl.js";
 import { buildPpdTable, POLICY_NAMES } from "../src/learn/policies.js";
 import { evalJob, trainJob, workloadParts } from "../src/learn/job.js";
 import {
-  exhaustive, prepare, searchBits, train, type Environment, type Evaluation, type FeatureLog, type LearningEnvironment,
+  exhaustive,
+  prepare,
+  searchBits,
+  train,
+  type Environment,
+  type Evaluation,
+  type FeatureLog,
+  type LearningEnvironment,
 } from "../src/learn/train.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
@@ -36,7 +49,10 @@ class FakeEnv implements Environment {
 }
 
 const makeTable = (bits: number[]): Table =>
-  kmeansTable(bits.map((_, i) => [i, 0, 0, 0]), bits);
+  kmeansTable(
+    bits.map((_, i) => [i, 0, 0, 0]),
+    bits,
+  );
 
 describe("search", () => {
   it("reaches the exhaustive optimum of a K = 8 landscape from a bad start, evaluating no table twice", async () => {
@@ -60,7 +76,9 @@ describe("search", () => {
   });
 
   it("stops at the round limit", async () => {
-    const r = await searchBits(new FakeEnv([1, 0, 1, 0, 1, 0, 1, 0]), makeTable, [0, 0, 0, 0, 0, 0, 0, 0], { maxRounds: 5 });
+    const r = await searchBits(new FakeEnv([1, 0, 1, 0, 1, 0, 1, 0]), makeTable, [0, 0, 0, 0, 0, 0, 0, 0], {
+      maxRounds: 5,
+    });
     expect(r.log.length).toBeLessThanOrEqual(5);
   });
 });
@@ -72,7 +90,12 @@ describe("prepare on an environment that observes no output lengths (a live clus
     async logFeatures(): Promise<FeatureLog> {
       const requests = Array.from({ length: 40 }, (_, i) => {
         const long = i % 2 === 1;
-        return { isl: long ? 8000 + i : 100 + i, effP: long ? 7000 : 90, effD: long ? 7000 : 90, path: long ? "remote" as const : "local" as const };
+        return {
+          isl: long ? 8000 + i : 100 + i,
+          effP: long ? 7000 : 90,
+          effD: long ? 7000 : 90,
+          path: long ? ("remote" as const) : ("local" as const),
+        };
       });
       return { policy: "a test rule", requests };
     }
@@ -93,14 +116,16 @@ describe("prepare on an environment that observes no output lengths (a live clus
     const r = await train(new NoOslEnv([1, 0]), { k: 2, seed: 1 });
     expect(r.log.length).toBeGreaterThan(0);
     expect(r.osl).toBeNull();
-    await expect(prepare(new NoOslEnv([0, 1]), { k: 2, features: ["isl", "osl_hat"] })).rejects.toThrow(/osl_hat needs output lengths/);
+    await expect(prepare(new NoOslEnv([0, 1]), { k: 2, features: ["isl", "osl_hat"] })).rejects.toThrow(
+      /osl_hat needs output lengths/,
+    );
   });
 });
 
 describe("output-length classifier", () => {
   const samples = (n: number, seed: number): OslSample[] => {
     let x = seed;
-    const rnd = () => ((x = (Math.imul(x, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff);
+    const rnd = () => (x = (Math.imul(x, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
     return Array.from({ length: n }, () => {
       const isl = Math.floor(100 + rnd() * 8000);
       const turn = 1 + Math.floor(rnd() * 3);
@@ -125,9 +150,24 @@ describe("output-length classifier", () => {
 
   it("is evaluated by the core exactly as training predicts, on both engines", () => {
     const t = trainOslClassifier(samples(2000, 9), { seed: 1 });
-    const table = validateTable({ ...kmeansTable([[0, 0, 0, 0], [1, 1, 1, 1]], [0, 1]), osl_classes: t.classes, osl_model: t.model });
+    const table = validateTable({
+      ...kmeansTable(
+        [
+          [0, 0, 0, 0],
+          [1, 1, 1, 1],
+        ],
+        [0, 1],
+      ),
+      osl_classes: t.classes,
+      osl_model: t.model,
+    });
     for (const engine of ["wasm", "reference"] as const) {
-      const r = routerOn(engine, decodeTable(encodeTable(table)), { workers: [{ id: "p", role: "prefill" }, { id: "d", role: "decode" }] });
+      const r = routerOn(engine, decodeTable(encodeTable(table)), {
+        workers: [
+          { id: "p", role: "prefill" },
+          { id: "d", role: "decode" },
+        ],
+      });
       for (const s of samples(200, 77)) {
         const tokens = Array.from({ length: s.isl }, (_, i) => i * 31 + s.turn);
         const d = r.route({ tokens, turn: s.turn, prevOutputTokens: s.prevOutput });
@@ -140,7 +180,14 @@ describe("output-length classifier", () => {
 
   it("noisy(p) keeps the true class at p = 0 and never at p = 1", () => {
     const classes = learnOslClasses([10, 20, 30, 40, 50, 60]);
-    const req = (o: number) => ({ id: 0, arrivalMs: 0, promptTokens: 10, outputTokens: o, blocks: new Uint32Array(0), turn: 1 });
+    const req = (o: number) => ({
+      id: 0,
+      arrivalMs: 0,
+      promptTokens: 10,
+      outputTokens: o,
+      blocks: new Uint32Array(0),
+      turn: 1,
+    });
     const exact = noisyOslPredictor(classes, 0, 1);
     const wrong = noisyOslPredictor(classes, 1, 1);
     for (const o of [10, 35, 60]) {
@@ -171,7 +218,12 @@ describe("training and evaluation on a simulated cluster", () => {
     expect(t.split).toBe("1P1D");
     expect(a.table.bits).toEqual(b.table.bits);
     expect(a.result.log.map((s) => s.reward)).toEqual(b.result.log.map((s) => s.reward));
-    const r = routerOn("wasm", t, { workers: [{ id: "p", role: "prefill" }, { id: "d", role: "decode" }] });
+    const r = routerOn("wasm", t, {
+      workers: [
+        { id: "p", role: "prefill" },
+        { id: "d", role: "decode" },
+      ],
+    });
     expect(r.route({ tokens: Array.from({ length: 3000 }, (_, i) => i) }).cluster).not.toBeNull();
   });
 

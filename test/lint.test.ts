@@ -12,7 +12,8 @@ const DEPCRUISE = join(ROOT, "node_modules/dependency-cruiser/bin/dependency-cru
 
 /** The arguments `npm run lint` gives depcruise, read from its script so the test and the script cannot drift. */
 function lintArgs(): string[] {
-  const script = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts["lint"];
+  const script = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> })
+    .scripts["lint"];
   const words = (script ?? "").trim().split(/\s+/);
   expect(words[0], `package.json scripts.lint: ${script}`).toBe("depcruise");
   return words.slice(1);
@@ -31,7 +32,9 @@ const lintInputs = (): string[] => [
  */
 function lint(cwd: string): { status: number | null; violations: string[]; output: string } {
   const r = spawnSync(process.execPath, [DEPCRUISE, ...lintArgs()], {
-    cwd, encoding: "utf8", env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" },
+    cwd,
+    encoding: "utf8",
+    env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" },
   });
   const output = r.stdout + r.stderr;
   const violations = output.split("\n").flatMap((line) => {

@@ -4,14 +4,7 @@
 import fc from "fast-check";
 import xxhash from "xxhash-wasm";
 import { describe, expect, it } from "vitest";
-import {
-  blockCount,
-  hashText,
-  hashTokens,
-  pairsToHex,
-  rootHash,
-  type Hash64,
-} from "../src/hashes.js";
+import { blockCount, hashText, hashTokens, pairsToHex, rootHash, type Hash64 } from "../src/hashes.js";
 import {
   fromHex,
   out,
@@ -143,7 +136,13 @@ describe("xxh64 equals xxhash-wasm h64Raw", () => {
 
   it("on a sub-range given by offset and length", () => {
     const bytes = randomBytes(300, 9);
-    for (const [offset, length] of [[1, 0], [7, 31], [13, 64], [100, 200], [299, 1]] as const) {
+    for (const [offset, length] of [
+      [1, 0],
+      [7, 31],
+      [13, 64],
+      [100, 200],
+      [299, 1],
+    ] as const) {
       xxh64(bytes, offset, length);
       expect((BigInt(out.hi) << 32n) | BigInt(out.lo)).toBe(h64Raw(bytes.slice(offset, offset + length), 0n));
     }
@@ -192,7 +191,13 @@ describe("specialised xxh64 forms equal the byte form", () => {
 
   it("xxh64StripesLane = xxh64(LE bytes of 8·k words ‖ LE64(lane))", () => {
     const words = new Uint32Array(randomBytes(4 * 64, 11).buffer);
-    for (const [start, stripes] of [[0, 0], [0, 1], [0, 2], [3, 2], [8, 5]] as const) {
+    for (const [start, stripes] of [
+      [0, 0],
+      [0, 1],
+      [0, 2],
+      [3, 2],
+      [8, 5],
+    ] as const) {
       const lane = 0xfedcba9876543210n;
       xxh64StripesLane(words, start, stripes, 0x76543210, 0xfedcba98);
       const bytes = new Uint8Array(words.buffer, 4 * start, 32 * stripes);

@@ -6,38 +6,70 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  PAPER_DELTAS, ReportError, attainmentVsLoadChart, deltasVsBaseline, markdownTable, niceTicks, p90Chart, paperKind,
+  PAPER_DELTAS,
+  ReportError,
+  attainmentVsLoadChart,
+  deltasVsBaseline,
+  markdownTable,
+  niceTicks,
+  p90Chart,
+  paperKind,
   parseReportInput,
 } from "../src/report.js";
 import { validateEvalOutput, type EvalOutput, type PolicyOutcome } from "../src/eval-output.js";
 import { writeReport } from "../src/report-files.js";
 
-const POLICIES = ["dolphin", "dynamo-isl", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote"];
+const POLICIES = [
+  "dolphin",
+  "dynamo-isl",
+  "dynamo-load",
+  "dynamo-legacy",
+  "llm-d",
+  "trtllm",
+  "ppd",
+  "always-local",
+  "always-remote",
+];
 
 function policy(attainment: number, ttftP90: number, tpotP90: number): PolicyOutcome {
   return {
     slo_attainment: attainment,
     ttft_ms: { p50: ttftP90 / 2, p90: ttftP90, p99: ttftP90 * 1.5 },
     tpot_ms: { p50: tpotP90 / 2, p90: tpotP90, p99: tpotP90 * 1.5 },
-    throughput_tokens_per_s: 400, local_fraction: 0.4, failed: 0,
+    throughput_tokens_per_s: 400,
+    local_fraction: 0.4,
+    failed: 0,
   };
 }
 
 /** A hand-made hybrid result: dolphin 8% faster TTFT and 5% faster TPOT than dynamo-isl, 3 points better attainment. */
 function result(over: Partial<EvalOutput> = {}, policies: string[] = POLICIES): EvalOutput {
   const ps: Record<string, PolicyOutcome> = {};
-  policies.forEach((n, i) => { ps[n] = policy(0.8 - 0.05 * i, 4000 + 300 * i, 80 + 4 * i); });
+  policies.forEach((n, i) => {
+    ps[n] = policy(0.8 - 0.05 * i, 4000 + 300 * i, 80 + 4 * i);
+  });
   ps["dolphin"] = policy(0.83, 4000 * 0.92, 80 * 0.95);
-  ps["dynamo-isl"] = policy(0.80, 4000, 80);
+  ps["dynamo-isl"] = policy(0.8, 4000, 80);
   return {
-    workload: "hybrid", cluster: "h20-72b", split: "3P1D", slo: { ttft_ms: 10000, tpot_ms: 100 },
-    load: { spec: "saturated", scale: 0.6, rps: 1.8 }, requests: 1500, simulated: true, policies: ps, ...over,
+    workload: "hybrid",
+    cluster: "h20-72b",
+    split: "3P1D",
+    slo: { ttft_ms: 10000, tpot_ms: 100 },
+    load: { spec: "saturated", scale: 0.6, rps: 1.8 },
+    requests: 1500,
+    simulated: true,
+    policies: ps,
+    ...over,
   };
 }
 
 /** The error message `f` throws (fails when it throws nothing). */
 function errorOf(f: () => unknown): string {
-  try { f(); } catch (e) { return e instanceof Error ? e.message : String(e); }
+  try {
+    f();
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e);
+  }
   throw new Error("expected an error");
 }
 
@@ -50,7 +82,8 @@ function xmlProblems(s: string): string[] {
   const problems: string[] = [];
   const body = s.replace(/^<\?xml[^?]*\?>\s*/, "").replace(/<!--[\s\S]*?-->/g, "");
   const stack: string[] = [];
-  let roots = 0, pos = 0;
+  let roots = 0,
+    pos = 0;
   const tag = /<(\/?)([A-Za-z_][\w:.-]*)((?:\s+[A-Za-z_][\w:.-]*\s*=\s*(?:"[^"<]*"|'[^'<]*'))*)\s*(\/?)>/y;
   const checkText = (t: string): void => {
     if (t.includes(">")) problems.push(`raw ">" in text: ${t.slice(0, 40)}`);
@@ -60,21 +93,29 @@ function xmlProblems(s: string): string[] {
   };
   while (pos < body.length) {
     const lt = body.indexOf("<", pos);
-    if (lt < 0) { checkText(body.slice(pos)); break; }
+    if (lt < 0) {
+      checkText(body.slice(pos));
+      break;
+    }
     checkText(body.slice(pos, lt));
     tag.lastIndex = lt;
     const m = tag.exec(body);
-    if (!m) { problems.push(`malformed tag at ${lt}: ${body.slice(lt, lt + 50)}`); break; }
+    if (!m) {
+      problems.push(`malformed tag at ${lt}: ${body.slice(lt, lt + 50)}`);
+      break;
+    }
     const [all, close, name, attrs, selfClose] = m;
     const attrNames = [...(attrs ?? "").matchAll(/([A-Za-z_][\w:.-]*)\s*=/g)].map((a) => a[1]);
     if (new Set(attrNames).size !== attrNames.length) problems.push(`repeated attribute in <${name}>`);
-    for (const a of (attrs ?? "").matchAll(/=\s*(?:"([^"]*)"|'([^']*)')/g)) checkText((a[1] ?? a[2] ?? "").replace(/>/g, "&gt;"));
+    for (const a of (attrs ?? "").matchAll(/=\s*(?:"([^"]*)"|'([^']*)')/g))
+      checkText((a[1] ?? a[2] ?? "").replace(/>/g, "&gt;"));
     if (close) {
       if (stack.pop() !== name) problems.push(`</${name}> closes the wrong element`);
     } else {
       if (stack.length === 0) {
         roots++;
-        if (name !== "svg" || !/xmlns="http:\/\/www\.w3\.org\/2000\/svg"/.test(attrs ?? "")) problems.push("root is not <svg xmlns=…>");
+        if (name !== "svg" || !/xmlns="http:\/\/www\.w3\.org\/2000\/svg"/.test(attrs ?? ""))
+          problems.push("root is not <svg xmlns=…>");
       }
       if (!selfClose) stack.push(name!);
     }
@@ -106,17 +147,54 @@ describe("validateEvalOutput", () => {
   it("names the source and the field of a bad policy percentile", () => {
     const bad = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     bad["policies"]["dolphin"]["ttft_ms"]["p90"] = "fast";
-    expect(errorOf(() => validateEvalOutput(bad, "eval.json"))).toBe("eval.json: policies.dolphin.ttft_ms.p90: expected a number");
+    expect(errorOf(() => validateEvalOutput(bad, "eval.json"))).toBe(
+      "eval.json: policies.dolphin.ttft_ms.p90: expected a number",
+    );
   });
 
   it.each([
-    ["workload", (o: Record<string, any>) => { delete o["workload"]; }],
-    ["slo.tpot_ms", (o: Record<string, any>) => { o["slo"]["tpot_ms"] = "100"; }],
-    ["simulated", (o: Record<string, any>) => { o["simulated"] = false; }],
-    ["policies", (o: Record<string, any>) => { o["policies"] = {}; }],
-    ["policies.dynamo-isl.slo_attainment", (o: Record<string, any>) => { o["policies"]["dynamo-isl"]["slo_attainment"] = 1.5; }],
-    ["policies.ppd.failed", (o: Record<string, any>) => { delete o["policies"]["ppd"]["failed"]; }],
-    ["policies.llm-d.tpot_ms", (o: Record<string, any>) => { o["policies"]["llm-d"]["tpot_ms"] = [1, 2, 3]; }],
+    [
+      "workload",
+      (o: Record<string, any>) => {
+        delete o["workload"];
+      },
+    ],
+    [
+      "slo.tpot_ms",
+      (o: Record<string, any>) => {
+        o["slo"]["tpot_ms"] = "100";
+      },
+    ],
+    [
+      "simulated",
+      (o: Record<string, any>) => {
+        o["simulated"] = false;
+      },
+    ],
+    [
+      "policies",
+      (o: Record<string, any>) => {
+        o["policies"] = {};
+      },
+    ],
+    [
+      "policies.dynamo-isl.slo_attainment",
+      (o: Record<string, any>) => {
+        o["policies"]["dynamo-isl"]["slo_attainment"] = 1.5;
+      },
+    ],
+    [
+      "policies.ppd.failed",
+      (o: Record<string, any>) => {
+        delete o["policies"]["ppd"]["failed"];
+      },
+    ],
+    [
+      "policies.llm-d.tpot_ms",
+      (o: Record<string, any>) => {
+        o["policies"]["llm-d"]["tpot_ms"] = [1, 2, 3];
+      },
+    ],
   ])("rejects a bad %s, naming it", (fieldPath, mutate) => {
     const bad = JSON.parse(JSON.stringify(result())) as Record<string, any>;
     mutate(bad);
@@ -188,7 +266,9 @@ describe("deltasVsBaseline", () => {
   });
 
   it("names a missing policy", () => {
-    expect(errorOf(() => deltasVsBaseline(result({}, ["dolphin", "ppd"]), "dolphin", "trtllm"))).toMatch(/no "trtllm" policy/);
+    expect(errorOf(() => deltasVsBaseline(result({}, ["dolphin", "ppd"]), "dolphin", "trtllm"))).toMatch(
+      /no "trtllm" policy/,
+    );
   });
 });
 
@@ -199,7 +279,9 @@ describe("markdownTable", () => {
   it("has one section per result, each saying simulated with workload, cluster, split, SLO and load", () => {
     expect(text.match(/^## /gm)).toHaveLength(2);
     expect(text).toContain("## hybrid · h20-72b · 3P1D (simulated)");
-    expect(text).toContain("simulated cluster — workload hybrid, cluster h20-72b, split 3P1D, SLO TTFT 10000 ms / TPOT 100 ms, load saturated (×0.60, 1.80 req/s), 1500 requests");
+    expect(text).toContain(
+      "simulated cluster — workload hybrid, cluster h20-72b, split 3P1D, SLO TTFT 10000 ms / TPOT 100 ms, load saturated (×0.60, 1.80 req/s), 1500 requests",
+    );
   });
 
   it("has a row for every policy, sorted by attainment, best first", () => {
@@ -214,15 +296,21 @@ describe("markdownTable", () => {
   });
 
   it("ends each section with dolphin vs dynamo-isl and the paper's figure for the workload kind", () => {
-    expect(text).toContain("dolphin vs dynamo-isl: P90 TTFT −8.0%, P90 TPOT −5.0%, SLO attainment +3.0 points (paper, real cluster, hybrid workload, two P/D splits: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%)");
+    expect(text).toContain(
+      "dolphin vs dynamo-isl: P90 TTFT −8.0%, P90 TPOT −5.0%, SLO attainment +3.0 points (paper, real cluster, hybrid workload, two P/D splits: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%)",
+    );
     expect(text).toContain("level with Dynamo or slightly behind");
   });
 
   it("says so when dynamo-isl is missing", () => {
-    expect(markdownTable([result({}, ["dolphin", "ppd"])].map((x) => {
-      delete x.policies["dynamo-isl"];
-      return x;
-    }))).toContain("dolphin vs dynamo-isl: not available (the result lacks dynamo-isl)");
+    expect(
+      markdownTable(
+        [result({}, ["dolphin", "ppd"])].map((x) => {
+          delete x.policies["dynamo-isl"];
+          return x;
+        }),
+      ),
+    ).toContain("dolphin vs dynamo-isl: not available (the result lacks dynamo-isl)");
   });
 
   it("escapes pipes and angle brackets in names", () => {
@@ -260,15 +348,19 @@ describe("p90Chart", () => {
     expect(targets).toHaveLength(2);
     // TTFT axis: 4000 ms dynamo-isl; band 3684…3700 ms = 3.68…3.70 s
     expect(targets[0]).toContain("paper: P90 TTFT dynamo-isl × (1 − 7.5…7.9%) = 3.68 s…3.70 s");
-    expect(svg).toContain("paper (real cluster, hybrid workload, two P/D splits), dolphin vs dynamo-isl: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%");
+    expect(svg).toContain(
+      "paper (real cluster, hybrid workload, two P/D splits), dolphin vs dynamo-isl: P90 TTFT −7.5…−7.9%, P90 TPOT −6.5…−10.1%",
+    );
   });
 
   it("marks the band's position on the bar's scale", () => {
     // dolphin's bar ends at 3680 ms, just left of the band's left edge at 4000 × 0.921 = 3684 ms
     const dolphinBar = /<rect class="bar" data-policy="dolphin" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"/.exec(svg)!;
-    const band = /<g class="paper-target" data-metric="ttft_ms">[\s\S]*?<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"/.exec(svg)!;
+    const band =
+      /<g class="paper-target" data-metric="ttft_ms">[\s\S]*?<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"/.exec(svg)!;
     const barEnd = Number(dolphinBar[1]) + Number(dolphinBar[2]);
-    const bandStart = Number(band[1]) + 1, bandEnd = bandStart + Number(band[2]) - 2;
+    const bandStart = Number(band[1]) + 1,
+      bandEnd = bandStart + Number(band[2]) - 2;
     expect(bandStart).toBeGreaterThanOrEqual(barEnd - 0.2);
     expect(bandEnd - bandStart).toBeGreaterThan(0);
   });
@@ -282,7 +374,7 @@ describe("p90Chart", () => {
 
   it("escapes &, <, > and quotes in every text", () => {
     const odd = result({ workload: "a&b<c>", cluster: `"q'` });
-    odd.policies["x<y>&z\"w"] = policy(0.5, 100, 10);
+    odd.policies['x<y>&z"w'] = policy(0.5, 100, 10);
     const s = p90Chart(odd);
     expect(xmlProblems(s)).toEqual([]);
     expect(s).toContain("a&amp;b&lt;c&gt;");
@@ -367,7 +459,9 @@ describe("niceTicks", () => {
 
 describe("writeReport", () => {
   let dir = "";
-  afterEach(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
+  afterEach(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
 
   it("writes report.md and one SVG per result and sweep into a new directory", () => {
     dir = mkdtempSync(join(tmpdir(), "dolphin-report-"));
@@ -375,7 +469,11 @@ describe("writeReport", () => {
     const sweep = [0.5, 1].map((scale) => result({ load: { spec: "x", scale, rps: 3 * scale } }));
     const { markdown, files } = writeReport([result(), result({ split: "2P2D" }), result()], [sweep], out);
     expect(files.map((f) => basename(f))).toEqual([
-      "report.md", "p90-hybrid-3p1d.svg", "p90-hybrid-2p2d.svg", "p90-hybrid-3p1d-2.svg", "attainment-vs-load-hybrid-3p1d.svg",
+      "report.md",
+      "p90-hybrid-3p1d.svg",
+      "p90-hybrid-2p2d.svg",
+      "p90-hybrid-3p1d-2.svg",
+      "attainment-vs-load-hybrid-3p1d.svg",
     ]);
     for (const f of files) expect(existsSync(f)).toBe(true);
     expect(readFileSync(files[0]!, "utf8")).toBe(markdown);

@@ -32,7 +32,9 @@ describe("the raw core never traps", () => {
     const request = (x["requestPtr"] as () => number)() >>> 3;
     fc.assert(
       fc.property(
-        fc.array(fc.record({ fn: fc.constantFrom(...names), args: fc.array(num, { maxLength: 8 }) }), { maxLength: 40 }),
+        fc.array(fc.record({ fn: fc.constantFrom(...names), args: fc.array(num, { maxLength: 8 }) }), {
+          maxLength: 40,
+        }),
         fc.array(fc.oneof(fc.double(), fc.integer({ min: -2, max: 300 })), { maxLength: 64 }),
         fc.array(num, { minLength: REQUEST_SLOTS, maxLength: REQUEST_SLOTS }),
         (calls, staged, record) => {
@@ -44,7 +46,8 @@ describe("the raw core never traps", () => {
             try {
               fn(...c.args);
             } catch (e) {
-              if (e instanceof WebAssembly.RuntimeError) throw new Error(`${c.fn}(${c.args.join(", ")}) trapped: ${e.message}`);
+              if (e instanceof WebAssembly.RuntimeError)
+                throw new Error(`${c.fn}(${c.args.join(", ")}) trapped: ${e.message}`);
               throw e;
             }
           }
@@ -55,7 +58,12 @@ describe("the raw core never traps", () => {
   });
 
   it("keeps memory bounded across 10^6 route calls", () => {
-    const router = routerOn("wasm", ruleTable("dynamo-isl"), { workers: WORKERS, recordDecisions: true, capacityBlocks: 2000, indexBlocks: 8192 }, "release");
+    const router = routerOn(
+      "wasm",
+      ruleTable("dynamo-isl"),
+      { workers: WORKERS, recordDecisions: true, capacityBlocks: 2000, indexBlocks: 8192 },
+      "release",
+    );
     const memory = (router.engine as unknown as { x: { memory: WebAssembly.Memory } }).x.memory;
     const before = memory.buffer.byteLength;
     const tokens = new Uint32Array(64);
@@ -70,13 +78,28 @@ describe("the raw core never traps", () => {
 });
 
 describe("bad input gets a clear error and loses nothing", () => {
-  const router = (): Router => routerOn("wasm", kmeansTable([[0, 0, 0, 0], [1, 1, 1, 1]], [0, 1]), { workers: WORKERS, maxPromptTokens: 4096 });
+  const router = (): Router =>
+    routerOn(
+      "wasm",
+      kmeansTable(
+        [
+          [0, 0, 0, 0],
+          [1, 1, 1, 1],
+        ],
+        [0, 1],
+      ),
+      { workers: WORKERS, maxPromptTokens: 4096 },
+    );
 
   const cases: [string, (r: Router) => unknown, RegExp][] = [
     ["NaN osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: NaN }), /oslHat must be a number ≥ 0, got NaN/],
     ["negative osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: -1 }), /oslHat must be a number ≥ 0, got -1/],
     ["huge osl_hat", (r) => r.route({ tokens: [1, 2, 3], oslHat: 1e300 }), /osl_hat/],
-    ["NaN prompt length", (r) => r.route({ text: "abc", promptTokens: NaN, oslHat: 1 }), /length or token count out of range/],
+    [
+      "NaN prompt length",
+      (r) => r.route({ text: "abc", promptTokens: NaN, oslHat: 1 }),
+      /length or token count out of range/,
+    ],
     ["negative prompt length", (r) => r.route({ text: "abc", promptTokens: -5, oslHat: 1 }), /out of range: -5/],
     ["huge prompt length", (r) => r.route({ text: "abc", promptTokens: 1e12, oslHat: 1 }), /out of range/],
     ["oversized prompt", (r) => r.route({ tokens: new Uint32Array(5000), oslHat: 1 }), /does not fit the input buffer/],
@@ -85,11 +108,19 @@ describe("bad input gets a clear error and loses nothing", () => {
     ["no prompt", (r) => r.route({ oslHat: 1 }), /exactly one of tokens, text or blockHashes/],
     ["two prompts", (r) => r.route({ tokens: [1], text: "a", oslHat: 1 }), /exactly one of/],
     ["missing osl_hat for a table that uses it", (r) => r.route({ tokens: [1] }), /give oslHat or oslClass/],
-    ["unknown osl class", (r) => r.route({ tokens: [1], oslClass: "huge" }), /oslClass given but the table has no osl_classes/],
+    [
+      "unknown osl class",
+      (r) => r.route({ tokens: [1], oslClass: "huge" }),
+      /oslClass given but the table has no osl_classes/,
+    ],
     ["negative turn", (r) => r.route({ tokens: [1], oslHat: 1, turn: -1 }), /turn must be an integer ≥ 0, got -1/],
     ["fractional turn", (r) => r.route({ tokens: [1], oslHat: 1, turn: 1.5 }), /turn must be an integer ≥ 0, got 1.5/],
     ["unknown pinned worker", (r) => r.route({ tokens: [1], oslHat: 1, decodeWorker: "zz" }), /unknown worker "zz"/],
-    ["pinned worker that is not a decode worker", (r) => r.route({ tokens: [1], oslHat: 1, decodeWorker: "p0" }), /not a registered decode worker/],
+    [
+      "pinned worker that is not a decode worker",
+      (r) => r.route({ tokens: [1], oslHat: 1, decodeWorker: "p0" }),
+      /not a registered decode worker/,
+    ],
     ["store for an unknown worker", (r) => r.index.store("nope", ["0000000000000001"]), /unknown worker "nope"/],
     ["malformed hash", (r) => r.index.store("d0", ["xyz"]), /\[0\]: expected 16 hex digits/],
     ["hash out of 64 bits", (r) => r.index.store("d0", [1n << 64n]), /does not fit in 64 bits/],
@@ -99,10 +130,31 @@ describe("bad input gets a clear error and loses nothing", () => {
     ["duplicate worker", (r) => r.addWorker({ id: "d0", role: "decode" }), /already exists/],
     ["bad role", (r) => r.addWorker({ id: "x", role: "replica" as never }), /role must be prefill, decode or both/],
     ["truncated table", (r) => r.setTable(encodeTable(ruleTable("trtllm")).subarray(0, 20)), /^table: /],
-    ["corrupted table", (r) => { const b = encodeTable(ruleTable("trtllm")); b[b.length - 3]! ^= 0x20; return r.setTable(b); }, /^table: /],
+    [
+      "corrupted table",
+      (r) => {
+        const b = encodeTable(ruleTable("trtllm"));
+        b[b.length - 3]! ^= 0x20;
+        return r.setTable(b);
+      },
+      /^table: /,
+    ],
     ["wrong version", (r) => r.setTable({ ...ruleTable("trtllm"), version: 3 as 1 }), /version/], // 1 and 2 are read
     ["K = 0", (r) => r.setTable(kmeansTable([], [])), /table: centroids/],
-    ["mismatched dimensions", (r) => r.setTable(kmeansTable([[0, 0, 0, 0], [1, 1, 1]], [0, 1])), /table: centroids\[1\]/],
+    [
+      "mismatched dimensions",
+      (r) =>
+        r.setTable(
+          kmeansTable(
+            [
+              [0, 0, 0, 0],
+              [1, 1, 1],
+            ],
+            [0, 1],
+          ),
+        ),
+      /table: centroids\[1\]/,
+    ],
   ];
   for (const [name, f, message] of cases) {
     it(`rejects ${name}`, () => {
@@ -125,12 +177,16 @@ describe("bad input gets a clear error and loses nothing", () => {
   });
 
   it("rejects worker capacities beyond the index pool, naming what is left", () => {
-    expect(() => routerOn("wasm", ruleTable("always-local"), { workers: WORKERS, capacityBlocks: 100, indexBlocks: 250 })).toThrow(/exceed the index pool \(50 blocks left/);
+    expect(() =>
+      routerOn("wasm", ruleTable("always-local"), { workers: WORKERS, capacityBlocks: 100, indexBlocks: 250 }),
+    ).toThrow(/exceed the index pool \(50 blocks left/);
   });
 
   it("rejects a second init and out-of-range configs", () => {
     expect(() => createCore(instantiateCore(coreModule("release")), { maxWorkers: 0 })).toThrow(/maxWorkers/);
-    expect(() => createCore(instantiateCore(coreModule("release")), { maxInputBytes: 1 << 30 })).toThrow(/maxInputBytes/);
+    expect(() => createCore(instantiateCore(coreModule("release")), { maxInputBytes: 1 << 30 })).toThrow(
+      /maxInputBytes/,
+    );
     const x = instantiateCore(coreModule("release")).exports as Record<string, (...a: number[]) => number>;
     expect(x["init"]!(4, 1024, 16)).toBe(0);
     expect(x["init"]!(4, 1024, 16)).toBe(2);
@@ -139,7 +195,14 @@ describe("bad input gets a clear error and loses nothing", () => {
 
 describe("the incremental-runtime build (for the Envoy filter)", () => {
   it("routes exactly like the stub-runtime build", () => {
-    const table = kmeansTable([[0, 0, 0, 0], [1, -1, 0.5, 0], [-1, 1, 0, 2]], [0, 1, 1]);
+    const table = kmeansTable(
+      [
+        [0, 0, 0, 0],
+        [1, -1, 0.5, 0],
+        [-1, 1, 0, 2],
+      ],
+      [0, 1, 1],
+    );
     const options = { workers: WORKERS, recordDecisions: true };
     const a = routerOn("wasm", table, options, "incremental");
     const b = routerOn("wasm", table, options, "release");

@@ -82,15 +82,25 @@ for (const engine of ["wasm", "reference"] as const) {
       const pairs = r.hash({ tokens: prompt(160) });
       const big = pairsToBigInts(pairs);
       r.index.store("decode-a", pairsToHex(pairs));
-      r.index.store("decode-b", big.map((b) => BigInt.asIntN(64, b)));
+      r.index.store(
+        "decode-b",
+        big.map((b) => BigInt.asIntN(64, b)),
+      );
       r.index.store("prefill-a", BigUint64Array.from(big));
       expect(r.index.match(pairs)).toEqual({ "prefill-a": 10, "prefill-b": 0, "decode-a": 10, "decode-b": 10 });
     });
 
     it("hashes with the model and salt root, matching the reference scheme", () => {
-      const r = routerOn(engine, ruleTable("always-local"), { workers: WORKERS, model: "qwen-72b", salt: "tenant-1", blockSize: 32 });
+      const r = routerOn(engine, ruleTable("always-local"), {
+        workers: WORKERS,
+        model: "qwen-72b",
+        salt: "tenant-1",
+        blockSize: 32,
+      });
       const tokens = Uint32Array.from(prompt(1000));
-      expect(Array.from(r.hash({ tokens }))).toEqual(Array.from(hashTokens(tokens, 32, rootHash("qwen-72b", "tenant-1"))));
+      expect(Array.from(r.hash({ tokens }))).toEqual(
+        Array.from(hashTokens(tokens, 32, rootHash("qwen-72b", "tenant-1"))),
+      );
     });
 
     it("routes text in 64-byte blocks, estimating 4 bytes per token", () => {
@@ -114,17 +124,33 @@ for (const engine of ["wasm", "reference"] as const) {
     });
 
     it("maps an output-length class to its representative length", () => {
-      const t = kmeansTable([[0, 0, 0, 0], [1, 1, 1, 1]], [0, 1], {
-        osl_classes: { names: ["short", "medium", "long"], thresholds: [128, 1024], representative: [60, 400, 2000] },
-      });
+      const t = kmeansTable(
+        [
+          [0, 0, 0, 0],
+          [1, 1, 1, 1],
+        ],
+        [0, 1],
+        {
+          osl_classes: { names: ["short", "medium", "long"], thresholds: [128, 1024], representative: [60, 400, 2000] },
+        },
+      );
       const r = routerOn(engine, t, { workers: WORKERS });
       expect(r.route({ tokens: prompt(100), oslClass: "long" }).features.oslHat).toBe(2000);
       expect(r.route({ tokens: prompt(100), oslClass: 0 }).features.oslHat).toBe(60);
-      expect(() => r.route({ tokens: prompt(100), oslClass: "huge" })).toThrow(/unknown oslClass "huge" \(table classes: short, medium, long\)/);
+      expect(() => r.route({ tokens: prompt(100), oslClass: "huge" })).toThrow(
+        /unknown oslClass "huge" \(table classes: short, medium, long\)/,
+      );
     });
 
     it("explains a decision: standardized features, a score per cluster, the bit and why", () => {
-      const t = kmeansTable([[-1, -1, -1, -1], [0.5, 0.5, 0.5, 0.5], [2, 2, 2, 2]], [0, 1, 1]);
+      const t = kmeansTable(
+        [
+          [-1, -1, -1, -1],
+          [0.5, 0.5, 0.5, 0.5],
+          [2, 2, 2, 2],
+        ],
+        [0, 1, 1],
+      );
       const r = routerOn(engine, t, { workers: WORKERS });
       const e = r.explain({ tokens: prompt(2000), oslHat: 500 });
       // scaler mean 7, std 2: (log1p(2000) − 7) / 2
@@ -151,18 +177,29 @@ for (const engine of ["wasm", "reference"] as const) {
       expect(short.why).toMatch(/because eff_D\/isl 1\.000 ≥ 0\.7/);
       // a fallback of another kind
       r.setTable(encodeTable({ ...t, fallback: { kind: "always-local", params: {} } }));
-      expect(r.explain({ tokens: prompt(4000), oslHat: 500 }).why).toMatch(/→ rule → local because always-local always does/);
+      expect(r.explain({ tokens: prompt(4000), oslHat: 500 }).why).toMatch(
+        /→ rule → local because always-local always does/,
+      );
     });
 
     it("routes requests beyond a cluster's bound by the fallback rule, as out of distribution", () => {
       // cluster 0 local with a tight bound; cluster 1 remote without a real bound
-      const t = kmeansTable([[0, 0, 0, 0], [3, 3, 3, 3]], [0, 1], { version: 2, ood_bound: [0.5, 1e9], fallback: { kind: "always-remote", params: {} } });
+      const t = kmeansTable(
+        [
+          [0, 0, 0, 0],
+          [3, 3, 3, 3],
+        ],
+        [0, 1],
+        { version: 2, ood_bound: [0.5, 1e9], fallback: { kind: "always-remote", params: {} } },
+      );
       const r = routerOn(engine, t, { workers: WORKERS });
       const near = r.route({ tokens: prompt(1096), oslHat: 1096 }); // log1p(1096) ≈ 7: z ≈ 0 on every feature
       expect(near).toMatchObject({ reason: "cluster", cluster: 0, bit: 0 });
       const far = r.explain({ tokens: prompt(40), oslHat: 40 }); // z ≈ −1.66: nearest is still cluster 0, beyond 0.5
       expect(far.decision).toMatchObject({ reason: "out-of-distribution", cluster: 0, bit: 1, path: "remote" });
-      expect(far.why).toMatch(/^cluster 0 is out of distribution \(squared distance [\d.]+ > bound 0\.5\) → rule → remote because always-remote always does/);
+      expect(far.why).toMatch(
+        /^cluster 0 is out of distribution \(squared distance [\d.]+ > bound 0\.5\) → rule → remote because always-remote always does/,
+      );
     });
 
     it("swaps tables atomically: a bad table leaves the old one routing", () => {
@@ -181,7 +218,10 @@ for (const engine of ["wasm", "reference"] as const) {
       const bytes = encodeTable(ruleTable("always-remote"));
       const truncated = bytes.subarray(0, bytes.length - 3);
       // the core words a corrupt file its own way; the reference engine says what msgpackr says
-      const wording = engine === "wasm" ? /table: \(bytes\): truncated or corrupt msgpack .*Unexpected end of MessagePack data/ : /table: \(bytes\): truncated or corrupt msgpack/;
+      const wording =
+        engine === "wasm"
+          ? /table: \(bytes\): truncated or corrupt msgpack .*Unexpected end of MessagePack data/
+          : /table: \(bytes\): truncated or corrupt msgpack/;
       expect(() => routerOn(engine, truncated, { workers: WORKERS })).toThrow(wording);
       const r = routerOn(engine, bytes, { workers: WORKERS });
       expect(r.table.kind).toBe("always-remote");
@@ -195,10 +235,21 @@ for (const engine of ["wasm", "reference"] as const) {
     });
 
     it("applies PPD: first turn remote, later turns by grid cell, on the session's decode worker", () => {
-      const bits = [0, 1, 2].map((c) => Array.from({ length: 9 }, () => Array.from({ length: 10 }, () => (c === 2 ? 1 : 0))));
+      const bits = [0, 1, 2].map((c) =>
+        Array.from({ length: 9 }, () => Array.from({ length: 10 }, () => (c === 2 ? 1 : 0))),
+      );
       const r = routerOn(engine, ruleTable("ppd", { bits }), { workers: WORKERS });
-      expect(r.route({ tokens: prompt(300), oslHat: 100, turn: 1 })).toMatchObject({ path: "remote", reason: "first-turn" });
-      const small = r.route({ tokens: prompt(300), oslHat: 100, turn: 2, contextTokens: 200, decodeWorker: "decode-b" });
+      expect(r.route({ tokens: prompt(300), oslHat: 100, turn: 1 })).toMatchObject({
+        path: "remote",
+        reason: "first-turn",
+      });
+      const small = r.route({
+        tokens: prompt(300),
+        oslHat: 100,
+        turn: 2,
+        contextTokens: 200,
+        decodeWorker: "decode-b",
+      });
       expect([small.path, small.decodeWorker]).toEqual(["local", "decode-b"]);
       expect(r.route({ tokens: prompt(300), oslHat: 100, turn: 3, contextTokens: 9000 }).path).toBe("remote");
     });

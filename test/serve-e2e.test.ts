@@ -10,16 +10,29 @@ const longPrompt = (topic: string) => `Summarize everything you know about ${top
 
 async function chat(url: string, content: string, extra: Record<string, unknown> = {}) {
   const r = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST", headers: { "content-type": "application/json" },
+    method: "POST",
+    headers: { "content-type": "application/json" },
     body: JSON.stringify({ model: "dolphin-emulated", messages: [{ role: "user", content }], max_tokens: 6, ...extra }),
   });
-  return { status: r.status, route: r.headers.get("x-dolphin-route"), decode: r.headers.get("x-dolphin-decode-worker"), text: await r.text() };
+  return {
+    status: r.status,
+    route: r.headers.get("x-dolphin-route"),
+    decode: r.headers.get("x-dolphin-decode-worker"),
+    text: await r.text(),
+  };
 }
 
 describe("proxy + emulated workers (in process)", () => {
   let e: Emulated;
   beforeAll(async () => {
-    e = await startEmulated({ split: "1P2D", port: 0, preset: PRESETS["h100-8b"], timeScale: 50, module: coreModule("release"), log: () => {} });
+    e = await startEmulated({
+      split: "1P2D",
+      port: 0,
+      preset: PRESETS["h100-8b"],
+      timeScale: 50,
+      module: coreModule("release"),
+      log: () => {},
+    });
   });
   afterAll(async () => e?.close());
 
@@ -32,7 +45,8 @@ describe("proxy + emulated workers (in process)", () => {
     expect(body.usage.completion_tokens).toBe(6);
     // KV events travel over ZMQ: wait until the decode worker's blocks are in the router's index
     const deadline = Date.now() + 10_000;
-    while (e.proxy.router.index.count(first.decode!) === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (e.proxy.router.index.count(first.decode!) === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
     expect(e.proxy.router.index.count(first.decode!)).toBeGreaterThan(0);
     const again = await chat(e.proxy.url, prompt);
     expect(again.route).toBe("local");
@@ -46,7 +60,13 @@ describe("proxy + emulated workers (in process)", () => {
     const events = r.text.split("\n\n").filter(Boolean);
     expect(events.at(-1)).toBe("data: [DONE]");
     const chunks = events.slice(0, -1).map((l) => JSON.parse(l.slice("data: ".length)));
-    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("").trim().split(/\s+/)).toHaveLength(6);
+    expect(
+      chunks
+        .map((c) => c.choices[0]?.delta?.content ?? "")
+        .join("")
+        .trim()
+        .split(/\s+/),
+    ).toHaveLength(6);
   });
 
   it("falls back to local prefill when the prefill worker is gone", async () => {
@@ -61,7 +81,20 @@ describe("proxy + emulated workers (in process)", () => {
 
 describe("dolphin serve --emulate (a separate process)", () => {
   it("starts workers and the proxy in one command and answers OpenAI requests", async () => {
-    const child = spawn(process.execPath, [new URL("../bin/dolphin.js", import.meta.url).pathname, "serve", "--emulate", "1P1D", "--port", "0", "--time-scale", "50"], { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      [
+        new URL("../bin/dolphin.js", import.meta.url).pathname,
+        "serve",
+        "--emulate",
+        "1P1D",
+        "--port",
+        "0",
+        "--time-scale",
+        "50",
+      ],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
     try {
       const url = await new Promise<string>((resolve, reject) => {
         let err = "";
@@ -75,15 +108,19 @@ describe("dolphin serve --emulate (a separate process)", () => {
           }
         });
       });
-      const models = await (await fetch(`${url}/v1/models`)).json() as { data: { id: string }[] };
+      const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
       expect(models.data.map((m) => m.id)).toContain("dolphin-emulated");
       const r = await chat(url, "hello there");
       expect(r.status).toBe(200);
       expect(JSON.parse(r.text).choices[0].message.content.length).toBeGreaterThan(0);
       expect((await fetch(`${url}/health`)).status).toBe(200);
-      const bad = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" });
+      const bad = await fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{nope",
+      });
       expect(bad.status).toBe(400);
-      expect((await bad.json() as { error: { message: string } }).error.message.length).toBeGreaterThan(0);
+      expect(((await bad.json()) as { error: { message: string } }).error.message.length).toBeGreaterThan(0);
     } finally {
       child.kill("SIGTERM");
     }

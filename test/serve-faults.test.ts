@@ -24,7 +24,12 @@ type Handler = (req: IncomingMessage, body: Record<string, unknown>, res: Server
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  await Promise.all(closers.splice(0).reverse().map((c) => c().catch(() => undefined)));
+  await Promise.all(
+    closers
+      .splice(0)
+      .reverse()
+      .map((c) => c().catch(() => undefined)),
+  );
 });
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -40,12 +45,24 @@ function vllmLike(opts: { rejectContent?: boolean; cached?: number } = {}): Hand
     if (req.url === "/health") return json(res, 200, {});
     const msgs = body["messages"] as Array<{ content: unknown }> | undefined;
     if (opts.rejectContent && msgs?.some((m) => typeof m.content !== "string")) {
-      return json(res, 400, { object: "error", message: "content must be a string", type: "BadRequestError", param: null, code: 400 });
+      return json(res, 400, {
+        object: "error",
+        message: "content must be a string",
+        type: "BadRequestError",
+        param: null,
+        code: 400,
+      });
     }
-    if (req.url === "/tokenize") return json(res, 200, { tokens: Array.from(Buffer.from(JSON.stringify(body["messages"] ?? body["prompt"]))) });
-    const usage = { prompt_tokens: 10, completion_tokens: 3, prompt_tokens_details: { cached_tokens: opts.cached ?? 0 } };
+    if (req.url === "/tokenize")
+      return json(res, 200, { tokens: Array.from(Buffer.from(JSON.stringify(body["messages"] ?? body["prompt"]))) });
+    const usage = {
+      prompt_tokens: 10,
+      completion_tokens: 3,
+      prompt_tokens_details: { cached_tokens: opts.cached ?? 0 },
+    };
     const kv = body["kv_transfer_params"] as Record<string, unknown> | undefined;
-    if (kv?.["do_remote_decode"] === true) return json(res, 200, { usage, kv_transfer_params: { do_remote_prefill: true, remote_engine_id: "e" } });
+    if (kv?.["do_remote_decode"] === true)
+      return json(res, 200, { usage, kv_transfer_params: { do_remote_prefill: true, remote_engine_id: "e" } });
     return json(res, 200, { id: "c", choices: [{ index: 0, message: { role: "assistant", content: "ok" } }], usage });
   };
 }
@@ -58,33 +75,58 @@ async function startFake(handler: Handler = vllmLike(), port = 0): Promise<Fake>
     req.on("end", () => {
       calls.push(req.url ?? "");
       const text = Buffer.concat(chunks).toString("utf8");
-      Promise.resolve(handler(req, text ? (JSON.parse(text) as Record<string, unknown>) : {}, res)).catch(() => res.destroy());
+      Promise.resolve(handler(req, text ? (JSON.parse(text) as Record<string, unknown>) : {}, res)).catch(() =>
+        res.destroy(),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
   const actual = (server.address() as AddressInfo).port;
-  closers.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  closers.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${actual}`, port: actual, calls, server };
 }
 
 const proxyLog: string[] = [];
 
 async function proxy(workers: WorkerConfig[], extra: Partial<ServeConfigInput> = {}): Promise<RunningProxy> {
-  const p = await startProxy({
-    model: MODEL, listen: { host: "127.0.0.1", port: 0 }, log_level: "warn", admin_token: "t",
-    capacity_blocks: 4096, max_workers: 16, table: "always-local", workers, ...extra,
-  }, { module: coreModule("release"), log: (line) => proxyLog.push(line) });
+  const p = await startProxy(
+    {
+      model: MODEL,
+      listen: { host: "127.0.0.1", port: 0 },
+      log_level: "warn",
+      admin_token: "t",
+      capacity_blocks: 4096,
+      max_workers: 16,
+      table: "always-local",
+      workers,
+      ...extra,
+    },
+    { module: coreModule("release"), log: (line) => proxyLog.push(line) },
+  );
   closers.push(() => p.close());
   return p;
 }
 
 function post(p: RunningProxy, path: string, body: unknown): Promise<Response> {
-  return fetch(`${p.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+  return fetch(`${p.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
 }
 
 async function metric(p: RunningProxy, name: string): Promise<number> {
   const text = await (await fetch(`${p.url}/metrics`)).text();
-  return text.split("\n").filter((l) => l.startsWith(name)).reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
+  return text
+    .split("\n")
+    .filter((l) => l.startsWith(name))
+    .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
 }
 
 /** Sends raw bytes and resolves with the status line of the answer (or "closed"). */
@@ -92,7 +134,9 @@ function rawStatus(port: number, bytes: string, opts: { keepOpenMs?: number } = 
   return new Promise((resolve) => {
     const socket = net.connect(port, "127.0.0.1", () => socket.write(bytes));
     let got = "";
-    socket.on("data", (d) => { got += d.toString("latin1"); });
+    socket.on("data", (d) => {
+      got += d.toString("latin1");
+    });
     socket.on("close", () => resolve(got.split("\r\n")[0] || "closed"));
     socket.on("error", () => undefined);
     if (opts.keepOpenMs) setTimeout(() => socket.destroy(), opts.keepOpenMs);
@@ -105,7 +149,11 @@ describe("dolphin serve: a client's mistake is a 4xx, never a worker failure", (
     const p = await proxy([{ id: "d0", url: d.url, role: "decode" }]);
     const deep = `${"[".repeat(5000)}"x"${"]".repeat(5000)}`; // as text: JSON.stringify itself overflows the stack
     const cases: Array<[string, unknown, RegExp]> = [
-      ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4294967296 }, /max_tokens/],
+      [
+        "/v1/chat/completions",
+        { model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4294967296 },
+        /max_tokens/,
+      ],
       ["/v1/chat/completions", `{"model":"${MODEL}","messages":[{"role":"user","content":${deep}}]}`, /nested deeper/],
       ["/v1/completions", { model: MODEL, prompt: [8589934592] }, /prompt/],
       ["/v1/completions", { model: MODEL, prompt: "x", max_completion_tokens: 1.5 }, /max_completion_tokens/],
@@ -125,19 +173,43 @@ describe("dolphin serve: a client's mistake is a 4xx, never a worker failure", (
   it("passes a worker's 4xx on as it is, without a failure, a fallback or a retry", async () => {
     const pf = await startFake(vllmLike({ rejectContent: true }));
     const d = await startFake(vllmLike({ rejectContent: true }));
-    const p = await proxy([{ id: "p0", url: pf.url, role: "prefill" }, { id: "d0", url: d.url, role: "decode" }], { table: "always-remote", mode: "precise" });
+    const p = await proxy(
+      [
+        { id: "p0", url: pf.url, role: "prefill" },
+        { id: "d0", url: d.url, role: "decode" },
+      ],
+      { table: "always-remote", mode: "precise" },
+    );
     // content the proxy lets through (an array of parts) but the worker refuses
-    const r = await post(p, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: [{ type: "image_url" }] }] });
+    const r = await post(p, "/v1/chat/completions", {
+      model: MODEL,
+      messages: [{ role: "user", content: [{ type: "image_url" }] }],
+    });
     expect(r.status).toBe(400);
     expect(((await r.json()) as { message: string }).message).toBe("content must be a string");
     expect(pf.calls.length + d.calls.length).toBe(1); // the tokenize call only
-    for (const name of ["dolphin_tokenize_failures_total", "dolphin_prefill_failures_total", "dolphin_fallbacks_total", "dolphin_upstream_errors_total", "dolphin_worker_down_total"]) {
+    for (const name of [
+      "dolphin_tokenize_failures_total",
+      "dolphin_prefill_failures_total",
+      "dolphin_fallbacks_total",
+      "dolphin_upstream_errors_total",
+      "dolphin_worker_down_total",
+    ]) {
       expect(await metric(p, name), name).toBe(0);
     }
     // approximate mode: the prefill worker's 400 comes back, the decode worker is never called
-    const q = await proxy([{ id: "p0", url: pf.url, role: "prefill" }, { id: "d0", url: d.url, role: "decode" }], { table: "always-remote" });
+    const q = await proxy(
+      [
+        { id: "p0", url: pf.url, role: "prefill" },
+        { id: "d0", url: d.url, role: "decode" },
+      ],
+      { table: "always-remote" },
+    );
     const before = d.calls.length;
-    const r2 = await post(q, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: [{ type: "image_url" }] }] });
+    const r2 = await post(q, "/v1/chat/completions", {
+      model: MODEL,
+      messages: [{ role: "user", content: [{ type: "image_url" }] }],
+    });
     expect(r2.status).toBe(400);
     expect(d.calls.length).toBe(before);
     expect(await metric(q, "dolphin_fallbacks_total")).toBe(0);
@@ -149,18 +221,28 @@ describe("dolphin serve: a client's mistake is a 4xx, never a worker failure", (
 describe("dolphin serve: cached-token prediction follows vLLM's rule", () => {
   it("predicts at most isl − 1 tokens in whole blocks: a repeated 32-token prompt predicts 16", async () => {
     const d = await startFake();
-    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], { table: "always-local", mode: "approximate", block_size: 16 });
+    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], {
+      table: "always-local",
+      mode: "approximate",
+      block_size: 16,
+    });
     const prompt = Array.from({ length: 32 }, (_, i) => i + 1);
-    for (let i = 0; i < 2; i++) expect((await post(p, "/v1/completions", { model: MODEL, prompt, max_tokens: 4 })).status).toBe(200);
+    for (let i = 0; i < 2; i++)
+      expect((await post(p, "/v1/completions", { model: MODEL, prompt, max_tokens: 4 })).status).toBe(200);
     const r = await fetch(`${p.url}/admin/decisions?n=2`, { headers: { authorization: "Bearer t" } });
-    const [first, second] = ((await r.json()) as { decisions: Array<{ predicted_cached_tokens: number; matched_blocks: { decode: number } }> }).decisions;
+    const [first, second] = (
+      (await r.json()) as { decisions: Array<{ predicted_cached_tokens: number; matched_blocks: { decode: number } }> }
+    ).decisions;
     expect(first!.predicted_cached_tokens).toBe(0);
     expect(second!.matched_blocks.decode).toBe(2);
     expect(second!.predicted_cached_tokens).toBe(16);
     const p33 = [...prompt, 99];
     for (let i = 0; i < 2; i++) await post(p, "/v1/completions", { model: MODEL, prompt: p33, max_tokens: 4 });
     const r33 = await fetch(`${p.url}/admin/decisions?n=1`, { headers: { authorization: "Bearer t" } });
-    expect(((await r33.json()) as { decisions: Array<{ predicted_cached_tokens: number }> }).decisions[0]!.predicted_cached_tokens).toBe(32);
+    expect(
+      ((await r33.json()) as { decisions: Array<{ predicted_cached_tokens: number }> }).decisions[0]!
+        .predicted_cached_tokens,
+    ).toBe(32);
   });
 });
 
@@ -169,11 +251,19 @@ describe("dolphin serve: header and body limits", () => {
     const d = await startFake();
     const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], { timeouts: { headers_ms: 300, body_ms: 300 } });
     const big = "x".repeat(20_000);
-    expect(await rawStatus(p.port, `GET /health HTTP/1.1\r\nhost: a\r\nx-big: ${big}\r\n\r\n`)).toMatch(/^HTTP\/1.1 431/);
+    expect(await rawStatus(p.port, `GET /health HTTP/1.1\r\nhost: a\r\nx-big: ${big}\r\n\r\n`)).toMatch(
+      /^HTTP\/1.1 431/,
+    );
     expect(await rawStatus(p.port, `GET /health?${big} HTTP/1.1\r\nhost: a\r\n\r\n`)).toMatch(/^HTTP\/1.1 414/);
     const t0 = Date.now();
-    expect(await rawStatus(p.port, "GET /health HTTP/1.1\r\nhost: a\r\n", { keepOpenMs: 5000 })).toMatch(/^HTTP\/1.1 408/);
-    const stalled = await rawStatus(p.port, `POST /v1/completions HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":`, { keepOpenMs: 5000 });
+    expect(await rawStatus(p.port, "GET /health HTTP/1.1\r\nhost: a\r\n", { keepOpenMs: 5000 })).toMatch(
+      /^HTTP\/1.1 408/,
+    );
+    const stalled = await rawStatus(
+      p.port,
+      `POST /v1/completions HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":`,
+      { keepOpenMs: 5000 },
+    );
     expect(stalled).toMatch(/^HTTP\/1.1 408/);
     expect(Date.now() - t0).toBeLessThan(4000);
     expect((await fetch(`${p.url}/health`)).status).toBe(200); // the proxy is fine
@@ -186,16 +276,29 @@ describe("dolphin serve: clean start", () => {
     await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
     closers.push(() => new Promise<void>((r) => blocker.close(() => r())));
     const port = (blocker.address() as AddressInfo).port;
-    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1P1D", "--port", String(port)], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1P1D", "--port", String(port)], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stderr = "";
-    child.stderr.on("data", (c: Buffer) => { stderr += c.toString(); });
+    child.stderr.on("data", (c: Buffer) => {
+      stderr += c.toString();
+    });
     const code = await new Promise<number | null>((resolve) => {
-      const t = setTimeout(() => { child.kill("SIGKILL"); resolve(null); }, 20_000);
-      child.on("exit", (c) => { clearTimeout(t); resolve(c); });
+      const t = setTimeout(() => {
+        child.kill("SIGKILL");
+        resolve(null);
+      }, 20_000);
+      child.on("exit", (c) => {
+        clearTimeout(t);
+        resolve(c);
+      });
     });
     expect(code, stderr).not.toBe(null);
     expect(code).not.toBe(0);
-    const said = stderr.trim().split("\n").filter((l) => !l.startsWith("{")); // JSON lines: the workers' start-up log
+    const said = stderr
+      .trim()
+      .split("\n")
+      .filter((l) => !l.startsWith("{")); // JSON lines: the workers' start-up log
     expect(said).toHaveLength(1);
     expect(stderr).toContain(`127.0.0.1:${port}: the port is in use`);
   }, 30_000);
@@ -213,15 +316,19 @@ describe("dolphin serve: admission control", () => {
       concurrent--;
       return vllmLike()(req, body, res);
     });
-    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], { admission: { max_inflight: 4, max_queued: 4, queue_timeout_ms: 150 } });
+    const p = await proxy([{ id: "d0", url: d.url, role: "decode" }], {
+      admission: { max_inflight: 4, max_queued: 4, queue_timeout_ms: 150 },
+    });
     const body = { model: MODEL, prompt: "hello", max_tokens: 4 };
     const t0 = performance.now();
-    const answers = await Promise.all(Array.from({ length: 60 }, async () => {
-      const start = performance.now();
-      const r = await post(p, "/v1/completions", body);
-      await r.arrayBuffer();
-      return { status: r.status, retryAfter: r.headers.get("retry-after"), ms: performance.now() - start };
-    }));
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, async () => {
+        const start = performance.now();
+        const r = await post(p, "/v1/completions", body);
+        await r.arrayBuffer();
+        return { status: r.status, retryAfter: r.headers.get("retry-after"), ms: performance.now() - start };
+      }),
+    );
     const ok = answers.filter((a) => a.status === 200);
     const shed = answers.filter((a) => a.status === 503);
     expect(ok.length + shed.length).toBe(60); // every request answered, nothing else
@@ -247,7 +354,11 @@ interface WorkerProcess {
 
 /** Starts `dolphin worker` as its own process on a free port; resolves once it listens. */
 async function workerProcess(role: "prefill" | "decode", id: string): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [BIN, "worker", "--role", role, "--port", "0", "--time-scale", "20", "--worker-id", id, "--model", MODEL], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(
+    process.execPath,
+    [BIN, "worker", "--role", role, "--port", "0", "--time-scale", "20", "--worker-id", id, "--model", MODEL],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
   closers.push(async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill("SIGCONT");
@@ -272,19 +383,37 @@ async function workerProcess(role: "prefill" | "decode", id: string): Promise<Wo
 describe("dolphin serve: workers killed and frozen under load", () => {
   it("kill -9 of a prefill and a decode worker, then SIGSTOP of another decode worker: every request answered 200", async () => {
     const [p0, p1, d0, d1, d2] = await Promise.all([
-      workerProcess("prefill", "P0"), workerProcess("prefill", "P1"), workerProcess("decode", "D0"), workerProcess("decode", "D1"), workerProcess("decode", "D2"),
+      workerProcess("prefill", "P0"),
+      workerProcess("prefill", "P1"),
+      workerProcess("decode", "D0"),
+      workerProcess("decode", "D1"),
+      workerProcess("decode", "D2"),
     ]);
-    const p = await proxy([
-      { id: "P0", url: p0!.url, role: "prefill" }, { id: "P1", url: p1!.url, role: "prefill" },
-      { id: "D0", url: d0!.url, role: "decode" }, { id: "D1", url: d1!.url, role: "decode" }, { id: "D2", url: d2!.url, role: "decode" },
-    ], { table: "always-remote", health: { check_interval_s: 0.5, check_timeout_ms: 500, unhealthy_after: 2, probe_interval_s: 0.5 }, outlier: { base_ejection_s: 30 } });
+    const p = await proxy(
+      [
+        { id: "P0", url: p0!.url, role: "prefill" },
+        { id: "P1", url: p1!.url, role: "prefill" },
+        { id: "D0", url: d0!.url, role: "decode" },
+        { id: "D1", url: d1!.url, role: "decode" },
+        { id: "D2", url: d2!.url, role: "decode" },
+      ],
+      {
+        table: "always-remote",
+        health: { check_interval_s: 0.5, check_timeout_ms: 500, unhealthy_after: 2, probe_interval_s: 0.5 },
+        outlier: { base_ejection_s: 30 },
+      },
+    );
     const statuses = new Map<number, number>();
     let slowest = 0;
     let stop = false;
     const client = async (c: number): Promise<void> => {
       for (let i = 0; !stop; i++) {
         const t0 = performance.now();
-        const r = await post(p, "/v1/completions", { model: MODEL, prompt: `client ${c} request ${i}: a short prompt for the fault test`, max_tokens: 4 });
+        const r = await post(p, "/v1/completions", {
+          model: MODEL,
+          prompt: `client ${c} request ${i}: a short prompt for the fault test`,
+          max_tokens: 4,
+        });
         await r.arrayBuffer();
         slowest = Math.max(slowest, performance.now() - t0);
         statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
@@ -304,9 +433,14 @@ describe("dolphin serve: workers killed and frozen under load", () => {
     await clients;
     process.kill(d1!.pid, "SIGCONT");
     const total = [...statuses.values()].reduce((a, b) => a + b, 0);
-    console.log(`fault run: ${total} requests, statuses ${JSON.stringify(Object.fromEntries(statuses))}, slowest ${Math.round(slowest)} ms, SIGSTOP detected in ${Math.round(detectMs)} ms, ` +
-      `retries decode ${await metric(p, 'dolphin_retries_total{stage="decode"}')}, prefill ${await metric(p, 'dolphin_retries_total{stage="prefill"}')}, ` +
-      `skipped ${(await (await fetch(`${p.url}/metrics`)).text()).split("\n").filter((l) => l.startsWith("dolphin_retries_skipped")).join("; ")}`);
+    console.log(
+      `fault run: ${total} requests, statuses ${JSON.stringify(Object.fromEntries(statuses))}, slowest ${Math.round(slowest)} ms, SIGSTOP detected in ${Math.round(detectMs)} ms, ` +
+        `retries decode ${await metric(p, 'dolphin_retries_total{stage="decode"}')}, prefill ${await metric(p, 'dolphin_retries_total{stage="prefill"}')}, ` +
+        `skipped ${(await (await fetch(`${p.url}/metrics`)).text())
+          .split("\n")
+          .filter((l) => l.startsWith("dolphin_retries_skipped"))
+          .join("; ")}`,
+    );
     expect(statuses.get(200), proxyLog.filter((l) => /"status":5/.test(l)).join("\n")).toBe(total); // no 502, no 504
     expect(total).toBeGreaterThan(30);
     expect(detectMs).toBeLessThan(5000);
@@ -330,8 +464,12 @@ describe("dolphin serve: clean stop", () => {
     await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
     const port = (blocker.address() as AddressInfo).port;
     await new Promise<void>((r) => blocker.close(() => r()));
-    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1R", "--port", String(port)], { stdio: ["ignore", "ignore", "pipe"] });
-    closers.push(async () => { if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL"); });
+    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1R", "--port", String(port)], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    closers.push(async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    });
     const exited = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
     await new Promise<void>((resolve, reject) => {
       let text = "";
@@ -346,7 +484,11 @@ describe("dolphin serve: clean stop", () => {
     });
     const url = `http://127.0.0.1:${port}/v1/completions`;
     const t0 = performance.now();
-    const long = fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "dolphin-emulated", prompt: "drain me", max_tokens: 150, ignore_eos: true }) });
+    const long = fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "dolphin-emulated", prompt: "drain me", max_tokens: 150, ignore_eos: true }),
+    });
     await sleep(300);
     child.kill("SIGTERM");
     await sleep(200);
@@ -371,7 +513,13 @@ describe("dolphin serve: outlier detection", () => {
     };
     const d0 = await startFake(flaky());
     const d1 = await startFake(flaky());
-    const p = await proxy([{ id: "d0", url: d0.url, role: "decode" }, { id: "d1", url: d1.url, role: "decode" }], { outlier: { consecutive_failures: 3, base_ejection_s: 60 } });
+    const p = await proxy(
+      [
+        { id: "d0", url: d0.url, role: "decode" },
+        { id: "d1", url: d1.url, role: "decode" },
+      ],
+      { outlier: { consecutive_failures: 3, base_ejection_s: 60 } },
+    );
     const body = { model: MODEL, prompt: "hello", max_tokens: 4 };
     // each request fails on its worker and on the retry: two failures per request, one per worker
     for (let i = 0; i < 2; i++) expect((await post(p, "/v1/completions", body)).status).toBe(502);
@@ -388,10 +536,15 @@ describe("dolphin serve: outlier detection", () => {
     failing = false;
     const left = p.router.workerIds[0]!;
     (left === "d0" ? d0 : d1).server.removeAllListeners("request");
-    (left === "d0" ? d0 : d1).server.on("request", (req: IncomingMessage, res: ServerResponse) => { req.resume(); json(res, 503, { error: "busy" }); });
+    (left === "d0" ? d0 : d1).server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+      req.resume();
+      json(res, 503, { error: "busy" });
+    });
     expect(p.router.workerIds).toEqual([left]);
     const r = await post(p, "/v1/completions", body);
     expect(r.status).toBe(502); // no other worker in rotation: nothing to retry on
-    expect(await metric(p, 'dolphin_retries_skipped_total{reason="no_other_worker",stage="decode"}')).toBeGreaterThanOrEqual(1);
+    expect(
+      await metric(p, 'dolphin_retries_skipped_total{reason="no_other_worker",stage="decode"}'),
+    ).toBeGreaterThanOrEqual(1);
   });
 });

@@ -63,11 +63,25 @@ function vllmLike(name: string, opts: { cached?: number; delayMs?: number } = {}
     if (req.url === "/tokenize") return json(res, 200, { tokens: fakeTokens(body), count: fakeTokens(body).length });
     if (opts.delayMs) await sleep(opts.delayMs);
     const kv = body["kv_transfer_params"] as Record<string, unknown> | undefined;
-    const usage = { prompt_tokens: 10, completion_tokens: 3, prompt_tokens_details: { cached_tokens: opts.cached ?? 0 } };
+    const usage = {
+      prompt_tokens: 10,
+      completion_tokens: 3,
+      prompt_tokens_details: { cached_tokens: opts.cached ?? 0 },
+    };
     if (kv?.["do_remote_decode"] === true) {
       return json(res, 200, {
-        id: "p", choices: [{ index: 0, text: "x" }], usage: { ...usage, completion_tokens: 1 },
-        kv_transfer_params: { do_remote_prefill: true, do_remote_decode: false, remote_engine_id: `engine-${name}`, remote_block_ids: [1, 2, 3], remote_host: "10.0.0.9", remote_port: 5600, remote_request_id: "r-1" },
+        id: "p",
+        choices: [{ index: 0, text: "x" }],
+        usage: { ...usage, completion_tokens: 1 },
+        kv_transfer_params: {
+          do_remote_prefill: true,
+          do_remote_decode: false,
+          remote_engine_id: `engine-${name}`,
+          remote_block_ids: [1, 2, 3],
+          remote_host: "10.0.0.9",
+          remote_port: 5600,
+          remote_request_id: "r-1",
+        },
       });
     }
     if (body["stream"] === true) {
@@ -80,7 +94,13 @@ function vllmLike(name: string, opts: { cached?: number; delayMs?: number } = {}
       res.end("data: [DONE]\n\n");
       return;
     }
-    return json(res, 200, { id: "c", object: "chat.completion", worker: name, choices: [{ index: 0, message: { role: "assistant", content: `hello from ${name}` } }], usage });
+    return json(res, 200, {
+      id: "c",
+      object: "chat.completion",
+      worker: name,
+      choices: [{ index: 0, message: { role: "assistant", content: `hello from ${name}` } }],
+      usage,
+    });
   };
 }
 
@@ -99,9 +119,16 @@ async function startFake(name: string, handler: Handler = vllmLike(name), port =
   await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
   const actual = (server.address() as AddressInfo).port;
   const fake: Fake = {
-    name, port: actual, url: `http://127.0.0.1:${actual}`, seen,
+    name,
+    port: actual,
+    url: `http://127.0.0.1:${actual}`,
+    seen,
     inference: () => seen.filter((s) => s.path.startsWith("/v1/")),
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
   fakes.push(fake);
   return fake;
@@ -133,22 +160,37 @@ function worker(f: Fake, role: WorkerConfig["role"], id = f.name): WorkerConfig 
 }
 
 async function proxy(workers: WorkerConfig[], extra: Partial<ServeConfigInput> = {}): Promise<RunningProxy> {
-  const p = await startProxy({
-    model: MODEL, listen: { host: "127.0.0.1", port: 0 }, log_level: "silent", admin_token: TOKEN,
-    capacity_blocks: 4096, max_workers: 16, table: "always-local", workers, ...extra,
-  }, { module: coreModule("release") });
+  const p = await startProxy(
+    {
+      model: MODEL,
+      listen: { host: "127.0.0.1", port: 0 },
+      log_level: "silent",
+      admin_token: TOKEN,
+      capacity_blocks: 4096,
+      max_workers: 16,
+      table: "always-local",
+      workers,
+      ...extra,
+    },
+    { module: coreModule("release") },
+  );
   proxies.push(p);
   return p;
 }
 
 const chatBody = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-  model: MODEL, messages: [{ role: "user", content: "What is the capital of France? Answer in one word, please." }],
-  max_tokens: 20, min_tokens: 2, temperature: 0, ...extra,
+  model: MODEL,
+  messages: [{ role: "user", content: "What is the capital of France? Answer in one word, please." }],
+  max_tokens: 20,
+  min_tokens: 2,
+  temperature: 0,
+  ...extra,
 });
 
 function post(p: RunningProxy, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
   return fetch(`${p.url}${path}`, {
-    method: "POST", headers: { "content-type": "application/json", ...headers },
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
     body: typeof body === "string" ? body : body instanceof Uint8Array ? new Uint8Array(body) : JSON.stringify(body),
   });
 }
@@ -156,10 +198,14 @@ function post(p: RunningProxy, path: string, body: unknown, headers: Record<stri
 /** POSTs a body in chunks, without a content-length; resolves with the status. */
 function chunkedStatus(p: RunningProxy, text: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${p.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
+    const req = http.request(
+      `${p.url}/v1/completions`,
+      { method: "POST", headers: { "content-type": "application/json" } },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
     req.on("error", reject);
     for (let i = 0; i < text.length; i += 1000) req.write(text.slice(i, i + 1000));
     req.end();
@@ -207,7 +253,12 @@ describe("dolphin serve: the two paths", () => {
     expect(pf.inference()).toHaveLength(1);
     const sent = pf.inference()[0]!.body;
     expect(sent["kv_transfer_params"]).toEqual({
-      do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null,
+      do_remote_decode: true,
+      do_remote_prefill: false,
+      remote_engine_id: null,
+      remote_block_ids: null,
+      remote_host: null,
+      remote_port: null,
     });
     expect(sent["stream"]).toBe(false);
     expect(sent["max_tokens"]).toBe(1);
@@ -219,7 +270,15 @@ describe("dolphin serve: the two paths", () => {
     const decoded = d.inference()[0]!.body;
     expect(decoded).toEqual({
       ...body,
-      kv_transfer_params: { do_remote_prefill: true, do_remote_decode: false, remote_engine_id: "engine-p0", remote_block_ids: [1, 2, 3], remote_host: "10.0.0.9", remote_port: 5600, remote_request_id: "r-1" },
+      kv_transfer_params: {
+        do_remote_prefill: true,
+        do_remote_decode: false,
+        remote_engine_id: "engine-p0",
+        remote_block_ids: [1, 2, 3],
+        remote_host: "10.0.0.9",
+        remote_port: 5600,
+        remote_request_id: "r-1",
+      },
     });
     // the same request id on both legs, as vLLM's proxy sends it
     expect(pf.inference()[0]!.headers["x-request-id"]).toBe(d.inference()[0]!.headers["x-request-id"]);
@@ -228,18 +287,28 @@ describe("dolphin serve: the two paths", () => {
   it("remote path, streaming: the decode stream is passed on as it arrives, not buffered", async () => {
     const pf = await startFake("p0");
     let release!: () => void;
-    const gate = new Promise<void>((r) => { release = r; });
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
     const d = await startFake("d0", async (req, body, res) => {
       if (req.url === "/health") return json(res, 200, {});
       expect(body["stream"]).toBe(true);
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write('data: {"choices":[{"delta":{"content":"first"}}]}\n\n');
       await gate; // the rest only once the client has seen the first event
-      res.write('data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":0}}}\n\n');
+      res.write(
+        'data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":0}}}\n\n',
+      );
       res.end("data: [DONE]\n\n");
     });
     const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], { table: "always-remote" });
-    const r = await post(p, "/v1/completions", { model: MODEL, prompt: "Once upon a time", max_tokens: 5, stream: true, min_tokens: 1 });
+    const r = await post(p, "/v1/completions", {
+      model: MODEL,
+      prompt: "Once upon a time",
+      max_tokens: 5,
+      stream: true,
+      min_tokens: 1,
+    });
     expect(r.status).toBe(200);
     expect(r.headers.get("content-type")).toContain("text/event-stream");
     const reader = r.body!.getReader();
@@ -258,13 +327,19 @@ describe("dolphin serve: the two paths", () => {
     expect(prefillBody["max_tokens"]).toBe(1);
     expect("min_tokens" in prefillBody).toBe(false);
     expect(d.inference()[0]!.body["min_tokens"]).toBe(1);
-    expect((d.inference()[0]!.body["kv_transfer_params"] as Record<string, unknown>)["remote_engine_id"]).toBe("engine-p0");
+    expect((d.inference()[0]!.body["kv_transfer_params"] as Record<string, unknown>)["remote_engine_id"]).toBe(
+      "engine-p0",
+    );
   });
 
   it("local path, streaming: SSE passes through and the worker's cached_tokens reach the metrics", async () => {
     const d = await startFake("d0", vllmLike("d0", { cached: 7 }));
     const p = await proxy([worker(d, "decode")]);
-    const r = await post(p, "/v1/chat/completions", chatBody({ stream: true, stream_options: { include_usage: true } }));
+    const r = await post(
+      p,
+      "/v1/chat/completions",
+      chatBody({ stream: true, stream_options: { include_usage: true } }),
+    );
     const text = await r.text();
     expect(text.match(/^data: /gm)?.length).toBe(4);
     expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
@@ -279,18 +354,35 @@ describe("dolphin serve: the cache view", () => {
     const d0 = await startFake("d0");
     const d1 = await startFake("d1");
     const p = await proxy([worker(d0, "decode"), worker(d1, "decode")], { mode: "precise", block_size: 16 });
-    const body = chatBody({ messages: [{ role: "user", content: "A long shared system prompt that many requests reuse. ".repeat(6) }] });
+    const body = chatBody({
+      messages: [{ role: "user", content: "A long shared system prompt that many requests reuse. ".repeat(6) }],
+    });
     const tokens = fakeTokens(body);
-    const route = async (): Promise<string> => (await post(p, "/v1/chat/completions", body)).headers.get("x-dolphin-decode-worker")!;
+    const route = async (): Promise<string> =>
+      (await post(p, "/v1/chat/completions", body)).headers.get("x-dolphin-decode-worker")!;
     const first = await route();
     const other = first === "d0" ? "d1" : "d0";
     // the other worker reports the prompt's blocks in vLLM's form (its own hashes, with the token ids)
     const engineHashes = Array.from({ length: Math.floor(tokens.length / 16) }, (_, i) => BigInt(1_000_000 + i));
     const stored = encodeEventBatch({
-      ts: 1, dataParallelRank: null,
-      events: [{ kind: "stored", hashes: pairsOf(engineHashes), parent: null, tokenIds: tokens.slice(0, engineHashes.length * 16), blockSize: 16, medium: "GPU" }],
+      ts: 1,
+      dataParallelRank: null,
+      events: [
+        {
+          kind: "stored",
+          hashes: pairsOf(engineHashes),
+          parent: null,
+          tokenIds: tokens.slice(0, engineHashes.length * 16),
+          blockSize: 16,
+          medium: "GPU",
+        },
+      ],
     });
-    const r = await post(p, "/admin/kv-events", stored, { ...ADMIN, "content-type": "application/msgpack", "x-dolphin-worker": other });
+    const r = await post(p, "/admin/kv-events", stored, {
+      ...ADMIN,
+      "content-type": "application/msgpack",
+      "x-dolphin-worker": other,
+    });
     expect(r.status).toBe(200);
     expect(((await r.json()) as { stored_blocks: number }).stored_blocks).toBe(engineHashes.length);
     expect(await route()).toBe(other);
@@ -299,13 +391,21 @@ describe("dolphin serve: the cache view", () => {
     expect(last["predicted_cached_tokens"]).toBe(engineHashes.length * 16);
     expect((last["features"] as { isl: number }).isl).toBe(tokens.length); // routed on /tokenize's ids
     // the worker evicts them again (by its own hashes): the decision no longer sees a hit there
-    const removed = encodeEventBatch({ ts: 2, dataParallelRank: null, events: [{ kind: "removed", hashes: pairsOf(engineHashes), medium: "GPU" }] });
+    const removed = encodeEventBatch({
+      ts: 2,
+      dataParallelRank: null,
+      events: [{ kind: "removed", hashes: pairsOf(engineHashes), medium: "GPU" }],
+    });
     await post(p, "/admin/kv-events", removed, { ...ADMIN, "x-dolphin-worker": other });
     await route();
     expect(((await decisions(p)).at(-1)!["matched_blocks"] as { decode: number }).decode).toBe(0);
     // hashes in the router's own scheme (no token ids) are taken as they are
     const ours = hashTokens(tokens, 16, rootHash(MODEL));
-    const direct = encodeEventBatch({ ts: 3, dataParallelRank: null, events: [{ kind: "stored", hashes: ours, parent: null, tokenIds: [], blockSize: 16, medium: null }] });
+    const direct = encodeEventBatch({
+      ts: 3,
+      dataParallelRank: null,
+      events: [{ kind: "stored", hashes: ours, parent: null, tokenIds: [], blockSize: 16, medium: null }],
+    });
     await post(p, "/admin/kv-events", direct, { ...ADMIN, "x-dolphin-worker": first });
     expect(await route()).toBe(first);
   });
@@ -334,8 +434,16 @@ describe("dolphin serve: the cache view", () => {
     try {
       const d0 = await startFake("d0");
       const p = await proxy([{ ...worker(d0, "decode"), kv_events_endpoint: endpoint }], { mode: "precise" });
-      const hashes = hashTokens(Array.from({ length: 64 }, (_, i) => i), 16, rootHash(MODEL));
-      const payload = encodeEventBatch({ ts: 1, dataParallelRank: null, events: [{ kind: "stored", hashes, parent: null, tokenIds: [], blockSize: 16, medium: "GPU" }] });
+      const hashes = hashTokens(
+        Array.from({ length: 64 }, (_, i) => i),
+        16,
+        rootHash(MODEL),
+      );
+      const payload = encodeEventBatch({
+        ts: 1,
+        dataParallelRank: null,
+        events: [{ kind: "stored", hashes, parent: null, tokenIds: [], blockSize: 16, medium: "GPU" }],
+      });
       let seq = 0n;
       await waitFor("the subscription to deliver", async () => {
         const frame = Buffer.alloc(8);
@@ -369,10 +477,16 @@ describe("dolphin serve: tables and workers", () => {
     const pf = await startFake("p0", vllmLike("p0", { delayMs: 10 }));
     const d = await startFake("d0", vllmLike("d0", { delayMs: 30 }));
     const p = await proxy([worker(pf, "prefill"), worker(d, "decode")]);
-    const requests = Array.from({ length: 40 }, (_, i) => sleep(i * 3).then(() => post(p, "/v1/chat/completions", chatBody({ user: `u${i}` }))));
+    const requests = Array.from({ length: 40 }, (_, i) =>
+      sleep(i * 3).then(() => post(p, "/v1/chat/completions", chatBody({ user: `u${i}` }))),
+    );
     await sleep(45);
     const remoteTable = encodeTable(ruleTable("always-remote"));
-    const swap = await fetch(`${p.url}/admin/table`, { method: "PUT", headers: ADMIN, body: new Uint8Array(remoteTable) });
+    const swap = await fetch(`${p.url}/admin/table`, {
+      method: "PUT",
+      headers: ADMIN,
+      body: new Uint8Array(remoteTable),
+    });
     expect(swap.status).toBe(200);
     expect(((await swap.json()) as { kind: string }).kind).toBe("always-remote");
     const answers = await Promise.all(requests);
@@ -382,12 +496,21 @@ describe("dolphin serve: tables and workers", () => {
     expect(routes).toContain("remote");
     expect(d.inference()).toHaveLength(40);
     // every request's load was given back
-    const listed = (await (await fetch(`${p.url}/admin/workers`, { headers: ADMIN })).json()) as { workers: Array<Record<string, number>> };
-    expect(listed.workers.map((w) => [w["active_prefill_tokens"], w["active_decode_tokens"]])).toEqual([[0, 0], [0, 0]]);
+    const listed = (await (await fetch(`${p.url}/admin/workers`, { headers: ADMIN })).json()) as {
+      workers: Array<Record<string, number>>;
+    };
+    expect(listed.workers.map((w) => [w["active_prefill_tokens"], w["active_decode_tokens"]])).toEqual([
+      [0, 0],
+      [0, 0],
+    ]);
     const got = await fetch(`${p.url}/admin/table`, { headers: ADMIN });
     expect(new Uint8Array(await got.arrayBuffer())).toEqual(remoteTable);
     // a table that does not validate leaves the current one in place
-    const bad = await fetch(`${p.url}/admin/table`, { method: "PUT", headers: ADMIN, body: new Uint8Array(remoteTable.slice(0, 20)) });
+    const bad = await fetch(`${p.url}/admin/table`, {
+      method: "PUT",
+      headers: ADMIN,
+      body: new Uint8Array(remoteTable.slice(0, 20)),
+    });
     expect(bad.status).toBe(400);
     expect((await errorOf(bad)).code).toBe("invalid_table");
     expect(p.router.table.kind).toBe("always-remote");
@@ -424,9 +547,13 @@ describe("dolphin serve: tables and workers", () => {
     const bits = Array.from({ length: 3 }, () => Array.from({ length: 9 }, () => Array(10).fill(0)));
     const ppd = encodeTable(ruleTable("ppd", { bits }));
     const p = await proxy([worker(d0, "decode"), worker(d1, "decode")]);
-    expect((await fetch(`${p.url}/admin/table`, { method: "PUT", headers: ADMIN, body: new Uint8Array(ppd) })).status).toBe(200);
+    expect(
+      (await fetch(`${p.url}/admin/table`, { method: "PUT", headers: ADMIN, body: new Uint8Array(ppd) })).status,
+    ).toBe(200);
     const messages = [{ role: "user", content: "Tell me about Paris." }];
-    const first = (await post(p, "/v1/chat/completions", chatBody({ messages }))).headers.get("x-dolphin-decode-worker")!;
+    const first = (await post(p, "/v1/chat/completions", chatBody({ messages }))).headers.get(
+      "x-dolphin-decode-worker",
+    )!;
     const other = first === "d0" ? "d1" : "d0";
     for (let turn = 2; turn <= 4; turn++) {
       messages.push({ role: "assistant", content: "It is a city." }, { role: "user", content: `Question ${turn}?` });
@@ -438,7 +565,11 @@ describe("dolphin serve: tables and workers", () => {
     expect((await decisions(p)).map((d) => d["turn"])).toEqual([1, 2, 3, 4]);
     // a new conversation is not pinned
     p.router.setLoad(first, { activePrefillTokens: 1e9, activeDecodeTokens: 1e9 });
-    const fresh = await post(p, "/v1/chat/completions", chatBody({ messages: [{ role: "user", content: "Something else entirely." }] }));
+    const fresh = await post(
+      p,
+      "/v1/chat/completions",
+      chatBody({ messages: [{ role: "user", content: "Something else entirely." }] }),
+    );
     expect(fresh.headers.get("x-dolphin-decode-worker")).toBe(other);
   });
 });
@@ -448,7 +579,9 @@ describe("dolphin serve: failures", () => {
     const port = await freePort();
     const d = await startFake("d0");
     const p = await proxy([{ id: "p0", url: `http://127.0.0.1:${port}`, role: "prefill" }, worker(d, "decode")], {
-      table: "always-remote", health: { probe_interval_s: 0.05 }, timeouts: { connect_ms: 500 },
+      table: "always-remote",
+      health: { probe_interval_s: 0.05 },
+      timeouts: { connect_ms: 500 },
     });
     const r = await post(p, "/v1/chat/completions", chatBody());
     expect(r.status).toBe(200);
@@ -472,7 +605,10 @@ describe("dolphin serve: failures", () => {
   it("answers 502 when the prefill worker fails and fallback_local is off", async () => {
     const pf = await startFake("p0", (req, _body, res) => json(res, 500, { error: "boom" }));
     const d = await startFake("d0");
-    const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], { table: "always-remote", fallback_local: false });
+    const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], {
+      table: "always-remote",
+      fallback_local: false,
+    });
     const r = await post(p, "/v1/chat/completions", chatBody());
     expect(r.status).toBe(502);
     const e = await errorOf(r);
@@ -489,13 +625,18 @@ describe("dolphin serve: failures", () => {
       res.socket!.destroy();
     });
     // one failure ejects here (the default is 5 in a row, Envoy's consecutive_5xx)
-    const p = await proxy([worker(d, "decode")], { health: { probe_interval_s: 60 }, outlier: { consecutive_failures: 1 } });
+    const p = await proxy([worker(d, "decode")], {
+      health: { probe_interval_s: 60 },
+      outlier: { consecutive_failures: 1 },
+    });
     const r = await post(p, "/v1/chat/completions", chatBody({ stream: true }));
     expect(r.status).toBe(200);
     const text = await r.text(); // resolves: the stream is closed
     const events = text.split("\n\n").filter(Boolean);
     expect(events[0]).toContain("par");
-    const error = JSON.parse(events[1]!.slice("data: ".length)) as { error: { type: string; code: string; message: string } };
+    const error = JSON.parse(events[1]!.slice("data: ".length)) as {
+      error: { type: string; code: string; message: string };
+    };
     expect(error.error.code).toBe("decode_failed");
     expect(error.error.message).toContain("mid-stream");
     expect(events.at(-1)).toBe("data: [DONE]");
@@ -505,7 +646,9 @@ describe("dolphin serve: failures", () => {
   it("cancels the worker's request when the client goes away mid-stream", async () => {
     let upstreamClosed = false;
     const d = await startFake("d0", async (req, _body, res) => {
-      res.on("close", () => { upstreamClosed = true; });
+      res.on("close", () => {
+        upstreamClosed = true;
+      });
       res.writeHead(200, { "content-type": "text/event-stream" });
       for (let i = 0; i < 200 && !upstreamClosed; i++) {
         res.write(`data: {"choices":[{"delta":{"content":"${i}"}}]}\n\n`);
@@ -515,7 +658,11 @@ describe("dolphin serve: failures", () => {
     });
     const p = await proxy([worker(d, "decode")]);
     const abort = new AbortController();
-    const r = await fetch(`${p.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify(chatBody({ stream: true })), signal: abort.signal });
+    const r = await fetch(`${p.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify(chatBody({ stream: true })),
+      signal: abort.signal,
+    });
     await r.body!.getReader().read();
     abort.abort();
     await waitFor("the upstream request to be cancelled", () => upstreamClosed);
@@ -526,7 +673,10 @@ describe("dolphin serve: failures", () => {
   it("falls back to local prefill when the prefill worker times out", async () => {
     const pf = await startFake("p0", () => undefined);
     const d = await startFake("d0");
-    const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], { table: "always-remote", timeouts: { request_ms: 150 } });
+    const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], {
+      table: "always-remote",
+      timeouts: { request_ms: 150 },
+    });
     const r = await post(p, "/v1/chat/completions", chatBody());
     expect(r.status).toBe(200);
     expect(r.headers.get("x-dolphin-route")).toBe("fallback");
@@ -570,7 +720,10 @@ describe("dolphin serve: failures", () => {
     const p = await proxy([worker(d, "decode")]);
     expect((await fetch(`${p.url}/admin/decisions`)).status).toBe(401);
     expect((await fetch(`${p.url}/admin/table`, { headers: { authorization: "Bearer wrong" } })).status).toBe(401);
-    const unauthorized = await fetch(`${p.url}/admin/table`, { method: "PUT", body: new Uint8Array(encodeTable(ruleTable("always-remote"))) });
+    const unauthorized = await fetch(`${p.url}/admin/table`, {
+      method: "PUT",
+      body: new Uint8Array(encodeTable(ruleTable("always-remote"))),
+    });
     expect((await errorOf(unauthorized)).type).toBe("authentication_error");
     expect(p.router.table.kind).toBe("always-local");
     const closed = await proxy([worker(d, "decode")], { admin_token: null });
@@ -585,10 +738,19 @@ describe("dolphin serve: observability", () => {
     const pf = await startFake("p0");
     const d = await startFake("d0");
     const logs: string[] = [];
-    const p = await startProxy({
-      model: MODEL, listen: { port: 0 }, log_level: "info", admin_token: TOKEN, capacity_blocks: 1024, max_workers: 4,
-      table: "always-remote", workers: [worker(pf, "prefill"), worker(d, "decode")],
-    }, { module: coreModule("release"), log: (line) => logs.push(line) });
+    const p = await startProxy(
+      {
+        model: MODEL,
+        listen: { port: 0 },
+        log_level: "info",
+        admin_token: TOKEN,
+        capacity_blocks: 1024,
+        max_workers: 4,
+        table: "always-remote",
+        workers: [worker(pf, "prefill"), worker(d, "decode")],
+      },
+      { module: coreModule("release"), log: (line) => logs.push(line) },
+    );
     proxies.push(p);
     const health = await fetch(`${p.url}/health`);
     expect(health.status).toBe(200);
@@ -602,10 +764,23 @@ describe("dolphin serve: observability", () => {
     expect(metrics).toContain('dolphin_workers{role="decode",state="healthy"} 1');
     expect(metrics).toContain('dolphin_table_info{checksum="');
     const [decision] = await decisions(p);
-    expect(decision).toMatchObject({ route: "remote", decode_worker: "d0", prefill_worker: "p0", status: 200, reported_cached_tokens: 0, turn: 1 });
+    expect(decision).toMatchObject({
+      route: "remote",
+      decode_worker: "d0",
+      prefill_worker: "p0",
+      status: 200,
+      reported_cached_tokens: 0,
+      turn: 1,
+    });
     expect(Object.keys(decision!["features"] as object).sort()).toEqual(["effD", "effP", "isl", "oslHat"]);
     const line = logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l["msg"] === "request")!;
-    expect(line).toMatchObject({ level: "info", path: "/v1/chat/completions", status: 200, route: "remote", workers: { decode: "d0", prefill: "p0" } });
+    expect(line).toMatchObject({
+      level: "info",
+      path: "/v1/chat/completions",
+      status: 200,
+      route: "remote",
+      workers: { decode: "d0", prefill: "p0" },
+    });
     expect(typeof line["id"]).toBe("string");
     expect(typeof line["latency_ms"]).toBe("number");
     expect(line).toHaveProperty("features");
@@ -616,7 +791,13 @@ describe("dolphin serve: observability", () => {
 describe("dolphin serve: config", () => {
   it("fills defaults and names the field of every error", () => {
     const c = parseConfig({ model: "m" });
-    expect(c).toMatchObject({ listen: { host: "127.0.0.1", port: 8000 }, mode: "approximate", fallback_local: true, admin_token: null, max_body_bytes: 8 << 20 });
+    expect(c).toMatchObject({
+      listen: { host: "127.0.0.1", port: 8000 },
+      mode: "approximate",
+      fallback_local: true,
+      admin_token: null,
+      max_body_bytes: 8 << 20,
+    });
     expect(parseConfig(c)).toEqual(c);
     const error = (raw: unknown): string => {
       try {
@@ -631,9 +812,19 @@ describe("dolphin serve: config", () => {
     expect(error({ model: "m", mode: "exact" })).toBe("mode");
     expect(error({ model: "m", timeouts: { connect_ms: -1 } })).toBe("timeouts.connect_ms");
     expect(error({ model: "m", timeouts: { conect_ms: 5 } })).toBe("timeouts.conect_ms");
-    expect(error({ model: "m", workers: [{ id: "a", url: "http://x", role: "decode" }, { id: "a", url: "http://y", role: "decode" }] })).toBe("workers[1].id");
+    expect(
+      error({
+        model: "m",
+        workers: [
+          { id: "a", url: "http://x", role: "decode" },
+          { id: "a", url: "http://y", role: "decode" },
+        ],
+      }),
+    ).toBe("workers[1].id");
     expect(error({ model: "m", workers: [{ id: "a", url: "http://x", role: "router" }] })).toBe("workers[0].role");
-    expect(error({ model: "m", workers: [{ id: "a", url: "http://x", role: "decode", kv_events_endpoint: "http://x" }] })).toBe("workers[0].kv_events_endpoint");
+    expect(
+      error({ model: "m", workers: [{ id: "a", url: "http://x", role: "decode", kv_events_endpoint: "http://x" }] }),
+    ).toBe("workers[0].kv_events_endpoint");
     expect(error({ model: "m", heartbeat: { interval_s: 10, expiry_s: 5 } })).toBe("heartbeat.expiry_s");
     expect(error({ model: "m", lsiten: {} })).toBe("lsiten");
     expect(error({ model: "m", log_level: "loud" })).toBe("log_level");

@@ -9,12 +9,27 @@ import { coreModule } from "./helpers.js";
 describe("live tuning", () => {
   let e: Emulated;
   beforeAll(async () => {
-    e = await startEmulated({ split: "1P1D", port: 0, preset: PRESETS["h100-8b"], timeScale: 100, module: coreModule("release"), log: () => {}, adminToken: "secret" });
+    e = await startEmulated({
+      split: "1P1D",
+      port: 0,
+      preset: PRESETS["h100-8b"],
+      timeScale: 100,
+      module: coreModule("release"),
+      log: () => {},
+      adminToken: "secret",
+    });
   });
   afterAll(async () => e?.close());
 
   it("keeps shared prefixes shared in the synthesized prompts, and different blocks different", () => {
-    const req = (blocks: number[]) => ({ id: 0, arrivalMs: 0, promptTokens: 16 * (blocks.length / 2), outputTokens: 4, turn: 1, blocks: Uint32Array.from(blocks) });
+    const req = (blocks: number[]) => ({
+      id: 0,
+      arrivalMs: 0,
+      promptTokens: 16 * (blocks.length / 2),
+      outputTokens: 4,
+      turn: 1,
+      blocks: Uint32Array.from(blocks),
+    });
     const a = promptFor(req([11, 22, 33, 44, 55, 66]));
     const b = promptFor(req([11, 22, 33, 44, 77, 88]));
     const c = promptFor(req([99, 22, 33, 44]));
@@ -28,8 +43,16 @@ describe("live tuning", () => {
     const w = generate("hybrid", { seed: 3, requests: 24 });
     const lines: string[] = [];
     const r = await tuneLive({
-      proxyUrl: e.proxy.url, adminToken: "secret", model: "dolphin-emulated", workload: w, rate: 40,
-      slo: { ttftMs: 2000, tpotMs: 50 }, k: 2, maxRounds: 4, maxOutputTokens: 8, onProgress: (l) => lines.push(l),
+      proxyUrl: e.proxy.url,
+      adminToken: "secret",
+      model: "dolphin-emulated",
+      workload: w,
+      rate: 40,
+      slo: { ttftMs: 2000, tpotMs: 50 },
+      k: 2,
+      maxRounds: 4,
+      maxOutputTokens: 8,
+      onProgress: (l) => lines.push(l),
     });
     expect(r.search.log.length).toBeGreaterThan(1);
     expect(r.search.log.length).toBeLessThanOrEqual(4);

@@ -7,20 +7,25 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeEventBatch, type EventBatch, type KvEvent } from "../src/kv-events.js";
 import { hashTokens, rootHash } from "../src/hashes.js";
 import { attnPairs, kvTransferMs, LINKS, PRESETS, stepTimeMs } from "../src/sim/perf.js";
-import {
-  chatPrompt, decodeToken, encode, OUTPUT_WORDS, pieces, tokenId, VOCAB_SIZE,
-} from "../src/serve/tokenizer.js";
+import { chatPrompt, decodeToken, encode, OUTPUT_WORDS, pieces, tokenId, VOCAB_SIZE } from "../src/serve/tokenizer.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
 
 const SCALE = 50; // simulated ms per wall ms
 const MODEL = "dolphin-emulated";
 
-interface Reply { status: number; headers: Headers; json: any; text: string }
+interface Reply {
+  status: number;
+  headers: Headers;
+  json: any;
+  text: string;
+}
 
 async function post(base: string, path: string, body: unknown, init: RequestInit = {}): Promise<Reply> {
   const r = await fetch(base + path, {
-    method: "POST", headers: { "content-type": "application/json" },
-    body: typeof body === "string" ? body : JSON.stringify(body), ...init,
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    ...init,
   });
   const text = await r.text();
   let json: any = null;
@@ -33,8 +38,16 @@ async function post(base: string, path: string, body: unknown, init: RequestInit
 }
 
 /** An SSE response's data payloads, in order ("[DONE]" kept as a string). */
-async function sse(base: string, path: string, body: unknown): Promise<{ status: number; contentType: string | null; events: any[] }> {
-  const r = await fetch(base + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+async function sse(
+  base: string,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; contentType: string | null; events: any[] }> {
+  const r = await fetch(base + path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   const text = await r.text();
   const events: any[] = [];
   expect(text.endsWith("\n\n")).toBe(true);
@@ -47,7 +60,10 @@ async function sse(base: string, path: string, body: unknown): Promise<{ status:
   return { status: r.status, contentType: r.headers.get("content-type"), events };
 }
 
-const textChunks = (events: any[]): any[] => events.filter((e) => e !== "[DONE]" && e.choices?.length > 0 && (e.choices[0].text ?? e.choices[0].delta?.content ?? "") !== "");
+const textChunks = (events: any[]): any[] =>
+  events.filter(
+    (e) => e !== "[DONE]" && e.choices?.length > 0 && (e.choices[0].text ?? e.choices[0].delta?.content ?? "") !== "",
+  );
 
 async function until(cond: () => boolean, ms = 3000): Promise<void> {
   const end = Date.now() + ms;
@@ -58,7 +74,8 @@ async function until(cond: () => boolean, ms = 3000): Promise<void> {
 }
 
 /** n token ids from a seed (distinct prompts for distinct seeds). */
-const tokensOf = (seed: number, n: number): number[] => Array.from({ length: n }, (_, i) => 1000 + ((seed * 7919 + i * 104729) % 150000));
+const tokensOf = (seed: number, n: number): number[] =>
+  Array.from({ length: n }, (_, i) => 1000 + ((seed * 7919 + i * 104729) % 150000));
 
 describe("tokenizer", () => {
   it("pre-splits into letter/digit runs, whitespace runs and single symbols, at most 4 UTF-16 units per token", () => {
@@ -79,8 +96,12 @@ describe("tokenizer", () => {
   });
 
   it("has a documented chat template and one-token output words", () => {
-    expect(chatPrompt([{ role: "system", content: "Be brief." }, { role: "user", content: [{ type: "text", text: "Hi" }] }]))
-      .toBe("<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n");
+    expect(
+      chatPrompt([
+        { role: "system", content: "Be brief." },
+        { role: "user", content: [{ type: "text", text: "Hi" }] },
+      ]),
+    ).toBe("<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n");
     const ids = OUTPUT_WORDS.map((w) => encode(w));
     for (const t of ids) expect(t.length).toBe(1);
     expect(new Set(ids.map((t) => t[0])).size).toBe(OUTPUT_WORDS.length);
@@ -100,7 +121,7 @@ describe("dolphin worker", () => {
 
   it("serves /health, /v1/models", async () => {
     expect((await fetch(`${w.url}/health`)).status).toBe(200);
-    const models = await (await fetch(`${w.url}/v1/models`)).json() as any;
+    const models = (await (await fetch(`${w.url}/v1/models`)).json()) as any;
     expect(models.object).toBe("list");
     expect(models.data[0].id).toBe(MODEL);
     expect(models.data[0].max_model_len).toBe(131072);
@@ -118,7 +139,9 @@ describe("dolphin worker", () => {
     expect(choice.text.split(" ").filter(Boolean)).toHaveLength(12);
     for (const word of choice.text.trim().split(" ")) expect(OUTPUT_WORDS).toContain(word);
     expect(r.json.usage).toEqual({
-      prompt_tokens: encode(prompt).length, completion_tokens: 12, total_tokens: encode(prompt).length + 12,
+      prompt_tokens: encode(prompt).length,
+      completion_tokens: 12,
+      total_tokens: encode(prompt).length + 12,
       prompt_tokens_details: { cached_tokens: 0 },
     });
     // deterministic output for the same prompt
@@ -137,7 +160,10 @@ describe("dolphin worker", () => {
 
   it("streams completions as vLLM does: one chunk per token, finish_reason on the last, usage, [DONE]", async () => {
     const { status, contentType, events } = await sse(w.url, "/v1/completions", {
-      prompt: "Stream this please", max_tokens: 10, stream: true, stream_options: { include_usage: true },
+      prompt: "Stream this please",
+      max_tokens: 10,
+      stream: true,
+      stream_options: { include_usage: true },
     });
     expect(status).toBe(200);
     expect(contentType).toMatch(/^text\/event-stream/);
@@ -163,7 +189,10 @@ describe("dolphin worker", () => {
   });
 
   it("answers chat completions, streaming and not", async () => {
-    const messages = [{ role: "system", content: "You are terse." }, { role: "user", content: "What is a dolphin?" }];
+    const messages = [
+      { role: "system", content: "You are terse." },
+      { role: "user", content: "What is a dolphin?" },
+    ];
     const r = await post(w.url, "/v1/chat/completions", { model: MODEL, messages, max_tokens: 7 });
     expect(r.status).toBe(200);
     expect(r.json.object).toBe("chat.completion");
@@ -175,14 +204,21 @@ describe("dolphin worker", () => {
     const mc = await post(w.url, "/v1/chat/completions", { messages, max_completion_tokens: 3 });
     expect(mc.json.usage.completion_tokens).toBe(3);
 
-    const { events } = await sse(w.url, "/v1/chat/completions", { messages, max_tokens: 5, stream: true, stream_options: { include_usage: true } });
+    const { events } = await sse(w.url, "/v1/chat/completions", {
+      messages,
+      max_tokens: 5,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     expect(events.at(-1)).toBe("[DONE]");
     expect(events[0].object).toBe("chat.completion.chunk");
     expect(events[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
     const tokens = textChunks(events);
     expect(tokens).toHaveLength(5);
     expect(tokens.at(-1).choices[0].finish_reason).toBe("length");
-    expect(tokens.map((c) => c.choices[0].delta.content).join("")).toBe(r.json.choices[0].message.content.split(" ").slice(0, 6).join(" "));
+    expect(tokens.map((c) => c.choices[0].delta.content).join("")).toBe(
+      r.json.choices[0].message.content.split(" ").slice(0, 6).join(" "),
+    );
     expect(events.at(-2).usage.completion_tokens).toBe(5);
   });
 
@@ -193,7 +229,10 @@ describe("dolphin worker", () => {
     const second = await post(w.url, "/v1/completions", { prompt, max_tokens: 2 });
     expect(second.json.usage.prompt_tokens_details.cached_tokens).toBe(192);
     // a prompt that shares the first 100 tokens hits their 6 full blocks
-    const shared = await post(w.url, "/v1/completions", { prompt: [...prompt.slice(0, 100), ...tokensOf(43, 50)], max_tokens: 2 });
+    const shared = await post(w.url, "/v1/completions", {
+      prompt: [...prompt.slice(0, 100), ...tokensOf(43, 50)],
+      max_tokens: 2,
+    });
     expect(shared.json.usage.prompt_tokens_details.cached_tokens).toBe(96);
     // a full hit (a multiple of 16) recomputes its last block, as vLLM
     const exact = tokensOf(44, 64);
@@ -207,7 +246,12 @@ describe("dolphin worker", () => {
     const a = await post(w.url, "/tokenize", { model: MODEL, prompt });
     const b = await post(w.url, "/tokenize", { prompt });
     expect(a.status).toBe(200);
-    expect(a.json).toEqual({ count: encode(prompt).length, max_model_len: 131072, tokens: encode(prompt), token_strs: null });
+    expect(a.json).toEqual({
+      count: encode(prompt).length,
+      max_model_len: 131072,
+      tokens: encode(prompt),
+      token_strs: null,
+    });
     expect(b.json).toEqual(a.json);
     const messages = [{ role: "user", content: "hello" }];
     const c = await post(w.url, "/tokenize", { messages });
@@ -217,8 +261,11 @@ describe("dolphin worker", () => {
   });
 
   it("batches concurrent requests and keeps every stream whole", async () => {
-    const runs = await Promise.all(Array.from({ length: 12 }, (_, i) =>
-      sse(w.url, "/v1/completions", { prompt: tokensOf(100 + i, 300 + 10 * i), max_tokens: 20 + i, stream: true })));
+    const runs = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        sse(w.url, "/v1/completions", { prompt: tokensOf(100 + i, 300 + 10 * i), max_tokens: 20 + i, stream: true }),
+      ),
+    );
     runs.forEach((r, i) => {
       expect(r.events.at(-1)).toBe("[DONE]");
       expect(textChunks(r.events)).toHaveLength(20 + i);
@@ -232,7 +279,9 @@ describe("dolphin worker", () => {
     const before = w.stats().aborted;
     const ac = new AbortController();
     const r = await fetch(`${w.url}/v1/completions`, {
-      method: "POST", headers: { "content-type": "application/json" }, signal: ac.signal,
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      signal: ac.signal,
       body: JSON.stringify({ prompt: "a long answer", max_tokens: 5000, stream: true }),
     });
     const reader = r.body!.getReader();
@@ -250,11 +299,19 @@ describe("dolphin worker", () => {
     const text = await r.text();
     const label = `model_name="${MODEL}"`;
     for (const name of [
-      "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc",
-      "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total",
-      "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket", "vllm:time_to_first_token_seconds_sum",
+      "vllm:num_requests_running",
+      "vllm:num_requests_waiting",
+      "vllm:gpu_cache_usage_perc",
+      "vllm:kv_cache_usage_perc",
+      "vllm:prefix_cache_queries_total",
+      "vllm:prefix_cache_hits_total",
+      "vllm:prompt_tokens_total",
+      "vllm:generation_tokens_total",
+      "vllm:time_to_first_token_seconds_bucket",
+      "vllm:time_to_first_token_seconds_sum",
       "vllm:time_to_first_token_seconds_count",
-    ]) expect(text).toMatch(new RegExp(`^${name}\\{${label}[,}]`, "m"));
+    ])
+      expect(text).toMatch(new RegExp(`^${name}\\{${label}[,}]`, "m"));
     const value = (name: string): number => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, "m").exec(text)![1]);
     expect(value("vllm:prefix_cache_hits_total")).toBeGreaterThan(0);
     expect(value("vllm:prefix_cache_queries_total")).toBeGreaterThan(value("vllm:prefix_cache_hits_total"));
@@ -285,7 +342,12 @@ describe("dolphin worker", () => {
       ["/v1/completions", { prompt: "x", max_tokens: 131072 }, 400, /maximum context length/],
       ["/v1/completions", { prompt: "x", kv_transfer_params: "yes" }, 400, /kv_transfer_params/],
       ["/v1/completions", { prompt: "x", kv_transfer_params: { do_remote_prefill: true } }, 400, /remote_host/],
-      ["/v1/completions", { prompt: "x", kv_transfer_params: { do_remote_prefill: true, do_remote_decode: true } }, 400, /both/],
+      [
+        "/v1/completions",
+        { prompt: "x", kv_transfer_params: { do_remote_prefill: true, do_remote_decode: true } },
+        400,
+        /both/,
+      ],
       ["/v1/completions", { prompt: "x", kv_transfer_params: { do_remote_decode: "true" } }, 400, /boolean/],
       ["/v1/chat/completions", { messages: [] }, 400, /messages/],
       ["/v1/chat/completions", { messages: "hi" }, 400, /messages/],
@@ -351,14 +413,28 @@ describe("disaggregated prefill (NixlConnector's kv_transfer_params)", () => {
     const client = { model: MODEL, prompt, max_tokens: 16, stream: true, stream_options: { include_usage: true } };
     // 1. the prefill request, as vLLM's proxy sends it
     const pre = await post(p.url, "/v1/completions", {
-      ...client, stream: false, max_tokens: 1,
-      kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null },
+      ...client,
+      stream: false,
+      max_tokens: 1,
+      kv_transfer_params: {
+        do_remote_decode: true,
+        do_remote_prefill: false,
+        remote_engine_id: null,
+        remote_block_ids: null,
+        remote_host: null,
+        remote_port: null,
+      },
     });
     expect(pre.status).toBe(200);
     expect(pre.json.usage.completion_tokens).toBe(1);
     const kv = pre.json.kv_transfer_params;
     expect(kv).toMatchObject({
-      do_remote_prefill: true, do_remote_decode: false, remote_engine_id: p.workerId, remote_host: "127.0.0.1", remote_port: p.port, tp_size: 1,
+      do_remote_prefill: true,
+      do_remote_decode: false,
+      remote_engine_id: p.workerId,
+      remote_host: "127.0.0.1",
+      remote_port: p.port,
+      tp_size: 1,
     });
     expect(typeof kv.remote_request_id).toBe("string");
     expect(kv.remote_block_ids).toHaveLength(62); // full blocks of 1000 tokens
@@ -389,19 +465,28 @@ describe("disaggregated prefill (NixlConnector's kv_transfer_params)", () => {
     expect(r1.status).toBe(400);
     expect(r1.json.error.message).toMatch(/role is decode/);
     const r2 = await post(p.url, "/v1/completions", {
-      prompt: "x", kv_transfer_params: { do_remote_prefill: true, remote_host: "127.0.0.1", remote_port: 1, remote_request_id: "r" },
+      prompt: "x",
+      kv_transfer_params: { do_remote_prefill: true, remote_host: "127.0.0.1", remote_port: 1, remote_request_id: "r" },
     });
     expect(r2.status).toBe(400);
     expect(r2.json.error.message).toMatch(/role is prefill/);
     // plain requests run locally on either role
-    expect((await post(p.url, "/v1/completions", { prompt: "local", max_tokens: 3 })).json.usage.completion_tokens).toBe(3);
-    expect((await post(d.url, "/v1/completions", { prompt: "local", max_tokens: 3 })).json.usage.completion_tokens).toBe(3);
+    expect(
+      (await post(p.url, "/v1/completions", { prompt: "local", max_tokens: 3 })).json.usage.completion_tokens,
+    ).toBe(3);
+    expect(
+      (await post(d.url, "/v1/completions", { prompt: "local", max_tokens: 3 })).json.usage.completion_tokens,
+    ).toBe(3);
   });
 
   it("releases blocks nobody pulls after the pin timeout", async () => {
     const q = await startWorker({ role: "prefill", timeScale: SCALE, kvPinTimeoutMs: 2000, log: () => {} });
     try {
-      const pre = await post(q.url, "/v1/completions", { prompt: tokensOf(9, 100), max_tokens: 1, kv_transfer_params: { do_remote_decode: true } });
+      const pre = await post(q.url, "/v1/completions", {
+        prompt: tokensOf(9, 100),
+        max_tokens: 1,
+        kv_transfer_params: { do_remote_decode: true },
+      });
       expect(pre.json.kv_transfer_params.do_remote_prefill).toBe(true);
       expect(q.stats().pendingPulls).toBe(1);
       await until(() => q.stats().pendingPulls === 0); // 2 s simulated = 40 ms
@@ -414,9 +499,18 @@ describe("disaggregated prefill (NixlConnector's kv_transfer_params)", () => {
   it("models the pull: the decode side's first token comes a transfer plus a step after the request", async () => {
     const tokens = 4000;
     const prompt = tokensOf(11, tokens);
-    const pre = await post(p.url, "/v1/completions", { prompt, max_tokens: 1, kv_transfer_params: { do_remote_decode: true } });
+    const pre = await post(p.url, "/v1/completions", {
+      prompt,
+      max_tokens: 1,
+      kv_transfer_params: { do_remote_decode: true },
+    });
     const before = d.stats().simNowMs;
-    const { events } = await sse(d.url, "/v1/completions", { prompt, max_tokens: 2, stream: true, kv_transfer_params: pre.json.kv_transfer_params });
+    const { events } = await sse(d.url, "/v1/completions", {
+      prompt,
+      max_tokens: 2,
+      stream: true,
+      kv_transfer_params: pre.json.kv_transfer_params,
+    });
     const after = d.stats().simNowMs;
     expect(textChunks(events)).toHaveLength(2);
     const h100 = PRESETS["h100-8b"];
@@ -429,14 +523,21 @@ describe("disaggregated prefill (NixlConnector's kv_transfer_params)", () => {
 
 describe("KV events", () => {
   it("publishes vLLM EventBatches over ZMQ and HTTP: BlockStored with the chained 16-token hashes, BlockRemoved on eviction", async () => {
-    const posted: { worker: string | undefined; seq: string | undefined; type: string | undefined; batch: EventBatch }[] = [];
+    const posted: {
+      worker: string | undefined;
+      seq: string | undefined;
+      type: string | undefined;
+      batch: EventBatch;
+    }[] = [];
     const sink = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
         posted.push({
-          worker: req.headers["x-dolphin-worker"] as string | undefined, seq: req.headers["x-dolphin-seq"] as string | undefined,
-          type: req.headers["content-type"], batch: decodeEventBatch(Buffer.concat(chunks)),
+          worker: req.headers["x-dolphin-worker"] as string | undefined,
+          seq: req.headers["x-dolphin-seq"] as string | undefined,
+          type: req.headers["content-type"],
+          batch: decodeEventBatch(Buffer.concat(chunks)),
         });
         res.end();
       });
@@ -445,7 +546,10 @@ describe("KV events", () => {
     const sinkPort = (sink.address() as net.AddressInfo).port;
 
     const w = await startWorker({
-      timeScale: SCALE, capacityBlocks: 10, kvEventsEndpoint: "tcp://127.0.0.1:*", kvEventsUrl: `http://127.0.0.1:${sinkPort}/events`,
+      timeScale: SCALE,
+      capacityBlocks: 10,
+      kvEventsEndpoint: "tcp://127.0.0.1:*",
+      kvEventsUrl: `http://127.0.0.1:${sinkPort}/events`,
       log: () => {},
     });
     const zmq = await import("zeromq");
@@ -481,15 +585,30 @@ describe("KV events", () => {
         const stored = events.filter((e) => e.kind === "stored");
         const hashA = hashTokens(a, 16, root);
         const hashD = hashTokens(dPrompt, 16, root);
-        expect(stored[0]).toEqual({ kind: "stored", hashes: hashA, parent: null, tokenIds: a.slice(0, 32), blockSize: 16, medium: "GPU" });
-        expect(stored[1]).toEqual({ kind: "stored", hashes: hashD.slice(4, 6), parent: hashA.slice(2, 4), tokenIds: dPrompt.slice(32, 48), blockSize: 16, medium: "GPU" });
+        expect(stored[0]).toEqual({
+          kind: "stored",
+          hashes: hashA,
+          parent: null,
+          tokenIds: a.slice(0, 32),
+          blockSize: 16,
+          medium: "GPU",
+        });
+        expect(stored[1]).toEqual({
+          kind: "stored",
+          hashes: hashD.slice(4, 6),
+          parent: hashA.slice(2, 4),
+          tokenIds: dPrompt.slice(32, 48),
+          blockSize: 16,
+          medium: "GPU",
+        });
         expect(stored[2]).toMatchObject({ hashes: hashTokens(b, 16, root), parent: null, tokenIds: b.slice(0, 96) });
         expect(stored[3]).toMatchObject({ hashes: hashTokens(c, 16, root), tokenIds: c.slice(0, 144) });
         const removed = events.filter((e) => e.kind === "removed");
         const gone = new Set<string>();
         for (const e of removed) {
           expect(e.kind === "removed" && e.medium).toBe("GPU");
-          if (e.kind === "removed") for (let i = 0; i < e.hashes.length; i += 2) gone.add(`${e.hashes[i]}:${e.hashes[i + 1]}`);
+          if (e.kind === "removed")
+            for (let i = 0; i < e.hashes.length; i += 2) gone.add(`${e.hashes[i]}:${e.hashes[i + 1]}`);
         }
         expect(gone.size).toBe(9); // a's 2, d's 1 and b's 6
         // nothing is removed before c is stored (eviction happens at c's admission, its blocks stored after)
@@ -520,14 +639,17 @@ describe("timing and lifecycle", () => {
       for (let i = 0; i < 3; i++) {
         const t0 = performance.now();
         const r = await fetch(`${w.url}/v1/completions`, {
-          method: "POST", headers: { "content-type": "application/json" },
+          method: "POST",
+          headers: { "content-type": "application/json" },
           body: JSON.stringify({ prompt: tokensOf(300 + i, 1000), max_tokens: 8, stream: true }),
         });
         const reader = r.body!.getReader();
         let got = "";
         while (!got.includes("data: {")) got += new TextDecoder().decode((await reader.read()).value);
         ttfts.push(performance.now() - t0);
-        while (!(await reader.read()).done) { /* drain */ }
+        while (!(await reader.read()).done) {
+          /* drain */
+        }
       }
       const best = Math.min(...ttfts);
       expect(best).toBeGreaterThanOrEqual(model * 0.95);
@@ -542,7 +664,9 @@ describe("timing and lifecycle", () => {
     try {
       const ac = new AbortController();
       const r = await fetch(`${w.url}/v1/completions`, {
-        method: "POST", headers: { "content-type": "application/json" }, signal: ac.signal,
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        signal: ac.signal,
         body: JSON.stringify({ prompt: tokensOf(77, 2000), max_tokens: 5000, stream: true }),
       });
       const reader = r.body!.getReader();
@@ -567,7 +691,9 @@ describe("timing and lifecycle", () => {
     // an open keep-alive connection and a stream in flight do not hold close() up
     const ac = new AbortController();
     const r = await fetch(`${w.url}/v1/completions`, {
-      method: "POST", headers: { "content-type": "application/json" }, signal: ac.signal,
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      signal: ac.signal,
       body: JSON.stringify({ prompt: "long", max_tokens: 100000, stream: true }),
     });
     await r.body!.getReader().read();

@@ -19,7 +19,16 @@ describe("event queue", () => {
       q.schedule(7, Priority.step, () => seen.push("step@7 scheduled at 7"));
     });
     q.run();
-    expect(seen).toEqual(["arrival@1", "step@5", "transfer@5", "kv@5", "arrival@5 first", "arrival@5 second", "step@7", "step@7 scheduled at 7"]);
+    expect(seen).toEqual([
+      "arrival@1",
+      "step@5",
+      "transfer@5",
+      "kv@5",
+      "arrival@5 first",
+      "arrival@5 second",
+      "step@7",
+      "step@7 scheduled at 7",
+    ]);
     expect(q.nowMs).toBe(7);
   });
 
@@ -120,7 +129,12 @@ describe("instance abort", () => {
     const queue = new EventQueue();
     const finished: number[] = [];
     const host = {
-      queue, prefillDone() {}, decodeAdmitted() {}, firstToken() {}, rejected() {}, loadChanged() {},
+      queue,
+      prefillDone() {},
+      decodeAdmitted() {},
+      firstToken() {},
+      rejected() {},
+      loadChanged() {},
       finished: (_i: unknown, j: { req: { id: number } }) => finished.push(j.req.id),
     };
     const ids = new BlockIds();
@@ -151,7 +165,7 @@ describe("quantile", () => {
   it("is the nearest-rank member by default: index ceil(q·n) − 1", () => {
     expect([0, 0.2, 0.5, 0.9, 0.99, 1].map((q) => quantile(five, q))).toEqual([10, 10, 30, 50, 50, 50]);
   });
-  it("is the lower member with rank \"lower\": index floor(q·(n − 1))", () => {
+  it('is the lower member with rank "lower": index floor(q·(n − 1))', () => {
     expect([0, 0.5, 0.9, 1].map((q) => quantile(five, q, "lower"))).toEqual([10, 30, 40, 50]);
   });
   it("differs between the two only where the doc says: q = 2/3 with n ≡ 2 (mod 3)", () => {

@@ -13,10 +13,18 @@ const module = coreModule("release");
 const H100_8B = PRESETS["h100-8b"];
 
 function run(w: Workload, split: string, table = ruleTable("always-local"), extra: Partial<SimConfig> = {}): SimResult {
-  return simulate(w, { preset: H100_8B, split: parseSplit(split), slo: SLO_PRESETS["taichi-a"]!, table, module, ...extra });
+  return simulate(w, {
+    preset: H100_8B,
+    split: parseSplit(split),
+    slo: SLO_PRESETS["taichi-a"]!,
+    table,
+    module,
+    ...extra,
+  });
 }
 
-const ppdAllLocal = () => ruleTable("ppd", { bits: [0, 1, 2].map(() => Array.from({ length: 9 }, () => Array(10).fill(0))) });
+const ppdAllLocal = () =>
+  ruleTable("ppd", { bits: [0, 1, 2].map(() => Array.from({ length: 9 }, () => Array(10).fill(0))) });
 
 describe("simulator fidelity (simulated cluster)", () => {
   it("shows the seeds' SLO flip: aggregated 4R wins under taichi-a and loses under taichi-b at one load in 4–14 req/s", () => {
@@ -46,7 +54,10 @@ describe("simulator fidelity (simulated cluster)", () => {
       const ppd = run(w, split, ppdAllLocal());
       const pd = run(w, split, ruleTable("always-remote"));
       expect(ppd.records.filter((r) => r.turn >= 2 && r.path === "local").length).toBeGreaterThan(0);
-      expect(later(ppd), `${split}: local append ${later(ppd).toFixed(1)} ms vs remote ${later(pd).toFixed(1)} ms`).toBeLessThan(later(pd));
+      expect(
+        later(ppd),
+        `${split}: local append ${later(ppd).toFixed(1)} ms vs remote ${later(pd).toFixed(1)} ms`,
+      ).toBeLessThan(later(pd));
     }
   });
 
@@ -56,7 +67,8 @@ describe("simulator fidelity (simulated cluster)", () => {
     const chain = (seed: number, tokens: number, prefix?: Uint32Array): Uint32Array => {
       const n = Math.floor(tokens / 16);
       const out = new Uint32Array(2 * n);
-      let lo = 0, hi = 0;
+      let lo = 0,
+        hi = 0;
       for (let i = 0; i < n; i++) {
         if (prefix && 2 * i < prefix.length) [lo, hi] = [prefix[2 * i]!, prefix[2 * i + 1]!];
         else {
@@ -69,19 +81,43 @@ describe("simulator fidelity (simulated cluster)", () => {
       return out;
     };
     const background: SimRequest[] = Array.from({ length: 200 }, (_, i) => ({
-      id: i, arrivalMs: i * 0.001, promptTokens: i === 0 ? 2048 : 2100, outputTokens: 2000, blocks: chain(1000 + i, i === 0 ? 2048 : 2100), turn: 1,
+      id: i,
+      arrivalMs: i * 0.001,
+      promptTokens: i === 0 ? 2048 : 2100,
+      outputTokens: 2000,
+      blocks: chain(1000 + i, i === 0 ? 2048 : 2100),
+      turn: 1,
     }));
-    const extra = (promptTokens: number, blocks: Uint32Array): SimRequest => ({ id: 200, arrivalMs: 20_000, promptTokens, outputTokens: 1, blocks, turn: 1 });
+    const extra = (promptTokens: number, blocks: Uint32Array): SimRequest => ({
+      id: 200,
+      arrivalMs: 20_000,
+      promptTokens,
+      outputTokens: 1,
+      blocks,
+      turn: 1,
+    });
     const total = (r: SimResult) => r.records.slice(0, 200).reduce((s, x) => s + x.e2eMs, 0);
-    const w = (x?: SimRequest): Workload => ({ name: "interference", rate: 1, requests: x ? [...background, x] : background });
+    const w = (x?: SimRequest): Workload => ({
+      name: "interference",
+      rate: 1,
+      requests: x ? [...background, x] : background,
+    });
     const roomy = { capacityBlocks: 100_000 };
     const alone = total(run(w(), "1R", ruleTable("always-local"), roomy));
     const cold = total(run(w(extra(1024, chain(7, 1024))), "1R", ruleTable("always-local"), roomy)) - alone;
-    const withAppend = run(w(extra(2048 + 128, chain(0, 2048 + 128, background[0]!.blocks))), "1R", ruleTable("always-local"), roomy);
+    const withAppend = run(
+      w(extra(2048 + 128, chain(0, 2048 + 128, background[0]!.blocks))),
+      "1R",
+      ruleTable("always-local"),
+      roomy,
+    );
     expect(withAppend.records[200]!.prefixHitTokens).toBe(2048);
     const append = total(withAppend) - alone;
     expect(append).toBeGreaterThan(0);
-    expect(cold / append, `cold +${cold.toFixed(0)} ms, append +${append.toFixed(0)} ms summed over 200 decodes`).toBeGreaterThan(5);
+    expect(
+      cold / append,
+      `cold +${cold.toFixed(0)} ms, append +${append.toFixed(0)} ms summed over 200 decodes`,
+    ).toBeGreaterThan(5);
   });
 
   it("raises always-remote TTFT monotonically as links slow, and leaves always-local unchanged", () => {
@@ -106,7 +142,12 @@ describe("simulator fidelity (simulated cluster)", () => {
   it("routes through the same core either engine runs, with identical results", () => {
     const w = generate("leval", { seed: 4, requests: 200 });
     const wasm = run(w, "2P2D", ruleTable("dynamo-isl"));
-    const ts = simulate(w, { preset: H100_8B, split: parseSplit("2P2D"), slo: SLO_PRESETS["taichi-a"]!, table: ruleTable("dynamo-isl") });
+    const ts = simulate(w, {
+      preset: H100_8B,
+      split: parseSplit("2P2D"),
+      slo: SLO_PRESETS["taichi-a"]!,
+      table: ruleTable("dynamo-isl"),
+    });
     expect(JSON.stringify(ts.records)).toBe(JSON.stringify(wasm.records));
     // L-Eval shares long documents: the router must see and use the cache
     expect(wasm.summary.prefix_hit_rate.decode + wasm.summary.prefix_hit_rate.prefill).toBeGreaterThan(0.5);

@@ -9,9 +9,22 @@ import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import {
-  ClusterFileError, DEFAULT_TRANSFER, LINKS, PRESETS,
-  attnPairs, decodeRunMs, decodeStepsWithin, kvCapacityBlocks, kvCapacityTokens, kvTransferMs, parseClusterFile,
-  resolveLink, resolvePreset, stepTimeMs, type LinkPreset, type ModelPreset,
+  ClusterFileError,
+  DEFAULT_TRANSFER,
+  LINKS,
+  PRESETS,
+  attnPairs,
+  decodeRunMs,
+  decodeStepsWithin,
+  kvCapacityBlocks,
+  kvCapacityTokens,
+  kvTransferMs,
+  parseClusterFile,
+  resolveLink,
+  resolvePreset,
+  stepTimeMs,
+  type LinkPreset,
+  type ModelPreset,
 } from "../src/sim/perf.js";
 
 const PERF_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "data", "perf");
@@ -36,7 +49,13 @@ const linearAllReduceMs = (p: ModelPreset, t: number): number => stepTimeMs(p, 0
 const rel = (model: number, ref: number): number => model / ref - 1;
 const pct = (x: number): string => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
 
-interface ErrorStats { n: number; medianAbs: number; maxAbs: number; medianSigned: number; worstAt: number }
+interface ErrorStats {
+  n: number;
+  medianAbs: number;
+  maxAbs: number;
+  medianSigned: number;
+  worstAt: number;
+}
 /** Median and max relative error; `at` labels each error (token count) so the worst one can be reported. */
 function errorStats(errors: readonly number[], at: readonly number[]): ErrorStats {
   if (errors.length === 0) throw new Error("no rows to compare");
@@ -47,8 +66,16 @@ function errorStats(errors: readonly number[], at: readonly number[]): ErrorStat
     return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
   };
   let worst = 0;
-  abs.forEach((e, i) => { if (e > abs[worst]!) worst = i; });
-  return { n: errors.length, medianAbs: median(abs), maxAbs: abs[worst]!, medianSigned: median([...errors]), worstAt: at[worst]! };
+  abs.forEach((e, i) => {
+    if (e > abs[worst]!) worst = i;
+  });
+  return {
+    n: errors.length,
+    medianAbs: median(abs),
+    maxAbs: abs[worst]!,
+    medianSigned: median([...errors]),
+    worstAt: at[worst]!,
+  };
 }
 const fmt = (s: ErrorStats): string =>
   `n=${s.n} median |err| ${pct(s.medianAbs)} (signed ${pct(s.medianSigned)}), max |err| ${pct(s.maxAbs)} at ${s.worstAt} tokens`;
@@ -85,7 +112,9 @@ describe("perf-model.md: what the model predicts, and what it must match", () =>
   // slower) and 15–50% for Splitwise (older stack, 30–50% slower).
   const MODEL_TOL = 0.02;
   const VIDUR_TOL = 0.25;
-  const within = (model: number, ref: number, tol: number): void => { expect(Math.abs(rel(model, ref))).toBeLessThanOrEqual(tol); };
+  const within = (model: number, ref: number, tol: number): void => {
+    expect(Math.abs(rel(model, ref))).toBeLessThanOrEqual(tol);
+  };
   const fasterBy = (model: number, ref: number, lo: number, hi: number): void => {
     expect(1 - model / ref).toBeGreaterThanOrEqual(lo);
     expect(1 - model / ref).toBeLessThanOrEqual(hi);
@@ -108,7 +137,9 @@ describe("perf-model.md: what the model predicts, and what it must match", () =>
     within(t, 6.6, MODEL_TOL);
     within(t, vidur, VIDUR_TOL);
     fasterBy(t, 8.2, ...LLMSS);
-    report.push(`8B decode b1: ${t.toFixed(2)} ms (Vidur ${vidur.toFixed(2)} ${pct(rel(t, vidur))}, LLMSS 8.2 ${pct(rel(t, 8.2))})`);
+    report.push(
+      `8B decode b1: ${t.toFixed(2)} ms (Vidur ${vidur.toFixed(2)} ${pct(rel(t, vidur))}, LLMSS 8.2 ${pct(rel(t, 8.2))})`,
+    );
   });
 
   it("70B TP4 H100, prefill 2,048 / 4,096: 147 / 298 ms; Vidur ≈145 / ≈291 ±25%; faster than Splitwise 201 / 464", () => {
@@ -120,8 +151,10 @@ describe("perf-model.md: what the model predicts, and what it must match", () =>
     within(t4, 291, VIDUR_TOL);
     fasterBy(t2, 201, ...SPLITWISE);
     fasterBy(t4, 464, ...SPLITWISE);
-    report.push(`70B prefill 2048/4096: ${t2.toFixed(1)} / ${t4.toFixed(1)} ms (Vidur ${pct(rel(t2, 145))} / ${pct(rel(t4, 291))}, ` +
-      `Splitwise ${pct(rel(t2, 201))} / ${pct(rel(t4, 464))})`);
+    report.push(
+      `70B prefill 2048/4096: ${t2.toFixed(1)} / ${t4.toFixed(1)} ms (Vidur ${pct(rel(t2, 145))} / ${pct(rel(t4, 291))}, ` +
+        `Splitwise ${pct(rel(t2, 201))} / ${pct(rel(t4, 464))})`,
+    );
   });
 
   it("70B TP4 H100, decode batch 1: 19.0 ms; Vidur 20.4 ±25%; faster than LLMServingSim 25.5 and Splitwise 29.4", () => {
@@ -130,7 +163,9 @@ describe("perf-model.md: what the model predicts, and what it must match", () =>
     within(t, 20.4, VIDUR_TOL);
     fasterBy(t, 25.5, ...LLMSS);
     fasterBy(t, 29.4, ...SPLITWISE);
-    report.push(`70B decode b1: ${t.toFixed(2)} ms (Vidur ${pct(rel(t, 20.4))}, LLMSS ${pct(rel(t, 25.5))}, Splitwise ${pct(rel(t, 29.4))})`);
+    report.push(
+      `70B decode b1: ${t.toFixed(2)} ms (Vidur ${pct(rel(t, 20.4))}, LLMSS ${pct(rel(t, 25.5))}, Splitwise ${pct(rel(t, 29.4))})`,
+    );
   });
 
   it("8B H100, decode batch 64 at 512 / 2k / 8k context: 8.2 / 13.0 / 32.2 ms", () => {
@@ -148,7 +183,9 @@ describe("perf-model.md: what the model predicts, and what it must match", () =>
     expect(Math.abs(append - 0.09)).toBeLessThanOrEqual(0.01);
     // PPD: append-prefill costs an order of magnitude less than a full prefill. Direction and size, not the exact pair.
     expect(cold).toBeGreaterThanOrEqual(5 * append);
-    report.push(`interference: base ${base.toFixed(2)} ms, cold 1024 ${pct(cold)}, append 128 on 2048 ${pct(append)}, ratio ${(cold / append).toFixed(1)}×`);
+    report.push(
+      `interference: base ${base.toFixed(2)} ms, cold 1024 ${pct(cold)}, append 128 on 2048 ${pct(append)}, ratio ${(cold / append).toFixed(1)}×`,
+    );
   });
 
   it("H20 turns compute-bound above ≈30 decodes; H100 8B / 70B above ≈246 / ≈232", () => {
@@ -167,7 +204,8 @@ describe("perf-model.md: what the model predicts, and what it must match", () =>
 
 describe("calibration against data/perf", () => {
   const vidur = readCsv("derived_vidur_h100_linear_layers_7b_tp1_70b_tp4.csv");
-  const vidurRows = (model: string, tp: number) => vidur.filter((r) => r.model === model && r.device === "h100" && num(r, "tp") === tp);
+  const vidurRows = (model: string, tp: number) =>
+    vidur.filter((r) => r.model === model && r.device === "h100" && num(r, "tp") === tp);
   const llmss8 = readCsv("derived_llmss_h100_Llama-3.1-8B_tp1_model_totals.csv");
   const llmss70 = readCsv("derived_llmss_h100_Llama-3.1-70B_tp4_model_totals_no_allreduce.csv");
   const vidur70 = vidurRows("Llama-2-70b", 4);
@@ -178,20 +216,36 @@ describe("calibration against data/perf", () => {
     const hi = xs.findIndex((x) => x >= tokens);
     if (hi < 0) throw new Error(`no all-reduce profile at ${tokens} tokens`);
     if (xs[hi] === tokens || hi === 0) return allReduce70.get(xs[hi]!)!;
-    const x0 = xs[hi - 1]!, x1 = xs[hi]!;
+    const x0 = xs[hi - 1]!,
+      x1 = xs[hi]!;
     return allReduce70.get(x0)! + ((tokens - x0) / (x1 - x0)) * (allReduce70.get(x1)! - allReduce70.get(x0)!);
   };
 
   /** Errors over rows, overall and by regime: weight-bound (T ≤ 64), the roofline corner, compute-bound (T ≥ 512). */
-  function regimes(rows: { tokens: number; err: number }[]): { all: ErrorStats; low: ErrorStats; corner: ErrorStats; high: ErrorStats } {
+  function regimes(rows: { tokens: number; err: number }[]): {
+    all: ErrorStats;
+    low: ErrorStats;
+    corner: ErrorStats;
+    high: ErrorStats;
+  } {
     const pick = (f: (t: number) => boolean): ErrorStats => {
       const sel = rows.filter((r) => f(r.tokens));
-      return errorStats(sel.map((r) => r.err), sel.map((r) => r.tokens));
+      return errorStats(
+        sel.map((r) => r.err),
+        sel.map((r) => r.tokens),
+      );
     };
-    return { all: pick(() => true), low: pick((t) => t <= 64), corner: pick((t) => t > 64 && t < 512), high: pick((t) => t >= 512) };
+    return {
+      all: pick(() => true),
+      low: pick((t) => t <= 64),
+      corner: pick((t) => t > 64 && t < 512),
+      high: pick((t) => t >= 512),
+    };
   }
   const logRegimes = (label: string, s: ReturnType<typeof regimes>): void => {
-    report.push(`${label}\n  all: ${fmt(s.all)}\n  T≤64: ${fmt(s.low)}\n  64<T<512: ${fmt(s.corner)}\n  T≥512: ${fmt(s.high)}`);
+    report.push(
+      `${label}\n  all: ${fmt(s.all)}\n  T≤64: ${fmt(s.low)}\n  64<T<512: ${fmt(s.corner)}\n  T≥512: ${fmt(s.high)}`,
+    );
   };
 
   it("has the expected rows: Vidur H100 Llama-2-7b TP1 and Llama-2-70b TP4 (1…4096 tokens), LLMServingSim 8B / 70B (1…2048)", () => {
@@ -199,7 +253,13 @@ describe("calibration against data/perf", () => {
     expect(vidur70.length).toBe(259);
     expect(llmss8.length).toBe(2048);
     expect(llmss70.length).toBe(2048);
-    expect(Object.keys(llmss8[0]!)).toEqual(["tokens", "linear_ms", "attn_causal_ms", "emb_norm_lmhead_ms", "total_ms"]);
+    expect(Object.keys(llmss8[0]!)).toEqual([
+      "tokens",
+      "linear_ms",
+      "attn_causal_ms",
+      "emb_norm_lmhead_ms",
+      "total_ms",
+    ]);
   });
 
   // Tolerances: median ≤ 10% over all rows and ≤ 5% in the compute-bound regime (T ≥ 512); every row within 45%. The
@@ -236,14 +296,27 @@ describe("calibration against data/perf", () => {
   // LLMServingSim runs eager PyTorch (~25% slower than current vLLM kernels): a sanity bound, not a target.
   // The model's whole prefill step must be faster at every token count, by no more than 50%, and match the totals
   // within 10% (median) once they are scaled by 0.8 for eager mode.
-  function llmssCheck(label: string, p: ModelPreset, rows: Record<string, string>[], extraMs: (t: number) => number): void {
+  function llmssCheck(
+    label: string,
+    p: ModelPreset,
+    rows: Record<string, string>[],
+    extraMs: (t: number) => number,
+  ): void {
     const tokens = rows.map((r) => num(r, "tokens"));
     const refs = rows.map((r, i) => num(r, "total_ms") + extraMs(tokens[i]!));
-    const raw = errorStats(tokens.map((t, i) => rel(prefillMs(p, t), refs[i]!)), tokens);
-    const eager = errorStats(tokens.map((t, i) => rel(prefillMs(p, t), 0.8 * refs[i]!)), tokens);
+    const raw = errorStats(
+      tokens.map((t, i) => rel(prefillMs(p, t), refs[i]!)),
+      tokens,
+    );
+    const eager = errorStats(
+      tokens.map((t, i) => rel(prefillMs(p, t), 0.8 * refs[i]!)),
+      tokens,
+    );
     const signed = tokens.map((t, i) => rel(prefillMs(p, t), refs[i]!));
-    report.push(`${label}\n  raw: ${fmt(raw)}; model faster at every row by ${pct(-Math.max(...signed))} … ${pct(-Math.min(...signed))}` +
-      `\n  eager-corrected (×0.8): ${fmt(eager)}`);
+    report.push(
+      `${label}\n  raw: ${fmt(raw)}; model faster at every row by ${pct(-Math.max(...signed))} … ${pct(-Math.min(...signed))}` +
+        `\n  eager-corrected (×0.8): ${fmt(eager)}`,
+    );
     expect(Math.max(...signed)).toBeLessThan(0);
     expect(Math.min(...signed)).toBeGreaterThanOrEqual(-0.5);
     expect(eager.medianAbs).toBeLessThanOrEqual(0.1);
@@ -255,17 +328,28 @@ describe("calibration against data/perf", () => {
 
   it("70B H100 TP4, whole prefill step vs LLMServingSim totals + Vidur all-reduce: always faster, ≤ 50%; eager-corrected median ≤ 10%", () => {
     // That file excludes the all-reduce; Vidur's h100_dgx TP4 all-reduce is added back (interpolated).
-    llmssCheck("LLMServingSim H100 Llama-3.1-70B TP4 totals + Vidur all-reduce (prefill step)", H70, llmss70, allReduceAt);
+    llmssCheck(
+      "LLMServingSim H100 Llama-3.1-70B TP4 totals + Vidur all-reduce (prefill step)",
+      H70,
+      llmss70,
+      allReduceAt,
+    );
   });
 
   // The model's attention term is the cost that grows with (query, key) pairs; LLMServingSim's per-layer launch cost
   // (its attention time at one token) belongs to t_fix, so it is subtracted before comparing.
   it("attention term: faster than LLMServingSim's eager H100 attention growth at every row, by at most 3× in the median (≥ 1,024 tokens)", () => {
-    for (const [label, p, rows] of [["8B", H8, llmss8], ["70B TP4", H70, llmss70]] as const) {
+    for (const [label, p, rows] of [
+      ["8B", H8, llmss8],
+      ["70B TP4", H70, llmss70],
+    ] as const) {
       const launch = num(rows[0]!, "attn_causal_ms");
       const sel = rows.filter((r) => num(r, "tokens") >= 1024);
       const ratios = sel.map((r) => (p.cAttnMs * attnPairs(num(r, "tokens"), 0)) / (num(r, "attn_causal_ms") - launch));
-      const s = errorStats(ratios.map((x) => x - 1), sel.map((r) => num(r, "tokens")));
+      const s = errorStats(
+        ratios.map((x) => x - 1),
+        sel.map((r) => num(r, "tokens")),
+      );
       report.push(`attention ${label} vs LLMServingSim attn_causal − its 1-token time (1024…2048 tokens): ${fmt(s)}`);
       expect(Math.max(...ratios)).toBeLessThan(1);
       expect(1 + s.medianSigned).toBeGreaterThan(1 / 3);
@@ -273,10 +357,16 @@ describe("calibration against data/perf", () => {
   });
 
   it("Splitwise (older stack) Llama2-70B TP4 H100 prompt times: the model is 20–60% faster for prompts of 128…8192", () => {
-    const rows = readCsv("derived_splitwise_llama2-70b_h100-80gb_tp4_bs1.csv")
-      .filter((r) => r.model === "llama2-70b" && r.hardware === "h100-80gb" && num(r, "batch_size") === 1 && num(r, "tensor_parallel") === 4);
+    const rows = readCsv("derived_splitwise_llama2-70b_h100-80gb_tp4_bs1.csv").filter(
+      (r) =>
+        r.model === "llama2-70b" &&
+        r.hardware === "h100-80gb" &&
+        num(r, "batch_size") === 1 &&
+        num(r, "tensor_parallel") === 4,
+    );
     const byPrompt = new Map<number, number[]>();
-    for (const r of rows) byPrompt.set(num(r, "prompt_size"), [...(byPrompt.get(num(r, "prompt_size")) ?? []), num(r, "prompt_time")]);
+    for (const r of rows)
+      byPrompt.set(num(r, "prompt_size"), [...(byPrompt.get(num(r, "prompt_size")) ?? []), num(r, "prompt_time")]);
     expect(byPrompt.size).toBeGreaterThanOrEqual(5);
     const parts: string[] = [];
     for (const [prompt, times] of [...byPrompt].sort((a, b) => a[0] - b[0])) {
@@ -305,8 +395,10 @@ describe("calibration against data/perf", () => {
     const dec = sorted(decodeShares);
     // The model's decode KV-read share of H100 peak (3.35 TB/s per GPU).
     const h100Share = H8.kvBytesPerToken / (H8.kKvMs * 1e-3) / 3.35e12;
-    report.push(`decode attention, A100 share of peak HBM bandwidth (n=${dec.length}): median ${at(dec, 0.5).toFixed(2)}, ` +
-      `p90 ${at(dec, 0.9).toFixed(2)}; model k_kv on H100 = ${h100Share.toFixed(2)}`);
+    report.push(
+      `decode attention, A100 share of peak HBM bandwidth (n=${dec.length}): median ${at(dec, 0.5).toFixed(2)}, ` +
+        `p90 ${at(dec, 0.9).toFixed(2)}; model k_kv on H100 = ${h100Share.toFixed(2)}`,
+    );
     expect(Math.abs(h100Share - at(dec, 0.5))).toBeLessThanOrEqual(0.1);
 
     // Prefill: attention FLOPs per ms for chunks of ≥ 1,024 tokens.
@@ -320,8 +412,10 @@ describe("calibration against data/perf", () => {
     }
     const pre = sorted(prefillShares);
     const h100AttnShare = (4 * 32 * 32 * 128) / (H8.cAttnMs * 1e-3) / 989e12;
-    report.push(`prefill attention, A100 share of peak BF16 (n=${pre.length}): median ${at(pre, 0.5).toFixed(2)}, ` +
-      `max ${pre.at(-1)!.toFixed(2)}; model c_attn on H100 = ${h100AttnShare.toFixed(2)}`);
+    report.push(
+      `prefill attention, A100 share of peak BF16 (n=${pre.length}): median ${at(pre, 0.5).toFixed(2)}, ` +
+        `max ${pre.at(-1)!.toFixed(2)}; model c_attn on H100 = ${h100AttnShare.toFixed(2)}`,
+    );
     expect(h100AttnShare).toBeGreaterThanOrEqual(at(pre, 0.5));
     expect(h100AttnShare).toBeLessThanOrEqual(pre.at(-1)! * 1.25);
   });
@@ -336,28 +430,39 @@ describe("kvTransferMs", () => {
     expect(kvTransferMs(0, H8, LINKS["ib-ndr"])).toBe(0);
     // 1,000 tokens × 128 KiB over 0.7 × 50 GB/s.
     expect(kvTransferMs(1000, H8, LINKS["ib-ndr"])).toBeCloseTo(0.5 + (1000 * 131072) / (0.7 * 50e6), 9);
-    expect(kvTransferMs(1000, H8, LINKS["ib-ndr"], { ...DEFAULT_TRANSFER, links: 2 }))
-      .toBeCloseTo(0.5 + (1000 * 131072) / (0.7 * 100e6), 9);
+    expect(kvTransferMs(1000, H8, LINKS["ib-ndr"], { ...DEFAULT_TRANSFER, links: 2 })).toBeCloseTo(
+      0.5 + (1000 * 131072) / (0.7 * 100e6),
+      9,
+    );
     expect(DEFAULT_TRANSFER).toEqual({ alphaMs: 0.5, eta: 0.7, links: 1 });
     expect(links.map((l) => l.gbPerSecond)).toEqual([450, 50, 25, 12.5]);
   });
 
   it("is monotone: more bandwidth or more links never slower, more tokens never faster", () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 0, max: 1_000_000 }), fc.integer({ min: 0, max: 1_000_000 }),
-      fc.double({ min: 0.1, max: 1000, noNaN: true }), fc.double({ min: 0.1, max: 1000, noNaN: true }),
-      fc.constantFrom(H8, H70, H20),
-      (n1, n2, b1, b2, p) => {
-        const [lo, hi] = b1 <= b2 ? [b1, b2] : [b2, b1];
-        const slow: LinkPreset = { name: "a", gbPerSecond: lo };
-        const fast: LinkPreset = { name: "b", gbPerSecond: hi };
-        expect(kvTransferMs(n1, p, fast)).toBeLessThanOrEqual(kvTransferMs(n1, p, slow));
-        expect(kvTransferMs(n1, p, slow, { ...DEFAULT_TRANSFER, links: 2 })).toBeLessThanOrEqual(kvTransferMs(n1, p, slow));
-        const [m1, m2] = n1 <= n2 ? [n1, n2] : [n2, n1];
-        expect(kvTransferMs(m1, p, slow)).toBeLessThanOrEqual(kvTransferMs(m2, p, slow));
-      },
-    ), { numRuns: 300 });
-    const byBandwidth = [...links].sort((a, b) => a.gbPerSecond - b.gbPerSecond).map((l) => kvTransferMs(32768, H20, l));
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 1_000_000 }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        fc.double({ min: 0.1, max: 1000, noNaN: true }),
+        fc.double({ min: 0.1, max: 1000, noNaN: true }),
+        fc.constantFrom(H8, H70, H20),
+        (n1, n2, b1, b2, p) => {
+          const [lo, hi] = b1 <= b2 ? [b1, b2] : [b2, b1];
+          const slow: LinkPreset = { name: "a", gbPerSecond: lo };
+          const fast: LinkPreset = { name: "b", gbPerSecond: hi };
+          expect(kvTransferMs(n1, p, fast)).toBeLessThanOrEqual(kvTransferMs(n1, p, slow));
+          expect(kvTransferMs(n1, p, slow, { ...DEFAULT_TRANSFER, links: 2 })).toBeLessThanOrEqual(
+            kvTransferMs(n1, p, slow),
+          );
+          const [m1, m2] = n1 <= n2 ? [n1, n2] : [n2, n1];
+          expect(kvTransferMs(m1, p, slow)).toBeLessThanOrEqual(kvTransferMs(m2, p, slow));
+        },
+      ),
+      { numRuns: 300 },
+    );
+    const byBandwidth = [...links]
+      .sort((a, b) => a.gbPerSecond - b.gbPerSecond)
+      .map((l) => kvTransferMs(32768, H20, l));
     for (let i = 1; i < byBandwidth.length; i++) expect(byBandwidth[i]!).toBeLessThan(byBandwidth[i - 1]!);
   });
 
@@ -368,12 +473,20 @@ describe("kvTransferMs", () => {
     const t = { ...DEFAULT_TRANSFER, links: 8 };
     const link = LINKS["ib-hdr"];
     const points: [label: string, bytes: number, ms: number][] = [
-      ["128 tok, 20 MB", 20 * 2 ** 20, 0.54], ["256 tok, 38 MB", 38 * 2 ** 20, 0.61], ["512 tok, 74 MB", 74 * 2 ** 20, 0.92],
-      ["1k, 146 MB", 146 * 2 ** 20, 1.5], ["2k, 290 MB", 290 * 2 ** 20, 2.51], ["4k, 578 MB", 578 * 2 ** 20, 4.75],
-      ["8k, 1.13 GB", 1.13 * 2 ** 30, 8.84], ["16k, 2.25 GB", 2.25 * 2 ** 30, 16.43], ["32k, 4.50 GB", 4.5 * 2 ** 30, 31.65],
+      ["128 tok, 20 MB", 20 * 2 ** 20, 0.54],
+      ["256 tok, 38 MB", 38 * 2 ** 20, 0.61],
+      ["512 tok, 74 MB", 74 * 2 ** 20, 0.92],
+      ["1k, 146 MB", 146 * 2 ** 20, 1.5],
+      ["2k, 290 MB", 290 * 2 ** 20, 2.51],
+      ["4k, 578 MB", 578 * 2 ** 20, 4.75],
+      ["8k, 1.13 GB", 1.13 * 2 ** 30, 8.84],
+      ["16k, 2.25 GB", 2.25 * 2 ** 30, 16.43],
+      ["32k, 4.50 GB", 4.5 * 2 ** 30, 31.65],
     ];
     const errs = points.map(([, bytes, ms]) => rel(kvTransferMs(bytes / qwen3.kvBytesPerToken, qwen3, link, t), ms));
-    report.push(`Mooncake 1P1D on 8×ib-hdr (alpha 0.5, eta 0.7): ${points.map(([l], i) => `${l} ${pct(errs[i]!)}`).join(", ")}`);
+    report.push(
+      `Mooncake 1P1D on 8×ib-hdr (alpha 0.5, eta 0.7): ${points.map(([l], i) => `${l} ${pct(errs[i]!)}`).join(", ")}`,
+    );
     // The two end points the perf model cites, within ±25%; every row within ±30%.
     expect(Math.abs(errs[0]!)).toBeLessThanOrEqual(0.25);
     expect(Math.abs(errs[8]!)).toBeLessThanOrEqual(0.25);
@@ -387,15 +500,21 @@ describe("decodeRunMs and decodeStepsWithin", () => {
   const presets = fc.constantFrom(H8, H70, H20);
 
   it("decodeRunMs equals the sum of stepTimeMs over the steps", () => {
-    fc.assert(fc.property(
-      presets, fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 2_000_000 }), fc.integer({ min: 0, max: 400 }),
-      (p, seqs, ctx0, steps) => {
-        let sum = 0;
-        for (let i = 0; i < steps; i++) sum += stepTimeMs(p, seqs, ctx0 + i * seqs, 0, 0);
-        const closed = decodeRunMs(p, seqs, ctx0, steps);
-        expect(Math.abs(closed - sum)).toBeLessThanOrEqual(1e-9 * Math.max(1, sum));
-      },
-    ), { numRuns: 300 });
+    fc.assert(
+      fc.property(
+        presets,
+        fc.integer({ min: 0, max: 300 }),
+        fc.integer({ min: 0, max: 2_000_000 }),
+        fc.integer({ min: 0, max: 400 }),
+        (p, seqs, ctx0, steps) => {
+          let sum = 0;
+          for (let i = 0; i < steps; i++) sum += stepTimeMs(p, seqs, ctx0 + i * seqs, 0, 0);
+          const closed = decodeRunMs(p, seqs, ctx0, steps);
+          expect(Math.abs(closed - sum)).toBeLessThanOrEqual(1e-9 * Math.max(1, sum));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 
   /** The documented bracket: run(n) ≤ budget, and budget < run(n + 1) unless n = maxSteps. */
@@ -410,22 +529,37 @@ describe("decodeRunMs and decodeStepsWithin", () => {
   };
 
   it("decodeStepsWithin brackets the budget for random runs", () => {
-    fc.assert(fc.property(
-      presets, fc.integer({ min: 1, max: 256 }), fc.integer({ min: 0, max: 4_000_000 }),
-      fc.double({ min: 0, max: 1e7, noNaN: true }), fc.integer({ min: 0, max: 1_000_000 }),
-      (p, seqs, ctx0, budget, maxSteps) => { expectBracket(p, seqs, ctx0, budget, maxSteps); },
-    ), { numRuns: 500 });
+    fc.assert(
+      fc.property(
+        presets,
+        fc.integer({ min: 1, max: 256 }),
+        fc.integer({ min: 0, max: 4_000_000 }),
+        fc.double({ min: 0, max: 1e7, noNaN: true }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        (p, seqs, ctx0, budget, maxSteps) => {
+          expectBracket(p, seqs, ctx0, budget, maxSteps);
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 
   it("lands exactly on a budget that is some run's exact time, up to 10^9 steps", () => {
-    fc.assert(fc.property(
-      presets, fc.integer({ min: 1, max: 256 }), fc.integer({ min: 0, max: 4_000_000 }), fc.integer({ min: 0, max: 1_000_000_000 }),
-      (p, seqs, ctx0, steps) => {
-        const budget = decodeRunMs(p, seqs, ctx0, steps);
-        expect(expectBracket(p, seqs, ctx0, budget, 2_000_000_000)).toBe(steps);
-        if (steps > 0) expect(expectBracket(p, seqs, ctx0, budget * (1 - 1e-12), 2_000_000_000)).toBeLessThanOrEqual(steps);
-      },
-    ), { numRuns: 300 });
+    fc.assert(
+      fc.property(
+        presets,
+        fc.integer({ min: 1, max: 256 }),
+        fc.integer({ min: 0, max: 4_000_000 }),
+        fc.integer({ min: 0, max: 1_000_000_000 }),
+        (p, seqs, ctx0, steps) => {
+          const budget = decodeRunMs(p, seqs, ctx0, steps);
+          expect(expectBracket(p, seqs, ctx0, budget, 2_000_000_000)).toBe(steps);
+          if (steps > 0)
+            expect(expectBracket(p, seqs, ctx0, budget * (1 - 1e-12), 2_000_000_000)).toBeLessThanOrEqual(steps);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 
   it("handles the max(T_w, k_lin·T) flip: T = seqs is fixed within a run, so the branch never flips inside one", () => {
@@ -514,7 +648,9 @@ describe("resolvePreset, resolveLink, parseClusterFile", () => {
     expect(resolvePreset("h20-72b")).toBe(H20);
     const custom = { ...H8, name: "mine" };
     expect(resolvePreset("mine", { mine: custom })).toBe(custom);
-    expect(() => resolvePreset("h200-405b")).toThrow('unknown model preset "h200-405b" (known: h100-70b, h100-8b, h20-72b)');
+    expect(() => resolvePreset("h200-405b")).toThrow(
+      'unknown model preset "h200-405b" (known: h100-70b, h100-8b, h20-72b)',
+    );
     expect(() => resolvePreset("x", { mine: custom })).toThrow("known: h100-70b, h100-8b, h20-72b, mine");
     expect(() => resolvePreset("toString")).toThrow("unknown model preset");
     expect(resolveLink("ib-ndr")).toBe(LINKS["ib-ndr"]);
@@ -522,35 +658,89 @@ describe("resolvePreset, resolveLink, parseClusterFile", () => {
   });
 
   it("accepts a preset from a base with overrides, links, and leaves other top-level keys alone", () => {
-    const { presets, links } = parseClusterFile({
-      presets: { "h100-70b-tp8": { base: "h100-70b", tp: 8, hbmBytes: 8 * 85_520_809_984, kLinMs: 0.028 } },
-      links: { roce800: { gbPerSecond: 100 } },
-      instances: [{ role: "prefill" }],
-    }, "cluster.json");
+    const { presets, links } = parseClusterFile(
+      {
+        presets: { "h100-70b-tp8": { base: "h100-70b", tp: 8, hbmBytes: 8 * 85_520_809_984, kLinMs: 0.028 } },
+        links: { roce800: { gbPerSecond: 100 } },
+        instances: [{ role: "prefill" }],
+      },
+      "cluster.json",
+    );
     const p = presets["h100-70b-tp8"]!;
-    expect(p).toMatchObject({ name: "h100-70b-tp8", tp: 8, kLinMs: 0.028, weightStreamMs: H70.weightStreamMs, cArMs: 4.0, maxNumSeqs: 256 });
+    expect(p).toMatchObject({
+      name: "h100-70b-tp8",
+      tp: 8,
+      kLinMs: 0.028,
+      weightStreamMs: H70.weightStreamMs,
+      cArMs: 4.0,
+      maxNumSeqs: 256,
+    });
     expect(links.roce800).toEqual({ name: "roce800", gbPerSecond: 100 });
     expect(resolvePreset("h100-70b-tp8", presets)).toBe(p);
   });
 
   it("derives coefficients from hardware and architecture figures: the built-in presets within 8%", () => {
     const specs = {
-      "d-8b": { tp: 1, tFixMs: 1, hbmBytes: H8.hbmBytes, weightBytes: H8.weightBytes, hbmBandwidthGBps: 3350, bf16Tflops: 989,
-        attnTflops: 300, linearParams: LINEAR_PARAMS_LLAMA31_8B, layers: 32, queryHeads: 32, kvHeads: 8, headDim: 128 },
-      "d-70b": { tp: 4, tFixMs: 2, cArMs: 4, kArMs: 0.0109, hbmBytes: H70.hbmBytes, weightBytes: H70.weightBytes,
-        hbmBandwidthGBps: 3350, bf16Tflops: 989, attnTflops: 300, linearParams: 80 * (2 * 8192 ** 2 + 2 * 8192 * 1024 + 3 * 8192 * 28672),
-        layers: 80, queryHeads: 64, kvHeads: 8, headDim: 128 },
+      "d-8b": {
+        tp: 1,
+        tFixMs: 1,
+        hbmBytes: H8.hbmBytes,
+        weightBytes: H8.weightBytes,
+        hbmBandwidthGBps: 3350,
+        bf16Tflops: 989,
+        attnTflops: 300,
+        linearParams: LINEAR_PARAMS_LLAMA31_8B,
+        layers: 32,
+        queryHeads: 32,
+        kvHeads: 8,
+        headDim: 128,
+      },
+      "d-70b": {
+        tp: 4,
+        tFixMs: 2,
+        cArMs: 4,
+        kArMs: 0.0109,
+        hbmBytes: H70.hbmBytes,
+        weightBytes: H70.weightBytes,
+        hbmBandwidthGBps: 3350,
+        bf16Tflops: 989,
+        attnTflops: 300,
+        linearParams: 80 * (2 * 8192 ** 2 + 2 * 8192 * 1024 + 3 * 8192 * 28672),
+        layers: 80,
+        queryHeads: 64,
+        kvHeads: 8,
+        headDim: 128,
+      },
       // H20: 4.0 TB/s, 148 TFLOPS. The table's c_attn implies ≈90 TFLOPS of achieved attention throughput per GPU.
-      "d-72b": { tp: 4, tFixMs: 2, cArMs: 4, kArMs: 0.0109, hbmBytes: H20.hbmBytes, weightBytes: H20.weightBytes,
-        hbmBandwidthGBps: 4000, bf16Tflops: 148, attnTflops: 90, linearParams: 80 * (2 * 8192 ** 2 + 2 * 8192 * 1024 + 3 * 8192 * 29568),
-        layers: 80, queryHeads: 64, kvHeads: 8, headDim: 128 },
+      "d-72b": {
+        tp: 4,
+        tFixMs: 2,
+        cArMs: 4,
+        kArMs: 0.0109,
+        hbmBytes: H20.hbmBytes,
+        weightBytes: H20.weightBytes,
+        hbmBandwidthGBps: 4000,
+        bf16Tflops: 148,
+        attnTflops: 90,
+        linearParams: 80 * (2 * 8192 ** 2 + 2 * 8192 * 1024 + 3 * 8192 * 29568),
+        layers: 80,
+        queryHeads: 64,
+        kvHeads: 8,
+        headDim: 128,
+      },
     };
     const { presets } = parseClusterFile({ presets: specs }, "cluster.json");
     const parts: string[] = [];
-    for (const [name, builtIn] of [["d-8b", H8], ["d-70b", H70], ["d-72b", H20]] as const) {
+    for (const [name, builtIn] of [
+      ["d-8b", H8],
+      ["d-70b", H70],
+      ["d-72b", H20],
+    ] as const) {
       const d = presets[name]!;
       expect(d.kvBytesPerToken).toBe(builtIn.kvBytesPerToken);
-      const errs = (["weightStreamMs", "kLinMs", "kKvMs", "cAttnMs"] as const).map((k) => [k, rel(d[k], builtIn[k])] as const);
+      const errs = (["weightStreamMs", "kLinMs", "kKvMs", "cAttnMs"] as const).map(
+        (k) => [k, rel(d[k], builtIn[k])] as const,
+      );
       parts.push(`${builtIn.name}: ${errs.map(([k, e]) => `${k} ${pct(e)}`).join(", ")}`);
       for (const [, e] of errs) expect(Math.abs(e)).toBeLessThanOrEqual(0.08);
     }
@@ -564,22 +754,61 @@ describe("resolvePreset, resolveLink, parseClusterFile", () => {
       [{ presets: { x: 3 } }, "cluster.json: presets.x: expected a map, got 3"],
       [{ presets: { x: { base: "h100-8b", tpp: 2 } } }, "cluster.json: presets.x.tpp: unknown field"],
       [{ presets: { x: { base: "h100-8b", tp: 0 } } }, "cluster.json: presets.x.tp: expected an integer ≥ 1, got 0"],
-      [{ presets: { x: { base: "h100-8b", tp: 1.5 } } }, "cluster.json: presets.x.tp: expected an integer ≥ 1, got 1.5"],
-      [{ presets: { x: { base: "h100-8b", tp: "4" } } }, 'cluster.json: presets.x.tp: expected an integer ≥ 1, got "4"'],
-      [{ presets: { x: { base: "h100-8b", kLinMs: -1 } } }, "cluster.json: presets.x.kLinMs: expected a finite number ≥ 0, got -1"],
-      [{ presets: { x: { base: "h100-8b", cAttnMs: null } } }, "cluster.json: presets.x.cAttnMs: expected a finite number ≥ 0, got null"],
-      [{ presets: { x: { base: "h100-8b", gpuMemoryUtilization: 1.5 } } }, "cluster.json: presets.x.gpuMemoryUtilization: expected a number in (0, 1]"],
-      [{ presets: { x: { base: "h100-8b", hbmBandwidthGBps: 0 } } }, "cluster.json: presets.x.hbmBandwidthGBps: expected a finite number > 0, got 0"],
-      [{ presets: { x: { base: "a100-13b" } } }, 'cluster.json: presets.x.base: expected one of h20-72b, h100-70b, h100-8b, got "a100-13b"'],
-      [{ presets: { x: { base: "h100-8b", description: 7 } } }, "cluster.json: presets.x.description: expected a string, got 7"],
+      [
+        { presets: { x: { base: "h100-8b", tp: 1.5 } } },
+        "cluster.json: presets.x.tp: expected an integer ≥ 1, got 1.5",
+      ],
+      [
+        { presets: { x: { base: "h100-8b", tp: "4" } } },
+        'cluster.json: presets.x.tp: expected an integer ≥ 1, got "4"',
+      ],
+      [
+        { presets: { x: { base: "h100-8b", kLinMs: -1 } } },
+        "cluster.json: presets.x.kLinMs: expected a finite number ≥ 0, got -1",
+      ],
+      [
+        { presets: { x: { base: "h100-8b", cAttnMs: null } } },
+        "cluster.json: presets.x.cAttnMs: expected a finite number ≥ 0, got null",
+      ],
+      [
+        { presets: { x: { base: "h100-8b", gpuMemoryUtilization: 1.5 } } },
+        "cluster.json: presets.x.gpuMemoryUtilization: expected a number in (0, 1]",
+      ],
+      [
+        { presets: { x: { base: "h100-8b", hbmBandwidthGBps: 0 } } },
+        "cluster.json: presets.x.hbmBandwidthGBps: expected a finite number > 0, got 0",
+      ],
+      [
+        { presets: { x: { base: "a100-13b" } } },
+        'cluster.json: presets.x.base: expected one of h20-72b, h100-70b, h100-8b, got "a100-13b"',
+      ],
+      [
+        { presets: { x: { base: "h100-8b", description: 7 } } },
+        "cluster.json: presets.x.description: expected a string, got 7",
+      ],
       [{ presets: { x: { tp: 1 } } }, "cluster.json: presets.x.tFixMs: missing (give it or a base preset)"],
-      [{ presets: { x: { tp: 1, tFixMs: 1 } } }, "cluster.json: presets.x.weightStreamMs: missing (give it, a base preset, or hbmBandwidthGBps and weightBytes)"],
-      [{ presets: { x: { base: "h100-8b", weightBytes: 1e12 } } }, "cluster.json: presets.x.weightBytes: weights (1000000000000 B) leave no KV cache"],
-      [{ presets: { "h100-8b": { base: "h100-8b" } } }, 'cluster.json: presets.h100-8b: shadows the built-in preset "h100-8b"'],
+      [
+        { presets: { x: { tp: 1, tFixMs: 1 } } },
+        "cluster.json: presets.x.weightStreamMs: missing (give it, a base preset, or hbmBandwidthGBps and weightBytes)",
+      ],
+      [
+        { presets: { x: { base: "h100-8b", weightBytes: 1e12 } } },
+        "cluster.json: presets.x.weightBytes: weights (1000000000000 B) leave no KV cache",
+      ],
+      [
+        { presets: { "h100-8b": { base: "h100-8b" } } },
+        'cluster.json: presets.h100-8b: shadows the built-in preset "h100-8b"',
+      ],
       [{ presets: { "bad name": { base: "h100-8b" } } }, "cluster.json: presets.bad name: preset names are"],
-      [{ links: { l: { gbPerSecond: -5 } } }, "cluster.json: links.l.gbPerSecond: expected a finite number > 0, got -5"],
+      [
+        { links: { l: { gbPerSecond: -5 } } },
+        "cluster.json: links.l.gbPerSecond: expected a finite number > 0, got -5",
+      ],
       [{ links: { l: {} } }, "cluster.json: links.l.gbPerSecond: expected a finite number > 0, got nothing"],
-      [{ links: { l: { gbPerSecond: 5, latency: 1 } } }, "cluster.json: links.l.latency: unknown field (known: gbPerSecond)"],
+      [
+        { links: { l: { gbPerSecond: 5, latency: 1 } } },
+        "cluster.json: links.l.latency: unknown field (known: gbPerSecond)",
+      ],
       [{ links: { nvlink: { gbPerSecond: 5 } } }, 'cluster.json: links.nvlink: shadows the built-in link "nvlink"'],
     ];
     for (const [json, message] of cases) {
@@ -590,18 +819,43 @@ describe("resolvePreset, resolveLink, parseClusterFile", () => {
   });
 
   it("accepts a preset given entirely by its fields, and tp 1 needs no all-reduce figures", () => {
-    const { presets } = parseClusterFile({
-      presets: {
-        small: {
-          description: "a small model", tp: 1, tFixMs: 0.5, weightStreamMs: 2, kLinMs: 0.01, kKvMs: 2e-5, cAttnMs: 1e-6,
-          kvBytesPerToken: 65536, hbmBytes: 48e9, weightBytes: 4e9, maxNumBatchedTokens: 2048,
+    const { presets } = parseClusterFile(
+      {
+        presets: {
+          small: {
+            description: "a small model",
+            tp: 1,
+            tFixMs: 0.5,
+            weightStreamMs: 2,
+            kLinMs: 0.01,
+            kKvMs: 2e-5,
+            cAttnMs: 1e-6,
+            kvBytesPerToken: 65536,
+            hbmBytes: 48e9,
+            weightBytes: 4e9,
+            maxNumBatchedTokens: 2048,
+          },
         },
       },
-    }, "c.json");
+      "c.json",
+    );
     expect(presets.small).toEqual({
-      name: "small", description: "a small model", tp: 1, tFixMs: 0.5, weightStreamMs: 2, kLinMs: 0.01, cArMs: 0, kArMs: 0,
-      kKvMs: 2e-5, cAttnMs: 1e-6, kvBytesPerToken: 65536, hbmBytes: 48e9, weightBytes: 4e9, gpuMemoryUtilization: 0.9,
-      maxNumBatchedTokens: 2048, maxNumSeqs: 256,
+      name: "small",
+      description: "a small model",
+      tp: 1,
+      tFixMs: 0.5,
+      weightStreamMs: 2,
+      kLinMs: 0.01,
+      cArMs: 0,
+      kArMs: 0,
+      kKvMs: 2e-5,
+      cAttnMs: 1e-6,
+      kvBytesPerToken: 65536,
+      hbmBytes: 48e9,
+      weightBytes: 4e9,
+      gpuMemoryUtilization: 0.9,
+      maxNumBatchedTokens: 2048,
+      maxNumSeqs: 256,
     });
     expect(parseClusterFile({}, "c.json")).toEqual({ presets: {}, links: {} });
   });

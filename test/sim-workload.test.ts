@@ -6,16 +6,39 @@ import { basename, extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SimRequest, Workload } from "../src/sim/types.js";
-import { GENERATORS, WorkloadError, generate, parseLoad, parseWorkload, withLoad, workloadName } from "../src/sim/workload.js";
+import {
+  GENERATORS,
+  WorkloadError,
+  generate,
+  parseLoad,
+  parseWorkload,
+  withLoad,
+  workloadName,
+} from "../src/sim/workload.js";
 import { loadWorkload, readAzure, readLengths, readMooncake } from "../src/sim/workload-files.js";
 
 const data = (p: string) => fileURLToPath(new URL(`../data/${p}`, import.meta.url));
 const MOONCAKE = data("traces/mooncake_conversation_dev.jsonl");
 const AZURE = data("traces/azure2023_conv.csv");
 const LENGTHS = {
-  sharegpt: { file: data("lengths/lengths_sharegpt_8k_filtered_stats_llama2_tokenizer.csv"), rows: 30_731, prompt: 2340, output: 439 },
-  arxiv: { file: data("lengths/lengths_arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"), rows: 28_257, prompt: 2588, output: 291 },
-  bwb: { file: data("lengths/lengths_bwb_stats_llama2_tokenizer_filtered_v2.csv"), rows: 33_768, prompt: 1067, output: 1613 },
+  sharegpt: {
+    file: data("lengths/lengths_sharegpt_8k_filtered_stats_llama2_tokenizer.csv"),
+    rows: 30_731,
+    prompt: 2340,
+    output: 439,
+  },
+  arxiv: {
+    file: data("lengths/lengths_arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"),
+    rows: 28_257,
+    prompt: 2588,
+    output: 291,
+  },
+  bwb: {
+    file: data("lengths/lengths_bwb_stats_llama2_tokenizer_filtered_v2.csv"),
+    rows: 33_768,
+    prompt: 1067,
+    output: 1613,
+  },
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -57,9 +80,12 @@ const blockCount = (r: SimRequest) => r.blocks.length / 2;
 function reuse(w: Workload): { reused: number[]; leading: number[] } {
   const total = w.requests.reduce((s, r) => s + blockCount(r), 0);
   const seen = new PairSet(total);
-  const reused: number[] = [], leading: number[] = [];
+  const reused: number[] = [],
+    leading: number[] = [];
   for (const r of w.requests) {
-    let k = 0, lead = 0, isLead = true;
+    let k = 0,
+      lead = 0,
+      isLead = true;
     for (let i = 0; i < r.blocks.length; i += 2) {
       const s = seen.has(r.blocks[i]!, r.blocks[i + 1]!);
       if (s) k++;
@@ -76,7 +102,9 @@ function reuse(w: Workload): { reused: number[]; leading: number[] } {
 /** Mean over requests of the fraction of their blocks seen earlier. */
 function meanReusedFraction(w: Workload): number {
   const { reused } = reuse(w);
-  return w.requests.reduce((s, r, i) => s + (blockCount(r) === 0 ? 0 : reused[i]! / blockCount(r)), 0) / w.requests.length;
+  return (
+    w.requests.reduce((s, r, i) => s + (blockCount(r) === 0 ? 0 : reused[i]! / blockCount(r)), 0) / w.requests.length
+  );
 }
 
 /** Fraction of all prompt tokens that lie in leading blocks shared with an earlier request. */
@@ -109,7 +137,8 @@ function sameWorkload(a: Workload, b: Workload): boolean {
   if (a.name !== b.name || a.rate !== b.rate || a.requests.length !== b.requests.length) return false;
   return a.requests.every((r, i) => {
     const q = b.requests[i]!;
-    const { blocks: rb, ...rest } = r, { blocks: qb, ...qrest } = q;
+    const { blocks: rb, ...rest } = r,
+      { blocks: qb, ...qrest } = q;
     return JSON.stringify(rest) === JSON.stringify(qrest) && rb.length === qb.length && startsWith(rb, qb);
   });
 }
@@ -119,9 +148,14 @@ const within = (value: number, target: number, rel: number) => Math.abs(value - 
 
 /** Ids 0..n−1 in arrival order, one hash pair per full block, turns ≥ 1: the first request that is not. */
 function firstMalformed(w: Workload): SimRequest | undefined {
-  return w.requests.find((r, i) =>
-    r.id !== i || r.blocks.length !== 2 * Math.floor(r.promptTokens / 16) || !(r.turn >= 1) || !Number.isFinite(r.arrivalMs) ||
-    (i > 0 && r.arrivalMs < w.requests[i - 1]!.arrivalMs));
+  return w.requests.find(
+    (r, i) =>
+      r.id !== i ||
+      r.blocks.length !== 2 * Math.floor(r.promptTokens / 16) ||
+      !(r.turn >= 1) ||
+      !Number.isFinite(r.arrivalMs) ||
+      (i > 0 && r.arrivalMs < w.requests[i - 1]!.arrivalMs),
+  );
 }
 
 /**
@@ -135,7 +169,10 @@ function previousTurns(w: Workload): [SimRequest, SimRequest][] {
     if (r.turn > 1) {
       const candidates = byTurn.get(`${r.session}:${r.turn - 1}`) ?? [];
       const prev = [...candidates].reverse().find((q) => startsWith(r.blocks, q.blocks));
-      expect(prev, `request ${r.id} (session ${r.session}, turn ${r.turn}) extends no turn ${r.turn - 1}`).toBeDefined();
+      expect(
+        prev,
+        `request ${r.id} (session ${r.session}, turn ${r.turn}) extends no turn ${r.turn - 1}`,
+      ).toBeDefined();
       pairs.push([prev!, r]);
     }
     const key = `${r.session}:${r.turn}`;
@@ -159,12 +196,20 @@ function file(name: string, text: string): string {
 // ---------------------------------------------------------------------------------------------------------------
 
 describe("Mooncake conversation trace", () => {
-  interface Row { timestamp: number; input_length: number; output_length: number; hash_ids: number[] }
+  interface Row {
+    timestamp: number;
+    input_length: number;
+    output_length: number;
+    hash_ids: number[];
+  }
   let rows: Row[];
   let w: Workload;
   let loadMs: number;
   beforeAll(() => {
-    rows = readFileSync(MOONCAKE, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Row);
+    rows = readFileSync(MOONCAKE, "utf8")
+      .split("\n")
+      .filter((l) => l !== "")
+      .map((l) => JSON.parse(l) as Row);
     const t0 = performance.now();
     w = readMooncake(MOONCAKE);
     loadMs = performance.now() - t0;
@@ -177,7 +222,9 @@ describe("Mooncake conversation trace", () => {
       expect(r.promptTokens).toBe(rows[i]!.input_length);
       expect(r.outputTokens).toBe(rows[i]!.output_length);
     });
-    console.log(`mooncake: loaded in ${loadMs.toFixed(0)} ms (timing is the benchmark's job, not the test's), rate ${w.rate.toFixed(3)} req/s`);
+    console.log(
+      `mooncake: loaded in ${loadMs.toFixed(0)} ms (timing is the benchmark's job, not the test's), rate ${w.rate.toFixed(3)} req/s`,
+    );
   });
 
   it("spreads each ~3 s timestamp bucket's arrivals over the bucket", () => {
@@ -195,18 +242,27 @@ describe("Mooncake conversation trace", () => {
   });
 
   it("gives requests that share hash_id prefixes the same leading block hashes, and different ones after", () => {
-    let checkedSame = 0, checkedDiff = 0;
+    let checkedSame = 0,
+      checkedDiff = 0;
     for (let i = 0; i < rows.length; i++) {
       for (let j = i + 1; j < Math.min(rows.length, i + 6); j++) {
-        const a = rows[i]!.hash_ids, b = rows[j]!.hash_ids;
+        const a = rows[i]!.hash_ids,
+          b = rows[j]!.hash_ids;
         let k = 0;
         while (k < a.length && k < b.length && a[k] === b[k]) k++;
-        const ra = w.requests[i]!, rb = w.requests[j]!;
+        const ra = w.requests[i]!,
+          rb = w.requests[j]!;
         const same = Math.min(32 * k, blockCount(ra), blockCount(rb));
-        if (!startsWith(ra.blocks, rb.blocks.subarray(0, 2 * same))) expect.fail(`requests ${i} and ${j} differ in their first ${same} blocks`);
+        if (!startsWith(ra.blocks, rb.blocks.subarray(0, 2 * same)))
+          expect.fail(`requests ${i} and ${j} differ in their first ${same} blocks`);
         checkedSame += same;
         // after the shared ids, different content (different conversations: no grown partial block in common)
-        if (ra.session !== rb.session && k < a.length && k < b.length && 32 * k < Math.min(blockCount(ra), blockCount(rb))) {
+        if (
+          ra.session !== rb.session &&
+          k < a.length &&
+          k < b.length &&
+          32 * k < Math.min(blockCount(ra), blockCount(rb))
+        ) {
           if (ra.blocks[64 * k] === rb.blocks[64 * k] && ra.blocks[64 * k + 1] === rb.blocks[64 * k + 1]) {
             expect.fail(`requests ${i} and ${j} share block ${32 * k} after their ids differ`);
           }
@@ -236,7 +292,8 @@ describe("Mooncake conversation trace", () => {
   });
 
   it("spreads deterministically: same seed same arrivals, another seed other arrivals, same blocks", () => {
-    const a = readMooncake(MOONCAKE, { requests: 500 }), b = readMooncake(MOONCAKE, { requests: 500, seed: 1 });
+    const a = readMooncake(MOONCAKE, { requests: 500 }),
+      b = readMooncake(MOONCAKE, { requests: 500, seed: 1 });
     const c = readMooncake(MOONCAKE, { requests: 500, seed: 2 });
     expect(a.requests.map((r) => r.arrivalMs)).toEqual(b.requests.map((r) => r.arrivalMs));
     expect(a.requests.map((r) => r.arrivalMs)).not.toEqual(c.requests.map((r) => r.arrivalMs));
@@ -251,7 +308,9 @@ describe("Mooncake format, small files", () => {
 
   it("grows a turn's partial last 512-token block into the next turn's: all 68 full blocks shared", () => {
     // P: ids [0,1,2], 1,100 tokens = 68 full blocks (32 + 32 + 4). R extends P: shares [0,1], new id 3 at P's last.
-    const w = readMooncake(file("turns.jsonl", [line(0, 1100, [0, 1, 2], 50), line(9000, 1800, [0, 1, 3, 4])].join("\n")));
+    const w = readMooncake(
+      file("turns.jsonl", [line(0, 1100, [0, 1, 2], 50), line(9000, 1800, [0, 1, 3, 4])].join("\n")),
+    );
     const [p, r] = w.requests as [SimRequest, SimRequest];
     expect([p.turn, r.turn, r.session]).toEqual([1, 2, p.session]);
     expect(r.contextTokens).toBe(1150);
@@ -269,7 +328,9 @@ describe("Mooncake format, small files", () => {
   });
 
   it("keeps distinct timestamps as recorded (no buckets to spread), sorted", () => {
-    const w = readMooncake(file("plain.jsonl", [line(700, 600, [0, 1]), line(5, 100, [9]), line(20, 40, [3])].join("\n")));
+    const w = readMooncake(
+      file("plain.jsonl", [line(700, 600, [0, 1]), line(5, 100, [9]), line(20, 40, [3])].join("\n")),
+    );
     expect(w.requests.map((r) => r.arrivalMs)).toEqual([5, 20, 700]);
     expect(w.requests.map((r) => r.promptTokens)).toEqual([100, 40, 600]);
     expect(w.rate).toBeCloseTo(2000 / 695, 9);
@@ -314,7 +375,8 @@ describe("length files", () => {
       expect(within(mean(w.requests.map((r) => r.outputTokens)), spec.output, 0.005)).toBe(true);
       expect(w.rate).toBeCloseTo(4, 9);
       const gaps = w.requests.slice(1).map((r, i) => r.arrivalMs - w.requests[i]!.arrivalMs);
-      const m = mean(gaps), sd = Math.sqrt(mean(gaps.map((g) => (g - m) ** 2)));
+      const m = mean(gaps),
+        sd = Math.sqrt(mean(gaps.map((g) => (g - m) ** 2)));
       expect(sd / m).toBeGreaterThan(0.95); // exponential gaps: coefficient of variation 1
       expect(sd / m).toBeLessThan(1.05);
       expect(allBlocksDistinct({ ...w, requests: w.requests.slice(0, 3000) })).toBe(true);
@@ -323,7 +385,11 @@ describe("length files", () => {
 
   it("takes the rate and the request cap from the options; rows stay in file order", () => {
     const w = readLengths(LENGTHS.bwb.file, { rate: 10, requests: 3 });
-    expect(w.requests.map((r) => [r.promptTokens, r.outputTokens])).toEqual([[1047, 1368], [1154, 1461], [957, 1394]]);
+    expect(w.requests.map((r) => [r.promptTokens, r.outputTokens])).toEqual([
+      [1047, 1368],
+      [1154, 1461],
+      [957, 1394],
+    ]);
     expect(w.rate).toBeCloseTo(10, 9);
     expect(w.requests[0]!.type).toBe("bwb");
   });
@@ -347,9 +413,12 @@ describe("generators", () => {
       const w = get(name);
       expect(w.requests.length).toBe(2000);
       expect(firstMalformed(w)).toBeUndefined();
-      const p = mean(w.requests.map((r) => r.promptTokens)), o = mean(w.requests.map((r) => r.outputTokens));
-      console.log(`${name}: prompt mean ${p.toFixed(0)}, output mean ${o.toFixed(0)}, rate ${w.rate}, ` +
-        `shared prefix ${sharedPrefixFraction(w).toFixed(3)}`);
+      const p = mean(w.requests.map((r) => r.promptTokens)),
+        o = mean(w.requests.map((r) => r.outputTokens));
+      console.log(
+        `${name}: prompt mean ${p.toFixed(0)}, output mean ${o.toFixed(0)}, rate ${w.rate}, ` +
+          `shared prefix ${sharedPrefixFraction(w).toFixed(3)}`,
+      );
       expect(within(p, t.prompt, 0.1)).toBe(true);
       expect(within(o, t.output, 0.1)).toBe(true);
     });
@@ -373,7 +442,8 @@ describe("generators", () => {
   it("hybrid is equal thirds, interleaved, each type with its own shape", () => {
     const w = get("hybrid");
     const types = w.requests.map((r) => r.type);
-    for (const t of ["arxiv", "leval", "humaneval"]) expect(Math.abs(types.filter((x) => x === t).length - 2000 / 3)).toBeLessThan(1);
+    for (const t of ["arxiv", "leval", "humaneval"])
+      expect(Math.abs(types.filter((x) => x === t).length - 2000 / 3)).toBeLessThan(1);
     let switches = 0;
     for (let i = 1; i < types.length; i++) if (types[i] !== types[i - 1]) switches++;
     expect(switches).toBeGreaterThan(1000); // random order: ~2/3 of neighbours differ
@@ -389,8 +459,10 @@ describe("generators", () => {
     const turnsPerSession = w.requests.length / sessions.size;
     const user = mean(w.requests.map((r) => r.promptTokens - r.contextTokens!));
     const reply = mean(w.requests.map((r) => r.outputTokens));
-    console.log(`multiturn: ${sessions.size} sessions, ${turnsPerSession.toFixed(2)} turns each, user ${user.toFixed(0)}, ` +
-      `reply ${reply.toFixed(0)}, prompt mean ${mean(w.requests.map((r) => r.promptTokens)).toFixed(0)}, measured rate ${w.rate.toFixed(2)}`);
+    console.log(
+      `multiturn: ${sessions.size} sessions, ${turnsPerSession.toFixed(2)} turns each, user ${user.toFixed(0)}, ` +
+        `reply ${reply.toFixed(0)}, prompt mean ${mean(w.requests.map((r) => r.promptTokens)).toFixed(0)}, measured rate ${w.rate.toFixed(2)}`,
+    );
     expect(within(turnsPerSession, 2.54, 0.1)).toBe(true);
     expect(within(user, 296, 0.1)).toBe(true);
     expect(within(reply, 441, 0.1)).toBe(true);
@@ -414,7 +486,8 @@ describe("generators", () => {
 
   it("is deterministic: same seed identical, another seed different", () => {
     for (const name of GENERATORS) {
-      const a = generate(name, { seed: 7, requests: 300 }), b = generate(name, { seed: 7, requests: 300 });
+      const a = generate(name, { seed: 7, requests: 300 }),
+        b = generate(name, { seed: 7, requests: 300 });
       const c = generate(name, { seed: 8, requests: 300 });
       expect(sameWorkload(a, b)).toBe(true);
       expect(a.requests.map((r) => r.promptTokens)).not.toEqual(c.requests.map((r) => r.promptTokens));
@@ -435,13 +508,17 @@ describe("loadWorkload", () => {
     expect(loadWorkload("leval", "auto", { requests: 10 }).requests.every((r) => r.type === "leval")).toBe(true);
     expect(loadWorkload(MOONCAKE, "auto", { requests: 100 }).requests.length).toBe(100);
     expect(loadWorkload(AZURE, "auto", { requests: 100 }).requests[0]!.type).toBe("azure");
-    expect(loadWorkload(LENGTHS.sharegpt.file, "auto", { requests: 100 }).requests[0]!.type).toBe("sharegpt_8k_filtered");
+    expect(loadWorkload(LENGTHS.sharegpt.file, "auto", { requests: 100 }).requests[0]!.type).toBe(
+      "sharegpt_8k_filtered",
+    );
     expect(loadWorkload(AZURE, "azure", { requests: 5 }).requests.length).toBe(5);
   });
 
   it("names the generators when the name is neither a generator nor a file", () => {
     expect(() => loadWorkload("hybird")).toThrow(WorkloadError);
-    expect(() => loadWorkload("hybird")).toThrow(/"hybird": not a generator \(hybrid, arxiv, leval, humaneval, multiturn\) and no such file/);
+    expect(() => loadWorkload("hybird")).toThrow(
+      /"hybird": not a generator \(hybrid, arxiv, leval, humaneval, multiturn\) and no such file/,
+    );
     expect(() => loadWorkload(join(tmp, "missing.jsonl"))).toThrow(/no such file/);
     expect(() => generate("nope" as "hybrid")).toThrow(/unknown generator "nope" \(generators: hybrid, arxiv/);
   });
@@ -456,8 +533,21 @@ describe("loadWorkload", () => {
 
 describe("browser-safe parsing", () => {
   it("names a workload after its file as node:path's basename without extension does", () => {
-    const cases = ["a/b/trace.jsonl", "trace.jsonl", "dir/lengths_x.y.csv", ".hidden", "dir/.hidden", "file.", "...", "..a",
-      "noext", "dir/sub/", "/abs/path/t.csv", "a.b/c", ""];
+    const cases = [
+      "a/b/trace.jsonl",
+      "trace.jsonl",
+      "dir/lengths_x.y.csv",
+      ".hidden",
+      "dir/.hidden",
+      "file.",
+      "...",
+      "..a",
+      "noext",
+      "dir/sub/",
+      "/abs/path/t.csv",
+      "a.b/c",
+      "",
+    ];
     for (const f of cases) expect(workloadName(f), f).toBe(basename(f, extname(f)));
   });
 
@@ -518,13 +608,36 @@ describe("malformed rows name file, line and field", () => {
   mc("bad JSON", `${ok}\n{"timestamp": 3,`, /bad\.jsonl:2: json: /);
   mc("not an object", `${ok}\n[1, 2]`, /:2: json: expected an object per line/);
   mc("missing timestamp", '{"input_length": 600, "output_length": 5, "hash_ids": [0, 1]}', /:1: timestamp: missing/);
-  mc("negative input_length", '{"timestamp": 0, "input_length": -600, "output_length": 5, "hash_ids": [0, 1]}', /:1: input_length: must be ≥ 1, got -600/);
-  mc("non-integer output_length", '{"timestamp": 0, "input_length": 600, "output_length": 1.5, "hash_ids": [0, 1]}', /:1: output_length: not an integer: 1.5/);
-  mc("string timestamp", '{"timestamp": "0", "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}', /:1: timestamp: not a number: "0"/);
-  mc("hash_ids too short, after a blank line", `${ok}\n\n{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [0, 1]}`,
-    /:3: hash_ids: has 2 ids but input_length 1100 needs ceil\(1100\/512\) = 3/);
-  mc("hash_ids not an array", '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": 7}', /:1: hash_ids: not an array: 7/);
-  mc("negative id", '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, -1]}', /:1: hash_ids: id 1 is not an integer ≥ 0: -1/);
+  mc(
+    "negative input_length",
+    '{"timestamp": 0, "input_length": -600, "output_length": 5, "hash_ids": [0, 1]}',
+    /:1: input_length: must be ≥ 1, got -600/,
+  );
+  mc(
+    "non-integer output_length",
+    '{"timestamp": 0, "input_length": 600, "output_length": 1.5, "hash_ids": [0, 1]}',
+    /:1: output_length: not an integer: 1.5/,
+  );
+  mc(
+    "string timestamp",
+    '{"timestamp": "0", "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}',
+    /:1: timestamp: not a number: "0"/,
+  );
+  mc(
+    "hash_ids too short, after a blank line",
+    `${ok}\n\n{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [0, 1]}`,
+    /:3: hash_ids: has 2 ids but input_length 1100 needs ceil\(1100\/512\) = 3/,
+  );
+  mc(
+    "hash_ids not an array",
+    '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": 7}',
+    /:1: hash_ids: not an array: 7/,
+  );
+  mc(
+    "negative id",
+    '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, -1]}',
+    /:1: hash_ids: id 1 is not an integer ≥ 0: -1/,
+  );
   mc("missing hash_ids", '{"timestamp": 0, "input_length": 600, "output_length": 5}', /:1: hash_ids: missing/);
 
   for (const [name, text, re] of cases) {
@@ -538,8 +651,16 @@ describe("malformed rows name file, line and field", () => {
 
   const azureHeader = "TIMESTAMP,ContextTokens,GeneratedTokens";
   const az: [string, string, RegExp][] = [
-    ["bad header", "TIME,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,1,1", /bad\.csv:1: header: missing column "TIMESTAMP"/],
-    ["bad datetime", `${azureHeader}\r\n2023-11-16 18:15:46.68,1,1\r\n2023-13-16 18:15:47.00,1,1`, /:3: TIMESTAMP: not a datetime like 2023-11-16 18:15:46\.6805900: "2023-13-16 18:15:47\.00"/],
+    [
+      "bad header",
+      "TIME,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,1,1",
+      /bad\.csv:1: header: missing column "TIMESTAMP"/,
+    ],
+    [
+      "bad datetime",
+      `${azureHeader}\r\n2023-11-16 18:15:46.68,1,1\r\n2023-13-16 18:15:47.00,1,1`,
+      /:3: TIMESTAMP: not a datetime like 2023-11-16 18:15:46\.6805900: "2023-13-16 18:15:47\.00"/,
+    ],
     ["bad day", `${azureHeader}\n2023-02-30 18:15:46,1,1`, /:2: TIMESTAMP: not a datetime/],
     ["bad number", `${azureHeader}\n2023-11-16 18:15:46.68,abc,1`, /:2: ContextTokens: not a number: "abc"/],
     ["zero output", `${azureHeader}\n2023-11-16 18:15:46.68,5,0`, /:2: GeneratedTokens: must be ≥ 1, got 0/],
@@ -559,7 +680,11 @@ describe("malformed rows name file, line and field", () => {
     ["missing column", "num_prefill_tokens,total\n1,2", /bad\.csv:1: header: missing column "num_decode_tokens"/],
     ["bad number", `${lenHeader}\n10,5,15,2.0\n10,5x,15,2.0`, /:3: num_decode_tokens: not a number: "5x"/],
     ["non-integer", `${lenHeader}\n10.5,5,15,2.0`, /:2: num_prefill_tokens: not an integer: 10.5/],
-    ["inconsistent total", `${lenHeader}\n10,5,16,2.0`, /:2: num_total_tokens: 16 ≠ num_prefill_tokens \+ num_decode_tokens = 15/],
+    [
+      "inconsistent total",
+      `${lenHeader}\n10,5,16,2.0`,
+      /:2: num_total_tokens: 16 ≠ num_prefill_tokens \+ num_decode_tokens = 15/,
+    ],
     ["bad ratio", `${lenHeader}\n10,5,15,two`, /:2: pd_ratio: not a number: "two"/],
   ];
   for (const [name, text, re] of len) {

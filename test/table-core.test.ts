@@ -160,8 +160,17 @@ const learned = fc
         values: fc.array(fc.constantFrom(0, 1, 2), { minLength: k, maxLength: k }),
         fallback: fc.option(
           fc.oneof(
-            fc.record({ kind: fc.constant("dynamo-isl"), params: fc.record({ max_local_prefill_tokens: nonNegative }, { requiredKeys: [] }) }, { requiredKeys: ["kind"] }),
-            fc.record({ kind: fc.constant("dynamo-load"), params: fc.record({ prefill_busy_threshold: positive, max_num_batched_tokens: positive }) }),
+            fc.record(
+              {
+                kind: fc.constant("dynamo-isl"),
+                params: fc.record({ max_local_prefill_tokens: nonNegative }, { requiredKeys: [] }),
+              },
+              { requiredKeys: ["kind"] },
+            ),
+            fc.record({
+              kind: fc.constant("dynamo-load"),
+              params: fc.record({ prefill_busy_threshold: positive, max_num_batched_tokens: positive }),
+            }),
             fc.record({ kind: fc.constantFrom("trtllm", "always-local", "always-remote", "llm-d", "dynamo-legacy") }),
           ),
           { nil: undefined },
@@ -169,9 +178,15 @@ const learned = fc
         bounds: fc.array(kind === "kmeans" ? nonNegative : finite, { minLength: k, maxLength: k }),
       })
       .map(({ guard, values, fallback, bounds, ...t }) => {
-        const v2 = guard === 0 ? {} : {
-          version: 2, bits: values, ...(fallback ? { fallback } : {}), ...(guard === 2 ? { ood_bound: bounds } : {}),
-        };
+        const v2 =
+          guard === 0
+            ? {}
+            : {
+                version: 2,
+                bits: values,
+                ...(fallback ? { fallback } : {}),
+                ...(guard === 2 ? { ood_bound: bounds } : {}),
+              };
         if (kind === "kmeans")
           return { kind, features: t.features, scaler: t.scaler, centroids: t.centroids, bits: t.bits, ...v2 };
         const sum = t.weights.reduce((a, b) => a + b, 0);

@@ -9,8 +9,18 @@ import fc from "fast-check";
 import { Packr, unpack } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import {
-  FEATURE_NAMES, POLICY_KINDS, TABLE_FORMAT, TABLE_VERSION, TableError,
-  decodeTable, defaultParams, describeTable, encodeTable, ruleTable, tableChecksum, validateTable,
+  FEATURE_NAMES,
+  POLICY_KINDS,
+  TABLE_FORMAT,
+  TABLE_VERSION,
+  TableError,
+  decodeTable,
+  defaultParams,
+  describeTable,
+  encodeTable,
+  ruleTable,
+  tableChecksum,
+  validateTable,
   type Table,
 } from "../src/table.js";
 
@@ -38,9 +48,16 @@ function tableError(f: () => unknown): TableError {
 /** A plain, checksummed kmeans table object (not encoded), for mutation tests. */
 function kmeansObject(): Record<string, unknown> {
   const body = {
-    format: TABLE_FORMAT, version: 1, kind: "kmeans", features: ["isl", "eff_P", "eff_D", "osl_hat"],
+    format: TABLE_FORMAT,
+    version: 1,
+    kind: "kmeans",
+    features: ["isl", "eff_P", "eff_D", "osl_hat"],
     scaler: { mean: [7.5, 5, 6.5, 5.5], std: [1.25, 2, 1.5, 1] },
-    centroids: [[0.5, -1, 0.25, 1.5], [-0.5, 1, -0.25, -1.5], [1.1, 1.2, 1.3, 1.4]],
+    centroids: [
+      [0.5, -1, 0.25, 1.5],
+      [-0.5, 1, -0.25, -1.5],
+      [1.1, 1.2, 1.3, 1.4],
+    ],
     bits: [0, 1, 1],
     provenance: { tool: "test", created: "2025-01-15T00:00:00Z", workload: "unit", seed: 1 },
   };
@@ -49,8 +66,14 @@ function kmeansObject(): Record<string, unknown> {
 
 function gmmObject(): Record<string, unknown> {
   const body = {
-    ...kmeansObject(), kind: "gmm", weights: [0.5, 0.25, 0.25],
-    variances: [[1, 1, 1, 1], [0.5, 0.5, 0.5, 0.5], [2, 2, 2, 2]],
+    ...kmeansObject(),
+    kind: "gmm",
+    weights: [0.5, 0.25, 0.25],
+    variances: [
+      [1, 1, 1, 1],
+      [0.5, 0.5, 0.5, 0.5],
+      [2, 2, 2, 2],
+    ],
   };
   return { ...body, checksum: tableChecksum(body) };
 }
@@ -65,19 +88,24 @@ describe("constants", () => {
 });
 
 describe("fixtures (written by gen-tables.mjs with msgpackr + xxhash-wasm)", () => {
-  it.each(manifest.valid.map((v) => [v.file, v] as const))("%s decodes, with the manifest's kind, K, D and checksum", (_name, v) => {
-    const t = decodeTable(fixture(v.file));
-    expect(t.kind).toBe(v.kind);
-    expect(t.checksum).toBe(v.checksum);
-    if (v.clusters !== null) expect(t.centroids).toHaveLength(v.clusters);
-    if (v.dims !== null) expect(t.features).toHaveLength(v.dims);
-  });
+  it.each(manifest.valid.map((v) => [v.file, v] as const))(
+    "%s decodes, with the manifest's kind, K, D and checksum",
+    (_name, v) => {
+      const t = decodeTable(fixture(v.file));
+      expect(t.kind).toBe(v.kind);
+      expect(t.checksum).toBe(v.checksum);
+      if (v.clusters !== null) expect(t.centroids).toHaveLength(v.clusters);
+      if (v.dims !== null) expect(t.features).toHaveLength(v.dims);
+    },
+  );
 
   it.each(manifest.valid.filter((v) => !v.file.includes("minimal")).map((v) => [v.file] as const))(
-    "%s re-encodes to the same bytes", (file) => {
+    "%s re-encodes to the same bytes",
+    (file) => {
       const bytes = fixture(file);
       expect(hex(encodeTable(decodeTable(bytes)))).toBe(hex(bytes));
-    });
+    },
+  );
 
   it("fills rule defaults for a table stored without params, keeping the stored checksum", () => {
     const t = decodeTable(fixture("dynamo-isl-minimal.msgpack"));
@@ -110,7 +138,8 @@ describe("canonical encoding", () => {
     const t = { ...kmeansObject(), x_probe: body };
     const bytes = encodeTable(t as unknown as Table);
     expect(hex(bytes)).toContain(
-      "86a3626967cb7e37e43c8800759ca166cf0000010000000000a16d00a36e6567d3ffffffff7fffffffa473656564cf0000010000000000a178cb3fe0000000000000");
+      "86a3626967cb7e37e43c8800759ca166cf0000010000000000a16d00a36e6567d3ffffffff7fffffffa473656564cf0000010000000000a178cb3fe0000000000000",
+    );
   });
 
   it("writes non-integral and unsafe-integral numbers as float64, never float32", () => {
@@ -135,24 +164,39 @@ describe("canonical encoding", () => {
       return v;
     };
     const toObject = (v: unknown): unknown =>
-      v instanceof Map ? Object.fromEntries([...v].map(([k, x]) => [k, toObject(x)])) : Array.isArray(v) ? v.map(toObject) : v;
+      v instanceof Map
+        ? Object.fromEntries([...v].map(([k, x]) => [k, toObject(x)]))
+        : Array.isArray(v)
+          ? v.map(toObject)
+          : v;
     const key = fc.string({ unit: fc.constantFrom("a", "b", "c", "x", "_", "0"), maxLength: 40 });
     const leaf = fc.oneof(
       fc.integer({ min: -(2 ** 31), max: 2 ** 32 - 1 }),
-      fc.double({ noNaN: true, noDefaultInfinity: true }).filter((x) => !(Number.isSafeInteger(x) && (x >= 2 ** 32 || x < -(2 ** 31)))),
+      fc
+        .double({ noNaN: true, noDefaultInfinity: true })
+        .filter((x) => !(Number.isSafeInteger(x) && (x >= 2 ** 32 || x < -(2 ** 31)))),
       fc.string({ maxLength: 300 }),
-      fc.boolean(), fc.constant(null),
+      fc.boolean(),
+      fc.constant(null),
     );
     const value = fc.letrec((tie) => ({
-      v: fc.oneof({ depthSize: "small" }, leaf, fc.array(tie("v"), { maxLength: 20 }), fc.dictionary(key, tie("v"), { maxKeys: 20 })),
+      v: fc.oneof(
+        { depthSize: "small" },
+        leaf,
+        fc.array(tie("v"), { maxLength: 20 }),
+        fc.dictionary(key, tie("v"), { maxKeys: 20 }),
+      ),
     })).v;
-    fc.assert(fc.property(value, (v) => {
-      const t = { ...kmeansObject(), x_v: toObject(v) } as unknown as Table;
-      const ours = encodeTable(t);
-      const decoded = decodeTable(ours);
-      const theirs = msgpackr.pack(sortKeys(decoded));
-      expect(hex(ours)).toBe(hex(theirs));
-    }), { numRuns: 300 });
+    fc.assert(
+      fc.property(value, (v) => {
+        const t = { ...kmeansObject(), x_v: toObject(v) } as unknown as Table;
+        const ours = encodeTable(t);
+        const decoded = decodeTable(ours);
+        const theirs = msgpackr.pack(sortKeys(decoded));
+        expect(hex(ours)).toBe(hex(theirs));
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 
@@ -218,25 +262,44 @@ describe("encodeTable / decodeTable", () => {
 
   it("round-trips random valid kmeans and gmm tables", () => {
     const finite = fc.double({ noNaN: true, noDefaultInfinity: true, min: -1e6, max: 1e6 });
-    const arb = fc.record({ k: fc.integer({ min: 1, max: 40 }), d: fc.integer({ min: 1, max: 4 }), gmm: fc.boolean(), seed: fc.integer() })
-      .chain(({ k, d, gmm, seed }) => fc.record({
-        kind: fc.constant(gmm ? "gmm" : "kmeans"),
-        features: fc.shuffledSubarray([...FEATURE_NAMES], { minLength: d, maxLength: d }),
-        scaler: fc.record({ mean: fc.array(finite, { minLength: d, maxLength: d }), std: fc.array(fc.double({ min: 1e-3, max: 10, noNaN: true }), { minLength: d, maxLength: d }) }),
-        centroids: fc.array(fc.array(finite, { minLength: d, maxLength: d }), { minLength: k, maxLength: k }),
-        bits: fc.array(fc.constantFrom(0, 1), { minLength: k, maxLength: k }),
-        ...(gmm ? {
-          weights: fc.constant(Array.from({ length: k }, () => 1 / k)),
-          variances: fc.array(fc.array(fc.double({ min: 1e-6, max: 100, noNaN: true }), { minLength: d, maxLength: d }), { minLength: k, maxLength: k }),
-        } : {}),
-        provenance: fc.constant({ tool: "fc", created: "2025-01-15", workload: "random", seed }),
-      }));
-    fc.assert(fc.property(arb, (t) => {
-      const decoded = decodeTable(encodeTable(t as unknown as Table));
-      expect(decoded.centroids).toEqual(t.centroids.map((row) => row.map((x) => x + 0))); // -0 is stored as 0
-      expect(decoded.bits).toEqual(t.bits);
-      expect(decoded.features).toEqual(t.features);
-    }), { numRuns: 200 });
+    const arb = fc
+      .record({
+        k: fc.integer({ min: 1, max: 40 }),
+        d: fc.integer({ min: 1, max: 4 }),
+        gmm: fc.boolean(),
+        seed: fc.integer(),
+      })
+      .chain(({ k, d, gmm, seed }) =>
+        fc.record({
+          kind: fc.constant(gmm ? "gmm" : "kmeans"),
+          features: fc.shuffledSubarray([...FEATURE_NAMES], { minLength: d, maxLength: d }),
+          scaler: fc.record({
+            mean: fc.array(finite, { minLength: d, maxLength: d }),
+            std: fc.array(fc.double({ min: 1e-3, max: 10, noNaN: true }), { minLength: d, maxLength: d }),
+          }),
+          centroids: fc.array(fc.array(finite, { minLength: d, maxLength: d }), { minLength: k, maxLength: k }),
+          bits: fc.array(fc.constantFrom(0, 1), { minLength: k, maxLength: k }),
+          ...(gmm
+            ? {
+                weights: fc.constant(Array.from({ length: k }, () => 1 / k)),
+                variances: fc.array(
+                  fc.array(fc.double({ min: 1e-6, max: 100, noNaN: true }), { minLength: d, maxLength: d }),
+                  { minLength: k, maxLength: k },
+                ),
+              }
+            : {}),
+          provenance: fc.constant({ tool: "fc", created: "2025-01-15", workload: "random", seed }),
+        }),
+      );
+    fc.assert(
+      fc.property(arb, (t) => {
+        const decoded = decodeTable(encodeTable(t as unknown as Table));
+        expect(decoded.centroids).toEqual(t.centroids.map((row) => row.map((x) => x + 0))); // -0 is stored as 0
+        expect(decoded.bits).toEqual(t.bits);
+        expect(decoded.features).toEqual(t.features);
+      }),
+      { numRuns: 200 },
+    );
   });
 
   it("keeps x_ extension keys and checksums them", () => {
@@ -246,7 +309,10 @@ describe("encodeTable / decodeTable", () => {
   });
 
   it("keeps a provenance key named __proto__ as data without touching the prototype", () => {
-    const prov = JSON.parse('{"tool":"t","created":"2025-01-15","workload":"w","seed":0,"__proto__":"x"}') as Record<string, unknown>;
+    const prov = JSON.parse('{"tool":"t","created":"2025-01-15","workload":"w","seed":0,"__proto__":"x"}') as Record<
+      string,
+      unknown
+    >;
     const t = decodeTable(encodeTable({ ...kmeansObject(), provenance: prov } as unknown as Table));
     expect(Object.getOwnPropertyDescriptor(t.provenance, "__proto__")?.value).toBe("x");
     expect(Object.getPrototypeOf(t.provenance)).toBe(Object.prototype);
@@ -257,56 +323,420 @@ describe("validation", () => {
   type Mutate = (t: Record<string, unknown>) => void;
   const cases: [string, Mutate, string, RegExp][] = [
     ["non-map top level", () => undefined, "(top level)", /expected a map/],
-    ["wrong format", (t) => { t.format = "dolphin.table"; }, "format", /expected "dolphin-routing.table"/],
-    ["missing format", (t) => { delete t.format; }, "format", /missing/],
-    ["version 0", (t) => { t.version = 0; }, "version", /expected the integer 1 or 2, got 0/],
-    ["version 3", (t) => { t.version = 3; }, "version", /^table: version: unsupported table version 3 \(this build reads 1 and 2\)$/],
-    ["version as string", (t) => { t.version = "1"; }, "version", /got the string "1"/],
-    ["unknown kind", (t) => { t.kind = "random"; }, "kind", /one of kmeans, gmm/],
-    ["unknown top-level key", (t) => { t.policy = 1; }, "policy", /extension keys must start with "x_"/],
-    ["missing features", (t) => { delete t.features; }, "features", /missing/],
-    ["empty features", (t) => { t.features = []; }, "features", /at least one/],
-    ["duplicate feature", (t) => { t.features = ["isl", "isl", "eff_D", "osl_hat"]; }, "features[1]", /duplicate/],
-    ["unknown feature", (t) => { t.features = ["isl", "eff_P", "eff_D", "osl"]; }, "features[3]", /one of isl/],
-    ["scaler std zero", (t) => { t.scaler = { mean: [0, 0, 0, 0], std: [1, 0, 1, 1] }; }, "scaler.std[1]", /> 0/],
-    ["scaler wrong length", (t) => { t.scaler = { mean: [0, 0, 0], std: [1, 1, 1, 1] }; }, "scaler.mean", /expected 4/],
-    ["scaler unknown key", (t) => { t.scaler = { mean: [0, 0, 0, 0], std: [1, 1, 1, 1], min: 0 }; }, "scaler.min", /unknown key/],
-    ["K = 0", (t) => { t.centroids = []; t.bits = []; }, "centroids", /1 to 256 clusters, got 0/],
-    ["K > 256", (t) => { t.centroids = Array.from({ length: 257 }, () => [0, 0, 0, 0]); }, "centroids", /got 257/],
-    ["ragged centroids", (t) => { (t.centroids as number[][])[1] = [1, 2, 3]; }, "centroids[1]", /expected 4 values/],
-    ["centroid NaN", (t) => { (t.centroids as number[][])[2]![1] = NaN; }, "centroids[2][1]", /^table: centroids\[2\]\[1\]: expected a finite number, got NaN$/],
-    ["centroid Infinity", (t) => { (t.centroids as number[][])[0]![0] = Infinity; }, "centroids[0][0]", /got Infinity/],
-    ["centroid string", (t) => { (t.centroids as number[][])[0]![0] = "1" as unknown as number; }, "centroids[0][0]", /got the string/],
-    ["bits length", (t) => { t.bits = [0, 1]; }, "bits", /expected 3/],
-    ["bit 2", (t) => { t.bits = [0, 2, 1]; }, "bits[1]", /0 \(local\) or 1 \(remote\)/],
-    ["bit true", (t) => { t.bits = [0, true, 1]; }, "bits[1]", /got true/],
-    ["v1 with fallback", (t) => { t.fallback = { kind: "dynamo-isl" }; }, "fallback", /needs table version 2/],
-    ["v1 with ood_bound", (t) => { t.ood_bound = [1, 1, 1]; }, "ood_bound", /needs table version 2/],
-    ["v2 cluster value 3", (t) => { t.version = 2; t.bits = [0, 3, 1]; }, "bits[1]", /^table: bits\[1\]: expected 0 \(local\), 1 \(remote\) or 2 \(rule\), got 3$/],
-    ["v2 fallback not a map", (t) => { t.version = 2; t.fallback = "dynamo-isl"; }, "fallback", /expected a map/],
-    ["v2 fallback unknown key", (t) => { t.version = 2; t.fallback = { kind: "dynamo-isl", rule: 1 }; }, "fallback.rule", /known in fallback: kind, params/],
-    ["v2 fallback ppd", (t) => { t.version = 2; t.fallback = { kind: "ppd" }; }, "fallback.kind", /a rule kind other than ppd/],
-    ["v2 fallback learned", (t) => { t.version = 2; t.fallback = { kind: "kmeans" }; }, "fallback.kind", /a rule kind other than ppd/],
-    ["v2 fallback missing kind", (t) => { t.version = 2; t.fallback = {}; }, "fallback.kind", /missing/],
-    ["v2 fallback unknown param", (t) => { t.version = 2; t.fallback = { kind: "trtllm", params: { x: 1 } }; }, "fallback.params.x", /unknown parameter for kind "trtllm"/],
-    ["v2 fallback negative param", (t) => { t.version = 2; t.fallback = { kind: "dynamo-isl", params: { max_local_prefill_tokens: -1 } }; }, "fallback.params.max_local_prefill_tokens", /≥ 0/],
-    ["v2 fallback required param", (t) => { t.version = 2; t.fallback = { kind: "dynamo-load" }; }, "fallback.params.prefill_busy_threshold", /required/],
-    ["v2 ood_bound count", (t) => { t.version = 2; t.ood_bound = [1, 2]; }, "ood_bound", /expected 3 bounds \(one per cluster\), got 2/],
-    ["v2 kmeans ood_bound negative", (t) => { t.version = 2; t.ood_bound = [1, -2, 3]; }, "ood_bound[1]", /≥ 0/],
-    ["rule table with fallback", (t) => { for (const k of ["features", "scaler", "centroids", "bits"]) delete t[k]; t.kind = "trtllm"; t.fallback = {}; }, "fallback", /not used by kind "trtllm"/],
-    ["kmeans with weights", (t) => { t.weights = [1, 0, 0]; }, "weights", /only by kind "gmm"/],
-    ["learned with params", (t) => { t.params = {}; }, "params", /only rule kinds/],
-    ["missing provenance", (t) => { delete t.provenance; }, "provenance", /missing/],
-    ["bad created date", (t) => { t.provenance = { tool: "t", created: "yesterday", workload: "w", seed: 0 }; }, "provenance.created", /ISO-8601/],
-    ["fractional seed", (t) => { t.provenance = { tool: "t", created: "2025-01-15", workload: "w", seed: 1.5 }; }, "provenance.seed", /integer/],
-    ["provenance nested extra", (t) => { t.provenance = { tool: "t", created: "2025-01-15", workload: "w", seed: 0, git: {} }; }, "provenance.git", /string or a finite number/],
-    ["split pattern", (t) => { t.split = "3:1"; }, "split", /"3P1D"/],
-    ["slo zero", (t) => { t.slo = { ttft_ms: 0, tpot_ms: 50 }; }, "slo.ttft_ms", /> 0/],
-    ["osl thresholds not ascending", (t) => { t.osl_classes = { names: ["s", "m", "l"], thresholds: [1024, 128], representative: [1, 2, 3] }; }, "osl_classes.thresholds[1]", /strictly ascending/],
-    ["osl too many classes", (t) => { t.osl_classes = { names: Array.from({ length: 17 }, (_, i) => `c${i}`), thresholds: [], representative: [] }; }, "osl_classes.names", /1 to 16/],
-    ["osl representative negative", (t) => { t.osl_classes = { names: ["s"], thresholds: [], representative: [-1] }; }, "osl_classes.representative[0]", /≥ 0/],
-    ["extension NaN", (t) => { t.x_probe = { a: [NaN] }; }, "x_probe.a[0]", /finite number/],
-    ["bad checksum form", (t) => { t.checksum = "md5:abc"; }, "checksum", /16 lowercase hex/],
+    [
+      "wrong format",
+      (t) => {
+        t.format = "dolphin.table";
+      },
+      "format",
+      /expected "dolphin-routing.table"/,
+    ],
+    [
+      "missing format",
+      (t) => {
+        delete t.format;
+      },
+      "format",
+      /missing/,
+    ],
+    [
+      "version 0",
+      (t) => {
+        t.version = 0;
+      },
+      "version",
+      /expected the integer 1 or 2, got 0/,
+    ],
+    [
+      "version 3",
+      (t) => {
+        t.version = 3;
+      },
+      "version",
+      /^table: version: unsupported table version 3 \(this build reads 1 and 2\)$/,
+    ],
+    [
+      "version as string",
+      (t) => {
+        t.version = "1";
+      },
+      "version",
+      /got the string "1"/,
+    ],
+    [
+      "unknown kind",
+      (t) => {
+        t.kind = "random";
+      },
+      "kind",
+      /one of kmeans, gmm/,
+    ],
+    [
+      "unknown top-level key",
+      (t) => {
+        t.policy = 1;
+      },
+      "policy",
+      /extension keys must start with "x_"/,
+    ],
+    [
+      "missing features",
+      (t) => {
+        delete t.features;
+      },
+      "features",
+      /missing/,
+    ],
+    [
+      "empty features",
+      (t) => {
+        t.features = [];
+      },
+      "features",
+      /at least one/,
+    ],
+    [
+      "duplicate feature",
+      (t) => {
+        t.features = ["isl", "isl", "eff_D", "osl_hat"];
+      },
+      "features[1]",
+      /duplicate/,
+    ],
+    [
+      "unknown feature",
+      (t) => {
+        t.features = ["isl", "eff_P", "eff_D", "osl"];
+      },
+      "features[3]",
+      /one of isl/,
+    ],
+    [
+      "scaler std zero",
+      (t) => {
+        t.scaler = { mean: [0, 0, 0, 0], std: [1, 0, 1, 1] };
+      },
+      "scaler.std[1]",
+      /> 0/,
+    ],
+    [
+      "scaler wrong length",
+      (t) => {
+        t.scaler = { mean: [0, 0, 0], std: [1, 1, 1, 1] };
+      },
+      "scaler.mean",
+      /expected 4/,
+    ],
+    [
+      "scaler unknown key",
+      (t) => {
+        t.scaler = { mean: [0, 0, 0, 0], std: [1, 1, 1, 1], min: 0 };
+      },
+      "scaler.min",
+      /unknown key/,
+    ],
+    [
+      "K = 0",
+      (t) => {
+        t.centroids = [];
+        t.bits = [];
+      },
+      "centroids",
+      /1 to 256 clusters, got 0/,
+    ],
+    [
+      "K > 256",
+      (t) => {
+        t.centroids = Array.from({ length: 257 }, () => [0, 0, 0, 0]);
+      },
+      "centroids",
+      /got 257/,
+    ],
+    [
+      "ragged centroids",
+      (t) => {
+        (t.centroids as number[][])[1] = [1, 2, 3];
+      },
+      "centroids[1]",
+      /expected 4 values/,
+    ],
+    [
+      "centroid NaN",
+      (t) => {
+        (t.centroids as number[][])[2]![1] = NaN;
+      },
+      "centroids[2][1]",
+      /^table: centroids\[2\]\[1\]: expected a finite number, got NaN$/,
+    ],
+    [
+      "centroid Infinity",
+      (t) => {
+        (t.centroids as number[][])[0]![0] = Infinity;
+      },
+      "centroids[0][0]",
+      /got Infinity/,
+    ],
+    [
+      "centroid string",
+      (t) => {
+        (t.centroids as number[][])[0]![0] = "1" as unknown as number;
+      },
+      "centroids[0][0]",
+      /got the string/,
+    ],
+    [
+      "bits length",
+      (t) => {
+        t.bits = [0, 1];
+      },
+      "bits",
+      /expected 3/,
+    ],
+    [
+      "bit 2",
+      (t) => {
+        t.bits = [0, 2, 1];
+      },
+      "bits[1]",
+      /0 \(local\) or 1 \(remote\)/,
+    ],
+    [
+      "bit true",
+      (t) => {
+        t.bits = [0, true, 1];
+      },
+      "bits[1]",
+      /got true/,
+    ],
+    [
+      "v1 with fallback",
+      (t) => {
+        t.fallback = { kind: "dynamo-isl" };
+      },
+      "fallback",
+      /needs table version 2/,
+    ],
+    [
+      "v1 with ood_bound",
+      (t) => {
+        t.ood_bound = [1, 1, 1];
+      },
+      "ood_bound",
+      /needs table version 2/,
+    ],
+    [
+      "v2 cluster value 3",
+      (t) => {
+        t.version = 2;
+        t.bits = [0, 3, 1];
+      },
+      "bits[1]",
+      /^table: bits\[1\]: expected 0 \(local\), 1 \(remote\) or 2 \(rule\), got 3$/,
+    ],
+    [
+      "v2 fallback not a map",
+      (t) => {
+        t.version = 2;
+        t.fallback = "dynamo-isl";
+      },
+      "fallback",
+      /expected a map/,
+    ],
+    [
+      "v2 fallback unknown key",
+      (t) => {
+        t.version = 2;
+        t.fallback = { kind: "dynamo-isl", rule: 1 };
+      },
+      "fallback.rule",
+      /known in fallback: kind, params/,
+    ],
+    [
+      "v2 fallback ppd",
+      (t) => {
+        t.version = 2;
+        t.fallback = { kind: "ppd" };
+      },
+      "fallback.kind",
+      /a rule kind other than ppd/,
+    ],
+    [
+      "v2 fallback learned",
+      (t) => {
+        t.version = 2;
+        t.fallback = { kind: "kmeans" };
+      },
+      "fallback.kind",
+      /a rule kind other than ppd/,
+    ],
+    [
+      "v2 fallback missing kind",
+      (t) => {
+        t.version = 2;
+        t.fallback = {};
+      },
+      "fallback.kind",
+      /missing/,
+    ],
+    [
+      "v2 fallback unknown param",
+      (t) => {
+        t.version = 2;
+        t.fallback = { kind: "trtllm", params: { x: 1 } };
+      },
+      "fallback.params.x",
+      /unknown parameter for kind "trtllm"/,
+    ],
+    [
+      "v2 fallback negative param",
+      (t) => {
+        t.version = 2;
+        t.fallback = { kind: "dynamo-isl", params: { max_local_prefill_tokens: -1 } };
+      },
+      "fallback.params.max_local_prefill_tokens",
+      /≥ 0/,
+    ],
+    [
+      "v2 fallback required param",
+      (t) => {
+        t.version = 2;
+        t.fallback = { kind: "dynamo-load" };
+      },
+      "fallback.params.prefill_busy_threshold",
+      /required/,
+    ],
+    [
+      "v2 ood_bound count",
+      (t) => {
+        t.version = 2;
+        t.ood_bound = [1, 2];
+      },
+      "ood_bound",
+      /expected 3 bounds \(one per cluster\), got 2/,
+    ],
+    [
+      "v2 kmeans ood_bound negative",
+      (t) => {
+        t.version = 2;
+        t.ood_bound = [1, -2, 3];
+      },
+      "ood_bound[1]",
+      /≥ 0/,
+    ],
+    [
+      "rule table with fallback",
+      (t) => {
+        for (const k of ["features", "scaler", "centroids", "bits"]) delete t[k];
+        t.kind = "trtllm";
+        t.fallback = {};
+      },
+      "fallback",
+      /not used by kind "trtllm"/,
+    ],
+    [
+      "kmeans with weights",
+      (t) => {
+        t.weights = [1, 0, 0];
+      },
+      "weights",
+      /only by kind "gmm"/,
+    ],
+    [
+      "learned with params",
+      (t) => {
+        t.params = {};
+      },
+      "params",
+      /only rule kinds/,
+    ],
+    [
+      "missing provenance",
+      (t) => {
+        delete t.provenance;
+      },
+      "provenance",
+      /missing/,
+    ],
+    [
+      "bad created date",
+      (t) => {
+        t.provenance = { tool: "t", created: "yesterday", workload: "w", seed: 0 };
+      },
+      "provenance.created",
+      /ISO-8601/,
+    ],
+    [
+      "fractional seed",
+      (t) => {
+        t.provenance = { tool: "t", created: "2025-01-15", workload: "w", seed: 1.5 };
+      },
+      "provenance.seed",
+      /integer/,
+    ],
+    [
+      "provenance nested extra",
+      (t) => {
+        t.provenance = { tool: "t", created: "2025-01-15", workload: "w", seed: 0, git: {} };
+      },
+      "provenance.git",
+      /string or a finite number/,
+    ],
+    [
+      "split pattern",
+      (t) => {
+        t.split = "3:1";
+      },
+      "split",
+      /"3P1D"/,
+    ],
+    [
+      "slo zero",
+      (t) => {
+        t.slo = { ttft_ms: 0, tpot_ms: 50 };
+      },
+      "slo.ttft_ms",
+      /> 0/,
+    ],
+    [
+      "osl thresholds not ascending",
+      (t) => {
+        t.osl_classes = { names: ["s", "m", "l"], thresholds: [1024, 128], representative: [1, 2, 3] };
+      },
+      "osl_classes.thresholds[1]",
+      /strictly ascending/,
+    ],
+    [
+      "osl too many classes",
+      (t) => {
+        t.osl_classes = { names: Array.from({ length: 17 }, (_, i) => `c${i}`), thresholds: [], representative: [] };
+      },
+      "osl_classes.names",
+      /1 to 16/,
+    ],
+    [
+      "osl representative negative",
+      (t) => {
+        t.osl_classes = { names: ["s"], thresholds: [], representative: [-1] };
+      },
+      "osl_classes.representative[0]",
+      /≥ 0/,
+    ],
+    [
+      "extension NaN",
+      (t) => {
+        t.x_probe = { a: [NaN] };
+      },
+      "x_probe.a[0]",
+      /finite number/,
+    ],
+    [
+      "bad checksum form",
+      (t) => {
+        t.checksum = "md5:abc";
+      },
+      "checksum",
+      /16 lowercase hex/,
+    ],
   ];
   it.each(cases)("rejects %s", (_name, mutate, field, message) => {
     const t = kmeansObject();
@@ -318,11 +748,46 @@ describe("validation", () => {
   });
 
   const gmmCases: [string, Mutate, string, RegExp][] = [
-    ["weights not summing to 1", (t) => { t.weights = [0.5, 0.25, 0.2]; }, "weights", /summing to 1/],
-    ["zero weight", (t) => { t.weights = [0.75, 0.25, 0]; }, "weights[2]", /> 0/],
-    ["negative variance", (t) => { (t.variances as number[][])[1]![2] = -1; }, "variances[1][2]", /> 0/],
-    ["missing variances", (t) => { delete t.variances; }, "variances", /missing/],
-    ["variances wrong K", (t) => { t.variances = [[1, 1, 1, 1]]; }, "variances", /expected 3 rows/],
+    [
+      "weights not summing to 1",
+      (t) => {
+        t.weights = [0.5, 0.25, 0.2];
+      },
+      "weights",
+      /summing to 1/,
+    ],
+    [
+      "zero weight",
+      (t) => {
+        t.weights = [0.75, 0.25, 0];
+      },
+      "weights[2]",
+      /> 0/,
+    ],
+    [
+      "negative variance",
+      (t) => {
+        (t.variances as number[][])[1]![2] = -1;
+      },
+      "variances[1][2]",
+      /> 0/,
+    ],
+    [
+      "missing variances",
+      (t) => {
+        delete t.variances;
+      },
+      "variances",
+      /missing/,
+    ],
+    [
+      "variances wrong K",
+      (t) => {
+        t.variances = [[1, 1, 1, 1]];
+      },
+      "variances",
+      /expected 3 rows/,
+    ],
   ];
   it.each(gmmCases)("rejects a gmm table with %s", (_name, mutate, field, message) => {
     const t = gmmObject();
@@ -373,8 +838,11 @@ describe("ruleTable and defaultParams", () => {
     expect(defaultParams("always-remote")).toEqual({});
     expect(defaultParams("kmeans")).toEqual({});
     expect(defaultParams("ppd")).toEqual({
-      context_edges: [512, 4096], ratio_edges: [0.125, 0.25, 0.5, 1, 2, 4, 8, 16],
-      qps_levels: [0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20], w_ttft: 1, w_tpot: 1,
+      context_edges: [512, 4096],
+      ratio_edges: [0.125, 0.25, 0.5, 1, 2, 4, 8, 16],
+      qps_levels: [0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20],
+      w_ttft: 1,
+      w_tpot: 1,
     });
   });
 
@@ -394,8 +862,10 @@ describe("ruleTable and defaultParams", () => {
 
   it("requires dynamo-load's thresholds and ppd's bits", () => {
     expect(tableError(() => ruleTable("dynamo-load")).field).toBe("params.prefill_busy_threshold");
-    expect(ruleTable("dynamo-load", { prefill_busy_threshold: 0.8, max_num_batched_tokens: 8192 }).params)
-      .toEqual({ prefill_busy_threshold: 0.8, max_num_batched_tokens: 8192 });
+    expect(ruleTable("dynamo-load", { prefill_busy_threshold: 0.8, max_num_batched_tokens: 8192 }).params).toEqual({
+      prefill_busy_threshold: 0.8,
+      max_num_batched_tokens: 8192,
+    });
     expect(tableError(() => ruleTable("ppd")).field).toBe("params.bits");
   });
 
@@ -425,7 +895,9 @@ describe("decodeTable on hostile bytes", () => {
 
   it("names (bytes) for empty, truncated and trailing input", () => {
     expect(tableError(() => decodeTable(new Uint8Array())).field).toBe("(bytes)");
-    expect(tableError(() => decodeTable(valid.subarray(0, 100))).message).toMatch(/^table: \(bytes\): truncated or corrupt/);
+    expect(tableError(() => decodeTable(valid.subarray(0, 100))).message).toMatch(
+      /^table: \(bytes\): truncated or corrupt/,
+    );
     const trailing = new Uint8Array([...valid, 0]);
     expect(tableError(() => decodeTable(trailing)).field).toBe("(bytes)");
     expect(tableError(() => decodeTable("abc" as unknown as Uint8Array)).field).toBe("(bytes)");
@@ -436,8 +908,12 @@ describe("decodeTable on hostile bytes", () => {
     const withX = (x: unknown): Uint8Array => msgpackr.pack({ ...t, x_probe: x });
     expect(tableError(() => decodeTable(withX(new Uint8Array([1, 2])))).message).toMatch(/x_probe: msgpack bin values/);
     expect(tableError(() => decodeTable(withX(new Date(0)))).message).toMatch(/x_probe: msgpack extension values/);
-    expect(tableError(() => decodeTable(withX(new Map([[1, 2]])))).message).toMatch(/x_probe: map key 1 is not a string/);
-    expect(tableError(() => decodeTable(withX(2n ** 60n))).message).toMatch(/x_probe: integer 1152921504606846976 is outside/);
+    expect(tableError(() => decodeTable(withX(new Map([[1, 2]])))).message).toMatch(
+      /x_probe: map key 1 is not a string/,
+    );
+    expect(tableError(() => decodeTable(withX(2n ** 60n))).message).toMatch(
+      /x_probe: integer 1152921504606846976 is outside/,
+    );
   });
 
   it("reads 64-bit-encoded small integers (as Go encoders may write them) as numbers", () => {
@@ -454,15 +930,21 @@ describe("decodeTable on hostile bytes", () => {
   });
 
   it("throws only TableError for random bytes", () => {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => {
-      tableError(() => decodeTable(bytes));
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => {
+        tableError(() => decodeTable(bytes));
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it("throws only TableError for random bytes after a valid map header", () => {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 200 }), (tail) => {
-      tableError(() => decodeTable(new Uint8Array([0x8f, ...tail])));
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (tail) => {
+        tableError(() => decodeTable(new Uint8Array([0x8f, ...tail])));
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it("throws TableError for every truncation of a valid table", () => {

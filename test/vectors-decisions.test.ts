@@ -80,7 +80,9 @@ interface DecisionVectors {
   route: RouteCase[];
 }
 
-const vectors = JSON.parse(readFileSync(new URL("../spec/vectors/decisions.json", import.meta.url), "utf8")) as DecisionVectors;
+const vectors = JSON.parse(
+  readFileSync(new URL("../spec/vectors/decisions.json", import.meta.url), "utf8"),
+) as DecisionVectors;
 const manifest = JSON.parse(readFileSync(new URL("../spec/vectors/tables/manifest.json", import.meta.url), "utf8")) as {
   valid: { file: string; kind: string }[];
 };
@@ -168,7 +170,8 @@ for (const spec of ENGINES) {
     };
 
     vectors.decide.forEach((c, i) => {
-      const label = `#${i} ${c.table} isl ${c.isl} eff_P ${c.eff_P} eff_D ${c.eff_D} osl ${c.osl_hat} turn ${c.turn} ctx ${c.context_tokens}` +
+      const label =
+        `#${i} ${c.table} isl ${c.isl} eff_P ${c.eff_P} eff_D ${c.eff_D} osl ${c.osl_hat} turn ${c.turn} ctx ${c.context_tokens}` +
         ` queue ${c.signals.prefill_queue} qps ${c.signals.qps}${c.note ? ` (${c.note})` : ""}`;
       it(label, () => {
         const router = routerFor(c.table);
@@ -181,7 +184,12 @@ for (const spec of ENGINES) {
         if (c.standardized !== undefined && c.scores !== undefined) {
           // read the score slot before scores()/standardized(): both only read memory, but keep the order obvious
           const score = d[Slot.score]!;
-          near(Array.from(router.engine.standardized(c.standardized.length)), c.standardized, vectors.tolerance.standardized, "standardized");
+          near(
+            Array.from(router.engine.standardized(c.standardized.length)),
+            c.standardized,
+            vectors.tolerance.standardized,
+            "standardized",
+          );
           const scores = Array.from(router.engine.scores(c.scores.length));
           near(scores, c.scores, vectors.tolerance.scores, "scores");
           near([score], [c.scores[c.expected.cluster]!], vectors.tolerance.scores, "score of the winning cluster");
@@ -193,24 +201,33 @@ for (const spec of ENGINES) {
   describe(`decisions.json route cases on ${spec.name}`, () => {
     for (const c of vectors.route) {
       it(`${c.type}: ${c.name}`, () => {
-        const router = routerOn(spec.engine, fixture(c.table), {
-          workers: c.workers.map((w) => ({ id: w.id, role: w.role, capacityBlocks: w.capacity_blocks })),
-          blockSize: c.block_size,
-          model: c.model,
-          salt: c.salt,
-          loadScale: c.load_scale,
-          ...SMALL,
-        }, spec.flavour);
+        const router = routerOn(
+          spec.engine,
+          fixture(c.table),
+          {
+            workers: c.workers.map((w) => ({ id: w.id, role: w.role, capacityBlocks: w.capacity_blocks })),
+            blockSize: c.block_size,
+            model: c.model,
+            salt: c.salt,
+            loadScale: c.load_scale,
+            ...SMALL,
+          },
+          spec.flavour,
+        );
         const prompts = Object.fromEntries(Object.entries(c.prompts).map(([name, p]) => [name, promptInput(p)]));
         for (const op of c.index) {
           const input = prompts[op.prompt]!;
-          const hashes = "tokens" in input
-            ? router.hash({ tokens: input.tokens.subarray(0, op.prefix_tokens) })
-            : router.hash({ text: input.text.subarray(0, op.prefix_bytes) });
+          const hashes =
+            "tokens" in input
+              ? router.hash({ tokens: input.tokens.subarray(0, op.prefix_tokens) })
+              : router.hash({ text: input.text.subarray(0, op.prefix_bytes) });
           router.index.store(op.worker, hashes);
         }
         for (const [id, load] of Object.entries(c.loads)) {
-          router.setLoad(id, { activePrefillTokens: load.active_prefill_tokens, activeDecodeTokens: load.active_decode_tokens });
+          router.setLoad(id, {
+            activePrefillTokens: load.active_prefill_tokens,
+            activeDecodeTokens: load.active_decode_tokens,
+          });
         }
         router.setSignals({ prefillQueue: c.signals.prefill_queue, qps: c.signals.qps });
         const r = c.request;

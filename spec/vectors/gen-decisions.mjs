@@ -56,7 +56,9 @@ const description = [
   "eff_X = isl - min(matched_X * tokens_per_block, isl). path = bit when there is a prefill worker, else local with",
   "reason 'no-prefill-worker' if the bit was 1. expected.cluster is null for rules (the Router API's value).",
   "cost is the expected worker cost {decode, prefill} (prefill 0 when there is no prefill worker).",
-].join(" ").replace(/ {2}/g, "\n");
+]
+  .join(" ")
+  .replace(/ {2}/g, "\n");
 
 // ---------------------------------------------------------------------------------------------------------------
 // Tables and the policy, straight from docs/table-format.md.
@@ -70,8 +72,11 @@ const DEFAULT_PARAMS = {
   "always-local": {},
   "always-remote": {},
   ppd: {
-    context_edges: [512, 4096], ratio_edges: [0.125, 0.25, 0.5, 1, 2, 4, 8, 16],
-    qps_levels: [0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20], w_ttft: 1, w_tpot: 1,
+    context_edges: [512, 4096],
+    ratio_edges: [0.125, 0.25, 0.5, 1, 2, 4, 8, 16],
+    qps_levels: [0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20],
+    w_ttft: 1,
+    w_tpot: 1,
   },
 };
 
@@ -106,9 +111,10 @@ function classify(t, x) {
   for (let k = 1; k < scores.length; k++) if (better(scores[k], scores[best])) best = k;
   const others = scores.filter((_, k) => k !== best);
   const runnerUp = others.reduce((a, b) => (better(a, b) ? a : b), others[0]);
-  const margin = others.length === 0
-    ? Infinity
-    : Math.abs(runnerUp - scores[best]) / Math.max(1, Math.abs(runnerUp), Math.abs(scores[best]));
+  const margin =
+    others.length === 0
+      ? Infinity
+      : Math.abs(runnerUp - scores[best]) / Math.max(1, Math.abs(runnerUp), Math.abs(scores[best]));
   return { z, scores, best, margin };
 }
 
@@ -138,12 +144,18 @@ function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, sign
       if (bound !== undefined) {
         c.boundMargin = Math.abs(c.scores[c.best] - bound) / Math.max(1, Math.abs(bound), Math.abs(c.scores[c.best]));
       }
-      const outside = bound !== undefined && (t.kind === "kmeans" ? c.scores[c.best] > bound : c.scores[c.best] < bound);
+      const outside =
+        bound !== undefined && (t.kind === "kmeans" ? c.scores[c.best] > bound : c.scores[c.best] < bound);
       if (outside || value === 2) {
         const f = t.fallback ?? { kind: "dynamo-isl" };
         const fallback = { kind: f.kind, params: { ...DEFAULT_PARAMS[f.kind], ...(f.params ?? {}) } };
         const d = decide(fallback, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, signals });
-        return { bit: d.bit, cluster: c.best, reason: outside ? "out-of-distribution" : "rule-fallback", classified: c };
+        return {
+          bit: d.bit,
+          cluster: c.best,
+          reason: outside ? "out-of-distribution" : "rule-fallback",
+          classified: c,
+        };
       }
       return { bit: value, cluster: c.best, reason: "cluster", classified: c };
     }
@@ -194,8 +206,15 @@ function decideCase(file, { isl, effP = isl, effD = isl, osl = 0, turn = 1, ctx 
   if (d.classified && !(d.classified.margin > MARGIN)) return false;
   if (d.classified && d.classified.boundMargin !== undefined && !(d.classified.boundMargin > MARGIN)) return false;
   const c = {
-    table: file, ...(note ? { note } : {}),
-    isl, eff_P: effP, eff_D: effD, osl_hat: osl, turn, context_tokens: ctx, signals,
+    table: file,
+    ...(note ? { note } : {}),
+    isl,
+    eff_P: effP,
+    eff_D: effD,
+    osl_hat: osl,
+    turn,
+    context_tokens: ctx,
+    signals,
     expected: { bit: d.bit, cluster: d.cluster, reason: d.reason },
   };
   if (d.classified) {
@@ -214,20 +233,24 @@ function learnedCases(file, want) {
   const fracs = [0, 0.25, 0.5, 0.9, 1];
   const osls = [0, 64, 512, 2048, 8192];
   const byCluster = new Map();
-  for (const isl of isls) for (const fp of fracs) for (const fd of fracs) for (const osl of osls) {
-    const effP = isl - Math.round(fp * isl);
-    const effD = isl - Math.round(fd * isl);
-    const key = `${isl}/${effP}/${effD}/${osl}`;
-    const c = classify(t, [isl, effP, effD, osl]);
-    if (!(c.margin > MARGIN)) continue;
-    if (!byCluster.has(c.best)) byCluster.set(c.best, []);
-    const list = byCluster.get(c.best);
-    if (!list.some((x) => x.key === key)) list.push({ key, isl, effP, effD, osl });
-  }
+  for (const isl of isls)
+    for (const fp of fracs)
+      for (const fd of fracs)
+        for (const osl of osls) {
+          const effP = isl - Math.round(fp * isl);
+          const effD = isl - Math.round(fd * isl);
+          const key = `${isl}/${effP}/${effD}/${osl}`;
+          const c = classify(t, [isl, effP, effD, osl]);
+          if (!(c.margin > MARGIN)) continue;
+          if (!byCluster.has(c.best)) byCluster.set(c.best, []);
+          const list = byCluster.get(c.best);
+          if (!list.some((x) => x.key === key)) list.push({ key, isl, effP, effD, osl });
+        }
   // the zero vector and one isolated large prompt first: boundaries of log1p
   let n = 0;
   if (decideCase(file, { isl: 0, osl: 0, note: "isl 0: every feature log1p(0) = 0" })) n++;
-  if (decideCase(file, { isl: 1048576, effP: 1048576, effD: 0, osl: 64, note: "2^20 tokens, fully cached on decode" })) n++;
+  if (decideCase(file, { isl: 1048576, effP: 1048576, effD: 0, osl: 64, note: "2^20 tokens, fully cached on decode" }))
+    n++;
   const clusters = [...byCluster.keys()].sort((a, b) => a - b);
   // spread the picks over each cluster's candidates (every stride-th), not just its first few
   const cursor = new Map(clusters.map((k) => [k, 0]));
@@ -263,8 +286,28 @@ const learnedClusters = {
 
 // The signals and PPD inputs of a learned or rule case never matter except where noted; a few cases vary them
 // anyway so a binding that passes them wrongly is caught.
-decideCase("kmeans.msgpack", { isl: 4096, effP: 4096, effD: 1024, osl: 512, turn: 3, ctx: 100, queue: 5, qps: 7, note: "turn, context and signals do not matter" });
-decideCase("gmm.msgpack", { isl: 4096, effP: 4096, effD: 1024, osl: 512, turn: 0, ctx: 100, queue: 5, qps: 7, note: "turn, context and signals do not matter" });
+decideCase("kmeans.msgpack", {
+  isl: 4096,
+  effP: 4096,
+  effD: 1024,
+  osl: 512,
+  turn: 3,
+  ctx: 100,
+  queue: 5,
+  qps: 7,
+  note: "turn, context and signals do not matter",
+});
+decideCase("gmm.msgpack", {
+  isl: 4096,
+  effP: 4096,
+  effD: 1024,
+  osl: 512,
+  turn: 0,
+  ctx: 100,
+  queue: 5,
+  qps: 7,
+  note: "turn, context and signals do not matter",
+});
 
 // dynamo-isl (and the same cases on the minimal table, whose defaults a reader fills in)
 for (const file of ["dynamo-isl.msgpack", "dynamo-isl-minimal.msgpack"]) {
@@ -293,13 +336,23 @@ for (const file of ["dynamo-isl.msgpack", "dynamo-isl-minimal.msgpack"]) {
 
 // dynamo-load: without workers the prefill load is unknown, so there is no bypass: always remote
 for (const c of [
-  { isl: 0, effD: 0 }, { isl: 1, effD: 1 }, { isl: 100, effD: 0 }, { isl: 100, effD: 100 },
-  { isl: 6553, effD: 6553 }, { isl: 6554, effD: 6554 }, { isl: 8192, effD: 4096 }, { isl: 100000, effD: 50000 },
+  { isl: 0, effD: 0 },
+  { isl: 1, effD: 1 },
+  { isl: 100, effD: 0 },
+  { isl: 100, effD: 100 },
+  { isl: 6553, effD: 6553 },
+  { isl: 6554, effD: 6554 },
+  { isl: 8192, effD: 4096 },
+  { isl: 100000, effD: 50000 },
   { isl: 2048, effD: 2048, queue: 10, qps: 20, note: "signals do not matter" },
   { isl: 2048, effD: 0, effP: 0, osl: 8192, turn: 5, ctx: 2048, note: "PPD inputs do not matter" },
-  { isl: 4096, effD: 4096, effP: 0 }, { isl: 16384, effD: 1, effP: 16384 },
-  { isl: 7000, effD: 7000, queue: 1 }, { isl: 65536, effD: 65536 }, { isl: 3, effD: 2 },
-]) decideCase("dynamo-load.msgpack", { note: "no prefill worker: unknown load, no bypass: remote", ...c });
+  { isl: 4096, effD: 4096, effP: 0 },
+  { isl: 16384, effD: 1, effP: 16384 },
+  { isl: 7000, effD: 7000, queue: 1 },
+  { isl: 65536, effD: 65536 },
+  { isl: 3, effD: 2 },
+])
+  decideCase("dynamo-load.msgpack", { note: "no prefill worker: unknown load, no bypass: remote", ...c });
 
 // dynamo-legacy: remote iff eff_D > 1000 and prefill_queue < 2
 for (const c of [
@@ -319,7 +372,8 @@ for (const c of [
   { isl: 1500, effD: 500, effP: 1500, queue: 0 },
   { isl: 100, effD: 100, queue: 0 },
   { isl: 2048, effD: 1024, queue: 1 },
-]) decideCase("dynamo-legacy.msgpack", c);
+])
+  decideCase("dynamo-legacy.msgpack", c);
 
 // trtllm (max_local_prefill_length 0): remote iff match == 0 or isl - match > 0, match = isl - eff_D
 for (const c of [
@@ -338,52 +392,112 @@ for (const c of [
   { isl: 17, effD: 0, osl: 2048, turn: 4, ctx: 17 },
   { isl: 2048, effD: 2047, note: "match 1: remote" },
   { isl: 65536, effD: 0 },
-]) decideCase("trtllm.msgpack", c);
+])
+  decideCase("trtllm.msgpack", c);
 
 // llm-d (fixture: both thresholds 0 = disaggregation disabled): always local, whatever the boundary
 for (const c of [
   { isl: 0, effD: 0, note: "isl 0 = prompt_tokens 0 and uncached 0 = non_cached_tokens 0: still local (disabled)" },
-  { isl: 1, effD: 1 }, { isl: 1, effD: 0 }, { isl: 100, effD: 100 }, { isl: 100, effD: 0 },
-  { isl: 4096, effD: 4096, effP: 0 }, { isl: 4096, effD: 2048 }, { isl: 100000, effD: 100000 },
-  { isl: 100000, effD: 0, queue: 5, qps: 20 }, { isl: 16, effD: 16, osl: 2048, turn: 3, ctx: 0 },
-  { isl: 2048, effD: 1 }, { isl: 65536, effD: 65535 }, { isl: 512, effD: 256, effP: 512 },
-  { isl: 7, effD: 7, queue: 2 }, { isl: 999, effD: 998 },
-]) decideCase("llm-d.msgpack", { note: "non_cached_tokens 0: disabled: local", ...c });
+  { isl: 1, effD: 1 },
+  { isl: 1, effD: 0 },
+  { isl: 100, effD: 100 },
+  { isl: 100, effD: 0 },
+  { isl: 4096, effD: 4096, effP: 0 },
+  { isl: 4096, effD: 2048 },
+  { isl: 100000, effD: 100000 },
+  { isl: 100000, effD: 0, queue: 5, qps: 20 },
+  { isl: 16, effD: 16, osl: 2048, turn: 3, ctx: 0 },
+  { isl: 2048, effD: 1 },
+  { isl: 65536, effD: 65535 },
+  { isl: 512, effD: 256, effP: 512 },
+  { isl: 7, effD: 7, queue: 2 },
+  { isl: 999, effD: 998 },
+])
+  decideCase("llm-d.msgpack", { note: "non_cached_tokens 0: disabled: local", ...c });
 
 // llm-d active (non_cached_tokens 256, prompt_tokens 512): remote iff isl >= 512 and isl - cached >= 256
 for (const c of [
-  { isl: 511, effD: 511, note: "below prompt_tokens: local" }, { isl: 512, effD: 256, note: "both thresholds met exactly: remote" },
-  { isl: 512, effD: 255, note: "uncached one short: local" }, { isl: 4096, effD: 4096 }, { isl: 4096, effD: 0 },
-  { isl: 100000, effD: 300 }, { isl: 1000, effD: 255, effP: 0 }, { isl: 0, effD: 0 }, { isl: 600, effD: 600, queue: 3, qps: 9 },
-  { isl: 513, effD: 257 }, { isl: 256, effD: 256 }, { isl: 2048, effD: 256 }, { isl: 2048, effD: 1 },
-  { isl: 9000, effD: 4500, turn: 2, ctx: 10 }, { isl: 70000, effD: 69999 },
-]) decideCase("llm-d-active.msgpack", c);
+  { isl: 511, effD: 511, note: "below prompt_tokens: local" },
+  { isl: 512, effD: 256, note: "both thresholds met exactly: remote" },
+  { isl: 512, effD: 255, note: "uncached one short: local" },
+  { isl: 4096, effD: 4096 },
+  { isl: 4096, effD: 0 },
+  { isl: 100000, effD: 300 },
+  { isl: 1000, effD: 255, effP: 0 },
+  { isl: 0, effD: 0 },
+  { isl: 600, effD: 600, queue: 3, qps: 9 },
+  { isl: 513, effD: 257 },
+  { isl: 256, effD: 256 },
+  { isl: 2048, effD: 256 },
+  { isl: 2048, effD: 1 },
+  { isl: 9000, effD: 4500, turn: 2, ctx: 10 },
+  { isl: 70000, effD: 69999 },
+])
+  decideCase("llm-d-active.msgpack", c);
 
 // trtllm with max_local_prefill_length 512: remote iff nothing cached or more than 512 uncached
 for (const c of [
-  { isl: 600, effD: 600, note: "nothing cached: remote" }, { isl: 600, effD: 512, note: "512 uncached, not more: local" },
-  { isl: 600, effD: 513, note: "513 uncached: remote" }, { isl: 100, effD: 99 }, { isl: 0, effD: 0 }, { isl: 4096, effD: 100 },
-  { isl: 4096, effD: 4095 }, { isl: 20000, effD: 512, queue: 4 }, { isl: 20000, effD: 20000, effP: 0 }, { isl: 513, effD: 1 },
-  { isl: 1, effD: 0 }, { isl: 513, effD: 512 }, { isl: 100000, effD: 600 }, { isl: 2048, effD: 2047 }, { isl: 8192, effD: 0 },
-]) decideCase("trtllm-512.msgpack", c);
+  { isl: 600, effD: 600, note: "nothing cached: remote" },
+  { isl: 600, effD: 512, note: "512 uncached, not more: local" },
+  { isl: 600, effD: 513, note: "513 uncached: remote" },
+  { isl: 100, effD: 99 },
+  { isl: 0, effD: 0 },
+  { isl: 4096, effD: 100 },
+  { isl: 4096, effD: 4095 },
+  { isl: 20000, effD: 512, queue: 4 },
+  { isl: 20000, effD: 20000, effP: 0 },
+  { isl: 513, effD: 1 },
+  { isl: 1, effD: 0 },
+  { isl: 513, effD: 512 },
+  { isl: 100000, effD: 600 },
+  { isl: 2048, effD: 2047 },
+  { isl: 8192, effD: 0 },
+])
+  decideCase("trtllm-512.msgpack", c);
 
 // always-local / always-remote
 const anyInputs = [
-  { isl: 0, effD: 0 }, { isl: 1, effD: 1 }, { isl: 1, effD: 0 }, { isl: 100, effD: 50, effP: 100 },
-  { isl: 2048, effD: 2048 }, { isl: 4096, effD: 0, effP: 0 }, { isl: 100000, effD: 100000, queue: 5, qps: 20 },
-  { isl: 512, effD: 512, osl: 2048, turn: 1 }, { isl: 512, effD: 0, osl: 2048, turn: 2, ctx: 512 },
-  { isl: 1000, effD: 1000, turn: 0 }, { isl: 65536, effD: 1 }, { isl: 33, effD: 17, osl: 64 },
-  { isl: 8192, effD: 4096, queue: 1 }, { isl: 300, effD: 299, qps: 3 }, { isl: 1048576, effD: 1048576 },
+  { isl: 0, effD: 0 },
+  { isl: 1, effD: 1 },
+  { isl: 1, effD: 0 },
+  { isl: 100, effD: 50, effP: 100 },
+  { isl: 2048, effD: 2048 },
+  { isl: 4096, effD: 0, effP: 0 },
+  { isl: 100000, effD: 100000, queue: 5, qps: 20 },
+  { isl: 512, effD: 512, osl: 2048, turn: 1 },
+  { isl: 512, effD: 0, osl: 2048, turn: 2, ctx: 512 },
+  { isl: 1000, effD: 1000, turn: 0 },
+  { isl: 65536, effD: 1 },
+  { isl: 33, effD: 17, osl: 64 },
+  { isl: 8192, effD: 4096, queue: 1 },
+  { isl: 300, effD: 299, qps: 3 },
+  { isl: 1048576, effD: 1048576 },
 ];
 for (const c of anyInputs) decideCase("always-local.msgpack", c);
 for (const c of anyInputs) decideCase("always-remote.msgpack", c);
 
 // ppd: turn 1 remote; from turn 2 the cell (context class, ratio class, nearest QPS level) of the 3 × 9 × 10 grid
 for (const c of [
-  { isl: 1000, effD: 0, osl: 100, turn: 1, ctx: 900, qps: 20, note: "turn 1: always remote (first-turn), whatever the cell holds" },
+  {
+    isl: 1000,
+    effD: 0,
+    osl: 100,
+    turn: 1,
+    ctx: 900,
+    qps: 20,
+    note: "turn 1: always remote (first-turn), whatever the cell holds",
+  },
   { isl: 100, effD: 100, osl: 100, turn: 1, ctx: -1, qps: 0.5, note: "turn 1" },
   { isl: 0, effD: 0, osl: 0, turn: 1, note: "turn 1, isl 0" },
-  { isl: 612, effD: 612, osl: 100, turn: 2, ctx: 512, qps: 4, note: "context exactly 512: class 0; ratio 1 exactly on an edge: class 3" },
+  {
+    isl: 612,
+    effD: 612,
+    osl: 100,
+    turn: 2,
+    ctx: 512,
+    qps: 4,
+    note: "context exactly 512: class 0; ratio 1 exactly on an edge: class 3",
+  },
   { isl: 613, effD: 613, osl: 100, turn: 2, ctx: 513, qps: 4, note: "context 513: class 1" },
   { isl: 4196, effD: 4196, osl: 100, turn: 2, ctx: 4096, qps: 4, note: "context exactly 4096: class 1" },
   { isl: 4197, effD: 4197, osl: 100, turn: 2, ctx: 4097, qps: 4, note: "context 4097: class 2" },
@@ -391,26 +505,131 @@ for (const c of [
   { isl: 1001, effD: 1001, osl: 250, turn: 2, ctx: 500, qps: 6, note: "ratio 2.004: class 5" },
   { isl: 564, effD: 564, osl: 512, turn: 2, ctx: 500, qps: 12, note: "ratio exactly 0.125: class 0" },
   { isl: 565, effD: 565, osl: 512, turn: 2, ctx: 500, qps: 12, note: "ratio 0.127: class 1" },
-  { isl: 8692, effD: 8692, osl: 256, turn: 2, ctx: 4596, qps: 20, note: "ratio exactly 16 (last edge): class 8 is not reached" },
+  {
+    isl: 8692,
+    effD: 8692,
+    osl: 256,
+    turn: 2,
+    ctx: 4596,
+    qps: 20,
+    note: "ratio exactly 16 (last edge): class 8 is not reached",
+  },
   { isl: 8693, effD: 8693, osl: 256, turn: 2, ctx: 4596, qps: 20, note: "ratio above 16: class 8" },
-  { isl: 1000, effD: 1000, osl: 100, turn: 3, ctx: 1000, qps: 3, note: "no new input: ratio 0; qps 3 between levels 2 and 4: tie to the lower (index 2)" },
+  {
+    isl: 1000,
+    effD: 1000,
+    osl: 100,
+    turn: 3,
+    ctx: 1000,
+    qps: 3,
+    note: "no new input: ratio 0; qps 3 between levels 2 and 4: tie to the lower (index 2)",
+  },
   { isl: 1500, effD: 1500, osl: 100, turn: 3, ctx: 1000, qps: 5, note: "qps 5 between 4 and 6: tie to 4 (index 3)" },
   { isl: 1500, effD: 1500, osl: 100, turn: 3, ctx: 1000, qps: 5.0001, note: "qps 5.0001: nearest 6 (index 4)" },
-  { isl: 1500, effD: 1500, osl: 100, turn: 3, ctx: 1000, qps: 0.75, note: "qps 0.75 between 0.5 and 1: tie to 0.5 (index 0)" },
-  { isl: 1500, effD: 1500, osl: 100, turn: 3, ctx: 1000, qps: 18, note: "qps 18 between 16 and 20: tie to 16 (index 8)" },
+  {
+    isl: 1500,
+    effD: 1500,
+    osl: 100,
+    turn: 3,
+    ctx: 1000,
+    qps: 0.75,
+    note: "qps 0.75 between 0.5 and 1: tie to 0.5 (index 0)",
+  },
+  {
+    isl: 1500,
+    effD: 1500,
+    osl: 100,
+    turn: 3,
+    ctx: 1000,
+    qps: 18,
+    note: "qps 18 between 16 and 20: tie to 16 (index 8)",
+  },
   { isl: 1500, effD: 1500, osl: 100, turn: 3, ctx: 1000, qps: 0, note: "qps 0: nearest 0.5 (index 0)" },
   { isl: 1500, effD: 1500, osl: 100, turn: 3, ctx: 1000, qps: 1000, note: "qps above the last level: index 9" },
-  { isl: 3000, effD: 1000, osl: 500, turn: 2, ctx: -1, qps: 8, note: "context unknown: the decode worker's cached tokens isl - eff_D = 2000 (class 1); ratio 2 (class 4)" },
-  { isl: 3000, effD: 1000, osl: 500, turn: 2, ctx: 2900, qps: 8, note: "the same request with context_tokens 2900 given: ratio 0.2 (class 1)" },
-  { isl: 3000, effD: 3000, osl: 500, turn: 2, ctx: -1, qps: 8, note: "context unknown and nothing cached: context 0 (class 0), ratio 6 (class 6)" },
-  { isl: 3000, effD: 0, osl: 500, turn: 2, ctx: -1, qps: 8, note: "context unknown and fully cached: context 3000 (class 1), ratio 0" },
-  { isl: 10000, effD: 10000, osl: 100, turn: 2, ctx: 9000, qps: 20, note: "context class 2, ratio 10 (class 7), qps 20 (index 9)" },
-  { isl: 10000, effD: 10000, osl: 100, turn: 2, ctx: 9950, qps: 0.5, note: "context class 2, ratio 0.5 exactly (class 2), qps index 0" },
-  { isl: 300, effD: 0, osl: 2048, turn: 2, ctx: 0, qps: 20, note: "context 0 given (not unknown): class 0; ratio 0.146 (class 1)" },
-  { isl: 200, effD: 200, osl: 10, turn: 7, ctx: 100, qps: 16, note: "ratio 10 (class 7), qps 16 (index 8): bit 1 in class 0" },
-  { isl: 200, effD: 200, osl: 10, turn: 7, ctx: 100, qps: 0.5, note: "ratio 10 (class 7), qps 0.5 (index 0): 7 + 0 < 8: bit 0" },
+  {
+    isl: 3000,
+    effD: 1000,
+    osl: 500,
+    turn: 2,
+    ctx: -1,
+    qps: 8,
+    note: "context unknown: the decode worker's cached tokens isl - eff_D = 2000 (class 1); ratio 2 (class 4)",
+  },
+  {
+    isl: 3000,
+    effD: 1000,
+    osl: 500,
+    turn: 2,
+    ctx: 2900,
+    qps: 8,
+    note: "the same request with context_tokens 2900 given: ratio 0.2 (class 1)",
+  },
+  {
+    isl: 3000,
+    effD: 3000,
+    osl: 500,
+    turn: 2,
+    ctx: -1,
+    qps: 8,
+    note: "context unknown and nothing cached: context 0 (class 0), ratio 6 (class 6)",
+  },
+  {
+    isl: 3000,
+    effD: 0,
+    osl: 500,
+    turn: 2,
+    ctx: -1,
+    qps: 8,
+    note: "context unknown and fully cached: context 3000 (class 1), ratio 0",
+  },
+  {
+    isl: 10000,
+    effD: 10000,
+    osl: 100,
+    turn: 2,
+    ctx: 9000,
+    qps: 20,
+    note: "context class 2, ratio 10 (class 7), qps 20 (index 9)",
+  },
+  {
+    isl: 10000,
+    effD: 10000,
+    osl: 100,
+    turn: 2,
+    ctx: 9950,
+    qps: 0.5,
+    note: "context class 2, ratio 0.5 exactly (class 2), qps index 0",
+  },
+  {
+    isl: 300,
+    effD: 0,
+    osl: 2048,
+    turn: 2,
+    ctx: 0,
+    qps: 20,
+    note: "context 0 given (not unknown): class 0; ratio 0.146 (class 1)",
+  },
+  {
+    isl: 200,
+    effD: 200,
+    osl: 10,
+    turn: 7,
+    ctx: 100,
+    qps: 16,
+    note: "ratio 10 (class 7), qps 16 (index 8): bit 1 in class 0",
+  },
+  {
+    isl: 200,
+    effD: 200,
+    osl: 10,
+    turn: 7,
+    ctx: 100,
+    qps: 0.5,
+    note: "ratio 10 (class 7), qps 0.5 (index 0): 7 + 0 < 8: bit 0",
+  },
   { isl: 5000, effD: 2000, osl: 64, turn: 2, ctx: 4200, qps: 10, queue: 3, note: "prefill_queue does not matter" },
-]) decideCase("ppd.msgpack", c);
+])
+  decideCase("ppd.msgpack", c);
 
 // ---------------------------------------------------------------------------------------------------------------
 // route cases: a toy index with the same semantics as the real one (per-worker LRU of block identities).
@@ -429,7 +648,8 @@ function promptInput(p) {
   if (p.tokens) return { mode: "tokens", items: p.tokens };
   if (p.tokens_formula) return { mode: "tokens", items: p.tokens_formula.flatMap((s) => lcgTokens(s)) };
   if (p.text !== undefined) return { mode: "text", items: [...utf8.encode(p.text)] };
-  if (p.text_formula) return { mode: "text", items: [...utf8.encode(p.text_formula.map((s) => s.unit.repeat(s.count)).join(""))] };
+  if (p.text_formula)
+    return { mode: "text", items: [...utf8.encode(p.text_formula.map((s) => s.unit.repeat(s.count)).join(""))] };
   throw new Error("prompt without input");
 }
 
@@ -457,7 +677,8 @@ function routeExpected(scn) {
     if (n === undefined || n > input.items.length) throw new Error(`${scn.name}: bad index op ${JSON.stringify(op)}`);
     if (w.capacity_blocks === 0) continue;
     for (const key of blockKeys(scn, { mode: input.mode, items: input.items.slice(0, n) })) {
-      if (w.lru.has(key)) w.lru.delete(key); // most recently used again
+      if (w.lru.has(key))
+        w.lru.delete(key); // most recently used again
       else if (w.lru.size >= w.capacity_blocks) w.lru.delete(w.lru.keys().next().value); // evict the least recent
       w.lru.set(key, true);
     }
@@ -466,20 +687,23 @@ function routeExpected(scn) {
   const input = prompts[r.prompt];
   const keys = blockKeys(scn, input);
   const tpb = input.mode === "text" ? 16 : scn.block_size;
-  const isl = input.mode === "text"
-    ? (r.prompt_tokens > 0 ? r.prompt_tokens : Math.ceil(input.items.length / 4))
-    : input.items.length;
+  const isl =
+    input.mode === "text"
+      ? r.prompt_tokens > 0
+        ? r.prompt_tokens
+        : Math.ceil(input.items.length / 4)
+      : input.items.length;
   const matched = (w) => {
     let m = 0;
     while (m < keys.length && w.lru.has(keys[m])) m++;
     return m;
   };
-  const cost = (w) => (scn.load_scale ?? 1) * ((w.load.active_prefill_tokens ?? 0) + Math.max(isl - matched(w) * tpb, 0))
-    + (w.load.active_decode_tokens ?? 0);
+  const cost = (w) =>
+    (scn.load_scale ?? 1) * ((w.load.active_prefill_tokens ?? 0) + Math.max(isl - matched(w) * tpb, 0)) +
+    (w.load.active_decode_tokens ?? 0);
   const cheapest = (list) => list.reduce((best, w) => (best === null || cost(w) < cost(best) ? w : best), null);
-  const decodeW = r.decode_worker !== undefined
-    ? byId[r.decode_worker]
-    : cheapest(workers.filter((w) => ROLE_BITS[w.role] & 2));
+  const decodeW =
+    r.decode_worker !== undefined ? byId[r.decode_worker] : cheapest(workers.filter((w) => ROLE_BITS[w.role] & 2));
   const prefillW = cheapest(workers.filter((w) => ROLE_BITS[w.role] & 1 && w !== decodeW));
   const mD = matched(decodeW);
   const mP = prefillW ? matched(prefillW) : 0;
@@ -487,8 +711,15 @@ function routeExpected(scn) {
   const effP = isl - Math.min(mP * tpb, isl);
   const signals = { prefill_queue: scn.signals?.prefill_queue ?? 0, qps: scn.signals?.qps ?? 0 };
   const d = decide(t, {
-    isl, effP, effD, osl: r.osl_hat, turn: r.turn, ctx: r.context_tokens, cachedD: Math.min(mD * tpb, isl),
-    prefillBusy: prefillW ? (prefillW.load.active_prefill_tokens ?? 0) : -1, signals,
+    isl,
+    effP,
+    effD,
+    osl: r.osl_hat,
+    turn: r.turn,
+    ctx: r.context_tokens,
+    cachedD: Math.min(mD * tpb, isl),
+    prefillBusy: prefillW ? (prefillW.load.active_prefill_tokens ?? 0) : -1,
+    signals,
   });
   if (d.classified && !(d.classified.margin > MARGIN)) throw new Error(`${scn.name}: learned decision without margin`);
   const path = prefillW ? d.bit : 0;
@@ -518,7 +749,10 @@ const scenarios = [
     table: "dynamo-isl.msgpack",
     workers: [W("d0", "decode"), W("d1", "decode"), W("p0", "prefill")],
     prompts: { A: { tokens_formula: [lcg(256, 1)] } },
-    index: [{ worker: "d0", prompt: "A", prefix_tokens: 32 }, { worker: "d1", prompt: "A", prefix_tokens: 128 }],
+    index: [
+      { worker: "d0", prompt: "A", prefix_tokens: 32 },
+      { worker: "d1", prompt: "A", prefix_tokens: 128 },
+    ],
     request: req("A"),
   },
   {
@@ -528,7 +762,10 @@ const scenarios = [
     workers: [W("d0", "decode"), W("p0", "prefill"), W("p1", "prefill")],
     // B shares A's first 192 tokens (12 blocks); p1 holds all of A, p0 only 4 blocks of B
     prompts: { A: { tokens_formula: [lcg(192, 2), lcg(64, 3)] }, B: { tokens_formula: [lcg(192, 2), lcg(320, 4)] } },
-    index: [{ worker: "p0", prompt: "B", prefix_tokens: 64 }, { worker: "p1", prompt: "A", prefix_tokens: 256 }],
+    index: [
+      { worker: "p0", prompt: "B", prefix_tokens: 64 },
+      { worker: "p1", prompt: "A", prefix_tokens: 256 },
+    ],
     request: req("B"),
   },
   {
@@ -538,7 +775,10 @@ const scenarios = [
     workers: [W("d0", "decode"), W("d1", "decode"), W("p0", "prefill")],
     prompts: { A: { tokens_formula: [lcg(256, 5)] } },
     index: [{ worker: "d0", prompt: "A", prefix_tokens: 128 }],
-    loads: { d0: { active_prefill_tokens: 0, active_decode_tokens: 1000 }, d1: { active_prefill_tokens: 64, active_decode_tokens: 0 } },
+    loads: {
+      d0: { active_prefill_tokens: 0, active_decode_tokens: 1000 },
+      d1: { active_prefill_tokens: 64, active_decode_tokens: 0 },
+    },
     request: req("A"),
   },
   {
@@ -559,7 +799,10 @@ const scenarios = [
     // registered z-dec first, a-dec second: the tie goes to index 0 (z-dec), not to the lexically smaller name
     workers: [W("z-dec", "decode"), W("a-dec", "decode"), W("z-pre", "prefill"), W("a-pre", "prefill")],
     prompts: { A: { tokens_formula: [lcg(160, 7)] } },
-    index: [{ worker: "z-dec", prompt: "A", prefix_tokens: 64 }, { worker: "a-pre", prompt: "A", prefix_tokens: 32 }],
+    index: [
+      { worker: "z-dec", prompt: "A", prefix_tokens: 64 },
+      { worker: "a-pre", prompt: "A", prefix_tokens: 32 },
+    ],
     loads: {
       "z-dec": { active_prefill_tokens: 0, active_decode_tokens: 64 },
       "z-pre": { active_prefill_tokens: 0, active_decode_tokens: 0 },
@@ -573,7 +816,10 @@ const scenarios = [
     table: "ppd.msgpack",
     workers: [W("d0", "decode"), W("d1", "decode"), W("p0", "prefill")],
     prompts: { T2: { tokens_formula: [lcg(512, 8), lcg(128, 9)] } },
-    index: [{ worker: "d0", prompt: "T2", prefix_tokens: 512 }, { worker: "d1", prompt: "T2", prefix_tokens: 256 }],
+    index: [
+      { worker: "d0", prompt: "T2", prefix_tokens: 512 },
+      { worker: "d1", prompt: "T2", prefix_tokens: 256 },
+    ],
     signals: { prefill_queue: 0, qps: 16 },
     request: req("T2", { osl_hat: 64, turn: 2, decode_worker: "d1", context_tokens: 512 }),
   },
@@ -630,9 +876,15 @@ const scenarios = [
     table: "dynamo-load.msgpack",
     workers: [W("p0", "prefill"), W("b0", "both"), W("p1", "prefill"), W("d0", "decode")],
     prompts: { A: { tokens_formula: [lcg(640, 16)] } },
-    index: [{ worker: "b0", prompt: "A", prefix_tokens: 640 }, { worker: "p0", prompt: "A", prefix_tokens: 640 }],
+    index: [
+      { worker: "b0", prompt: "A", prefix_tokens: 640 },
+      { worker: "p0", prompt: "A", prefix_tokens: 640 },
+    ],
     // p0 holds everything but is busier; p1 sits exactly at 0.8 × 8192 = 6553.6 active prefill tokens (busy is strict >)
-    loads: { p0: { active_prefill_tokens: 8000, active_decode_tokens: 0 }, p1: { active_prefill_tokens: 6553.6, active_decode_tokens: 0 } },
+    loads: {
+      p0: { active_prefill_tokens: 8000, active_decode_tokens: 0 },
+      p1: { active_prefill_tokens: 6553.6, active_decode_tokens: 0 },
+    },
     request: req("A"),
   },
   {
@@ -669,9 +921,17 @@ const scenarios = [
     salt: "tenant-a",
     workers: [W("d0", "decode"), W("d1", "decode"), W("p0", "prefill")],
     prompts: {
-      S: { text_formula: [{ kind: "repeat", unit: "System: you are a helpful assistant 🐬. ", count: 6 }, { kind: "repeat", unit: "Q: é? ", count: 7 }] },
+      S: {
+        text_formula: [
+          { kind: "repeat", unit: "System: you are a helpful assistant 🐬. ", count: 6 },
+          { kind: "repeat", unit: "Q: é? ", count: 7 },
+        ],
+      },
     },
-    index: [{ worker: "d0", prompt: "S", prefix_bytes: 64 }, { worker: "d1", prompt: "S", prefix_bytes: 192 }],
+    index: [
+      { worker: "d0", prompt: "S", prefix_bytes: 64 },
+      { worker: "d1", prompt: "S", prefix_bytes: 192 },
+    ],
     request: req("S"),
   },
   {
@@ -680,7 +940,10 @@ const scenarios = [
     table: "trtllm.msgpack",
     workers: [W("d0", "decode"), W("p0", "prefill")],
     prompts: { S: { text: "The quick brown fox jumps over the lazy dog. ".repeat(6) } },
-    index: [{ worker: "d0", prompt: "S", prefix_bytes: 256 }, { worker: "p0", prompt: "S", prefix_bytes: 64 }],
+    index: [
+      { worker: "d0", prompt: "S", prefix_bytes: 256 },
+      { worker: "p0", prompt: "S", prefix_bytes: 64 },
+    ],
     request: req("S", { prompt_tokens: 40 }),
   },
   {
@@ -711,7 +974,10 @@ const scenarios = [
     table: "kmeans.msgpack",
     workers: [W("d0", "decode"), W("p0", "prefill"), W("p1", "prefill")],
     prompts: { A: { tokens_formula: [lcg(2048, 24)] } },
-    index: [{ worker: "d0", prompt: "A", prefix_tokens: 512 }, { worker: "p1", prompt: "A", prefix_tokens: 1536 }],
+    index: [
+      { worker: "d0", prompt: "A", prefix_tokens: 512 },
+      { worker: "p1", prompt: "A", prefix_tokens: 1536 },
+    ],
     request: req("A", { osl_hat: 512 }),
   },
   {
@@ -720,7 +986,10 @@ const scenarios = [
     table: "gmm.msgpack",
     workers: [W("d0", "decode"), W("d1", "decode"), W("p0", "prefill")],
     prompts: { A: { tokens_formula: [lcg(1200, 25)] } },
-    index: [{ worker: "d1", prompt: "A", prefix_tokens: 1024 }, { worker: "p0", prompt: "A", prefix_tokens: 400 }],
+    index: [
+      { worker: "d1", prompt: "A", prefix_tokens: 1024 },
+      { worker: "p0", prompt: "A", prefix_tokens: 400 },
+    ],
     loads: { d0: { active_prefill_tokens: 0, active_decode_tokens: 5000 } },
     request: req("A", { osl_hat: 2048 }),
   },
@@ -729,9 +998,19 @@ const scenarios = [
 const routeCases = scenarios.map((s) => {
   const scn = { ...base, ...s, signals: { ...base.signals, ...(s.signals ?? {}) } };
   const ordered = {
-    name: scn.name, type: scn.type, table: scn.table, block_size: scn.block_size, model: scn.model, salt: scn.salt,
-    load_scale: scn.load_scale, workers: scn.workers, prompts: scn.prompts, index: scn.index ?? [],
-    loads: scn.loads ?? {}, signals: scn.signals, request: scn.request,
+    name: scn.name,
+    type: scn.type,
+    table: scn.table,
+    block_size: scn.block_size,
+    model: scn.model,
+    salt: scn.salt,
+    load_scale: scn.load_scale,
+    workers: scn.workers,
+    prompts: scn.prompts,
+    index: scn.index ?? [],
+    loads: scn.loads ?? {},
+    signals: scn.signals,
+    request: scn.request,
   };
   return { ...ordered, expected: routeExpected(ordered) };
 });
@@ -753,4 +1032,7 @@ console.log(`wrote ${decideCases.length} decide cases and ${routeCases.length} r
 console.log("decide cases per table:", countByTable);
 console.log("clusters exercised:", Object.fromEntries(Object.entries(learnedClusters).map(([f, ks]) => [f, ks])));
 console.log("route cases per type:", byType);
-for (const c of routeCases) console.log(` ${c.type.padEnd(18)} ${c.expected.path.padEnd(6)} bit ${c.expected.bit} ${c.expected.reason.padEnd(17)} D=${c.expected.decode_worker} P=${c.expected.prefill_worker} m=${c.expected.matched_blocks.decode}/${c.expected.matched_blocks.prefill} f=${JSON.stringify(c.expected.features)} cl=${c.expected.cluster} | ${c.name}`);
+for (const c of routeCases)
+  console.log(
+    ` ${c.type.padEnd(18)} ${c.expected.path.padEnd(6)} bit ${c.expected.bit} ${c.expected.reason.padEnd(17)} D=${c.expected.decode_worker} P=${c.expected.prefill_worker} m=${c.expected.matched_blocks.decode}/${c.expected.matched_blocks.prefill} f=${JSON.stringify(c.expected.features)} cl=${c.expected.cluster} | ${c.name}`,
+  );

@@ -15,7 +15,8 @@ Every figure is simulated.`,
   options: { ...jobOptionSpecs, study: { type: "string" }, json: { type: "boolean" } },
   async run(v) {
     const study = String(v["study"] ?? "");
-    if (!(STUDIES as readonly string[]).includes(study)) throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
+    if (!(STUDIES as readonly string[]).includes(study))
+      throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
     const rows: AblationRow[] = [];
     await runStudy(study as Study, jobOptions(v), (row) => {
       rows.push(row);

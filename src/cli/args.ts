@@ -34,7 +34,8 @@ export function flag<T>(name: string, parse: () => T): T {
 export function intOption(v: unknown, name: string, min: number, max: number, dflt: number): number {
   if (v === undefined) return dflt;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer in ${min}–${max}, got ${String(v)}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new UsageError(`--${name} must be an integer in ${min}–${max}, got ${String(v)}`);
   return n;
 }
 

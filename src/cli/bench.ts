@@ -30,23 +30,36 @@ Measures, in one run with tinybench, medians of: chained hashing of a 20,000-tok
 blocks against 16 workers' prefix indexes; decide (features → cluster → bit) at K = 8 and K = 64; one whole
 route call (hash, match, worker choice, features, decide) for the 20,000-token prompt against 16 workers.
 Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per task (default 1000).`,
-  options: { json: { type: "boolean" }, time: { type: "string" }, trace: { type: "string" }, quick: { type: "boolean" } },
+  options: {
+    json: { type: "boolean" },
+    time: { type: "string" },
+    trace: { type: "string" },
+    quick: { type: "boolean" },
+  },
   async run(v, pos) {
     if (pos[0] === "sim") {
-      if (v["trace"] !== undefined && !existsSync(String(v["trace"]))) throw new UsageError(`--trace: no such file: ${String(v["trace"])}`);
+      if (v["trace"] !== undefined && !existsSync(String(v["trace"])))
+        throw new UsageError(`--trace: no such file: ${String(v["trace"])}`);
       const trace = String(v["trace"] ?? MOONCAKE_DEV);
       // the shipped trace missing is a broken install, not a usage error
-      if (!existsSync(trace)) throw new Error(`the default trace is missing: ${trace} (see data/README.md), or give --trace FILE`);
+      if (!existsSync(trace))
+        throw new Error(`the default trace is missing: ${trace} (see data/README.md), or give --trace FILE`);
       const { runSimBench } = await import("../../bench/sim.js");
       const r = runSimBench(trace, loadCoreModule());
-      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" :
-        `simulated ${r.requests} requests (${r.trace}, ${r.cluster} ${r.split}, ${r.policy}): ${r.simulated_s} s of cluster time in ` +
-        `${r.wall_s} s wall (${r.requests_per_wall_s} requests/s, ${r.speedup_vs_realtime}× real time); trace loaded in ${r.load_s} s\n`);
+      process.stdout.write(
+        v["json"]
+          ? JSON.stringify(r, null, 2) + "\n"
+          : `simulated ${r.requests} requests (${r.trace}, ${r.cluster} ${r.split}, ${r.policy}): ${r.simulated_s} s of cluster time in ` +
+              `${r.wall_s} s wall (${r.requests_per_wall_s} requests/s, ${r.speedup_vs_realtime}× real time); trace loaded in ${r.load_s} s\n`,
+      );
       return 0;
     }
     if (pos[0] === "proxy") {
       const { formatProxyBench, runProxyBench } = await import("../../bench/proxy.js");
-      const r = await runProxyBench({ ...(v["quick"] ? { quick: true } : {}), progress: (l) => process.stderr.write(l + "\n") });
+      const r = await runProxyBench({
+        ...(v["quick"] ? { quick: true } : {}),
+        progress: (l) => process.stderr.write(l + "\n"),
+      });
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatProxyBench(r) + "\n");
       return 0;
     }
@@ -58,11 +71,15 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     }
     if (pos[0] === "envoy") {
       const { formatEnvoyBench, runEnvoyBench } = await import("../../bench/envoy.js");
-      const r = await runEnvoyBench({ ...(v["quick"] ? { quick: true } : {}), progress: (l) => process.stderr.write(l + "\n") });
+      const r = await runEnvoyBench({
+        ...(v["quick"] ? { quick: true } : {}),
+        progress: (l) => process.stderr.write(l + "\n"),
+      });
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEnvoyBench(r) + "\n");
       return 0;
     }
-    if (pos[0] !== "core") throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | envoy | bindings");
+    if (pos[0] !== "core")
+      throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | envoy | bindings");
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");
     const bytes = readFileSync(corePath());

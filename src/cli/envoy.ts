@@ -20,8 +20,14 @@ prints the proxy and admin URLs; --table picks the policy (default dynamo-isl); 
 threads. --config reads the workers (id, role, url) and the filter settings (docs/envoy.md); --write DIR writes
 envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener.yaml to swap the table).`,
   options: {
-    emulate: { type: "string" }, config: { type: "string" }, port: { type: "string" }, "admin-port": { type: "string" },
-    table: { type: "string" }, concurrency: { type: "string" }, "time-scale": { type: "string" }, write: { type: "string" },
+    emulate: { type: "string" },
+    config: { type: "string" },
+    port: { type: "string" },
+    "admin-port": { type: "string" },
+    table: { type: "string" },
+    concurrency: { type: "string" },
+    "time-scale": { type: "string" },
+    write: { type: "string" },
   },
   async run(v) {
     const port = intOption(v["port"], "port", 0, 65535, 8000);
@@ -34,12 +40,19 @@ envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener
       const timeScale = v["time-scale"] !== undefined ? Number(v["time-scale"]) : 1;
       if (!(timeScale > 0 && Number.isFinite(timeScale))) throw new UsageError("--time-scale must be a number > 0");
       const e = await startEmulatedEnvoy({
-        split: String(v["emulate"]), port, adminPort, concurrency, timeScale, ...(v["table"] !== undefined ? { table: String(v["table"]) } : {}),
+        split: String(v["emulate"]),
+        port,
+        adminPort,
+        concurrency,
+        timeScale,
+        ...(v["table"] !== undefined ? { table: String(v["table"]) } : {}),
       });
-      print(`dolphin envoy: Envoy + dolphin filter at ${e.envoy.url} (admin ${e.envoy.adminUrl}, ${concurrency} worker threads) in front of ` +
-        `${e.workers.length} emulated workers (${e.workers.map((w) => `${w.workerId} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.envoy.url}/v1/chat/completions ` +
-        `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n` +
-        `  curl -s ${e.envoy.adminUrl}/stats/prometheus | grep ^dolphin_`);
+      print(
+        `dolphin envoy: Envoy + dolphin filter at ${e.envoy.url} (admin ${e.envoy.adminUrl}, ${concurrency} worker threads) in front of ` +
+          `${e.workers.length} emulated workers (${e.workers.map((w) => `${w.workerId} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.envoy.url}/v1/chat/completions ` +
+          `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n` +
+          `  curl -s ${e.envoy.adminUrl}/stats/prometheus | grep ^dolphin_`,
+      );
       close = () => e.close();
     } else {
       if (v["config"] === undefined) throw new UsageError("give --config envoy-plugin.json or --emulate nPmD");
@@ -58,11 +71,15 @@ envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener
         } catch {
           // writing the files needs no Envoy here; the command line then names the binary on PATH
         }
-        print(`dolphin envoy: wrote ${paths.bootstrap} and ${paths.listener}; run: ${binary} -c ${paths.bootstrap} --concurrency ${setup.concurrency ?? 2}`);
+        print(
+          `dolphin envoy: wrote ${paths.bootstrap} and ${paths.listener}; run: ${binary} -c ${paths.bootstrap} --concurrency ${setup.concurrency ?? 2}`,
+        );
         return 0;
       }
       const envoy = await startEnvoy(setup);
-      print(`dolphin envoy: Envoy + dolphin filter at ${envoy.url} (admin ${envoy.adminUrl}) in front of ${setup.workers.length} workers; configuration in ${envoy.dir}`);
+      print(
+        `dolphin envoy: Envoy + dolphin filter at ${envoy.url} (admin ${envoy.adminUrl}) in front of ${setup.workers.length} workers; configuration in ${envoy.dir}`,
+      );
       close = () => envoy.close();
     }
     await untilSignal(close);

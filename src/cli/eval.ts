@@ -20,17 +20,28 @@ trained on: a generator with --seed + 1, a trace's second half. Every figure is 
   async run(v) {
     const tableFile = v["table"] !== undefined ? String(v["table"]) : undefined;
     if (tableFile && !existsSync(tableFile)) throw new UsageError(`--table: no such file: ${tableFile}`);
-    const policies = v["policies"] !== undefined ? flag("policies", () => parsePolicies(String(v["policies"])))
-      : tableFile ? undefined : parsePolicies(DEFAULT_WITHOUT_TABLE);
-    if (!tableFile && policies?.includes("dolphin")) throw new Error("--policies dolphin needs --table (a table from dolphin train)");
+    const policies =
+      v["policies"] !== undefined
+        ? flag("policies", () => parsePolicies(String(v["policies"])))
+        : tableFile
+          ? undefined
+          : parsePolicies(DEFAULT_WITHOUT_TABLE);
+    if (!tableFile && policies?.includes("dolphin"))
+      throw new Error("--policies dolphin needs --table (a table from dolphin train)");
     const out = evalJob({
-      ...jobOptions(v), ...(policies ? { policies } : {}), ...(tableFile ? { table: decodeTable(readFileSync(tableFile)) } : {}),
+      ...jobOptions(v),
+      ...(policies ? { policies } : {}),
+      ...(tableFile ? { table: decodeTable(readFileSync(tableFile)) } : {}),
     });
     if (v["json"]) process.stdout.write(JSON.stringify(out) + "\n");
     else {
-      process.stdout.write(`simulated: ${out.workload} on ${out.cluster} ${out.split}, ${out.requests} requests at ${out.load.rps.toFixed(2)} req/s, SLO ${out.slo.ttft_ms}/${out.slo.tpot_ms} ms\n`);
+      process.stdout.write(
+        `simulated: ${out.workload} on ${out.cluster} ${out.split}, ${out.requests} requests at ${out.load.rps.toFixed(2)} req/s, SLO ${out.slo.ttft_ms}/${out.slo.tpot_ms} ms\n`,
+      );
       for (const [name, p] of Object.entries(out.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment)) {
-        process.stdout.write(`${name.padEnd(14)} attainment ${(100 * p.slo_attainment).toFixed(1).padStart(5)}%  P90 TTFT ${p.ttft_ms.p90.toFixed(0).padStart(7)} ms  P90 TPOT ${p.tpot_ms.p90.toFixed(1).padStart(6)} ms  local ${(100 * p.local_fraction).toFixed(0)}%\n`);
+        process.stdout.write(
+          `${name.padEnd(14)} attainment ${(100 * p.slo_attainment).toFixed(1).padStart(5)}%  P90 TTFT ${p.ttft_ms.p90.toFixed(0).padStart(7)} ms  P90 TPOT ${p.tpot_ms.p90.toFixed(1).padStart(6)} ms  local ${(100 * p.local_fraction).toFixed(0)}%\n`,
+        );
       }
     }
     return 0;

@@ -10,9 +10,14 @@ import { packageFile } from "../package-root.js";
 import { intOption, untilSignal, type Command } from "./args.js";
 
 const MIME: Record<string, string> = {
-  ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
   ".wasm": "application/wasm", // WebAssembly.compileStreaming requires it
-  ".svg": "image/svg+xml", ".json": "application/json", ".png": "image/png", ".ico": "image/x-icon",
+  ".svg": "image/svg+xml",
+  ".json": "application/json",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
 };
 
 /** The built explorer, or an error saying how to build it. */
@@ -25,7 +30,9 @@ export function explorerDir(): string {
 /** The favicon browsers ask for at /favicon.ico whatever the page links (a 404 there is a console error). */
 function faviconFile(dir: string): string | undefined {
   const assets = join(dir, "assets");
-  const name = existsSync(assets) ? readdirSync(assets).find((f) => f.startsWith("favicon") && f.endsWith(".svg")) : undefined;
+  const name = existsSync(assets)
+    ? readdirSync(assets).find((f) => f.startsWith("favicon") && f.endsWith(".svg"))
+    : undefined;
   return name ? join(assets, name) : undefined;
 }
 
@@ -34,7 +41,10 @@ export function serveExplorer(dir: string, port: number, host = "127.0.0.1"): Pr
   const favicon = faviconFile(dir);
   const server = createServer((req, res) => {
     const path = decodeURIComponent(new URL(req.url ?? "/", "http://localhost").pathname);
-    let file = path === "/favicon.ico" && favicon ? favicon : normalize(join(dir, path.endsWith("/") ? path + "index.html" : path));
+    let file =
+      path === "/favicon.ico" && favicon
+        ? favicon
+        : normalize(join(dir, path.endsWith("/") ? path + "index.html" : path));
     if (file !== favicon && !file.startsWith(dir + sep)) file = ""; // no path escapes the folder
     if (req.method !== "GET" && req.method !== "HEAD") {
       res.writeHead(405, { allow: "GET, HEAD" }).end();

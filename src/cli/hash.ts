@@ -12,14 +12,23 @@ export const command: Command = {
 Reads a JSON array of token ids on stdin (or raw UTF-8 text with --text) and prints one chained hash per full
 block as 16 lowercase hex digits: llm-d's approximate prefix scheme, h_0 = xxh64(model ‖ "\\0" ‖ salt),
 token blocks of --block-size ids (default 16), text blocks of 64 bytes. A trailing partial block is not hashed.`,
-  options: { "block-size": { type: "string" }, model: { type: "string" }, salt: { type: "string" }, text: { type: "boolean" } },
+  options: {
+    "block-size": { type: "string" },
+    model: { type: "string" },
+    salt: { type: "string" },
+    text: { type: "boolean" },
+  },
   async run(v) {
     const blockSize = intOption(v["block-size"], "block-size", 1, 4096, 16);
     const input = readStdin();
     const router = Router.create(ruleTable("always-local"), {
-      module: loadCoreModule(), workers: [{ id: "w", role: "decode", capacityBlocks: 0 }], blockSize,
-      maxPromptTokens: Math.max(16, Math.ceil(Buffer.byteLength(input) / 4) + 16), indexBlocks: 0,
-      ...(v["model"] !== undefined ? { model: String(v["model"]) } : {}), ...(v["salt"] !== undefined ? { salt: String(v["salt"]) } : {}),
+      module: loadCoreModule(),
+      workers: [{ id: "w", role: "decode", capacityBlocks: 0 }],
+      blockSize,
+      maxPromptTokens: Math.max(16, Math.ceil(Buffer.byteLength(input) / 4) + 16),
+      indexBlocks: 0,
+      ...(v["model"] !== undefined ? { model: String(v["model"]) } : {}),
+      ...(v["salt"] !== undefined ? { salt: String(v["salt"]) } : {}),
     });
     let pairs: Uint32Array;
     if (v["text"]) pairs = router.hash({ text: input });
@@ -32,7 +41,8 @@ token blocks of --block-size ids (default 16), text blocks of 64 bytes. A traili
       }
       if (!Array.isArray(tokens)) throw new UsageError("stdin: expected a JSON array of token ids");
       tokens.forEach((t, i) => {
-        if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) throw new UsageError(`stdin: token [${i}] is not an integer in 0–4294967295: ${JSON.stringify(t)}`);
+        if (!Number.isInteger(t) || t < 0 || t > 0xffffffff)
+          throw new UsageError(`stdin: token [${i}] is not an integer in 0–4294967295: ${JSON.stringify(t)}`);
       });
       pairs = router.hash({ tokens: tokens as number[] });
     }

@@ -26,12 +26,18 @@ const commands: Record<string, Entry> = {
     summary: "print the chained block hashes of a prompt (one 16-hex-digit hash per full block)",
     load: () => import("./hash.js"),
   },
-  route: { summary: "route JSON-lines requests with a table; print JSON-lines decisions", load: () => import("./route.js") },
+  route: {
+    summary: "route JSON-lines requests with a table; print JSON-lines decisions",
+    load: () => import("./route.js"),
+  },
   bench: {
     summary: "benchmark the core against the TypeScript reference (core), the simulator (sim), or the proxy (proxy)",
     load: () => import("./bench.js"),
   },
-  simulate: { summary: "run a workload through a simulated P/D cluster under one policy", load: () => import("./simulate.js") },
+  simulate: {
+    summary: "run a workload through a simulated P/D cluster under one policy",
+    load: () => import("./simulate.js"),
+  },
   table: { summary: "describe a table file (validates it, checksum included)", load: () => import("./table.js") },
   start: {
     summary: "the main job (npm start): learn tables on the default simulated cluster and compare every policy",
@@ -39,12 +45,18 @@ const commands: Record<string, Entry> = {
   },
   train: { summary: "learn a routing table on a simulated cluster", load: () => import("./train.js") },
   eval: { summary: "evaluate every policy on the same simulated arrivals", load: () => import("./eval.js") },
-  ablate: { summary: "the paper's ablations and its open questions, on the simulated cluster", load: () => import("./ablate.js") },
+  ablate: {
+    summary: "the paper's ablations and its open questions, on the simulated cluster",
+    load: () => import("./ablate.js"),
+  },
   serve: {
     summary: "run the routing proxy in front of vLLM-style workers (or emulated ones: --emulate 1P1D)",
     load: () => import("./serve.js"),
   },
-  tune: { summary: "learn a table against a running proxy (live search through the admin API)", load: () => import("./tune.js") },
+  tune: {
+    summary: "learn a table against a running proxy (live search through the admin API)",
+    load: () => import("./tune.js"),
+  },
   envoy: {
     summary: "run Envoy with the dolphin proxy-wasm filter (in front of emulated workers: --emulate 1P2D)",
     load: () => import("./envoy.js"),
@@ -87,7 +99,12 @@ export async function main(argv: string[]): Promise<number> {
   }
   const { command: cmd } = await entry.load();
   try {
-    const { values, positionals } = parseArgs({ args: rest, options: { ...cmd.options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
+    const { values, positionals } = parseArgs({
+      args: rest,
+      options: { ...cmd.options, help: { type: "boolean", short: "h" } },
+      allowPositionals: true,
+      strict: true,
+    });
     if (values["help"]) {
       process.stdout.write(cmd.usage + "\n");
       return 0;

@@ -14,7 +14,12 @@ Each input line is a request: {"tokens": [...]} or {"text": "..."} or {"block_ha
 --workers: comma-separated id=role pairs (role prefill, decode or both), default p0=prefill,d0=decode.
 --record: store each routed prompt on the chosen workers (the router's own view of the caches), so later
 requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "..."} and routing goes on.`,
-  options: { table: { type: "string" }, workers: { type: "string" }, "block-size": { type: "string" }, record: { type: "boolean" } },
+  options: {
+    table: { type: "string" },
+    workers: { type: "string" },
+    "block-size": { type: "string" },
+    record: { type: "boolean" },
+  },
   async run(v) {
     if (!v["table"]) throw new UsageError("--table is required");
     const path = String(v["table"]);
@@ -22,7 +27,9 @@ requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "...
     const table = decodeTable(readFileSync(path));
     const workers = parseWorkers(String(v["workers"] ?? "p0=prefill,d0=decode"));
     const options: RouterOptions = {
-      module: loadCoreModule(), workers, recordDecisions: Boolean(v["record"]),
+      module: loadCoreModule(),
+      workers,
+      recordDecisions: Boolean(v["record"]),
       blockSize: intOption(v["block-size"], "block-size", 1, 4096, 16),
     };
     const router = Router.create(table, options);

@@ -20,31 +20,45 @@ An OpenAI-compatible proxy (POST /v1/chat/completions, /v1/completions with SSE 
 two-step remote path. The config format is in docs/serving.md. --emulate starts that many emulated workers
 (dolphin worker) behind the proxy in one command, for a first try without GPUs; --port defaults to 8000.`,
   options: {
-    config: { type: "string" }, emulate: { type: "string" }, port: { type: "string" }, cluster: { type: "string" },
-    "time-scale": { type: "string" }, table: { type: "string" },
+    config: { type: "string" },
+    emulate: { type: "string" },
+    port: { type: "string" },
+    cluster: { type: "string" },
+    "time-scale": { type: "string" },
+    table: { type: "string" },
   },
   async run(v) {
     let close: () => Promise<void>;
     if (v["emulate"] !== undefined) {
-      const { preset } = flag("cluster", () => resolveCluster(v["cluster"] !== undefined ? String(v["cluster"]) : "h100-8b", undefined));
+      const { preset } = flag("cluster", () =>
+        resolveCluster(v["cluster"] !== undefined ? String(v["cluster"]) : "h100-8b", undefined),
+      );
       const timeScale = v["time-scale"] !== undefined ? Number(v["time-scale"]) : 1;
       if (!(timeScale > 0 && Number.isFinite(timeScale))) throw new UsageError(`--time-scale must be a number > 0`);
       const split = String(v["emulate"]);
       flag("emulate", () => parseSplit(split));
       const e = await startEmulated({
-        split, port: intOption(v["port"], "port", 0, 65535, 8000), preset, timeScale, module: loadCoreModule(),
+        split,
+        port: intOption(v["port"], "port", 0, 65535, 8000),
+        preset,
+        timeScale,
+        module: loadCoreModule(),
         ...(v["table"] !== undefined ? { table: String(v["table"]) } : {}),
       });
-      process.stderr.write(`dolphin serve: proxy at ${e.proxy.url} in front of ${e.workers.length} emulated workers ` +
-        `(${e.workers.map((w) => `${w.workerId} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.proxy.url}/v1/chat/completions ` +
-        `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n`);
+      process.stderr.write(
+        `dolphin serve: proxy at ${e.proxy.url} in front of ${e.workers.length} emulated workers ` +
+          `(${e.workers.map((w) => `${w.workerId} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.proxy.url}/v1/chat/completions ` +
+          `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n`,
+      );
       close = () => e.close({ drainMs: DRAIN_MS });
     } else {
       if (!v["config"]) throw new UsageError("give --config serve.json or --emulate nPmD");
       const config = loadConfig(String(v["config"]));
       if (v["port"] !== undefined) config.listen.port = intOption(v["port"], "port", 0, 65535, 8000);
       const p = await startProxy(config, { module: loadCoreModule() });
-      process.stderr.write(`dolphin serve: proxy at ${p.url}, ${config.workers.length} configured workers, mode ${config.mode}, table ${config.table}\n`);
+      process.stderr.write(
+        `dolphin serve: proxy at ${p.url}, ${config.workers.length} configured workers, mode ${config.mode}, table ${config.table}\n`,
+      );
       close = () => p.close({ drainMs: DRAIN_MS });
     }
     await untilSignal(close);

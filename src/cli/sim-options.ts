@@ -11,8 +11,15 @@ import { parseLoad, type WorkloadFormat } from "../sim/workload.js";
 import { flag, intOption, progress, UsageError, type Values } from "./args.js";
 
 export const jobOptionSpecs = {
-  workload: { type: "string" }, format: { type: "string" }, cluster: { type: "string" }, link: { type: "string" },
-  split: { type: "string" }, slo: { type: "string" }, seed: { type: "string" }, requests: { type: "string" }, load: { type: "string" },
+  workload: { type: "string" },
+  format: { type: "string" },
+  cluster: { type: "string" },
+  link: { type: "string" },
+  split: { type: "string" },
+  slo: { type: "string" },
+  seed: { type: "string" },
+  requests: { type: "string" },
+  load: { type: "string" },
 } as const;
 
 const FORMATS = ["auto", "mooncake", "azure", "lengths"] as const;
@@ -20,7 +27,8 @@ const FORMATS = ["auto", "mooncake", "azure", "lengths"] as const;
 /** --format, checked; "auto" when not given. */
 export function formatOption(v: Values): WorkloadFormat {
   const format = String(v["format"] ?? "auto");
-  if (!(FORMATS as readonly string[]).includes(format)) throw new UsageError(`--format must be auto, mooncake, azure or lengths, got ${format}`);
+  if (!(FORMATS as readonly string[]).includes(format))
+    throw new UsageError(`--format must be auto, mooncake, azure or lengths, got ${format}`);
   return format as WorkloadFormat;
 }
 
@@ -40,8 +48,12 @@ export function jobOptions(v: Values): JobOptions {
   const format = formatOption(v);
   checkClusterFlags(v);
   return {
-    workload: String(v["workload"]), format, split: String(v["split"]), slo: String(v["slo"] ?? "default"),
-    module: loadCoreModule(), progress,
+    workload: String(v["workload"]),
+    format,
+    split: String(v["split"]),
+    slo: String(v["slo"] ?? "default"),
+    module: loadCoreModule(),
+    progress,
     seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
     ...(v["cluster"] !== undefined ? { cluster: String(v["cluster"]) } : {}),
     ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),

@@ -21,10 +21,22 @@ dynamo-load, dynamo-legacy, trtllm, llm-d, always-local, always-remote; kmeans, 
 figures carry the step-time model's error (docs/simulator-calibration.md). --trace-out writes one JSON line per request.
 --cache-view approximate: the router's index learns only from its own decisions, as the Envoy filter's (docs/envoy.md).`,
   options: {
-    workload: { type: "string" }, format: { type: "string" }, cluster: { type: "string" }, split: { type: "string" },
-    slo: { type: "string" }, policy: { type: "string" }, table: { type: "string" }, load: { type: "string" },
-    seed: { type: "string" }, requests: { type: "string" }, link: { type: "string" }, dedupe: { type: "boolean" },
-    "index-lag-ms": { type: "string" }, "cache-view": { type: "string" }, json: { type: "boolean" }, "trace-out": { type: "string" },
+    workload: { type: "string" },
+    format: { type: "string" },
+    cluster: { type: "string" },
+    split: { type: "string" },
+    slo: { type: "string" },
+    policy: { type: "string" },
+    table: { type: "string" },
+    load: { type: "string" },
+    seed: { type: "string" },
+    requests: { type: "string" },
+    link: { type: "string" },
+    dedupe: { type: "boolean" },
+    "index-lag-ms": { type: "string" },
+    "cache-view": { type: "string" },
+    json: { type: "boolean" },
+    "trace-out": { type: "string" },
   },
   async run(v) {
     for (const k of ["workload", "split", "policy"]) if (!v[k]) throw new UsageError(`--${k} is required`);
@@ -38,10 +50,15 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
     const table = v["table"] !== undefined ? String(v["table"]) : undefined;
     if (table !== undefined && !existsSync(table)) throw new Error(`--table: no such file: ${table}`);
     // without a table the policy name alone must make one; with a table, its kind is checked against the name
-    if (table === undefined) flag("policy", () => policyTable(String(v["policy"]), resolveCluster(cluster, undefined).preset));
+    if (table === undefined)
+      flag("policy", () => policyTable(String(v["policy"]), resolveCluster(cluster, undefined).preset));
     const prepared = prepareRun({
-      workload: String(v["workload"]), format, split: String(v["split"]), slo: String(v["slo"] ?? "default"),
-      policy: String(v["policy"]), module: loadCoreModule(),
+      workload: String(v["workload"]),
+      format,
+      split: String(v["split"]),
+      slo: String(v["slo"] ?? "default"),
+      policy: String(v["policy"]),
+      module: loadCoreModule(),
       ...(cluster !== undefined ? { cluster } : {}),
       ...(table !== undefined ? { table } : {}),
       ...(v["load"] !== undefined ? { load: String(v["load"]) } : {}),
@@ -55,25 +72,33 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
     const t0 = performance.now();
     const result = simulate(prepared.workload, prepared.config);
     const wall = (performance.now() - t0) / 1000;
-    if (v["trace-out"]) writeFileSync(String(v["trace-out"]), result.records.map((r) => JSON.stringify(r)).join("\n") + "\n");
+    if (v["trace-out"])
+      writeFileSync(String(v["trace-out"]), result.records.map((r) => JSON.stringify(r)).join("\n") + "\n");
     const c = prepared.config;
     const out = {
-      workload: prepared.workload.name, cluster: c.preset.name, split: String(v["split"]),
-      slo: { ttft_ms: c.slo.ttftMs, tpot_ms: c.slo.tpotMs }, policy: c.table.kind,
+      workload: prepared.workload.name,
+      cluster: c.preset.name,
+      split: String(v["split"]),
+      slo: { ttft_ms: c.slo.ttftMs, tpot_ms: c.slo.tpotMs },
+      policy: c.table.kind,
       load: { spec: String(v["load"] ?? "trace"), scale: prepared.loadScale, rps: prepared.workload.rate },
-      simulated: true, ...result.summary, wall_s: wall,
+      simulated: true,
+      ...result.summary,
+      wall_s: wall,
     };
     if (v["json"]) process.stdout.write(JSON.stringify(out) + "\n");
     else {
       const s = result.summary;
       const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : "-");
-      process.stdout.write([
-        `simulated cluster: ${c.preset.name} ${out.split}, policy ${out.policy}, workload ${out.workload} (${s.requests} requests at ${prepared.workload.rate.toFixed(2)} req/s)`,
-        `SLO ${c.slo.ttftMs} ms / ${c.slo.tpotMs} ms: attainment ${(100 * s.slo_attainment).toFixed(1)}% end to end, ${(100 * s.slo_attainment_per_metric).toFixed(1)}% per metric; failed ${s.failed}`,
-        `TTFT ms p50 ${ms(s.ttft_ms.p50)} p90 ${ms(s.ttft_ms.p90)} p99 ${ms(s.ttft_ms.p99)}; TPOT ms p50 ${ms(s.tpot_ms.p50)} p90 ${ms(s.tpot_ms.p90)} p99 ${ms(s.tpot_ms.p99)}`,
-        `local ${(100 * s.local_fraction).toFixed(1)}%, prefix hits P ${(100 * s.prefix_hit_rate.prefill).toFixed(1)}% D ${(100 * s.prefix_hit_rate.decode).toFixed(1)}%, ` +
-          `KV shipped ${(s.kv_bytes_transferred / 1e9).toFixed(1)} GB, ${s.throughput_tokens_per_s.toFixed(0)} output tokens/s (simulated in ${wall.toFixed(2)} s)`,
-      ].join("\n") + "\n");
+      process.stdout.write(
+        [
+          `simulated cluster: ${c.preset.name} ${out.split}, policy ${out.policy}, workload ${out.workload} (${s.requests} requests at ${prepared.workload.rate.toFixed(2)} req/s)`,
+          `SLO ${c.slo.ttftMs} ms / ${c.slo.tpotMs} ms: attainment ${(100 * s.slo_attainment).toFixed(1)}% end to end, ${(100 * s.slo_attainment_per_metric).toFixed(1)}% per metric; failed ${s.failed}`,
+          `TTFT ms p50 ${ms(s.ttft_ms.p50)} p90 ${ms(s.ttft_ms.p90)} p99 ${ms(s.ttft_ms.p99)}; TPOT ms p50 ${ms(s.tpot_ms.p50)} p90 ${ms(s.tpot_ms.p90)} p99 ${ms(s.tpot_ms.p99)}`,
+          `local ${(100 * s.local_fraction).toFixed(1)}%, prefix hits P ${(100 * s.prefix_hit_rate.prefill).toFixed(1)}% D ${(100 * s.prefix_hit_rate.decode).toFixed(1)}%, ` +
+            `KV shipped ${(s.kv_bytes_transferred / 1e9).toFixed(1)} GB, ${s.throughput_tokens_per_s.toFixed(0)} output tokens/s (simulated in ${wall.toFixed(2)} s)`,
+        ].join("\n") + "\n",
+      );
     }
     return 0;
   },

@@ -16,9 +16,12 @@ with the paper's published deltas, and writes the tables, the evaluation JSON an
   options: { out: { type: "string" }, requests: { type: "string" }, seed: { type: "string" } },
   async run(v) {
     return runMainJob({
-      module: loadCoreModule(), outDir: String(v["out"] ?? "out"),
-      requests: intOption(v["requests"], "requests", 50, 100_000, 2000), seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
-      progress, print: (t) => process.stdout.write(t),
+      module: loadCoreModule(),
+      outDir: String(v["out"] ?? "out"),
+      requests: intOption(v["requests"], "requests", 50, 100_000, 2000),
+      seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
+      progress,
+      print: (t) => process.stdout.write(t),
     });
   },
 };

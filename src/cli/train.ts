@@ -24,17 +24,27 @@ paired per-request SLO outcomes (same arrivals; (B − W)/√(B + W) ≥ 2.74, B
 of the rule's; the table also routes requests beyond each cluster's training range (99th percentile) by the rule.
 --reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.`,
   options: {
-    ...jobOptionSpecs, k: { type: "string" }, algo: { type: "string" }, osl: { type: "string" }, features: { type: "string" },
-    "no-scan": { type: "boolean" }, reward: { type: "string" }, out: { type: "string" }, json: { type: "boolean" },
+    ...jobOptionSpecs,
+    k: { type: "string" },
+    algo: { type: "string" },
+    osl: { type: "string" },
+    features: { type: "string" },
+    "no-scan": { type: "boolean" },
+    reward: { type: "string" },
+    out: { type: "string" },
+    json: { type: "boolean" },
   },
   async run(v) {
     if (!v["out"]) throw new UsageError("--out is required (where to write the table)");
     const algo = String(v["algo"] ?? "kmeans");
     if (algo !== "kmeans" && algo !== "gmm") throw new UsageError(`--algo must be kmeans or gmm, got ${algo}`);
     const reward = String(v["reward"] ?? "both");
-    if (!(REWARD_FORMS as readonly string[]).includes(reward)) throw new UsageError(`--reward must be ${REWARD_FORMS.join(" or ")}, got ${reward}`);
+    if (!(REWARD_FORMS as readonly string[]).includes(reward))
+      throw new UsageError(`--reward must be ${REWARD_FORMS.join(" or ")}, got ${reward}`);
     const r = await trainJob({
-      ...jobOptions(v), k: intOption(v["k"], "k", 1, 256, 8), algo,
+      ...jobOptions(v),
+      k: intOption(v["k"], "k", 1, 256, 8),
+      algo,
       ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),
       ...(v["features"] !== undefined ? { features: parseFeatures(String(v["features"])) } : {}),
       ...(v["no-scan"] ? { scanInit: false } : {}),
@@ -42,16 +52,31 @@ of the rule's; the table also routes requests beyond each cluster's training ran
     });
     writeFileSync(String(v["out"]), r.bytes);
     const report = {
-      out: String(v["out"]), simulated: true, rounds: r.result.rounds, best_reward: r.result.bestReward, best_round: r.result.bestRound,
-      bits: r.table.bits, cluster_sizes: r.result.clusterSizes, load: { scale: r.scale, rps: r.rps },
-      osl_classifier: r.result.osl && { classes: r.result.osl.classes, accuracy: r.result.osl.accuracy, confusion: r.result.osl.confusion },
-      reward, ...(r.result.guarded ? { rule_reward: r.result.guarded.ruleReward, moves: r.result.guarded.moves } : {}),
-      wall_s: r.wallS, log: r.result.log.map((x) => ({ round: x.round, phase: x.phase, table: x.bits.join(""), reward: x.reward })),
+      out: String(v["out"]),
+      simulated: true,
+      rounds: r.result.rounds,
+      best_reward: r.result.bestReward,
+      best_round: r.result.bestRound,
+      bits: r.table.bits,
+      cluster_sizes: r.result.clusterSizes,
+      load: { scale: r.scale, rps: r.rps },
+      osl_classifier: r.result.osl && {
+        classes: r.result.osl.classes,
+        accuracy: r.result.osl.accuracy,
+        confusion: r.result.osl.confusion,
+      },
+      reward,
+      ...(r.result.guarded ? { rule_reward: r.result.guarded.ruleReward, moves: r.result.guarded.moves } : {}),
+      wall_s: r.wallS,
+      log: r.result.log.map((x) => ({ round: x.round, phase: x.phase, table: x.bits.join(""), reward: x.reward })),
     };
-    process.stdout.write(v["json"] ? JSON.stringify(report) + "\n" :
-      `wrote ${report.out}: bits ${report.bits?.join("")} (0 = local, 1 = remote, 2 = rule), best simulated SLO attainment ${(100 * r.result.bestReward).toFixed(1)}% ` +
-      `after ${r.result.rounds} rounds (first reached in round ${r.result.bestRound}); output-length classifier accuracy ` +
-      `${(100 * (r.result.osl?.accuracy.heldOut ?? NaN)).toFixed(1)}% (majority class ${(100 * (r.result.osl?.accuracy.majorityBaseline ?? NaN)).toFixed(1)}%)\n`);
+    process.stdout.write(
+      v["json"]
+        ? JSON.stringify(report) + "\n"
+        : `wrote ${report.out}: bits ${report.bits?.join("")} (0 = local, 1 = remote, 2 = rule), best simulated SLO attainment ${(100 * r.result.bestReward).toFixed(1)}% ` +
+            `after ${r.result.rounds} rounds (first reached in round ${r.result.bestRound}); output-length classifier accuracy ` +
+            `${(100 * (r.result.osl?.accuracy.heldOut ?? NaN)).toFixed(1)}% (majority class ${(100 * (r.result.osl?.accuracy.majorityBaseline ?? NaN)).toFixed(1)}%)\n`,
+    );
     return 0;
   },
 };
@@ -66,6 +91,8 @@ function parseOsl(s: string): "model" | "oracle" | { noisy: number } {
 
 function parseFeatures(s: string): FeatureName[] {
   const names = s.split(",").map((x) => x.trim());
-  for (const n of names) if (!(FEATURE_NAMES as readonly string[]).includes(n)) throw new UsageError(`--features: unknown feature ${n} (known: ${FEATURE_NAMES.join(", ")})`);
+  for (const n of names)
+    if (!(FEATURE_NAMES as readonly string[]).includes(n))
+      throw new UsageError(`--features: unknown feature ${n} (known: ${FEATURE_NAMES.join(", ")})`);
   return names as FeatureName[];
 }

@@ -14,27 +14,46 @@ role pulls KV in the modeled transfer time), continuous batching timed by the ca
 runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch KV events over ZMQ
 (--kv-events-port) and/or by POST (--kv-events-url), and vLLM-style /metrics. Port 8100 by default.`,
   options: {
-    role: { type: "string" }, cluster: { type: "string" }, port: { type: "string" }, host: { type: "string" },
-    model: { type: "string" }, "time-scale": { type: "string" }, "kv-events-port": { type: "string" },
-    "kv-events-url": { type: "string" }, "worker-id": { type: "string" }, link: { type: "string" },
+    role: { type: "string" },
+    cluster: { type: "string" },
+    port: { type: "string" },
+    host: { type: "string" },
+    model: { type: "string" },
+    "time-scale": { type: "string" },
+    "kv-events-port": { type: "string" },
+    "kv-events-url": { type: "string" },
+    "worker-id": { type: "string" },
+    link: { type: "string" },
   },
   async run(v) {
     const role = String(v["role"] ?? "both");
-    if (!["prefill", "decode", "both"].includes(role)) throw new UsageError(`--role must be prefill, decode or both, got ${role}`);
+    if (!["prefill", "decode", "both"].includes(role))
+      throw new UsageError(`--role must be prefill, decode or both, got ${role}`);
     const timeScale = v["time-scale"] !== undefined ? Number(v["time-scale"]) : 1;
-    if (!(timeScale > 0 && Number.isFinite(timeScale))) throw new UsageError(`--time-scale must be a number > 0, got ${String(v["time-scale"])}`);
-    const { preset } = flag("cluster", () => resolveCluster(v["cluster"] !== undefined ? String(v["cluster"]) : "h100-8b", undefined));
+    if (!(timeScale > 0 && Number.isFinite(timeScale)))
+      throw new UsageError(`--time-scale must be a number > 0, got ${String(v["time-scale"])}`);
+    const { preset } = flag("cluster", () =>
+      resolveCluster(v["cluster"] !== undefined ? String(v["cluster"]) : "h100-8b", undefined),
+    );
     const w = await startWorker({
-      role: role as "both", preset, timeScale, port: intOption(v["port"], "port", 0, 65535, 8100),
+      role: role as "both",
+      preset,
+      timeScale,
+      port: intOption(v["port"], "port", 0, 65535, 8100),
       ...(v["host"] !== undefined ? { host: String(v["host"]) } : {}),
       ...(v["model"] !== undefined ? { model: String(v["model"]) } : {}),
-      ...(v["kv-events-port"] !== undefined ? { kvEventsPort: intOption(v["kv-events-port"], "kv-events-port", 1, 65535, 5557) } : {}),
+      ...(v["kv-events-port"] !== undefined
+        ? { kvEventsPort: intOption(v["kv-events-port"], "kv-events-port", 1, 65535, 5557) }
+        : {}),
       ...(v["kv-events-url"] !== undefined ? { kvEventsUrl: String(v["kv-events-url"]) } : {}),
       ...(v["worker-id"] !== undefined ? { workerId: String(v["worker-id"]) } : {}),
       ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
     });
-    process.stderr.write(`dolphin worker: ${w.role} ${w.preset.name} serving ${w.model} at ${w.url}` +
-      (w.kvEventsEndpoint ? `, KV events on ${w.kvEventsEndpoint}` : "") + ` (emulated: timing from the simulator's model)\n`);
+    process.stderr.write(
+      `dolphin worker: ${w.role} ${w.preset.name} serving ${w.model} at ${w.url}` +
+        (w.kvEventsEndpoint ? `, KV events on ${w.kvEventsEndpoint}` : "") +
+        ` (emulated: timing from the simulator's model)\n`,
+    );
     await untilSignal(() => w.close());
     return 0;
   },

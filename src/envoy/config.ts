@@ -80,22 +80,28 @@ export function loadSetup(path: string): EnvoySetup {
     throw new EnvoySetupError(`${path}: ${(e as Error).message}`);
   }
   const setup = checkSetup(raw);
-  if (setup.table && /[./]/.test(setup.table) && !isAbsolute(setup.table)) setup.table = resolve(dirname(path), setup.table);
+  if (setup.table && /[./]/.test(setup.table) && !isAbsolute(setup.table))
+    setup.table = resolve(dirname(path), setup.table);
   return setup;
 }
 
 export function checkSetup(raw: unknown): EnvoySetup {
-  const bad = (field: string, msg: string): never => { throw new EnvoySetupError(`envoy setup: ${field}: ${msg}`); };
+  const bad = (field: string, msg: string): never => {
+    throw new EnvoySetupError(`envoy setup: ${field}: ${msg}`);
+  };
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) bad("(root)", "expected a JSON object");
   const s = raw as Record<string, unknown>;
   if (typeof s["model"] !== "string" || s["model"] === "") bad("model", "expected a non-empty string");
-  if (!Array.isArray(s["workers"]) || s["workers"].length === 0) bad("workers", "expected a non-empty array of {id, role, url}");
+  if (!Array.isArray(s["workers"]) || s["workers"].length === 0)
+    bad("workers", "expected a non-empty array of {id, role, url}");
   (s["workers"] as unknown[]).forEach((w, i) => {
     const o = w as Record<string, unknown>;
     if (typeof o !== "object" || o === null) bad(`workers[${i}]`, "expected an object {id, role, url}");
     if (typeof o["id"] !== "string" || o["id"] === "") bad(`workers[${i}].id`, "expected a non-empty string");
-    if (!["prefill", "decode", "both"].includes(o["role"] as string)) bad(`workers[${i}].role`, `expected "prefill", "decode" or "both", got ${JSON.stringify(o["role"])}`);
-    if (typeof o["url"] !== "string" || !/^http:\/\/[^/]+(:\d+)?\/?$/.test(o["url"])) bad(`workers[${i}].url`, `expected http://host:port, got ${JSON.stringify(o["url"])}`);
+    if (!["prefill", "decode", "both"].includes(o["role"] as string))
+      bad(`workers[${i}].role`, `expected "prefill", "decode" or "both", got ${JSON.stringify(o["role"])}`);
+    if (typeof o["url"] !== "string" || !/^http:\/\/[^/]+(:\d+)?\/?$/.test(o["url"]))
+      bad(`workers[${i}].url`, `expected http://host:port, got ${JSON.stringify(o["url"])}`);
   });
   return s as unknown as EnvoySetup;
 }
@@ -112,7 +118,17 @@ export function pluginConfig(setup: EnvoySetup): PluginConfig {
     table: Buffer.from(tableBytes(setup.table ?? "dynamo-isl")).toString("base64"),
     model: setup.model,
   };
-  for (const k of ["salt", "block_size", "capacity_blocks", "max_workers", "max_body_bytes", "prefill_timeout_ms", "fallback_local", "default_osl_hat", "approximate_ttl_s"] as const) {
+  for (const k of [
+    "salt",
+    "block_size",
+    "capacity_blocks",
+    "max_workers",
+    "max_body_bytes",
+    "prefill_timeout_ms",
+    "fallback_local",
+    "default_osl_hat",
+    "approximate_ttl_s",
+  ] as const) {
     if (setup[k] !== undefined) (out as unknown as Record<string, unknown>)[k] = setup[k];
   }
   return out;
@@ -132,15 +148,24 @@ export function bootstrap(setup: EnvoySetup, ldsPath: string): object {
       type: /^[\d.]+$/.test(host) ? "STATIC" : "STRICT_DNS",
       connect_timeout: "5s",
       // LLM requests are long-lived: Envoy's default 1,024 concurrent requests per cluster would queue them
-      circuit_breakers: { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 }] },
-      load_assignment: { cluster_name: w.cluster ?? w.id, endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: host, port_value: port } } } }] }] },
+      circuit_breakers: {
+        thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 }],
+      },
+      load_assignment: {
+        cluster_name: w.cluster ?? w.id,
+        endpoints: [
+          { lb_endpoints: [{ endpoint: { address: { socket_address: { address: host, port_value: port } } } }] },
+        ],
+      },
     };
   });
   return {
     node: { id: "dolphin", cluster: "dolphin" },
     // histograms (dolphin_route_time_us) reach /stats at each flush: every second instead of every 5 s
     stats_flush_interval: "1s",
-    admin: { address: { socket_address: { address: setup.admin?.host ?? "127.0.0.1", port_value: setup.admin?.port ?? 9901 } } },
+    admin: {
+      address: { socket_address: { address: setup.admin?.host ?? "127.0.0.1", port_value: setup.admin?.port ?? 9901 } },
+    },
     static_resources: { clusters },
     dynamic_resources: { lds_config: { resource_api_version: "V3", path_config_source: { path: ldsPath } } },
   };
@@ -156,82 +181,113 @@ export function listener(setup: EnvoySetup, plugin: PluginConfig | null, wasmPat
   const timeout = `${(setup.request_timeout_ms ?? 0) / 1000}s`;
   const routed = (path: string): object => ({
     match: { path },
-    route: plugin ? { cluster_header: "x-dolphin-cluster", timeout } : { cluster: firstDecode.cluster ?? firstDecode.id, timeout },
+    route: plugin
+      ? { cluster_header: "x-dolphin-cluster", timeout }
+      : { cluster: firstDecode.cluster ?? firstDecode.id, timeout },
   });
-  const router = { name: "envoy.filters.http.router", typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } };
+  const router = {
+    name: "envoy.filters.http.router",
+    typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" },
+  };
   return {
-    resources: [{
-      "@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
-      name: "dolphin",
-      address: { socket_address: { address: setup.listen?.host ?? "127.0.0.1", port_value: setup.listen?.port ?? 8000 } },
-      per_connection_buffer_limit_bytes: maxBody + BUFFER_HEADROOM_BYTES,
-      filter_chains: [{
-        filters: [{
-          name: "envoy.filters.network.http_connection_manager",
-          typed_config: {
-            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-            stat_prefix: "dolphin",
-            // streams (SSE) may run long: no idle cut by Envoy while tokens keep coming
-            stream_idle_timeout: "600s",
-            route_config: {
-              name: "dolphin",
-              virtual_hosts: [{
-                name: "openai",
-                domains: ["*"],
-                routes: [
-                  routed("/v1/chat/completions"),
-                  routed("/v1/completions"),
-                  { match: { prefix: "/" }, route: { cluster: firstDecode.cluster ?? firstDecode.id, timeout } },
-                ],
-              }],
-            },
-            http_filters: plugin === null ? [router] : [
+    resources: [
+      {
+        "@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
+        name: "dolphin",
+        address: {
+          socket_address: { address: setup.listen?.host ?? "127.0.0.1", port_value: setup.listen?.port ?? 8000 },
+        },
+        per_connection_buffer_limit_bytes: maxBody + BUFFER_HEADROOM_BYTES,
+        filter_chains: [
+          {
+            filters: [
               {
-                name: "envoy.filters.http.wasm",
+                name: "envoy.filters.network.http_connection_manager",
                 typed_config: {
-                  "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-                  config: {
+                  "@type":
+                    "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                  stat_prefix: "dolphin",
+                  // streams (SSE) may run long: no idle cut by Envoy while tokens keep coming
+                  stream_idle_timeout: "600s",
+                  route_config: {
                     name: "dolphin",
-                    root_id: "dolphin",
-                    configuration: { "@type": "type.googleapis.com/google.protobuf.StringValue", value: JSON.stringify(plugin) },
-                    // a trapped VM is rebuilt (~1 s of 503s on that thread) instead of failing closed forever; the
-                    // shared decision log and loads survive, so the new VM catches up (docs/envoy.md)
-                    failure_policy: "FAIL_RELOAD",
-                    vm_config: {
-                      vm_id: "dolphin_vm",
-                      runtime: "envoy.wasm.runtime.v8",
-                      code: { local: { filename: wasmPath } },
-                    },
-                  },
-                },
-              },
-              {
-                name: "envoy.filters.http.buffer",
-                typed_config: {
-                  "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
-                  max_request_bytes: maxBody + BUFFER_HEADROOM_BYTES,
-                },
-              },
-              {
-                name: "envoy.filters.http.header_mutation",
-                typed_config: {
-                  "@type": "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
-                  mutations: {
-                    request_mutations: [{
-                      append: {
-                        header: { key: "x-dolphin-cluster", value: "%FILTER_STATE(wasm.dolphin_cluster:PLAIN)%" },
-                        append_action: "OVERWRITE_IF_EXISTS_OR_ADD",
+                    virtual_hosts: [
+                      {
+                        name: "openai",
+                        domains: ["*"],
+                        routes: [
+                          routed("/v1/chat/completions"),
+                          routed("/v1/completions"),
+                          {
+                            match: { prefix: "/" },
+                            route: { cluster: firstDecode.cluster ?? firstDecode.id, timeout },
+                          },
+                        ],
                       },
-                    }],
+                    ],
                   },
+                  http_filters:
+                    plugin === null
+                      ? [router]
+                      : [
+                          {
+                            name: "envoy.filters.http.wasm",
+                            typed_config: {
+                              "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+                              config: {
+                                name: "dolphin",
+                                root_id: "dolphin",
+                                configuration: {
+                                  "@type": "type.googleapis.com/google.protobuf.StringValue",
+                                  value: JSON.stringify(plugin),
+                                },
+                                // a trapped VM is rebuilt (~1 s of 503s on that thread) instead of failing closed forever; the
+                                // shared decision log and loads survive, so the new VM catches up (docs/envoy.md)
+                                failure_policy: "FAIL_RELOAD",
+                                vm_config: {
+                                  vm_id: "dolphin_vm",
+                                  runtime: "envoy.wasm.runtime.v8",
+                                  code: { local: { filename: wasmPath } },
+                                },
+                              },
+                            },
+                          },
+                          {
+                            name: "envoy.filters.http.buffer",
+                            typed_config: {
+                              "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+                              max_request_bytes: maxBody + BUFFER_HEADROOM_BYTES,
+                            },
+                          },
+                          {
+                            name: "envoy.filters.http.header_mutation",
+                            typed_config: {
+                              "@type":
+                                "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+                              mutations: {
+                                request_mutations: [
+                                  {
+                                    append: {
+                                      header: {
+                                        key: "x-dolphin-cluster",
+                                        value: "%FILTER_STATE(wasm.dolphin_cluster:PLAIN)%",
+                                      },
+                                      append_action: "OVERWRITE_IF_EXISTS_OR_ADD",
+                                    },
+                                  },
+                                ],
+                              },
+                            },
+                          },
+                          router,
+                        ],
                 },
               },
-              router,
             ],
           },
-        }],
-      }],
-    }],
+        ],
+      },
+    ],
   };
 }
 
@@ -239,15 +295,19 @@ export function listener(setup: EnvoySetup, plugin: PluginConfig | null, wasmPat
 export function toYaml(value: unknown, indent = ""): string {
   if (Array.isArray(value)) {
     if (value.length === 0) return "[]";
-    return value.map((v) => {
-      const inner = toYaml(v, `${indent}  `);
-      return `\n${indent}- ${isBlock(v) ? inner.trimStart() : inner}`;
-    }).join("");
+    return value
+      .map((v) => {
+        const inner = toYaml(v, `${indent}  `);
+        return `\n${indent}- ${isBlock(v) ? inner.trimStart() : inner}`;
+      })
+      .join("");
   }
   if (value !== null && typeof value === "object") {
     const entries = Object.entries(value);
     if (entries.length === 0) return "{}";
-    return entries.map(([k, v]) => `\n${indent}${scalar(k)}:${isBlock(v) ? "" : " "}${toYaml(v, `${indent}  `)}`).join("");
+    return entries
+      .map(([k, v]) => `\n${indent}${scalar(k)}:${isBlock(v) ? "" : " "}${toYaml(v, `${indent}  `)}`)
+      .join("");
   }
   return scalar(value);
 }

@@ -29,19 +29,30 @@ export interface EmulatedEnvoyOptions extends EnvoyOptions {
 }
 
 /** Worker names as dolphin serve --emulate gives them: R0…, P0…, D0…. */
-export async function startEmulatedWorkers(split: string, o: { preset?: ModelPreset | string; timeScale?: number; model?: string; log?: (line: string) => void }): Promise<WorkerHandle[]> {
+export async function startEmulatedWorkers(
+  split: string,
+  o: { preset?: ModelPreset | string; timeScale?: number; model?: string; log?: (line: string) => void },
+): Promise<WorkerHandle[]> {
   const s = parseSplit(split);
   const roles: ("prefill" | "decode" | "both")[] = [
-    ...Array<"both">(s.replicas).fill("both"), ...Array<"prefill">(s.prefill).fill("prefill"), ...Array<"decode">(s.decode).fill("decode"),
+    ...Array<"both">(s.replicas).fill("both"),
+    ...Array<"prefill">(s.prefill).fill("prefill"),
+    ...Array<"decode">(s.decode).fill("decode"),
   ];
   const counts = { both: 0, prefill: 0, decode: 0 };
   const workers: WorkerHandle[] = [];
   for (const role of roles) {
     const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
-    workers.push(await startWorker({
-      role, preset: o.preset ?? "h100-8b", model: o.model ?? "dolphin-emulated", workerId: name, timeScale: o.timeScale ?? 1,
-      ...(o.log ? { log: o.log } : {}),
-    }));
+    workers.push(
+      await startWorker({
+        role,
+        preset: o.preset ?? "h100-8b",
+        model: o.model ?? "dolphin-emulated",
+        workerId: name,
+        timeScale: o.timeScale ?? 1,
+        ...(o.log ? { log: o.log } : {}),
+      }),
+    );
   }
   return workers;
 }
@@ -65,7 +76,9 @@ export async function startEmulatedEnvoy(o: EmulatedEnvoyOptions): Promise<Emula
     throw e;
   }
   return {
-    envoy, workers, setup,
+    envoy,
+    workers,
+    setup,
     async close() {
       await envoy.close();
       await Promise.all(workers.map((w) => w.close()));

@@ -77,7 +77,12 @@ export interface EnvoyOptions {
 }
 
 /** Writes envoy.yaml and listener.yaml for `setup` into `dir`; returns their paths. */
-export function writeEnvoyConfig(setup: EnvoySetup, dir: string, wasmPath = filterWasmPath(), plugin: unknown = pluginConfig(setup)): { bootstrap: string; listener: string } {
+export function writeEnvoyConfig(
+  setup: EnvoySetup,
+  dir: string,
+  wasmPath = filterWasmPath(),
+  plugin: unknown = pluginConfig(setup),
+): { bootstrap: string; listener: string } {
   const lds = join(dir, "listener.yaml");
   const boot = join(dir, "envoy.yaml");
   writeAtomically(lds, `${toYaml(listener(setup, plugin as PluginConfig | null, wasmPath)).trimStart()}\n`);
@@ -98,12 +103,19 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
   const ownDir = opts.dir === undefined;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "dolphin-envoy-"));
   const pluginOf = (s: EnvoySetup): PluginConfig | null =>
-    opts.withoutFilter ? null : (opts.plugin ? opts.plugin(pluginConfig(s)) : pluginConfig(s)) as PluginConfig;
+    opts.withoutFilter ? null : ((opts.plugin ? opts.plugin(pluginConfig(s)) : pluginConfig(s)) as PluginConfig);
   const paths = writeEnvoyConfig(setup, dir, wasmPath, pluginOf(setup));
   const adminPath = join(dir, "admin-address");
   const args = [
-    "-c", paths.bootstrap, "--concurrency", String(setup.concurrency ?? 2), "--log-level", opts.logLevel ?? "warn",
-    "--admin-address-path", adminPath, "--disable-hot-restart",
+    "-c",
+    paths.bootstrap,
+    "--concurrency",
+    String(setup.concurrency ?? 2),
+    "--log-level",
+    opts.logLevel ?? "warn",
+    "--admin-address-path",
+    adminPath,
+    "--disable-hot-restart",
   ];
   const child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
@@ -113,10 +125,12 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
     log += chunk;
     if (opts.onLog) for (const line of chunk.split("\n")) if (line) opts.onLog(line);
   });
-  const exit = new Promise<void>((resolve) => child.once("exit", (code, signal) => {
-    exited = `exited with ${signal ?? `code ${code}`}`;
-    resolve();
-  }));
+  const exit = new Promise<void>((resolve) =>
+    child.once("exit", (code, signal) => {
+      exited = `exited with ${signal ?? `code ${code}`}`;
+      resolve();
+    }),
+  );
   const fail = (why: string): never => {
     child.kill("SIGKILL");
     if (ownDir) rmSync(dir, { recursive: true, force: true });
@@ -133,7 +147,8 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
     }
     if (adminUrl) port = await listenerPort(adminUrl);
     if (port > 0) break;
-    if (adminUrl && await statValue(adminUrl, "listener_manager.lds.update_rejected") > 0) fail("the listener was rejected (see the log above)");
+    if (adminUrl && (await statValue(adminUrl, "listener_manager.lds.update_rejected")) > 0)
+      fail("the listener was rejected (see the log above)");
     await sleep(50);
   }
   if (port === 0) fail(`not ready after ${READY_TIMEOUT_MS} ms`);
@@ -152,12 +167,14 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
       writeAtomically(paths.listener, `${toYaml(listener(next, pluginOf(next), wasmPath)).trimStart()}\n`);
       const until = Date.now() + READY_TIMEOUT_MS;
       while (Date.now() < until) {
-        if (await statValue(adminUrl, "listener_manager.lds.update_success") > before) {
+        if ((await statValue(adminUrl, "listener_manager.lds.update_success")) > before) {
           // the new listener is warming until its filter's VMs are configured: wait until it serves
-          while (Date.now() < until && await statValue(adminUrl, "listener_manager.total_listeners_warming") > 0) await sleep(20);
+          while (Date.now() < until && (await statValue(adminUrl, "listener_manager.total_listeners_warming")) > 0)
+            await sleep(20);
           return;
         }
-        if (await statValue(adminUrl, "listener_manager.lds.update_rejected") > rejectedBefore) throw new Error(`envoy: the new listener was rejected\n${log.split("\n").slice(-10).join("\n")}`);
+        if ((await statValue(adminUrl, "listener_manager.lds.update_rejected")) > rejectedBefore)
+          throw new Error(`envoy: the new listener was rejected\n${log.split("\n").slice(-10).join("\n")}`);
         await sleep(20);
       }
       throw new Error("envoy: the new listener was not applied in time");
@@ -180,7 +197,9 @@ async function listenerPort(adminUrl: string): Promise<number> {
   try {
     const r = await fetch(`${adminUrl}/listeners?format=json`);
     if (!r.ok) return 0;
-    const j = await r.json() as { listener_statuses?: Array<{ name: string; local_address?: { socket_address?: { port_value?: number } } }> };
+    const j = (await r.json()) as {
+      listener_statuses?: Array<{ name: string; local_address?: { socket_address?: { port_value?: number } } }>;
+    };
     const l = j.listener_statuses?.find((s) => s.name === "dolphin");
     return l?.local_address?.socket_address?.port_value ?? 0;
   } catch {

@@ -25,12 +25,24 @@ export interface AblationRow {
 async function trainAndEval(o: TrainJobOptions, study: Study, variant: string): Promise<AblationRow> {
   const t = await trainJob(o);
   // evaluated at the load the table was learned at (not searched for again)
-  const e = evalJob({ ...o, load: `x${t.scale}`, policies: ["dolphin", "dynamo-isl"], table: t.table, ...(o.osl !== undefined ? { osl: o.osl } : {}) });
+  const e = evalJob({
+    ...o,
+    load: `x${t.scale}`,
+    policies: ["dolphin", "dynamo-isl"],
+    table: t.table,
+    ...(o.osl !== undefined ? { osl: o.osl } : {}),
+  });
   const d = e.policies["dolphin"]!;
   const y = e.policies["dynamo-isl"]!;
   return {
-    study, variant, rounds: t.result.rounds, best_round: t.result.bestRound, train_reward: t.result.bestReward,
-    slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
+    study,
+    variant,
+    rounds: t.result.rounds,
+    best_round: t.result.bestRound,
+    train_reward: t.result.bestReward,
+    slo_attainment: d.slo_attainment,
+    ttft_p90_ms: d.ttft_ms.p90,
+    tpot_p90_ms: d.tpot_ms.p90,
     dynamo_isl: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
   };
 }
@@ -41,29 +53,47 @@ export async function runStudy(study: Study, o: JobOptions, emit: (row: Ablation
       for (const k of [2, 4, 8, 16]) emit(await trainAndEval({ ...o, k }, study, `K=${k}`));
       return;
     case "scan":
-      for (const scanInit of [true, false]) emit(await trainAndEval({ ...o, scanInit }, study, scanInit ? "with scan" : "without scan"));
+      for (const scanInit of [true, false])
+        emit(await trainAndEval({ ...o, scanInit }, study, scanInit ? "with scan" : "without scan"));
       return;
     case "osl-feature":
       emit(await trainAndEval(o, study, "with osl_hat"));
-      emit(await trainAndEval({ ...o, features: FEATURE_NAMES.filter((f) => f !== "osl_hat") }, study, "without osl_hat"));
+      emit(
+        await trainAndEval({ ...o, features: FEATURE_NAMES.filter((f) => f !== "osl_hat") }, study, "without osl_hat"),
+      );
       return;
     case "algo":
       for (const algo of ["kmeans", "gmm"] as const) emit(await trainAndEval({ ...o, algo }, study, algo));
       return;
     case "osl-noise":
       emit(await trainAndEval(o, study, "classifier (model)"));
-      for (const p of [0, 0.2, 0.4]) emit(await trainAndEval({ ...o, osl: p === 0 ? "oracle" : { noisy: p } }, study, p === 0 ? "oracle class (p = 0)" : `noisy p = ${p}`));
+      for (const p of [0, 0.2, 0.4])
+        emit(
+          await trainAndEval(
+            { ...o, osl: p === 0 ? "oracle" : { noisy: p } },
+            study,
+            p === 0 ? "oracle class (p = 0)" : `noisy p = ${p}`,
+          ),
+        );
       return;
     case "load": {
       // one table learned at saturation, evaluated from 50% to 120% of it
       const t = await trainJob({ ...o, load: o.load ?? "saturated" });
       for (const f of [0.5, 0.75, 0.9, 1, 1.1, 1.2]) {
-        const e = evalJob({ ...o, load: `x${t.scale * f}`, policies: ["dolphin", "dynamo-isl", "dynamo-legacy", "always-remote"], table: t.table });
+        const e = evalJob({
+          ...o,
+          load: `x${t.scale * f}`,
+          policies: ["dolphin", "dynamo-isl", "dynamo-legacy", "always-remote"],
+          table: t.table,
+        });
         const d = e.policies["dolphin"]!;
         const y = e.policies["dynamo-isl"]!;
         emit({
-          study, variant: `${Math.round(f * 100)}% of saturation (${e.load.rps.toFixed(2)} req/s)`,
-          slo_attainment: d.slo_attainment, ttft_p90_ms: d.ttft_ms.p90, tpot_p90_ms: d.tpot_ms.p90,
+          study,
+          variant: `${Math.round(f * 100)}% of saturation (${e.load.rps.toFixed(2)} req/s)`,
+          slo_attainment: d.slo_attainment,
+          ttft_p90_ms: d.ttft_ms.p90,
+          tpot_p90_ms: d.tpot_ms.p90,
           dynamo_isl: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
           others: Object.fromEntries(Object.entries(e.policies).map(([n, p]) => [n, p.slo_attainment])),
         });
@@ -81,10 +111,16 @@ export async function runStudy(study: Study, o: JobOptions, emit: (row: Ablation
       const reached = search.log.findIndex((s) => s.reward >= target);
       const sorted = [...all.rewards].sort((a, b) => b - a);
       emit({
-        study, variant: "K=8 search vs all 256 tables",
-        slo_attainment: search.bestReward, ttft_p90_ms: NaN, tpot_p90_ms: NaN,
-        exhaustive_best: all.bestReward, exhaustive_best_bits: all.best.join(""), search_best_bits: search.best.join(""),
-        search_fraction_of_best: search.bestReward / all.bestReward, rounds: search.log.length,
+        study,
+        variant: "K=8 search vs all 256 tables",
+        slo_attainment: search.bestReward,
+        ttft_p90_ms: NaN,
+        tpot_p90_ms: NaN,
+        exhaustive_best: all.bestReward,
+        exhaustive_best_bits: all.best.join(""),
+        search_best_bits: search.best.join(""),
+        search_fraction_of_best: search.bestReward / all.bestReward,
+        rounds: search.log.length,
         rounds_to_98pct: reached >= 0 ? reached + 1 : null,
         search_rank_among_256: sorted.findIndex((r) => r <= search.bestReward) + 1,
         median_table_reward: sorted[128],
@@ -103,9 +139,10 @@ export function ablationMarkdown(rows: AblationRow[]): string {
     "|---|---|---|---|---|---|---|---|---|",
   ];
   for (const r of rows) {
-    lines.push(`| ${r.variant} | ${r.rounds ?? "–"} | ${pct(r.train_reward)} | ${pct(r.slo_attainment)} | ${ms(r.ttft_p90_ms)} | ${ms(r.tpot_p90_ms)} | ` +
-      `${pct(r.dynamo_isl?.slo_attainment)} | ${ms(r.dynamo_isl?.ttft_p90_ms)} | ${ms(r.dynamo_isl?.tpot_p90_ms)} |`);
+    lines.push(
+      `| ${r.variant} | ${r.rounds ?? "–"} | ${pct(r.train_reward)} | ${pct(r.slo_attainment)} | ${ms(r.ttft_p90_ms)} | ${ms(r.tpot_p90_ms)} | ` +
+        `${pct(r.dynamo_isl?.slo_attainment)} | ${ms(r.dynamo_isl?.ttft_p90_ms)} | ${ms(r.dynamo_isl?.tpot_p90_ms)} |`,
+    );
   }
   return lines.join("\n");
 }
-

@@ -33,8 +33,16 @@ const GMM_VARIANCE_FLOOR = 1e-3;
 const EMPTY_RESPONSIBILITY = 1e-8;
 const LOG_2PI = Math.log(2 * Math.PI);
 
-export interface Scaler { mean: number[]; std: number[] }
-export interface KMeansModel { kind: "kmeans"; centroids: number[][]; inertia: number; assignments: number[] }
+export interface Scaler {
+  mean: number[];
+  std: number[];
+}
+export interface KMeansModel {
+  kind: "kmeans";
+  centroids: number[][];
+  inertia: number;
+  assignments: number[];
+}
 export interface GmmModel {
   kind: "gmm";
   means: number[][];
@@ -81,7 +89,12 @@ function fail(fn: string, message: string): never {
 }
 
 /** Rows as one row-major Float64Array; rejects empty input, ragged rows and non-finite values. */
-function flatten(fn: string, arg: string, rows: number[][], transform?: (x: number) => number): { x: Float64Array; n: number; d: number } {
+function flatten(
+  fn: string,
+  arg: string,
+  rows: number[][],
+  transform?: (x: number) => number,
+): { x: Float64Array; n: number; d: number } {
   if (!Array.isArray(rows) || rows.length === 0) fail(fn, `${arg} is empty (need at least one row)`);
   const d = Array.isArray(rows[0]) ? rows[0].length : 0;
   if (d === 0) fail(fn, `${arg}[0] has no columns (need at least one)`);
@@ -89,14 +102,18 @@ function flatten(fn: string, arg: string, rows: number[][], transform?: (x: numb
   const x = new Float64Array(n * d);
   for (let i = 0; i < n; i++) {
     const row = rows[i];
-    if (!Array.isArray(row) || row.length !== d) fail(fn, `${arg}[${i}] has ${Array.isArray(row) ? row.length : "no"} columns, expected ${d}`);
+    if (!Array.isArray(row) || row.length !== d)
+      fail(fn, `${arg}[${i}] has ${Array.isArray(row) ? row.length : "no"} columns, expected ${d}`);
     for (let j = 0; j < d; j++) {
       const raw = row[j] as number;
       const v = transform ? transform(raw) : raw;
       if (typeof raw !== "number" || !Number.isFinite(v)) {
-        fail(fn, transform
-          ? `${arg}[${i}][${j}] must be a finite number > −1 (it is log1p'd), got ${String(raw)}`
-          : `${arg}[${i}][${j}] is not a finite number: ${String(raw)}`);
+        fail(
+          fn,
+          transform
+            ? `${arg}[${i}][${j}] must be a finite number > −1 (it is log1p'd), got ${String(raw)}`
+            : `${arg}[${i}][${j}] is not a finite number: ${String(raw)}`,
+        );
       }
       x[i * d + j] = v;
     }
@@ -164,7 +181,14 @@ export function standardize(rows: number[][], s: Scaler): number[][] {
 
 /** Nearest centre of each row by squared Euclidean distance, ties to the lower index; fills `assign`, returns the
  *  sum of the squared distances (the inertia). */
-function assignNearest(x: Float64Array, n: number, d: number, centers: Float64Array, k: number, assign: Int32Array): number {
+function assignNearest(
+  x: Float64Array,
+  n: number,
+  d: number,
+  centers: Float64Array,
+  k: number,
+  assign: Int32Array,
+): number {
   let inertia = 0;
   for (let i = 0; i < n; i++) {
     const at = i * d;
@@ -177,7 +201,10 @@ function assignNearest(x: Float64Array, n: number, d: number, centers: Float64Ar
         const diff = x[at + j]! - centers[ct + j]!; // bounded by n·d and k·d
         dist += diff * diff;
       }
-      if (dist < bestDist) { bestDist = dist; best = c; }
+      if (dist < bestDist) {
+        bestDist = dist;
+        best = c;
+      }
     }
     assign[i] = best;
     inertia += bestDist;
@@ -209,7 +236,13 @@ function squaredDistance(x: Float64Array, a: number, y: Float64Array, b: number,
 
 /** Greedy k-means++ starting centres, k·d row-major. Returns how many are distinct data points: fewer than k when
  *  the data have fewer distinct points than k, and the rest are then copies of those (cycling from the first). */
-function seedKMeansPlusPlus(x: Float64Array, n: number, d: number, k: number, seed: number): { centers: Float64Array; distinct: number } {
+function seedKMeansPlusPlus(
+  x: Float64Array,
+  n: number,
+  d: number,
+  k: number,
+  seed: number,
+): { centers: Float64Array; distinct: number } {
   const rng = new Rng(seed);
   const centers = new Float64Array(k * d);
   const trials = 2 + Math.floor(Math.log(k));
@@ -248,7 +281,8 @@ function seedKMeansPlusPlus(x: Float64Array, n: number, d: number, k: number, se
 function sampleCumulative(cumulative: Float64Array, r: number, weight: Float64Array): number {
   let lo = 0;
   let hi = cumulative.length - 1;
-  if (!(r < cumulative[hi]!)) { // r rounded up to the total: take the last row with weight
+  if (!(r < cumulative[hi]!)) {
+    // r rounded up to the total: take the last row with weight
     while (hi > 0 && !(weight[hi]! > 0)) hi--;
     return hi;
   }
@@ -261,12 +295,31 @@ function sampleCumulative(cumulative: Float64Array, r: number, weight: Float64Ar
 }
 
 /** Lloyd iterations from `start` by ml-kmeans (its assignment and mean rules; an empty cluster keeps its centre). */
-function lloydIterations(x: Float64Array, n: number, d: number, start: Float64Array, k: number, maxIterations: number): Float64Array {
-  const r = mlKMeans(toRows(x, n, d), k, { initialization: toRows(start, k, d), maxIterations, tolerance: KMEANS_TOLERANCE });
+function lloydIterations(
+  x: Float64Array,
+  n: number,
+  d: number,
+  start: Float64Array,
+  k: number,
+  maxIterations: number,
+): Float64Array {
+  const r = mlKMeans(toRows(x, n, d), k, {
+    initialization: toRows(start, k, d),
+    maxIterations,
+    tolerance: KMEANS_TOLERANCE,
+  });
   return Float64Array.from(r.centroids.flat());
 }
 
-function kmeansFlat(x: Float64Array, n: number, d: number, k: number, seed: number, restarts: number, maxIterations: number): { centers: Float64Array; assign: Int32Array; inertia: number } {
+function kmeansFlat(
+  x: Float64Array,
+  n: number,
+  d: number,
+  k: number,
+  seed: number,
+  restarts: number,
+  maxIterations: number,
+): { centers: Float64Array; assign: Int32Array; inertia: number } {
   let best: { centers: Float64Array; assign: Int32Array; inertia: number } | undefined;
   for (let r = 0; r < restarts; r++) {
     // k-means++ seeding (greedy, seeded) and Lloyd iterations by ml-kmeans
@@ -298,12 +351,21 @@ export function fitKMeans(z: number[][], k: number, opts: KMeansOptions = {}): K
   checkInteger(fn, "opts.restarts", restarts, 1);
   checkInteger(fn, "opts.maxIterations", maxIterations, 1);
   const best = kmeansFlat(x, n, d, k, seed, restarts, maxIterations);
-  return { kind: "kmeans", centroids: toRows(best.centers, k, d), inertia: best.inertia, assignments: Array.from(best.assign) };
+  return {
+    kind: "kmeans",
+    centroids: toRows(best.centers, k, d),
+    inertia: best.inertia,
+    assignments: Array.from(best.assign),
+  };
 }
 
 /** Lloyd iterations from given centroids (no seeding, no restarts): refines a model's centroids on new rows. With
  *  fewer than k distinct start centroids, duplicates stay duplicates (their rows go to the lower index). */
-export function refineKMeans(z: number[][], start: number[][], opts: Pick<KMeansOptions, "maxIterations"> = {}): KMeansModel {
+export function refineKMeans(
+  z: number[][],
+  start: number[][],
+  opts: Pick<KMeansOptions, "maxIterations"> = {},
+): KMeansModel {
   const fn = "refineKMeans";
   const { x, n, d } = flatten(fn, "z", z);
   const s = flatten(fn, "start", start);
@@ -319,7 +381,11 @@ export function refineKMeans(z: number[][], start: number[][], opts: Pick<KMeans
 // ------------------------------------------------------------------------------------------------------------------
 // Gaussian mixture.
 
-interface Mixture { means: Float64Array; variances: Float64Array; weights: Float64Array }
+interface Mixture {
+  means: Float64Array;
+  variances: Float64Array;
+  weights: Float64Array;
+}
 
 /** Per component: log w_k − ½ (Σ_j log σ²_kj + D·log 2π), computed as src/staging.ts stages it for the core. */
 function logConstants(m: Mixture, k: number, d: number): Float64Array {
@@ -339,8 +405,16 @@ function inverses(v: Float64Array): Float64Array {
 }
 
 /** log w_c + log N(x_i; μ_c, diag σ²_c) for every component into `scores`: the core's score, same operations. */
-function componentScores(x: Float64Array, i: number, d: number, means: Float64Array, invVar: Float64Array, logConst: Float64Array,
-  k: number, scores: Float64Array): void {
+function componentScores(
+  x: Float64Array,
+  i: number,
+  d: number,
+  means: Float64Array,
+  invVar: Float64Array,
+  logConst: Float64Array,
+  k: number,
+  scores: Float64Array,
+): void {
   for (let c = 0; c < k; c++) {
     let q = 0;
     for (let j = 0; j < d; j++) {
@@ -361,7 +435,11 @@ function assignGmmFlat(x: Float64Array, n: number, d: number, m: Mixture, k: num
     componentScores(x, i, d, m.means, invVar, logConst, k, scores);
     let best = 0;
     let bestScore = -Infinity;
-    for (let c = 0; c < k; c++) if (scores[c]! > bestScore) { bestScore = scores[c]!; best = c; }
+    for (let c = 0; c < k; c++)
+      if (scores[c]! > bestScore) {
+        bestScore = scores[c]!;
+        best = c;
+      }
     out[i] = best;
   }
   return out;
@@ -378,17 +456,26 @@ export function gmmAssign(z: number[][], m: Pick<GmmModel, "means" | "variances"
   const variances = flatten(fn, "variances", m.variances);
   const k = means.n;
   if (means.d !== d) fail(fn, `means have ${means.d} columns but z has ${d}`);
-  if (variances.n !== k || variances.d !== d) fail(fn, `variances are ${variances.n}×${variances.d}, expected ${k}×${d}`);
-  if (!Array.isArray(m.weights) || m.weights.length !== k) fail(fn, `weights has ${m.weights?.length} entries, expected ${k}`);
-  for (let i = 0; i < variances.x.length; i++) if (!(variances.x[i]! > 0)) fail(fn, `variances must be > 0, got ${variances.x[i]}`);
+  if (variances.n !== k || variances.d !== d)
+    fail(fn, `variances are ${variances.n}×${variances.d}, expected ${k}×${d}`);
+  if (!Array.isArray(m.weights) || m.weights.length !== k)
+    fail(fn, `weights has ${m.weights?.length} entries, expected ${k}`);
+  for (let i = 0; i < variances.x.length; i++)
+    if (!(variances.x[i]! > 0)) fail(fn, `variances must be > 0, got ${variances.x[i]}`);
   for (const w of m.weights) if (!(w > 0) || !Number.isFinite(w)) fail(fn, `weights must be finite and > 0, got ${w}`);
-  return Array.from(assignGmmFlat(x, n, d, { means: means.x, variances: variances.x, weights: Float64Array.from(m.weights) }, k));
+  return Array.from(
+    assignGmmFlat(x, n, d, { means: means.x, variances: variances.x, weights: Float64Array.from(m.weights) }, k),
+  );
 }
 
 /** Responsibility-weighted sums of one E-step, measured from the current means: mass_c = Σ_i r_ic,
  *  s1 = Σ_i r_ic (x_i − μ_c), s2 = Σ_i r_ic (x_i − μ_c)². Centring on the current means keeps the variance
  *  s2/mass − (s1/mass)² precise for a tight component far from the origin. */
-interface Moments { mass: Float64Array; s1: Float64Array; s2: Float64Array }
+interface Moments {
+  mass: Float64Array;
+  s1: Float64Array;
+  s2: Float64Array;
+}
 
 /** Responsibilities below machine epsilon times the largest one in a row are dropped: each would change the row's
  *  sum (≥ 1 after scaling by the largest) by less than one ulp, and skipping them saves their exp. */
@@ -399,7 +486,15 @@ const LOG_EPSILON = Math.log(Number.EPSILON);
  * fused so each iteration reads the data once and keeps no n×K responsibility matrix. Fills
  * `rowLogLik` with each row's log p(x_i) and returns Σ_i log p(x_i).
  */
-function emPass(x: Float64Array, n: number, d: number, m: Mixture, k: number, out: Moments, rowLogLik: Float64Array): number {
+function emPass(
+  x: Float64Array,
+  n: number,
+  d: number,
+  m: Mixture,
+  k: number,
+  out: Moments,
+  rowLogLik: Float64Array,
+): number {
   const logConst = logConstants(m, k, d);
   const invVar = inverses(m.variances);
   const means = m.means;
@@ -458,8 +553,17 @@ function emPass(x: Float64Array, n: number, d: number, m: Mixture, k: number, ou
  * log-likelihood; distinct rows for several such components), its variances to the data's (floored) and its weight
  * to one row's worth. Weights are renormalized to sum to 1. Returns how many components were re-seeded.
  */
-function maximization(x: Float64Array, n: number, d: number, k: number, mo: Moments, rowLogLik: Float64Array,
-  globalVar: Float64Array, floor: number, m: Mixture): number {
+function maximization(
+  x: Float64Array,
+  n: number,
+  d: number,
+  k: number,
+  mo: Moments,
+  rowLogLik: Float64Array,
+  globalVar: Float64Array,
+  floor: number,
+  m: Mixture,
+): number {
   const mass = Float64Array.from(mo.mass);
   let reseeded = 0;
   const used = new Set<number>();
@@ -494,8 +598,16 @@ function normalizeWeights(mass: Float64Array, out: Float64Array): void {
 
 /** Starting mixture from a hard partition: each cluster's mean, variance (the data's when it has < 2 rows) and share
  *  (one row's worth when empty), variances floored. */
-function mixtureFromPartition(x: Float64Array, n: number, d: number, k: number, centers: Float64Array, assign: Int32Array,
-  globalVar: Float64Array, floor: number): Mixture {
+function mixtureFromPartition(
+  x: Float64Array,
+  n: number,
+  d: number,
+  k: number,
+  centers: Float64Array,
+  assign: Int32Array,
+  globalVar: Float64Array,
+  floor: number,
+): Mixture {
   const counts = new Float64Array(k);
   const sums = new Float64Array(k * d);
   for (let i = 0; i < n; i++) {
@@ -508,7 +620,8 @@ function mixtureFromPartition(x: Float64Array, n: number, d: number, k: number, 
   }
   const variances = new Float64Array(k * d);
   for (let c = 0; c < k; c++) {
-    for (let j = 0; j < d; j++) variances[c * d + j] = counts[c]! >= 2 ? Math.max(sums[c * d + j]! / counts[c]!, floor) : globalVar[j]!;
+    for (let j = 0; j < d; j++)
+      variances[c * d + j] = counts[c]! >= 2 ? Math.max(sums[c * d + j]! / counts[c]!, floor) : globalVar[j]!;
     if (counts[c] === 0) counts[c] = 1;
   }
   const weights = new Float64Array(k);
@@ -567,7 +680,7 @@ export function fitGmm(z: number[][], k: number, opts: GmmOptions = {}): GmmMode
     let previous = NaN;
     let reseeded = 0;
     let t = 0;
-    for (;; t++) {
+    for (; ; t++) {
       const ll = emPass(x, n, d, m, k, moments, rowLogLik);
       opts.onIteration?.(ll, t, r, reseeded);
       const converged = t > 0 && reseeded === 0 && Math.abs(ll - previous) <= tolerance * Math.abs(previous);

@@ -61,11 +61,24 @@ export interface GuardedSearch {
 export function p90Latencies(records: RequestRecord[]): { ttft: number; tpot: number } {
   const ok = records.filter((r) => !r.failed);
   const sorted = (f: (r: RequestRecord) => number): number[] => ok.map(f).sort((a, b) => a - b);
-  return { ttft: quantile(sorted((r) => r.ttftMs), 0.9), tpot: quantile(sorted((r) => r.tpotMs), 0.9) };
+  return {
+    ttft: quantile(
+      sorted((r) => r.ttftMs),
+      0.9,
+    ),
+    tpot: quantile(
+      sorted((r) => r.tpotMs),
+      0.9,
+    ),
+  };
 }
 
 /** McNemar's paired comparison of two runs on the same arrivals: B, W and (B − W) / √(B + W). */
-export function pairedGain(candidate: RequestRecord[], current: RequestRecord[], slo: Slo): { improved: number; worsened: number; statistic: number } {
+export function pairedGain(
+  candidate: RequestRecord[],
+  current: RequestRecord[],
+  slo: Slo,
+): { improved: number; worsened: number; statistic: number } {
   const before = new Map<number, boolean>();
   for (const r of current) before.set(r.id, meetsE2e(r, slo));
   let improved = 0;
@@ -83,7 +96,11 @@ export function pairedGain(candidate: RequestRecord[], current: RequestRecord[],
 
 /** Starts every cluster at `rule`; moves a cluster off it only on a significant paired gain (header comment). */
 export async function searchGuarded(
-  env: Environment, makeTable: (values: number[]) => Table, k: number, slo: Slo, opts: GuardOptions = {},
+  env: Environment,
+  makeTable: (values: number[]) => Table,
+  k: number,
+  slo: Slo,
+  opts: GuardOptions = {},
 ): Promise<GuardedSearch> {
   const minRequests = opts.minRequests ?? 30;
   const z = opts.z ?? BONFERRONI_Z;
@@ -95,7 +112,10 @@ export async function searchGuarded(
     const e = await env.evaluate(makeTable(values));
     const step: SearchStep = { round: log.length + 1, phase, bits: [...values], reward: e.reward, accepted: false };
     log.push(step);
-    opts.onProgress?.(step, { rounds: log.length, best: Math.max(e.reward, ...log.map((s) => (s.accepted ? s.reward : 0))) });
+    opts.onProgress?.(step, {
+      rounds: log.length,
+      best: Math.max(e.reward, ...log.map((s) => (s.accepted ? s.reward : 0))),
+    });
     return e;
   };
 
@@ -147,14 +167,20 @@ export async function searchGuarded(
  * A cluster no training row picks gets a bound that sends every request to the rule.
  */
 export function oodBounds(
-  z: number[][], model: { kind: "kmeans"; centroids: number[][] } | { kind: "gmm"; means: number[][]; variances: number[][]; weights: number[] },
+  z: number[][],
+  model:
+    | { kind: "kmeans"; centroids: number[][] }
+    | { kind: "gmm"; means: number[][]; variances: number[][]; weights: number[] },
   q = 0.99,
 ): number[] {
   const centres = model.kind === "kmeans" ? model.centroids : model.means;
   const k = centres.length;
-  const logConst = model.kind === "gmm"
-    ? model.variances.map((v, c) => Math.log(model.weights[c]!) - 0.5 * v.reduce((s, x) => s + Math.log(2 * Math.PI * x), 0))
-    : [];
+  const logConst =
+    model.kind === "gmm"
+      ? model.variances.map(
+          (v, c) => Math.log(model.weights[c]!) - 0.5 * v.reduce((s, x) => s + Math.log(2 * Math.PI * x), 0),
+        )
+      : [];
   const scores: number[][] = Array.from({ length: k }, () => []);
   for (const x of z) {
     let best = 0;
@@ -176,20 +202,32 @@ export function oodBounds(
   return scores.map((s) => {
     if (s.length === 0) return model.kind === "kmeans" ? 0 : Number.MAX_VALUE;
     // the upper tail of distances; the lower tail of log-likelihoods as the same quantile of their negatives
-    if (model.kind === "kmeans") return quantile(s.sort((a, b) => a - b), q);
-    return -quantile(s.map((x) => -x).sort((a, b) => a - b), q);
+    if (model.kind === "kmeans")
+      return quantile(
+        s.sort((a, b) => a - b),
+        q,
+      );
+    return -quantile(
+      s.map((x) => -x).sort((a, b) => a - b),
+      q,
+    );
   });
 }
 
 /** How many requests each part of a guarded table decided: its clusters, its rule clusters, its out-of-distribution
  *  bound (recomputed from each record's admission features exactly as the core scores them). */
-export function guardCounts(t: Table, records: RequestRecord[]): { cluster: number; ruleCluster: number; outOfDistribution: number } {
+export function guardCounts(
+  t: Table,
+  records: RequestRecord[],
+): { cluster: number; ruleCluster: number; outOfDistribution: number } {
   const out = { cluster: 0, ruleCluster: 0, outOfDistribution: 0 };
   if ((t.kind !== "kmeans" && t.kind !== "gmm") || !t.features || !t.scaler || !t.centroids || !t.bits) return out;
   const gmm = t.kind === "gmm";
   const d = t.features.length;
   const logConst = gmm
-    ? t.variances!.map((v, c) => Math.log(t.weights![c]!) - 0.5 * (v.reduce((s, x) => s + Math.log(x), 0) + d * Math.log(2 * Math.PI)))
+    ? t.variances!.map(
+        (v, c) => Math.log(t.weights![c]!) - 0.5 * (v.reduce((s, x) => s + Math.log(x), 0) + d * Math.log(2 * Math.PI)),
+      )
     : [];
   for (const r of records) {
     if (r.failed || r.cluster < 0) continue;

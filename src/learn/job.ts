@@ -49,7 +49,10 @@ export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed"
       eval: loadWorkload(o.workload, "auto", { seed: seed + 1, requests: n }),
     };
   }
-  const all = loadWorkload(o.workload, o.format ?? "auto", { seed, ...(o.requests !== undefined ? { requests: o.requests } : {}) });
+  const all = loadWorkload(o.workload, o.format ?? "auto", {
+    seed,
+    ...(o.requests !== undefined ? { requests: o.requests } : {}),
+  });
   const half = Math.floor(all.requests.length / 2);
   const part = (from: number, to: number, name: string): Workload => {
     const reqs = all.requests.slice(from, to);
@@ -58,7 +61,10 @@ export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed"
     const span = (requests.at(-1)?.arrivalMs ?? 0) / 1000;
     return { name, requests, rate: span > 0 ? (requests.length - 1) / span : all.rate };
   };
-  return { train: part(0, half, `${all.name} (first half)`), eval: part(half, all.requests.length, `${all.name} (second half)`) };
+  return {
+    train: part(0, half, `${all.name} (first half)`),
+    eval: part(half, all.requests.length, `${all.name} (second half)`),
+  };
 }
 
 export interface Setup {
@@ -72,11 +78,18 @@ export interface Setup {
 /** The simulated cluster, the training and evaluation parts, and the load scale (found once when saturated). */
 export function setup(o: JobOptions): Setup {
   const { preset, link } = resolveCluster(o.cluster, o.link);
-  const base: Omit<SimConfig, "table"> = { preset, link, split: parseSplit(o.split), slo: parseSlo(o.slo), ...(o.module ? { module: o.module } : {}) };
+  const base: Omit<SimConfig, "table"> = {
+    preset,
+    link,
+    split: parseSplit(o.split),
+    slo: parseSlo(o.slo),
+    ...(o.module ? { module: o.module } : {}),
+  };
   const parts = workloadParts(o);
   const loadSpec = o.load ?? "saturated";
   const load = parseLoad(loadSpec);
-  if (load.kind === "saturated") o.progress?.(`finding the saturated load of ${parts.train.name} on ${preset.name} ${o.split}…`, false);
+  if (load.kind === "saturated")
+    o.progress?.(`finding the saturated load of ${parts.train.name} on ${preset.name} ${o.split}…`, false);
   return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
 }
 
@@ -105,19 +118,31 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const s = setup(o);
   const w = atScale(s.parts.train, s.scale);
   const env = new SimEnvironment(w, s.base);
-  o.progress?.(`learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`, false);
+  o.progress?.(
+    `learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`,
+    false,
+  );
   const result = await train(env, {
-    k: o.k ?? 8, algo: o.algo ?? "kmeans", seed: o.seed ?? 1,
-    ...(o.osl !== undefined ? { osl: o.osl } : {}), ...(o.features ? { features: o.features } : {}),
+    k: o.k ?? 8,
+    algo: o.algo ?? "kmeans",
+    seed: o.seed ?? 1,
+    ...(o.osl !== undefined ? { osl: o.osl } : {}),
+    ...(o.features ? { features: o.features } : {}),
     ...(o.scanInit !== undefined ? { scanInit: o.scanInit } : {}),
     ...(o.reward === "both" ? { guard: { reward: "both" as const } } : {}),
     ...(o.maxRounds !== undefined ? { maxRounds: o.maxRounds } : {}),
     provenance: { workload: `${s.parts.train.name} at ${w.rate.toFixed(3)} req/s (${s.loadSpec})`, split: o.split },
-    onProgress: (step, total) => o.progress?.(
-      `  round ${String(step.round).padStart(3)} ${step.phase.padEnd(6)} bits ${step.bits.join("")} reward ${(100 * step.reward).toFixed(1)}% (best ${(100 * total.best).toFixed(1)}%)`, false),
+    onProgress: (step, total) =>
+      o.progress?.(
+        `  round ${String(step.round).padStart(3)} ${step.phase.padEnd(6)} bits ${step.bits.join("")} reward ${(100 * step.reward).toFixed(1)}% (best ${(100 * total.best).toFixed(1)}%)`,
+        false,
+      ),
   });
   const bytes = encodeTable(result.table);
-  o.progress?.(`  done: ${result.rounds} rounds, best reward ${(100 * result.bestReward).toFixed(1)}% first reached in round ${result.bestRound}`, true);
+  o.progress?.(
+    `  done: ${result.rounds} rounds, best reward ${(100 * result.bestReward).toFixed(1)}% first reached in round ${result.bestRound}`,
+    true,
+  );
   return { table: result.table, bytes, result, scale: s.scale, rps: w.rate, wallS: (performance.now() - t0) / 1000 };
 }
 
@@ -135,7 +160,9 @@ export interface EvalJobOptions extends JobOptions {
   osl?: OslMode;
 }
 
-export function evalJob(o: EvalJobOptions): EvalOutput<EvalLoad> & { ppd?: { measured_levels: number[]; samples: number } } {
+export function evalJob(
+  o: EvalJobOptions,
+): EvalOutput<EvalLoad> & { ppd?: { measured_levels: number[]; samples: number } } {
   const s = setup(o);
   const policies = o.policies ?? [...POLICY_NAMES];
   const tables: Partial<Record<PolicyName, Table>> = {};
@@ -154,8 +181,16 @@ export function evalJob(o: EvalJobOptions): EvalOutput<EvalLoad> & { ppd?: { mea
   const w = atScale(s.parts.eval, s.scale);
   o.progress?.(`evaluating ${policies.length} policies on ${w.name} at ${w.rate.toFixed(2)} req/s…`, true);
   const classes = o.table?.osl_classes;
-  const noisy = o.osl !== undefined && typeof o.osl === "object" && classes ? noisyOslPredictor(classes, o.osl.noisy, (o.seed ?? 1) + 1) : undefined;
-  const out = evaluatePolicies(w, s.base, tables, { split: o.split, load: { spec: s.loadSpec, scale: s.scale, rps: w.rate } },
-    noisy ? { dolphin: { osl: noisy } } : {});
+  const noisy =
+    o.osl !== undefined && typeof o.osl === "object" && classes
+      ? noisyOslPredictor(classes, o.osl.noisy, (o.seed ?? 1) + 1)
+      : undefined;
+  const out = evaluatePolicies(
+    w,
+    s.base,
+    tables,
+    { split: o.split, load: { spec: s.loadSpec, scale: s.scale, rps: w.rate } },
+    noisy ? { dolphin: { osl: noisy } } : {},
+  );
   return { ...out, ...(ppdInfo ? { ppd: ppdInfo } : {}) };
 }

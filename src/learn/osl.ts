@@ -42,8 +42,12 @@ export function learnOslClasses(outputs: number[]): OslClasses {
 /** The raw feature vector, computed exactly as assembly/osl.ts does. */
 export function oslFeatures(s: Omit<OslSample, "outputTokens">): number[] {
   return [
-    Math.log1p(s.isl), s.reuse, Math.log1p(s.turn), Math.log1p(s.prevOutput),
-    s.maxTokens > 0 ? Math.log1p(s.maxTokens) : 0, s.maxTokens > 0 ? 1 : 0,
+    Math.log1p(s.isl),
+    s.reuse,
+    Math.log1p(s.turn),
+    Math.log1p(s.prevOutput),
+    s.maxTokens > 0 ? Math.log1p(s.maxTokens) : 0,
+    s.maxTokens > 0 ? 1 : 0,
   ];
 }
 
@@ -58,7 +62,10 @@ export interface OslTraining {
 }
 
 /** Trains on a seeded 80 % of the samples (full-batch gradient descent on the softmax loss, L2) and scores the rest. */
-export function trainOslClassifier(samples: OslSample[], opts: { seed?: number; iterations?: number; l2?: number; learningRate?: number } = {}): OslTraining {
+export function trainOslClassifier(
+  samples: OslSample[],
+  opts: { seed?: number; iterations?: number; l2?: number; learningRate?: number } = {},
+): OslTraining {
   if (samples.length < 10) throw new Error(`trainOslClassifier: need at least 10 samples, got ${samples.length}`);
   const classes = learnOslClasses(samples.map((s) => s.outputTokens));
   const c = classes.names.length;
@@ -96,7 +103,7 @@ export function trainOslClassifier(samples: OslSample[], opts: { seed?: number; 
         maxS = Math.max(maxS, s);
       }
       let sum = 0;
-      for (let k = 0; k < c; k++) sum += (p[k] = Math.exp(p[k]! - maxS));
+      for (let k = 0; k < c; k++) sum += p[k] = Math.exp(p[k]! - maxS);
       for (let k = 0; k < c; k++) {
         const g = p[k]! / sum - (y[i] === k ? 1 : 0);
         gb[k]! += g;
@@ -110,14 +117,23 @@ export function trainOslClassifier(samples: OslSample[], opts: { seed?: number; 
   }
   const model: OslModel = { kind: "logistic", features: [...OSL_MODEL_FEATURES], mean, std, weights: w, bias: b };
   const accuracyOf = (set: OslSample[]): number =>
-    set.length === 0 ? NaN : set.filter((s) => predictOslClass(model, s) === classOf(s.outputTokens, classes.thresholds)).length / set.length;
+    set.length === 0
+      ? NaN
+      : set.filter((s) => predictOslClass(model, s) === classOf(s.outputTokens, classes.thresholds)).length /
+        set.length;
   const confusion = Array.from({ length: c }, () => new Array<number>(c).fill(0));
   for (const s of test) confusion[classOf(s.outputTokens, classes.thresholds)]![predictOslClass(model, s)]!++;
   const counts = new Array<number>(c).fill(0);
   for (const s of test) counts[classOf(s.outputTokens, classes.thresholds)]!++;
   return {
-    classes, model, confusion,
-    accuracy: { heldOut: accuracyOf(test), train: accuracyOf(train), majorityBaseline: test.length ? Math.max(...counts) / test.length : NaN },
+    classes,
+    model,
+    confusion,
+    accuracy: {
+      heldOut: accuracyOf(test),
+      train: accuracyOf(train),
+      majorityBaseline: test.length ? Math.max(...counts) / test.length : NaN,
+    },
     samples: { train: train.length, heldOut: test.length },
   };
 }

@@ -10,14 +10,26 @@ import { defaultParams, ruleTable, type PolicyKind, type Table } from "../table.
 
 /** "dolphin" (a learned kmeans or gmm table) and every other policy by its table kind's name: one name per kind. */
 export const POLICY_NAMES = [
-  "dolphin", "dynamo-isl", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote",
+  "dolphin",
+  "dynamo-isl",
+  "dynamo-load",
+  "dynamo-legacy",
+  "llm-d",
+  "trtllm",
+  "ppd",
+  "always-local",
+  "always-remote",
 ] as const satisfies readonly ("dolphin" | PolicyKind)[];
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
 export function parsePolicies(s: string): PolicyName[] {
-  const names = s.split(",").map((x) => x.trim()).filter(Boolean);
+  const names = s
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
   for (const n of names) {
-    if (!(POLICY_NAMES as readonly string[]).includes(n)) throw new Error(`unknown policy ${JSON.stringify(n)}; known: ${POLICY_NAMES.join(", ")}`);
+    if (!(POLICY_NAMES as readonly string[]).includes(n))
+      throw new Error(`unknown policy ${JSON.stringify(n)}; known: ${POLICY_NAMES.join(", ")}`);
   }
   if (names.length === 0) throw new Error("give at least one policy");
   return names as PolicyName[];
@@ -64,7 +76,9 @@ export function buildPpdTable(w: Workload, base: Omit<SimConfig, "table">, weigh
       });
       near.push([levels[best]!, best]);
     }
-    const allLocal = ruleTable("ppd", { bits: [0, 1, 2].map(() => Array.from({ length: 9 }, () => new Array<number>(levels.length).fill(0))) });
+    const allLocal = ruleTable("ppd", {
+      bits: [0, 1, 2].map(() => Array.from({ length: 9 }, () => new Array<number>(levels.length).fill(0))),
+    });
     for (const [q, qi] of near) {
       const wq = withLoad(w, { kind: "rate", rps: q });
       const x0 = simulate(wq, { ...base, table: ruleTable("always-remote") }).records;
@@ -101,9 +115,18 @@ export function buildPpdTable(w: Workload, base: Omit<SimConfig, "table">, weigh
     });
   }
   return {
-    table: ruleTable("ppd", { bits, w_ttft: weights.ttft, w_tpot: weights.tpot }, {
-      provenance: { tool: "dolphin-routing (PPD Algorithm 1 on the simulator)", created: new Date().toISOString(), workload: w.name, seed: 0 },
-    }),
+    table: ruleTable(
+      "ppd",
+      { bits, w_ttft: weights.ttft, w_tpot: weights.tpot },
+      {
+        provenance: {
+          tool: "dolphin-routing (PPD Algorithm 1 on the simulator)",
+          created: new Date().toISOString(),
+          workload: w.name,
+          seed: 0,
+        },
+      },
+    ),
     measuredLevels: measured,
     samples,
   };
@@ -113,7 +136,10 @@ export function buildPpdTable(w: Workload, base: Omit<SimConfig, "table">, weigh
 
 /** Every policy on the same arrivals. */
 export function evaluatePolicies(
-  w: Workload, base: Omit<SimConfig, "table">, tables: Partial<Record<PolicyName, Table>>, meta: { split: string; load: EvalLoad },
+  w: Workload,
+  base: Omit<SimConfig, "table">,
+  tables: Partial<Record<PolicyName, Table>>,
+  meta: { split: string; load: EvalLoad },
   overrides: Partial<Record<PolicyName, Partial<SimConfig>>> = {},
 ): EvalOutput<EvalLoad> {
   const policies: Record<string, PolicyOutcome> = {};
@@ -121,16 +147,26 @@ export function evaluatePolicies(
     if (!table) continue;
     const s = simulate(w, { ...base, ...overrides[name as PolicyName], table }).summary;
     policies[name] = {
-      slo_attainment: s.slo_attainment, slo_attainment_per_metric: s.slo_attainment_per_metric,
-      ttft_ms: s.ttft_ms, tpot_ms: s.tpot_ms, e2e_ms: s.e2e_ms,
-      throughput_tokens_per_s: s.throughput_tokens_per_s, local_fraction: s.local_fraction, failed: s.failed,
-      kv_bytes_transferred: s.kv_bytes_transferred, prefix_hit_rate: s.prefix_hit_rate,
+      slo_attainment: s.slo_attainment,
+      slo_attainment_per_metric: s.slo_attainment_per_metric,
+      ttft_ms: s.ttft_ms,
+      tpot_ms: s.tpot_ms,
+      e2e_ms: s.e2e_ms,
+      throughput_tokens_per_s: s.throughput_tokens_per_s,
+      local_fraction: s.local_fraction,
+      failed: s.failed,
+      kv_bytes_transferred: s.kv_bytes_transferred,
+      prefix_hit_rate: s.prefix_hit_rate,
     };
   }
   return {
-    workload: w.name, cluster: base.preset.name, split: meta.split,
-    slo: { ttft_ms: base.slo.ttftMs, tpot_ms: base.slo.tpotMs }, load: meta.load, requests: w.requests.length,
-    simulated: true, policies,
+    workload: w.name,
+    cluster: base.preset.name,
+    split: meta.split,
+    slo: { ttft_ms: base.slo.ttftMs, tpot_ms: base.slo.tpotMs },
+    load: meta.load,
+    requests: w.requests.length,
+    simulated: true,
+    policies,
   };
 }
-

@@ -76,18 +76,36 @@ export class SimEnvironment implements LearningEnvironment {
   async evaluate(table: Table): Promise<Evaluation> {
     this.evaluations++;
     const r = simulate(this.workload, { ...this.base, table });
-    return { reward: r.summary.slo_attainment, byCluster: attainmentByCluster(r.records, this.base.slo), records: r.records };
+    return {
+      reward: r.summary.slo_attainment,
+      byCluster: attainmentByCluster(r.records, this.base.slo),
+      records: r.records,
+    };
   }
 
   /** Features as the core computes them, from a run under the rule people use today (Dynamo's), true output lengths. */
   async logFeatures(): Promise<FeatureLog> {
-    const logged = simulate(this.workload, { ...this.base, table: ruleTable("dynamo-isl"), osl: "oracle" }).records.filter((r) => !r.failed);
+    const logged = simulate(this.workload, {
+      ...this.base,
+      table: ruleTable("dynamo-isl"),
+      osl: "oracle",
+    }).records.filter((r) => !r.failed);
     const prev = previousOutputs(this.workload.requests);
     return {
       policy: "dynamo-isl",
       requests: logged.map((r) => ({
-        isl: r.features.isl, effP: r.features.effP, effD: r.features.effD, path: r.path,
-        osl: { isl: r.features.isl, reuse: r.prefixReuse, turn: r.turn, prevOutput: prev.get(r.id) ?? 0, maxTokens: 0, outputTokens: r.outputTokens },
+        isl: r.features.isl,
+        effP: r.features.effP,
+        effD: r.features.effD,
+        path: r.path,
+        osl: {
+          isl: r.features.isl,
+          reuse: r.prefixReuse,
+          turn: r.turn,
+          prevOutput: prev.get(r.id) ?? 0,
+          maxTokens: 0,
+          outputTokens: r.outputTokens,
+        },
       })),
     };
   }
@@ -182,10 +200,12 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
   // 1. features as the core computes them, from a run under the environment's reference routing
   const log = await env.logFeatures();
   const logged = log.requests;
-  if (logged.length < k) throw new Error(`train: only ${logged.length} requests logged under ${log.policy}; need at least K = ${k}`);
+  if (logged.length < k)
+    throw new Error(`train: only ${logged.length} requests logged under ${log.policy}; need at least K = ${k}`);
   const samples = logged.every((r) => r.osl !== undefined) ? logged.map((r) => r.osl!) : null;
   const features = opts.features ?? (samples ? [...FEATURE_NAMES] : FEATURE_NAMES.filter((f) => f !== "osl_hat"));
-  if (!samples && features.includes("osl_hat")) throw new Error(`train: osl_hat needs output lengths, which ${env.describe.tool} does not observe`);
+  if (!samples && features.includes("osl_hat"))
+    throw new Error(`train: osl_hat needs output lengths, which ${env.describe.tool} does not observe`);
 
   // 2. the output-length classifier (where outputs are observed)
   const osl = samples ? trainOslClassifier(samples, { seed }) : null;
@@ -196,7 +216,12 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
     return osl.classes.representative[classOf(s.outputTokens, osl.classes.thresholds)]!; // oracle, and noisy(p)'s view on average
   };
   const rows = logged.map((r, i) => {
-    const all: Record<FeatureName, number> = { isl: r.isl, eff_P: r.effP, eff_D: r.effD, osl_hat: features.includes("osl_hat") ? oslHat(i) : NaN };
+    const all: Record<FeatureName, number> = {
+      isl: r.isl,
+      eff_P: r.effP,
+      eff_D: r.effD,
+      osl_hat: features.includes("osl_hat") ? oslHat(i) : NaN,
+    };
     return features.map((f) => all[f]);
   });
 
@@ -220,7 +245,11 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
   const oodBound = opts.guard ? oodBounds(z, model, opts.guard.oodQuantile ?? 0.99) : undefined;
   const makeTable = (bits: number[]): Table =>
     validateTable({
-      format: "dolphin-routing.table", version: versionNeeded({ bits, ood_bound: oodBound }), kind: algo, features, scaler,
+      format: "dolphin-routing.table",
+      version: versionNeeded({ bits, ood_bound: oodBound }),
+      kind: algo,
+      features,
+      scaler,
       centroids: model.kind === "kmeans" ? model.centroids : model.means,
       ...(model.kind === "gmm" ? { variances: model.variances, weights: model.weights } : {}),
       bits,
@@ -230,7 +259,10 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
       ...(opts.provenance?.split ? { split: opts.provenance.split } : {}),
       slo: { ttft_ms: slo.ttftMs, tpot_ms: slo.tpotMs },
       provenance: {
-        tool, created: new Date().toISOString(), workload: opts.provenance?.workload ?? env.describe.workload, seed,
+        tool,
+        created: new Date().toISOString(),
+        workload: opts.provenance?.workload ?? env.describe.workload,
+        seed,
         notes: opts.provenance?.notes ?? `${algo} K=${k} over ${features.join(", ")}${oslNote}`,
       },
       checksum: PLACEHOLDER_CHECKSUM,
@@ -239,22 +271,41 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
   // the environment sees the predictor this mode stands for
   let envFor: Environment = env;
   if (osl && oslMode !== "model") {
-    if (!env.withOslPredictor) throw new Error(`train: ${env.describe.tool} cannot replace the router's output-length predictor`);
+    if (!env.withOslPredictor)
+      throw new Error(`train: ${env.describe.tool} cannot replace the router's output-length predictor`);
     envFor = env.withOslPredictor(predictorFor(oslMode, osl, seed));
   }
 
-  return { makeTable, initial, env: envFor, osl, clusterSizes, featureRun: { policy: log.policy, requests: logged.length } };
+  return {
+    makeTable,
+    initial,
+    env: envFor,
+    osl,
+    clusterSizes,
+    featureRun: { policy: log.policy, requests: logged.length },
+  };
 }
 
 /** Learns a routing table for `env`'s workload: `prepare`, then `searchBits`. */
 export async function train(env: LearningEnvironment, opts: TrainOptions = {}): Promise<TrainResult> {
   const p = await prepare(env, opts);
   if (opts.guard) {
-    const g = await searchGuarded(p.env, p.makeTable, p.initial.length, env.describe.slo, { ...opts.guard, maxRounds: opts.maxRounds, onProgress: opts.onProgress });
+    const g = await searchGuarded(p.env, p.makeTable, p.initial.length, env.describe.slo, {
+      ...opts.guard,
+      maxRounds: opts.maxRounds,
+      onProgress: opts.onProgress,
+    });
     const bestRound = g.log.findIndex((s) => s.accepted && s.bits.join("") === g.values.join("")) + 1;
     return {
-      table: p.makeTable(g.values), log: g.log, rounds: g.log.length, bestReward: g.reward, bestRound, osl: p.osl,
-      clusterSizes: p.clusterSizes, featureRun: p.featureRun, guarded: g,
+      table: p.makeTable(g.values),
+      log: g.log,
+      rounds: g.log.length,
+      bestReward: g.reward,
+      bestRound,
+      osl: p.osl,
+      clusterSizes: p.clusterSizes,
+      featureRun: p.featureRun,
+      guarded: g,
     };
   }
   const search = await searchBits(p.env, p.makeTable, p.initial, { ...opts, seed: opts.seed ?? 1 });
@@ -285,7 +336,9 @@ export interface SearchResult {
 
 /** Scan, then epsilon-greedy refinement; each evaluation is one round. Memoized by bit string. */
 export async function searchBits(
-  env: Environment, makeTable: (bits: number[]) => Table, initial: number[],
+  env: Environment,
+  makeTable: (bits: number[]) => Table,
+  initial: number[],
   opts: Pick<TrainOptions, "scanInit" | "epsilon" | "patience" | "maxRounds" | "seed" | "onProgress"> = {},
 ): Promise<SearchResult> {
   const k = initial.length;
@@ -377,7 +430,9 @@ export async function searchBits(
 
 /** Evaluates every one of the 2^K tables (K ≤ 12): the search's yardstick. */
 export async function exhaustive(
-  env: Environment, makeTable: (bits: number[]) => Table, k: number,
+  env: Environment,
+  makeTable: (bits: number[]) => Table,
+  k: number,
 ): Promise<{ best: number[]; bestReward: number; rewards: number[] }> {
   if (k > 12) throw new RangeError(`exhaustive: 2^${k} tables is too many`);
   const rewards: number[] = [];

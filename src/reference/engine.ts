@@ -4,8 +4,18 @@
 
 import { CoreError } from "../errors.js";
 import {
-  DECISION_SLOTS, DEFAULT_CORE_CONFIG, Flag, Kind, MAX_K, Reason, Slot, STAGING_F64, TEXT_BLOCK_BYTES,
-  type CoreConfig, type Engine, type RouteInput,
+  DECISION_SLOTS,
+  DEFAULT_CORE_CONFIG,
+  Flag,
+  Kind,
+  MAX_K,
+  Reason,
+  Slot,
+  STAGING_F64,
+  TEXT_BLOCK_BYTES,
+  type CoreConfig,
+  type Engine,
+  type RouteInput,
 } from "../core-api.js";
 import { ErrorCode as E } from "../errors.js";
 import { LIMITS } from "../generated/abi.js";
@@ -27,7 +37,12 @@ const REASON_OUT_OF_DISTRIBUTION = Reason.indexOf("out-of-distribution");
 const CLUSTER_RULE = 2;
 /** Rules a learned table may fall back to: those that decide from the request and the signals alone. */
 const FALLBACK_KINDS = new Set<number>([
-  Kind["dynamo-isl"], Kind["dynamo-load"], Kind["dynamo-legacy"], Kind.trtllm, Kind["llm-d"], Kind["always-local"],
+  Kind["dynamo-isl"],
+  Kind["dynamo-load"],
+  Kind["dynamo-legacy"],
+  Kind.trtllm,
+  Kind["llm-d"],
+  Kind["always-local"],
   Kind["always-remote"],
 ]);
 
@@ -158,7 +173,8 @@ export class ReferenceEngine implements Engine {
     const w = this.worker(id, "setWorker");
     if (capacityBlocks < 0) fail(E.BAD_CONFIG, capacityBlocks, "setWorker");
     const sum = this.capacitySum - w.capacity + capacityBlocks;
-    if (sum > this.config.indexBlocks) fail(E.INDEX_FULL, this.config.indexBlocks - (this.capacitySum - w.capacity), "setWorker");
+    if (sum > this.config.indexBlocks)
+      fail(E.INDEX_FULL, this.config.indexBlocks - (this.capacitySum - w.capacity), "setWorker");
     this.capacitySum = sum;
     w.capacity = capacityBlocks;
     while (w.blocks.size > capacityBlocks) this.drop(id, w.blocks.keys().next().value as string);
@@ -182,7 +198,8 @@ export class ReferenceEngine implements Engine {
   }
 
   setSignals(q: number, qps: number): void {
-    if (!(q >= 0) || !(qps >= 0) || q > 1e15 || qps > 1e15) fail(E.BAD_SIGNAL, Number.isNaN(q) || q < 0 ? 0 : 1, "setSignals");
+    if (!(q >= 0) || !(qps >= 0) || q > 1e15 || qps > 1e15)
+      fail(E.BAD_SIGNAL, Number.isNaN(q) || q < 0 ? 0 : 1, "setSignals");
     this.prefillQueue = q;
     this.qps = qps;
   }
@@ -324,12 +341,20 @@ export class ReferenceEngine implements Engine {
   /** assembly/osl.ts predictOsl: the most likely class's representative length; sets lastOslClass. */
   private predictOsl(isl: number, reuse: number, turn: number, prevOutput: number, maxTokens: number): number {
     const m = this.osl!;
-    const x = [log1p(isl), reuse, log1p(turn), log1p(prevOutput), maxTokens > 0 ? log1p(maxTokens) : 0, maxTokens > 0 ? 1 : 0];
+    const x = [
+      log1p(isl),
+      reuse,
+      log1p(turn),
+      log1p(prevOutput),
+      maxTokens > 0 ? log1p(maxTokens) : 0,
+      maxTokens > 0 ? 1 : 0,
+    ];
     let best = 0;
     let bestScore = -Infinity;
     for (let k = 0; k < m.bias.length; k++) {
       let sc = m.bias[k]!;
-      for (let j = 0; j < m.featureIdx.length; j++) sc += m.weights[k]![j]! * ((x[m.featureIdx[j]!]! - m.mean[j]!) / m.std[j]!);
+      for (let j = 0; j < m.featureIdx.length; j++)
+        sc += m.weights[k]![j]! * ((x[m.featureIdx[j]!]! - m.mean[j]!) / m.std[j]!);
       if (sc > bestScore) {
         bestScore = sc;
         best = k;
@@ -349,9 +374,24 @@ export class ReferenceEngine implements Engine {
       for (let i = 0; i < n; i++) if (st(from + i) !== 0 && st(from + i) !== 1) fail(E.BAD_BIT, i, "setTable");
     };
     const base = {
-      kind, k: 0, dims: 0, featureIdx: [], mean: [], std: [], centroids: new Float64Array(0), invVar: new Float64Array(0),
-      logConst: new Float64Array(0), bits: new Uint8Array(0), p0: 0, p1: 0, ratioEdges: [], qpsLevels: [],
-      fallbackKind: Kind["dynamo-isl"], fallback0: 2048, fallback1: 0.7, oodBound: new Float64Array(0),
+      kind,
+      k: 0,
+      dims: 0,
+      featureIdx: [],
+      mean: [],
+      std: [],
+      centroids: new Float64Array(0),
+      invVar: new Float64Array(0),
+      logConst: new Float64Array(0),
+      bits: new Uint8Array(0),
+      p0: 0,
+      p1: 0,
+      ratioEdges: [],
+      qpsLevels: [],
+      fallbackKind: Kind["dynamo-isl"],
+      fallback0: 2048,
+      fallback1: 0.7,
+      oodBound: new Float64Array(0),
     } satisfies TableState;
     /** Index (0 or 1) of the first bad parameter of a two-parameter rule, or −1 (assembly/policy.ts badRuleParam). */
     const badRuleParam = (ruleKind: number, p0: number, p1: number): number => {
@@ -382,7 +422,8 @@ export class ReferenceEngine implements Engine {
       // the guard section: fallbackKind fallback0 fallback1 nBounds(0 or K) oodBound[nBounds]
       const g = total;
       const gKind = st(g);
-      if (!Number.isFinite(gKind) || gKind !== Math.floor(gKind) || !FALLBACK_KINDS.has(gKind)) fail(E.BAD_PARAM, g, "setTable");
+      if (!Number.isFinite(gKind) || gKind !== Math.floor(gKind) || !FALLBACK_KINDS.has(gKind))
+        fail(E.BAD_PARAM, g, "setTable");
       const badParam = badRuleParam(gKind, st(g + 1), st(g + 2));
       if (badParam >= 0) fail(E.BAD_PARAM, g + 1 + badParam, "setTable");
       const nB = st(g + 3);
@@ -390,7 +431,13 @@ export class ReferenceEngine implements Engine {
       const badBound = finiteFrom(g + 4, g + 4 + nB);
       if (badBound >= 0) fail(E.BAD_NUMBER, badBound, "setTable");
       const t: TableState = {
-        ...base, k, dims, fallbackKind: gKind, fallback0: st(g + 1), fallback1: st(g + 2), oodBound: s.slice(g + 4, g + 4 + nB),
+        ...base,
+        k,
+        dims,
+        fallbackKind: gKind,
+        fallback0: st(g + 1),
+        fallback1: st(g + 2),
+        oodBound: s.slice(g + 4, g + 4 + nB),
       };
       if (gmm) {
         const ivAt = bitsAt + 2 * k;
@@ -417,7 +464,8 @@ export class ReferenceEngine implements Engine {
       return;
     }
     if (kind === Kind.ppd) {
-      if (!Number.isFinite(st(0)) || !Number.isFinite(st(1)) || !(st(0) >= 0) || !(st(1) > st(0))) fail(E.BAD_PARAM, 0, "setTable");
+      if (!Number.isFinite(st(0)) || !Number.isFinite(st(1)) || !(st(0) >= 0) || !(st(1) > st(0)))
+        fail(E.BAD_PARAM, 0, "setTable");
       const nE = st(2);
       if (!(nE >= 1 && nE <= 15) || nE !== Math.floor(nE)) fail(E.BAD_PARAM, 2, "setTable");
       for (let i = 0; i < nE; i++) {
@@ -429,15 +477,21 @@ export class ReferenceEngine implements Engine {
       if (!(nQ >= 1 && nQ <= 64) || nQ !== Math.floor(nQ)) fail(E.BAD_PARAM, qAt, "setTable");
       for (let i = 0; i < nQ; i++) {
         const q = st(qAt + 1 + i);
-        if (!Number.isFinite(q) || !(q >= 0) || (i > 0 && !(q > st(qAt + i)))) fail(E.BAD_PARAM, qAt + 1 + i, "setTable");
+        if (!Number.isFinite(q) || !(q >= 0) || (i > 0 && !(q > st(qAt + i))))
+          fail(E.BAD_PARAM, qAt + 1 + i, "setTable");
       }
       const cells = 3 * (nE + 1) * nQ;
       const bitsAt = qAt + 1 + nQ;
       if (bitsAt + cells > STAGING_F64) fail(E.TABLE_TOO_LARGE, bitsAt + cells, "setTable");
       checkBits(bitsAt, cells);
       this.table = {
-        ...base, k: cells, p0: st(0), p1: st(1), ratioEdges: Array.from(s.subarray(3, 3 + nE)),
-        qpsLevels: Array.from(s.subarray(qAt + 1, qAt + 1 + nQ)), bits: Uint8Array.from(s.subarray(bitsAt, bitsAt + cells)),
+        ...base,
+        k: cells,
+        p0: st(0),
+        p1: st(1),
+        ratioEdges: Array.from(s.subarray(3, 3 + nE)),
+        qpsLevels: Array.from(s.subarray(qAt + 1, qAt + 1 + nQ)),
+        bits: Uint8Array.from(s.subarray(bitsAt, bitsAt + cells)),
       };
       return;
     }
@@ -462,7 +516,13 @@ export class ReferenceEngine implements Engine {
 
   /** Sets outBit, outCluster, outReason, outScore. Mirrors assembly/policy.ts operation for operation. */
   private decide(
-    isl: number, effP: number, effD: number, oslHat: number, cachedD: number, turn: number, ctxTokens: number,
+    isl: number,
+    effP: number,
+    effD: number,
+    oslHat: number,
+    cachedD: number,
+    turn: number,
+    ctxTokens: number,
     prefillBusy: number,
   ): void {
     const t = this.table ?? fail(E.NO_TABLE, 0, "route");
@@ -492,7 +552,8 @@ export class ReferenceEngine implements Engine {
           }
         }
         // beyond the cluster's bound (kmeans: farther; gmm: less likely) → the fallback rule decides
-        const outside = t.oodBound.length > 0 &&
+        const outside =
+          t.oodBound.length > 0 &&
           (t.kind === Kind.kmeans ? bestScore > t.oodBound[best]! : bestScore < t.oodBound[best]!);
         const value = t.bits[best]!;
         if (outside || value === CLUSTER_RULE) {
@@ -535,15 +596,30 @@ export class ReferenceEngine implements Engine {
   }
 
   /** The bit of a rule that needs only the request and the signals (assembly/policy.ts ruleBit). */
-  private ruleBit(kind: number, p0: number, p1: number, isl: number, effD: number, cachedD: number, prefillBusy: number): number {
+  private ruleBit(
+    kind: number,
+    p0: number,
+    p1: number,
+    isl: number,
+    effD: number,
+    cachedD: number,
+    prefillBusy: number,
+  ): number {
     switch (kind) {
-      case Kind["dynamo-isl"]: return effD < p0 && effD / Math.max(isl, 1) < p1 ? 0 : 1;
-      case Kind["dynamo-load"]: return prefillBusy >= 0 && prefillBusy > p0 * p1 ? 0 : 1;
-      case Kind["dynamo-legacy"]: return effD > p0 && this.prefillQueue < p1 ? 1 : 0;
-      case Kind.trtllm: return cachedD === 0 || isl - cachedD > p0 ? 1 : 0;
-      case Kind["llm-d"]: return p0 > 0 && isl >= p1 && isl - cachedD >= p0 ? 1 : 0;
-      case Kind["always-local"]: return 0;
-      default: return 1; // always-remote
+      case Kind["dynamo-isl"]:
+        return effD < p0 && effD / Math.max(isl, 1) < p1 ? 0 : 1;
+      case Kind["dynamo-load"]:
+        return prefillBusy >= 0 && prefillBusy > p0 * p1 ? 0 : 1;
+      case Kind["dynamo-legacy"]:
+        return effD > p0 && this.prefillQueue < p1 ? 1 : 0;
+      case Kind.trtllm:
+        return cachedD === 0 || isl - cachedD > p0 ? 1 : 0;
+      case Kind["llm-d"]:
+        return p0 > 0 && isl >= p1 && isl - cachedD >= p0 ? 1 : 0;
+      case Kind["always-local"]:
+        return 0;
+      default:
+        return 1; // always-remote
     }
   }
 
@@ -562,7 +638,15 @@ export class ReferenceEngine implements Engine {
   }
 
   /** The slots route and decideFeatures share (assembly/route.ts writeDecision). */
-  private writeDecision(path: number, decode: number, prefill: number, isl: number, effP: number, effD: number, oslHat: number): Float64Array {
+  private writeDecision(
+    path: number,
+    decode: number,
+    prefill: number,
+    isl: number,
+    effP: number,
+    effD: number,
+    oslHat: number,
+  ): Float64Array {
     const d = this.decision;
     d[Slot.path] = path;
     d[Slot.bit] = this.outBit;
@@ -613,7 +697,8 @@ export class ReferenceEngine implements Engine {
     this.fits(r.length, given ? 8 : text ? 1 : 4, "route");
     if (!(r.promptTokens >= 0 && r.promptTokens <= MAX_TOKENS)) fail(E.BAD_LENGTH, r.promptTokens, "route");
     const predict = r.oslHat < 0;
-    if (!(predict || r.oslHat <= MAX_TOKENS) || Number.isNaN(r.oslHat) || (predict && !this.osl)) fail(E.BAD_OSL, r.oslHat, "route");
+    if (!(predict || r.oslHat <= MAX_TOKENS) || Number.isNaN(r.oslHat) || (predict && !this.osl))
+      fail(E.BAD_OSL, r.oslHat, "route");
     if (!(r.prevOutputTokens <= MAX_TOKENS) || !(r.maxTokens <= MAX_TOKENS)) {
       fail(E.BAD_LENGTH, Number.isNaN(r.prevOutputTokens) ? r.prevOutputTokens : r.maxTokens, "route");
     }
@@ -642,7 +727,9 @@ export class ReferenceEngine implements Engine {
     let longest = 0;
     for (let w = 0; w < this.span; w++) longest = Math.max(longest, matched[w]!);
     const reuse = blocks > 0 ? longest / blocks : 0;
-    const oslHat = predict ? this.predictOsl(isl, reuse, r.turn, Math.max(r.prevOutputTokens, 0), r.maxTokens) : r.oslHat;
+    const oslHat = predict
+      ? this.predictOsl(isl, reuse, r.turn, Math.max(r.prevOutputTokens, 0), r.maxTokens)
+      : r.oslHat;
 
     let decodeWorker = pinned;
     let costD: number;
@@ -662,7 +749,13 @@ export class ReferenceEngine implements Engine {
     const effD = isl - Math.min(cachedD, isl);
     const effP = isl - Math.min(cachedP, isl);
     this.decide(
-      isl, effP, effD, oslHat, Math.min(cachedD, isl), r.turn, r.contextTokens,
+      isl,
+      effP,
+      effD,
+      oslHat,
+      Math.min(cachedD, isl),
+      r.turn,
+      r.contextTokens,
       prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1,
     );
     const path = prefillWorker >= 0 ? this.outBit : 0;
@@ -689,4 +782,3 @@ export class ReferenceEngine implements Engine {
     return this.lastStd.slice(0, dims);
   }
 }
-

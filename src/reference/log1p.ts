@@ -7,9 +7,9 @@
 const f64 = new Float64Array(1);
 const u32 = new Uint32Array(f64.buffer); // [lo, hi] on little-endian hosts (all we run on)
 
-const ln2_hi = 6.93147180369123816490e-1; // 0x3FE62E42FEE00000
+const ln2_hi = 6.9314718036912381649e-1; // 0x3FE62E42FEE00000
 const ln2_lo = 1.90821492927058770002e-10; // 0x3DEA39EF35793C76
-const Lg1 = 6.666666666666735130e-1;
+const Lg1 = 6.66666666666673513e-1;
 const Lg2 = 3.999999999940941908e-1;
 const Lg3 = 2.857142874366239149e-1;
 const Lg4 = 2.222219843214978396e-1;
@@ -28,7 +28,7 @@ export function log1p(x: number): number {
       if (x === -1) return -Infinity;
       return NaN;
     }
-    if (((hx << 1) >>> 0) < ((0x3ca00000 << 1) >>> 0)) return x;
+    if ((hx << 1) >>> 0 < (0x3ca00000 << 1) >>> 0) return x;
     if (hx <= 0xbfd2bec4) {
       k = 0;
       c = 0;

@@ -49,7 +49,13 @@ export interface ServeConfig {
   /** Envoy-style outlier detection (registry.ts). */
   outlier: { consecutive_failures: number; max_ejected_share: number; base_ejection_s: number };
   /** Load shedding (admission.ts): requests past max_inflight wait in a queue of max_queued, at most queue_timeout_ms. */
-  admission: { max_inflight: number; max_queued: number; queue_timeout_ms: number; retry_after_s: number; backlog: number };
+  admission: {
+    max_inflight: number;
+    max_queued: number;
+    queue_timeout_ms: number;
+    retry_after_s: number;
+    backlog: number;
+  };
   /** A failed worker call is retried once on another worker while retries in flight stay under this budget. */
   retries: { budget_share: number; min_concurrent: number };
   sessions: { idle_s: number; max: number };
@@ -63,7 +69,11 @@ export interface ServeConfig {
 
 /** What a config file may leave out (every field but `model`, and any field of a section). */
 export type ServeConfigInput = { model: string } & {
-  [K in keyof ServeConfig]?: ServeConfig[K] extends unknown[] ? ServeConfig[K] : ServeConfig[K] extends object ? Partial<ServeConfig[K]> : ServeConfig[K];
+  [K in keyof ServeConfig]?: ServeConfig[K] extends unknown[]
+    ? ServeConfig[K]
+    : ServeConfig[K] extends object
+      ? Partial<ServeConfig[K]>
+      : ServeConfig[K];
 };
 
 export class ConfigError extends Error {
@@ -99,9 +109,28 @@ export const DEFAULTS = {
 };
 
 const TOP_KEYS = [
-  "listen", "model", "table", "mode", "block_size", "capacity_blocks", "approximate_ttl_s", "max_workers", "workers",
-  "fallback_local", "admin_token", "timeouts", "heartbeat", "health", "outlier", "admission", "retries", "sessions", "max_body_bytes", "default_osl_hat",
-  "decisions_kept", "log_level",
+  "listen",
+  "model",
+  "table",
+  "mode",
+  "block_size",
+  "capacity_blocks",
+  "approximate_ttl_s",
+  "max_workers",
+  "workers",
+  "fallback_local",
+  "admin_token",
+  "timeouts",
+  "heartbeat",
+  "health",
+  "outlier",
+  "admission",
+  "retries",
+  "sessions",
+  "max_body_bytes",
+  "default_osl_hat",
+  "decisions_kept",
+  "log_level",
 ];
 const ROLES: readonly WorkerRole[] = ["prefill", "decode", "both"];
 const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "silent"];
@@ -110,7 +139,10 @@ const MAX_INDEX_BLOCKS = 1 << 26;
 type Obj = Record<string, unknown>;
 
 function fail(field: string, what: string, v: unknown): never {
-  throw new ConfigError(field, v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describeValue(v)}`);
+  throw new ConfigError(
+    field,
+    v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describeValue(v)}`,
+  );
 }
 
 function object(v: unknown, field: string): Obj {
@@ -120,7 +152,8 @@ function object(v: unknown, field: string): Obj {
 
 function onlyKeys(o: Obj, field: string, known: readonly string[]): void {
   for (const k of Object.keys(o)) {
-    if (!known.includes(k)) throw new ConfigError(field ? `${field}.${k}` : k, `unknown key (known: ${known.join(", ")})`);
+    if (!known.includes(k))
+      throw new ConfigError(field ? `${field}.${k}` : k, `unknown key (known: ${known.join(", ")})`);
   }
 }
 
@@ -132,7 +165,12 @@ function section(v: unknown, field: string, known: readonly string[]): Obj {
   return o;
 }
 
-function number(v: unknown, field: string, dflt: number, rule: { min: number; max?: number; integer?: boolean; exclusiveMin?: boolean }): number {
+function number(
+  v: unknown,
+  field: string,
+  dflt: number,
+  rule: { min: number; max?: number; integer?: boolean; exclusiveMin?: boolean },
+): number {
   if (v === undefined) return dflt;
   const { min, max = Number.MAX_SAFE_INTEGER, integer = false, exclusiveMin = false } = rule;
   const what = `${integer ? "an integer" : "a number"} ${exclusiveMin ? ">" : "≥"} ${min}${max < Number.MAX_SAFE_INTEGER ? ` and ≤ ${max}` : ""}`;
@@ -149,7 +187,8 @@ function string(v: unknown, field: string, dflt?: string): string {
 
 function oneOf<T extends string>(v: unknown, field: string, options: readonly T[], dflt: T): T {
   if (v === undefined) return dflt;
-  if (typeof v !== "string" || !(options as readonly string[]).includes(v)) fail(field, `one of ${options.join(", ")}`, v);
+  if (typeof v !== "string" || !(options as readonly string[]).includes(v))
+    fail(field, `one of ${options.join(", ")}`, v);
   return v as T;
 }
 
@@ -173,11 +212,15 @@ export function parseWorker(v: unknown, field: string): WorkerConfig {
   const w: WorkerConfig = {
     id: string(o["id"], `${field}.id`),
     url: httpUrl(o["url"], `${field}.url`),
-    role: o["role"] === undefined ? fail(`${field}.role`, `one of ${ROLES.join(", ")}`, undefined) : oneOf(o["role"], `${field}.role`, ROLES, "decode"),
+    role:
+      o["role"] === undefined
+        ? fail(`${field}.role`, `one of ${ROLES.join(", ")}`, undefined)
+        : oneOf(o["role"], `${field}.role`, ROLES, "decode"),
   };
   if (o["kv_events_endpoint"] !== undefined && o["kv_events_endpoint"] !== null) {
     const ep = string(o["kv_events_endpoint"], `${field}.kv_events_endpoint`);
-    if (!/^(tcp|ipc|inproc):\/\/.+/.test(ep)) fail(`${field}.kv_events_endpoint`, "a ZMQ endpoint such as tcp://host:5557", ep);
+    if (!/^(tcp|ipc|inproc):\/\/.+/.test(ep))
+      fail(`${field}.kv_events_endpoint`, "a ZMQ endpoint such as tcp://host:5557", ep);
     w.kv_events_endpoint = ep;
   }
   return w;
@@ -191,11 +234,28 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   const o = object(raw, "(top level)");
   onlyKeys(o, "", TOP_KEYS);
   const listen = section(o["listen"], "listen", ["host", "port"]);
-  const timeouts = section(o["timeouts"], "timeouts", ["connect_ms", "request_ms", "tokenize_ms", "headers_ms", "body_ms"]);
+  const timeouts = section(o["timeouts"], "timeouts", [
+    "connect_ms",
+    "request_ms",
+    "tokenize_ms",
+    "headers_ms",
+    "body_ms",
+  ]);
   const heartbeat = section(o["heartbeat"], "heartbeat", ["interval_s", "expiry_s"]);
-  const health = section(o["health"], "health", ["probe_interval_s", "check_interval_s", "check_timeout_ms", "unhealthy_after"]);
+  const health = section(o["health"], "health", [
+    "probe_interval_s",
+    "check_interval_s",
+    "check_timeout_ms",
+    "unhealthy_after",
+  ]);
   const outlier = section(o["outlier"], "outlier", ["consecutive_failures", "max_ejected_share", "base_ejection_s"]);
-  const admission = section(o["admission"], "admission", ["max_inflight", "max_queued", "queue_timeout_ms", "retry_after_s", "backlog"]);
+  const admission = section(o["admission"], "admission", [
+    "max_inflight",
+    "max_queued",
+    "queue_timeout_ms",
+    "retry_after_s",
+    "backlog",
+  ]);
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
   const D = DEFAULTS;
@@ -210,66 +270,152 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     mode: oneOf(o["mode"], "mode", ["precise", "approximate"] as const, D.mode),
     block_size: number(o["block_size"], "block_size", D.block_size, { min: 1, max: 4096, integer: true }),
     capacity_blocks: number(o["capacity_blocks"], "capacity_blocks", D.capacity_blocks, { min: 1, integer: true }),
-    approximate_ttl_s: number(o["approximate_ttl_s"], "approximate_ttl_s", D.approximate_ttl_s, { min: 0, exclusiveMin: true }),
+    approximate_ttl_s: number(o["approximate_ttl_s"], "approximate_ttl_s", D.approximate_ttl_s, {
+      min: 0,
+      exclusiveMin: true,
+    }),
     max_workers: number(o["max_workers"], "max_workers", D.max_workers, { min: 1, max: 16384, integer: true }),
     workers: [],
     fallback_local: boolean(o["fallback_local"], "fallback_local", D.fallback_local),
-    admin_token: o["admin_token"] === undefined || o["admin_token"] === null ? null : string(o["admin_token"], "admin_token"),
+    admin_token:
+      o["admin_token"] === undefined || o["admin_token"] === null ? null : string(o["admin_token"], "admin_token"),
     timeouts: {
-      connect_ms: number(timeouts["connect_ms"], "timeouts.connect_ms", D.timeouts.connect_ms, { min: 1, integer: true }),
-      request_ms: number(timeouts["request_ms"], "timeouts.request_ms", D.timeouts.request_ms, { min: 1, integer: true }),
-      tokenize_ms: number(timeouts["tokenize_ms"], "timeouts.tokenize_ms", D.timeouts.tokenize_ms, { min: 1, integer: true }),
-      headers_ms: number(timeouts["headers_ms"], "timeouts.headers_ms", D.timeouts.headers_ms, { min: 1, integer: true }),
+      connect_ms: number(timeouts["connect_ms"], "timeouts.connect_ms", D.timeouts.connect_ms, {
+        min: 1,
+        integer: true,
+      }),
+      request_ms: number(timeouts["request_ms"], "timeouts.request_ms", D.timeouts.request_ms, {
+        min: 1,
+        integer: true,
+      }),
+      tokenize_ms: number(timeouts["tokenize_ms"], "timeouts.tokenize_ms", D.timeouts.tokenize_ms, {
+        min: 1,
+        integer: true,
+      }),
+      headers_ms: number(timeouts["headers_ms"], "timeouts.headers_ms", D.timeouts.headers_ms, {
+        min: 1,
+        integer: true,
+      }),
       body_ms: number(timeouts["body_ms"], "timeouts.body_ms", D.timeouts.body_ms, { min: 1, integer: true }),
     },
     heartbeat: {
-      interval_s: number(heartbeat["interval_s"], "heartbeat.interval_s", D.heartbeat.interval_s, { min: 0, exclusiveMin: true }),
-      expiry_s: number(heartbeat["expiry_s"], "heartbeat.expiry_s", D.heartbeat.expiry_s, { min: 0, exclusiveMin: true }),
+      interval_s: number(heartbeat["interval_s"], "heartbeat.interval_s", D.heartbeat.interval_s, {
+        min: 0,
+        exclusiveMin: true,
+      }),
+      expiry_s: number(heartbeat["expiry_s"], "heartbeat.expiry_s", D.heartbeat.expiry_s, {
+        min: 0,
+        exclusiveMin: true,
+      }),
     },
     health: {
-      probe_interval_s: number(health["probe_interval_s"], "health.probe_interval_s", D.health.probe_interval_s, { min: 0, exclusiveMin: true }),
-      check_interval_s: number(health["check_interval_s"], "health.check_interval_s", D.health.check_interval_s, { min: 0, exclusiveMin: true }),
-      check_timeout_ms: number(health["check_timeout_ms"], "health.check_timeout_ms", D.health.check_timeout_ms, { min: 1, integer: true }),
-      unhealthy_after: number(health["unhealthy_after"], "health.unhealthy_after", D.health.unhealthy_after, { min: 1, max: 1000, integer: true }),
+      probe_interval_s: number(health["probe_interval_s"], "health.probe_interval_s", D.health.probe_interval_s, {
+        min: 0,
+        exclusiveMin: true,
+      }),
+      check_interval_s: number(health["check_interval_s"], "health.check_interval_s", D.health.check_interval_s, {
+        min: 0,
+        exclusiveMin: true,
+      }),
+      check_timeout_ms: number(health["check_timeout_ms"], "health.check_timeout_ms", D.health.check_timeout_ms, {
+        min: 1,
+        integer: true,
+      }),
+      unhealthy_after: number(health["unhealthy_after"], "health.unhealthy_after", D.health.unhealthy_after, {
+        min: 1,
+        max: 1000,
+        integer: true,
+      }),
     },
     outlier: {
-      consecutive_failures: number(outlier["consecutive_failures"], "outlier.consecutive_failures", D.outlier.consecutive_failures, { min: 1, max: 1000, integer: true }),
-      max_ejected_share: number(outlier["max_ejected_share"], "outlier.max_ejected_share", D.outlier.max_ejected_share, { min: 0, max: 1 }),
-      base_ejection_s: number(outlier["base_ejection_s"], "outlier.base_ejection_s", D.outlier.base_ejection_s, { min: 0 }),
+      consecutive_failures: number(
+        outlier["consecutive_failures"],
+        "outlier.consecutive_failures",
+        D.outlier.consecutive_failures,
+        { min: 1, max: 1000, integer: true },
+      ),
+      max_ejected_share: number(
+        outlier["max_ejected_share"],
+        "outlier.max_ejected_share",
+        D.outlier.max_ejected_share,
+        { min: 0, max: 1 },
+      ),
+      base_ejection_s: number(outlier["base_ejection_s"], "outlier.base_ejection_s", D.outlier.base_ejection_s, {
+        min: 0,
+      }),
     },
     admission: {
-      max_inflight: number(admission["max_inflight"], "admission.max_inflight", D.admission.max_inflight, { min: 1, max: 1_000_000, integer: true }),
-      max_queued: number(admission["max_queued"], "admission.max_queued", D.admission.max_queued, { min: 0, max: 1_000_000, integer: true }),
-      queue_timeout_ms: number(admission["queue_timeout_ms"], "admission.queue_timeout_ms", D.admission.queue_timeout_ms, { min: 1, integer: true }),
-      retry_after_s: number(admission["retry_after_s"], "admission.retry_after_s", D.admission.retry_after_s, { min: 1, max: 3600, integer: true }),
-      backlog: number(admission["backlog"], "admission.backlog", D.admission.backlog, { min: 1, max: 65535, integer: true }),
+      max_inflight: number(admission["max_inflight"], "admission.max_inflight", D.admission.max_inflight, {
+        min: 1,
+        max: 1_000_000,
+        integer: true,
+      }),
+      max_queued: number(admission["max_queued"], "admission.max_queued", D.admission.max_queued, {
+        min: 0,
+        max: 1_000_000,
+        integer: true,
+      }),
+      queue_timeout_ms: number(
+        admission["queue_timeout_ms"],
+        "admission.queue_timeout_ms",
+        D.admission.queue_timeout_ms,
+        { min: 1, integer: true },
+      ),
+      retry_after_s: number(admission["retry_after_s"], "admission.retry_after_s", D.admission.retry_after_s, {
+        min: 1,
+        max: 3600,
+        integer: true,
+      }),
+      backlog: number(admission["backlog"], "admission.backlog", D.admission.backlog, {
+        min: 1,
+        max: 65535,
+        integer: true,
+      }),
     },
     retries: {
       budget_share: number(retries["budget_share"], "retries.budget_share", D.retries.budget_share, { min: 0, max: 1 }),
-      min_concurrent: number(retries["min_concurrent"], "retries.min_concurrent", D.retries.min_concurrent, { min: 0, integer: true }),
+      min_concurrent: number(retries["min_concurrent"], "retries.min_concurrent", D.retries.min_concurrent, {
+        min: 0,
+        integer: true,
+      }),
     },
     sessions: {
       idle_s: number(sessions["idle_s"], "sessions.idle_s", D.sessions.idle_s, { min: 0, exclusiveMin: true }),
       max: number(sessions["max"], "sessions.max", D.sessions.max, { min: 0, integer: true }),
     },
-    max_body_bytes: number(o["max_body_bytes"], "max_body_bytes", D.max_body_bytes, { min: 1024, max: 1 << 30, integer: true }),
+    max_body_bytes: number(o["max_body_bytes"], "max_body_bytes", D.max_body_bytes, {
+      min: 1024,
+      max: 1 << 30,
+      integer: true,
+    }),
     default_osl_hat: number(o["default_osl_hat"], "default_osl_hat", D.default_osl_hat, { min: 0 }),
-    decisions_kept: number(o["decisions_kept"], "decisions_kept", D.decisions_kept, { min: 0, max: 1_000_000, integer: true }),
+    decisions_kept: number(o["decisions_kept"], "decisions_kept", D.decisions_kept, {
+      min: 0,
+      max: 1_000_000,
+      integer: true,
+    }),
     log_level: oneOf(o["log_level"], "log_level", LOG_LEVELS, D.log_level),
   };
 
   if (config.heartbeat.expiry_s <= config.heartbeat.interval_s) {
-    throw new ConfigError("heartbeat.expiry_s", `must exceed heartbeat.interval_s (${config.heartbeat.interval_s}), got ${config.heartbeat.expiry_s}`);
+    throw new ConfigError(
+      "heartbeat.expiry_s",
+      `must exceed heartbeat.interval_s (${config.heartbeat.interval_s}), got ${config.heartbeat.expiry_s}`,
+    );
   }
   if (config.capacity_blocks * config.max_workers > MAX_INDEX_BLOCKS) {
-    throw new ConfigError("capacity_blocks", `capacity_blocks × max_workers must be ≤ ${MAX_INDEX_BLOCKS}, got ${config.capacity_blocks} × ${config.max_workers}`);
+    throw new ConfigError(
+      "capacity_blocks",
+      `capacity_blocks × max_workers must be ≤ ${MAX_INDEX_BLOCKS}, got ${config.capacity_blocks} × ${config.max_workers}`,
+    );
   }
   const workers = o["workers"] ?? [];
   if (!Array.isArray(workers)) fail("workers", "an array of {id, url, role, kv_events_endpoint?}", workers);
   const seen = new Set<string>();
   workers.forEach((w, i) => {
     const parsed = parseWorker(w, `workers[${i}]`);
-    if (seen.has(parsed.id)) throw new ConfigError(`workers[${i}].id`, `duplicate worker id ${JSON.stringify(parsed.id)}`);
+    if (seen.has(parsed.id))
+      throw new ConfigError(`workers[${i}].id`, `duplicate worker id ${JSON.stringify(parsed.id)}`);
     seen.add(parsed.id);
     config.workers.push(parsed);
   });
@@ -314,11 +460,18 @@ export function loadConfigTable(config: Pick<ServeConfig, "table">): Table {
   const spec = config.table;
   if ((POLICY_KINDS as readonly string[]).includes(spec)) {
     const kind = spec as PolicyKind;
-    if (kind === "kmeans" || kind === "gmm") throw new ConfigError("table", `"${kind}" tables are learned: give the path of a table file (dolphin train --out …)`);
+    if (kind === "kmeans" || kind === "gmm")
+      throw new ConfigError(
+        "table",
+        `"${kind}" tables are learned: give the path of a table file (dolphin train --out …)`,
+      );
     try {
       return ruleTable(kind);
     } catch (e) {
-      throw new ConfigError("table", `rule "${kind}" has required parameters, give a table file instead (${(e as Error).message})`);
+      throw new ConfigError(
+        "table",
+        `rule "${kind}" has required parameters, give a table file instead (${(e as Error).message})`,
+      );
     }
   }
   let bytes: Uint8Array;

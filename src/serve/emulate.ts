@@ -17,13 +17,23 @@ export interface Emulated {
 }
 
 export async function startEmulated(o: {
-  split: string; port: number; host?: string; preset: ModelPreset; timeScale?: number; table?: string; model?: string;
-  module?: WebAssembly.Module; log?: (line: string) => void; adminToken?: string;
+  split: string;
+  port: number;
+  host?: string;
+  preset: ModelPreset;
+  timeScale?: number;
+  table?: string;
+  model?: string;
+  module?: WebAssembly.Module;
+  log?: (line: string) => void;
+  adminToken?: string;
 }): Promise<Emulated> {
   const split = parseSplit(o.split);
   const model = o.model ?? "dolphin-emulated";
   const roles: ("prefill" | "decode" | "both")[] = [
-    ...Array<"both">(split.replicas).fill("both"), ...Array<"prefill">(split.prefill).fill("prefill"), ...Array<"decode">(split.decode).fill("decode"),
+    ...Array<"both">(split.replicas).fill("both"),
+    ...Array<"prefill">(split.prefill).fill("prefill"),
+    ...Array<"decode">(split.decode).fill("decode"),
   ];
   const zmq = (await loadZeromq()).zmq !== null;
   const workers: WorkerHandle[] = [];
@@ -34,21 +44,38 @@ export async function startEmulated(o: {
     for (const role of roles) {
       const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
       names.push(name);
-      workers.push(await startWorker({
-        role, preset: o.preset, model, workerId: name, timeScale: o.timeScale ?? 1,
-        ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}), ...(o.log ? { log: o.log } : {}),
-      }));
+      workers.push(
+        await startWorker({
+          role,
+          preset: o.preset,
+          model,
+          workerId: name,
+          timeScale: o.timeScale ?? 1,
+          ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}),
+          ...(o.log ? { log: o.log } : {}),
+        }),
+      );
     }
     const config: ServeConfigInput = {
-      model, mode: "precise", table: o.table ?? "dynamo-isl", ...(o.adminToken ? { admin_token: o.adminToken } : {}),
+      model,
+      mode: "precise",
+      table: o.table ?? "dynamo-isl",
+      ...(o.adminToken ? { admin_token: o.adminToken } : {}),
       listen: { host: o.host ?? "127.0.0.1", port: o.port },
       workers: workers.map((w, i) => ({
-        id: names[i]!, url: w.url, role: w.role, ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
+        id: names[i]!,
+        url: w.url,
+        role: w.role,
+        ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
       })),
     };
-    const proxy = await startProxy(config, { ...(o.module ? { module: o.module } : {}), ...(o.log ? { log: o.log } : {}) });
+    const proxy = await startProxy(config, {
+      ...(o.module ? { module: o.module } : {}),
+      ...(o.log ? { log: o.log } : {}),
+    });
     return {
-      proxy, workers,
+      proxy,
+      workers,
       async close(opts?: CloseOptions) {
         await proxy.close(opts);
         await Promise.all(workers.map((w) => w.close()));

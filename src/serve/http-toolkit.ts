@@ -17,7 +17,11 @@ export class HttpError extends Error {
   headers: Record<string, string> = {};
 
   constructor(
-    readonly status: number, message: string, readonly type: string, readonly code: string | number, readonly param?: string | null,
+    readonly status: number,
+    message: string,
+    readonly type: string,
+    readonly code: string | number,
+    readonly param?: string | null,
   ) {
     super(message);
   }
@@ -42,13 +46,24 @@ export interface ErrorDialect {
 // ---- answers ---------------------------------------------------------------------------------------------------
 
 /** A whole answer with its content-length; nothing when the answer has begun or the client has gone. */
-export function sendBody(res: ServerResponse, status: number, contentType: string, body: string | Uint8Array, headers: Record<string, string> = {}): void {
+export function sendBody(
+  res: ServerResponse,
+  status: number,
+  contentType: string,
+  body: string | Uint8Array,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent || res.destroyed) return;
   res.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body), ...headers });
   res.end(body);
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   sendBody(res, status, "application/json", JSON.stringify(body), headers);
 }
 
@@ -112,7 +127,14 @@ export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorD
       clearTimeout(timer);
       timer = setTimeout(() => {
         req.off("data", onData);
-        reject(new HttpError(408, `request body not received: no bytes for ${idleMs} ms`, "invalid_request_error", dialect.bodyTimeoutCode ?? "request_timeout"));
+        reject(
+          new HttpError(
+            408,
+            `request body not received: no bytes for ${idleMs} ms`,
+            "invalid_request_error",
+            dialect.bodyTimeoutCode ?? "request_timeout",
+          ),
+        );
         setImmediate(() => req.socket.end());
       }, idleMs);
     };
@@ -168,7 +190,8 @@ export async function listen(server: Server, port: number, host: string, backlog
       // One clear line for the usual start-up failures (the CLI prints the message as it is).
       if (e.code === "EADDRINUSE") reject(new Error(`cannot listen on ${urlHost(host)}:${port}: the port is in use`));
       else if (e.code === "EACCES") reject(new Error(`cannot listen on ${urlHost(host)}:${port}: permission denied`));
-      else if (e.code === "EADDRNOTAVAIL") reject(new Error(`cannot listen on ${urlHost(host)}:${port}: no such local address`));
+      else if (e.code === "EADDRNOTAVAIL")
+        reject(new Error(`cannot listen on ${urlHost(host)}:${port}: no such local address`));
       else reject(e);
     };
     server.once("error", onError);

@@ -39,9 +39,18 @@ export class LeLastHistogram<T extends string = string> extends Histogram<T> {
 }
 
 /** A gauge whose series are read from `read` when scraped (stale series go). */
-export function scrapedGauge(registry: Registry, name: string, help: string, labelNames: readonly string[], read: () => Series): Gauge {
+export function scrapedGauge(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly string[],
+  read: () => Series,
+): Gauge {
   return new Gauge({
-    name, help, labelNames, registers: [registry],
+    name,
+    help,
+    labelNames,
+    registers: [registry],
     collect() {
       this.reset();
       for (const [labels, value] of read()) this.set(labels, value);
@@ -50,9 +59,18 @@ export function scrapedGauge(registry: Registry, name: string, help: string, lab
 }
 
 /** A counter mirroring a count the server keeps anyway (for its stats()), read when scraped. */
-export function scrapedCounter(registry: Registry, name: string, help: string, labelNames: readonly string[], read: () => Series): Counter {
+export function scrapedCounter(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly string[],
+  read: () => Series,
+): Counter {
   return new Counter({
-    name, help, labelNames, registers: [registry],
+    name,
+    help,
+    labelNames,
+    registers: [registry],
     collect() {
       this.reset();
       for (const [labels, value] of read()) this.inc(labels, value);

@@ -79,11 +79,17 @@ class ServeProxy {
   private readonly routes = new RouteTable<RequestContext>(OPENAI_ERRORS);
   private readonly timers: NodeJS.Timeout[] = [];
 
-  constructor(private readonly config: ServeConfig, table: Table, tableBytes: Uint8Array, module: WebAssembly.Module, private readonly log: Logger) {
+  constructor(
+    private readonly config: ServeConfig,
+    table: Table,
+    tableBytes: Uint8Array,
+    module: WebAssembly.Module,
+    private readonly log: Logger,
+  ) {
     this.sessions = new Sessions(config.sessions.idle_s * 1000, config.sessions.max);
     // text mode reads bytes / 4 as tokens: room for the largest accepted body
     const maxPromptTokens = Math.max(1 << 20, Math.ceil(config.max_body_bytes / 4) + 4096);
-    const router = this.router = Router.create(table, {
+    const router = (this.router = Router.create(table, {
       module,
       workers: [],
       blockSize: config.block_size,
@@ -93,16 +99,21 @@ class ServeProxy {
       maxWorkers: config.max_workers,
       indexBlocks: config.capacity_blocks * config.max_workers,
       maxPromptTokens,
-    });
-    const metrics = this.metrics = new ProxyMetrics(() => ({
+    }));
+    const metrics = (this.metrics = new ProxyMetrics(() => ({
       inflight: this.inference.inflight,
       queued: this.admission.queued,
       sessions: this.sessions.size,
-      workers: this.registry.all().map((w) => ({ id: w.spec.id, role: w.spec.role, healthy: w.healthy, indexBlocks: w.healthy ? router.index.count(w.spec.id) : 0 })),
+      workers: this.registry.all().map((w) => ({
+        id: w.spec.id,
+        role: w.spec.role,
+        healthy: w.healthy,
+        indexBlocks: w.healthy ? router.index.count(w.spec.id) : 0,
+      })),
       table: { kind: router.table.kind, checksum: router.table.checksum },
-    }));
+    })));
     const kv = new KvEventFeed(config, router, metrics, log);
-    const registry = this.registry = new WorkerRegistry(config, router, kv, metrics, log);
+    const registry = (this.registry = new WorkerRegistry(config, router, kv, metrics, log));
     const decisions = new DecisionLog(config.decisions_kept);
     const routing = new Routing(config, router, registry, this.sessions, this.agents, metrics, log, maxPromptTokens);
     this.admission = new Admission(config.admission, metrics);
@@ -113,7 +124,13 @@ class ServeProxy {
     this.routes
       .on(ENDPOINT_PATHS.chat, { POST: (c) => this.inference.handle(c, "chat") })
       .on(ENDPOINT_PATHS.completions, { POST: (c) => this.inference.handle(c, "completions") })
-      .on("/v1/models", { GET: (c) => sendJson(c.res, 200, { object: "list", data: [{ id: config.model, object: "model", created: 0, owned_by: "dolphin-routing" }] }) })
+      .on("/v1/models", {
+        GET: (c) =>
+          sendJson(c.res, 200, {
+            object: "list",
+            data: [{ id: config.model, object: "model", created: 0, owned_by: "dolphin-routing" }],
+          }),
+      })
       .on("/health", { GET: (c) => this.health(c) })
       .on("/metrics", { GET: (c) => sendMetrics(c.res, metrics.registry) })
       .on("/admin/*", { "*": (c) => admin.handle(c) });
@@ -127,7 +144,9 @@ class ServeProxy {
       this.timers.push(t);
     };
     const { config, registry, metrics } = this;
-    every(Math.max(10, Math.min(1000, (config.heartbeat.expiry_s * 1000) / 4)), () => expireWorkers(registry, config, metrics));
+    every(Math.max(10, Math.min(1000, (config.heartbeat.expiry_s * 1000) / 4)), () =>
+      expireWorkers(registry, config, metrics),
+    );
     every(Math.max(10, config.health.probe_interval_s * 1000), () => probeDownWorkers(registry, config, this.agents));
     every(Math.max(10, config.health.check_interval_s * 1000), () => checkWorkers(registry, config, this.agents));
     every(Math.max(1000, Math.min(60_000, config.sessions.idle_s * 250)), () => this.sessions.sweep(Date.now()));
@@ -170,7 +189,13 @@ class ServeProxy {
       }
       for (const release of ctx.releases) release();
       if (!ctx.record && this.log.enabled("debug")) {
-        this.log.log("debug", "request", { id: ctx.id, method: req.method, path: ctx.endpoint, status: res.statusCode, latency_ms: Math.round((performance.now() - ctx.startMs) * 10) / 10 });
+        this.log.log("debug", "request", {
+          id: ctx.id,
+          method: req.method,
+          path: ctx.endpoint,
+          status: res.statusCode,
+          latency_ms: Math.round((performance.now() - ctx.startMs) * 10) / 10,
+        });
       }
     });
     ctx.endpoint = pathOf(req);
@@ -182,7 +207,11 @@ class ServeProxy {
     const decode = this.registry.healthyDecodeWorkers().length;
     sendJson(ctx.res, 200, {
       status: decode > 0 ? "ok" : "degraded",
-      workers: { total: this.registry.size, healthy: this.registry.all().filter((w) => w.healthy).length, healthy_decode: decode },
+      workers: {
+        total: this.registry.size,
+        healthy: this.registry.all().filter((w) => w.healthy).length,
+        healthy_decode: decode,
+      },
       table: { kind: this.router.table.kind, checksum: this.router.table.checksum },
       mode: this.config.mode,
     });
@@ -201,7 +230,12 @@ class ServeProxy {
     let err: HttpError;
     if (e instanceof HttpError) err = e;
     else {
-      err = new HttpError(500, `internal error: ${(e as Error)?.message ?? String(e)}`, "server_error", "internal_error");
+      err = new HttpError(
+        500,
+        `internal error: ${(e as Error)?.message ?? String(e)}`,
+        "server_error",
+        "internal_error",
+      );
       this.log.log("error", "unexpected error", { id: ctx.id, error: (e as Error)?.stack ?? String(e) });
     }
     ctx.error ??= err.message;
@@ -241,19 +275,25 @@ function initialTable(config: ServeConfig): { table: Table; bytes: Uint8Array } 
 }
 
 /** Starts `dolphin serve`: validates the config, loads the table, listens. `close()` stops everything it started. */
-export async function startProxy(input: ServeConfig | ServeConfigInput, opts: ProxyOptions = {}): Promise<RunningProxy> {
+export async function startProxy(
+  input: ServeConfig | ServeConfigInput,
+  opts: ProxyOptions = {},
+): Promise<RunningProxy> {
   const config = parseConfig(input);
   const log = new Logger(config.log_level, opts.log ?? ((line) => process.stderr.write(`${line}\n`)));
   const { table, bytes } = initialTable(config);
   const proxy = new ServeProxy(config, table, bytes, opts.module ?? loadCoreModule(), log);
   const t = config.timeouts;
-  const server = http.createServer({
-    // Node checks its header and request timeouts on this period: a fraction of the header limit, so 408 comes on time.
-    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(t.headers_ms / 4))),
-    headersTimeout: t.headers_ms,
-    // The body has its own idle limit (timeouts.body_ms, in readBody); a stream's upload may run long while bytes come.
-    requestTimeout: 0,
-  }, (req, res) => proxy.handle(req, res));
+  const server = http.createServer(
+    {
+      // Node checks its header and request timeouts on this period: a fraction of the header limit, so 408 comes on time.
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(t.headers_ms / 4))),
+      headersTimeout: t.headers_ms,
+      // The body has its own idle limit (timeouts.body_ms, in readBody); a stream's upload may run long while bytes come.
+      requestTimeout: 0,
+    },
+    (req, res) => proxy.handle(req, res),
+  );
   server.on("clientError", (e: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket) => {
     if (socket.writable) socket.end(clientErrorAnswer(e));
     else socket.destroy();
@@ -268,7 +308,13 @@ export async function startProxy(input: ServeConfig | ServeConfigInput, opts: Pr
   proxy.startTimers();
   const host = urlHost(config.listen.host);
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host === "[::]" ? "[::1]" : host}:${port}`;
-  log.log("info", "dolphin serve listening", { url, model: config.model, mode: config.mode, table: { kind: table.kind, checksum: table.checksum }, workers: config.workers.length });
+  log.log("info", "dolphin serve listening", {
+    url,
+    model: config.model,
+    mode: config.mode,
+    table: { kind: table.kind, checksum: table.checksum },
+    workers: config.workers.length,
+  });
   let closing: Promise<void> | null = null;
   return {
     url,

@@ -10,7 +10,13 @@
 // synthesized from the workload's block hashes (one word per block, so shared prefixes stay shared); output lengths
 // are capped (maxOutputTokens) to keep a replay short.
 
-import { train, type Evaluation, type FeatureLog, type LearningEnvironment, type SearchResult } from "../learn/train.js";
+import {
+  train,
+  type Evaluation,
+  type FeatureLog,
+  type LearningEnvironment,
+  type SearchResult,
+} from "../learn/train.js";
 import { meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import type { SimRequest, Workload } from "../sim/types.js";
 import { encodeTable, type Table } from "../table.js";
@@ -39,7 +45,24 @@ interface Outcome {
   ok: boolean;
 }
 
-const WORDS = ["alpha", "bravo", "delta", "echo", "golf", "hotel", "india", "kilo", "lima", "mike", "oscar", "papa", "romeo", "sierra", "tango", "victor"];
+const WORDS = [
+  "alpha",
+  "bravo",
+  "delta",
+  "echo",
+  "golf",
+  "hotel",
+  "india",
+  "kilo",
+  "lima",
+  "mike",
+  "oscar",
+  "papa",
+  "romeo",
+  "sierra",
+  "tango",
+  "victor",
+];
 
 /** A prompt whose text shares a prefix exactly where the request's blocks do: a few words per 16-token block. */
 export function promptFor(r: SimRequest): string {
@@ -47,7 +70,7 @@ export function promptFor(r: SimRequest): string {
   for (let i = 0; i + 1 < r.blocks.length; i += 2) {
     const a = r.blocks[i]!;
     const b = r.blocks[i + 1]!;
-    parts.push(`${WORDS[a & 15]}${a >>> 4 & 0xfff} ${WORDS[b & 15]}${b >>> 8 & 0xfff} ${WORDS[(a >>> 16) & 15]}`);
+    parts.push(`${WORDS[a & 15]}${(a >>> 4) & 0xfff} ${WORDS[b & 15]}${(b >>> 8) & 0xfff} ${WORDS[(a >>> 16) & 15]}`);
   }
   return parts.join(" ") || "hello";
 }
@@ -56,8 +79,14 @@ async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
   const max = Math.max(1, Math.min(r.outputTokens, o.maxOutputTokens ?? 32));
   const t0 = performance.now();
   const res = await fetch(`${o.proxyUrl}/v1/chat/completions`, {
-    method: "POST", headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: o.model, messages: [{ role: "user", content: promptFor(r) }], max_tokens: max, stream: true }),
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: o.model,
+      messages: [{ role: "user", content: promptFor(r) }],
+      max_tokens: max,
+      stream: true,
+    }),
   });
   const id = res.headers.get("x-request-id") ?? "";
   if (!res.ok || !res.body) return { id, ttftMs: NaN, tpotMs: NaN, e2eMs: NaN, outputTokens: max, ok: false };
@@ -73,7 +102,8 @@ async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
       const event = buf.slice(0, cut);
       buf = buf.slice(cut + 2);
       if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
-      const content = (JSON.parse(event.slice(6)) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta?.content;
+      const content = (JSON.parse(event.slice(6)) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]
+        ?.delta?.content;
       if (content) {
         const now = performance.now();
         if (Number.isNaN(first)) first = now;
@@ -84,7 +114,11 @@ async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
   }
   const end = performance.now();
   return {
-    id, ttftMs: first - t0, tpotMs: tokens > 1 ? (last - first) / (tokens - 1) : 0, e2eMs: end - t0, outputTokens: max,
+    id,
+    ttftMs: first - t0,
+    tpotMs: tokens > 1 ? (last - first) / (tokens - 1) : 0,
+    e2eMs: end - t0,
+    outputTokens: max,
     ok: tokens > 0,
   };
 }
@@ -93,20 +127,30 @@ async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
 export async function replay(o: LiveOptions): Promise<Outcome[]> {
   const start = performance.now();
   const gap = 1000 / o.rate;
-  return Promise.all(o.workload.requests.map(async (r, i) => {
-    const wait = start + i * gap - performance.now();
-    if (wait > 0) await new Promise((res) => setTimeout(res, wait));
-    return replayOne(o, r);
-  }));
+  return Promise.all(
+    o.workload.requests.map(async (r, i) => {
+      const wait = start + i * gap - performance.now();
+      if (wait > 0) await new Promise((res) => setTimeout(res, wait));
+      return replayOne(o, r);
+    }),
+  );
 }
 
 async function admin(o: LiveOptions, path: string, init: RequestInit = {}): Promise<Response> {
-  const res = await fetch(`${o.proxyUrl}${path}`, { ...init, headers: { ...init.headers, authorization: `Bearer ${o.adminToken}` } });
+  const res = await fetch(`${o.proxyUrl}${path}`, {
+    ...init,
+    headers: { ...init.headers, authorization: `Bearer ${o.adminToken}` },
+  });
   if (!res.ok) throw new Error(`tune: ${init.method ?? "GET"} ${path}: ${res.status} ${await res.text()}`);
   return res;
 }
 
-interface LoggedDecision { id: string; cluster: number | null; path: string; features: { isl: number; effP: number; effD: number; oslHat: number } }
+interface LoggedDecision {
+  id: string;
+  cluster: number | null;
+  path: string;
+  features: { isl: number; effP: number; effD: number; oslHat: number };
+}
 
 async function decisionsFor(o: LiveOptions, ids: Set<string>): Promise<Map<string, LoggedDecision>> {
   const res = await admin(o, `/admin/decisions?n=${Math.max(1000, ids.size * 2)}`);
@@ -121,7 +165,11 @@ export class LiveEnvironment implements LearningEnvironment {
 
   get describe(): LearningEnvironment["describe"] {
     const o = this.o;
-    return { tool: "dolphin-routing tune --live", workload: `${o.workload.name} live at ${o.rate} req/s via ${o.proxyUrl}`, slo: o.slo };
+    return {
+      tool: "dolphin-routing tune --live",
+      workload: `${o.workload.name} live at ${o.rate} req/s via ${o.proxyUrl}`,
+      slo: o.slo,
+    };
   }
 
   /** Swaps the table in, replays the workload, and joins each outcome with the proxy's decision record. */
@@ -137,7 +185,12 @@ export class LiveEnvironment implements LearningEnvironment {
       const d = decisions.get(x.id);
       const cluster = d?.cluster ?? -1;
       const rec = {
-        failed: !x.ok, e2eMs: x.e2eMs, ttftMs: x.ttftMs, tpotMs: x.tpotMs, outputTokens: x.outputTokens, cluster,
+        failed: !x.ok,
+        e2eMs: x.e2eMs,
+        ttftMs: x.ttftMs,
+        tpotMs: x.tpotMs,
+        outputTokens: x.outputTokens,
+        cluster,
       } as RequestRecord;
       const ok = meetsE2e(rec, this.o.slo);
       if (ok) met++;
@@ -157,22 +210,41 @@ export class LiveEnvironment implements LearningEnvironment {
     const logged = outcomes.map((x) => decisions.get(x.id)).filter((d): d is LoggedDecision => d !== undefined);
     return {
       policy: "the proxy's current table",
-      requests: logged.map((d) => ({ isl: d.features.isl, effP: d.features.effP, effD: d.features.effD, path: d.path === "remote" ? "remote" : "local" })),
+      requests: logged.map((d) => ({
+        isl: d.features.isl,
+        effP: d.features.effP,
+        effD: d.features.effD,
+        path: d.path === "remote" ? "remote" : "local",
+      })),
     };
   }
 }
 
 async function putTable(o: LiveOptions, table: Table): Promise<void> {
-  await admin(o, "/admin/table", { method: "PUT", headers: { "content-type": "application/msgpack" }, body: Buffer.from(encodeTable(table)) });
+  await admin(o, "/admin/table", {
+    method: "PUT",
+    headers: { "content-type": "application/msgpack" },
+    body: Buffer.from(encodeTable(table)),
+  });
 }
 
 /** `dolphin train`'s learner with the proxy as the environment; leaves the best table in place. */
 export async function tuneLive(o: LiveOptions): Promise<{ table: Table; search: SearchResult }> {
-  o.onProgress?.(`logging features: replaying ${o.workload.requests.length} requests at ${o.rate} req/s under the proxy's current table…`);
+  o.onProgress?.(
+    `logging features: replaying ${o.workload.requests.length} requests at ${o.rate} req/s under the proxy's current table…`,
+  );
   const r = await train(new LiveEnvironment(o), {
-    k: o.k ?? 8, seed: o.seed ?? 1, maxRounds: o.maxRounds ?? 30,
-    onProgress: (step) => o.onProgress?.(`  round ${step.round}: table ${step.bits.join("")} → live SLO attainment ${(100 * step.reward).toFixed(1)}%`),
+    k: o.k ?? 8,
+    seed: o.seed ?? 1,
+    maxRounds: o.maxRounds ?? 30,
+    onProgress: (step) =>
+      o.onProgress?.(
+        `  round ${step.round}: table ${step.bits.join("")} → live SLO attainment ${(100 * step.reward).toFixed(1)}%`,
+      ),
   });
   await putTable(o, r.table);
-  return { table: r.table, search: { best: r.table.bits!, bestReward: r.bestReward, bestRound: r.bestRound, log: r.log } };
+  return {
+    table: r.table,
+    search: { best: r.table.bits!, bestReward: r.bestReward, bestRound: r.bestRound, log: r.log },
+  };
 }

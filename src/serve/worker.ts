@@ -47,7 +47,15 @@ import http from "node:http";
 import { rootHash } from "../hashes.js";
 import type { Instance } from "../sim/instance.js";
 import { BlockIds } from "../sim/kv-cache.js";
-import { DEFAULT_TRANSFER, kvCapacityBlocks, resolveLink, resolvePreset, type LinkPreset, type ModelPreset, type TransferModel } from "../sim/perf.js";
+import {
+  DEFAULT_TRANSFER,
+  kvCapacityBlocks,
+  resolveLink,
+  resolvePreset,
+  type LinkPreset,
+  type ModelPreset,
+  type TransferModel,
+} from "../sim/perf.js";
 import { SIM_BLOCK_TOKENS } from "../sim/types.js";
 import type { WorkerRole } from "./config.js";
 import { closeServer, listen, urlHost } from "./http-toolkit.js";
@@ -141,15 +149,22 @@ export interface WorkerHandle {
 /** The options with their defaults, checked (errors name the option). */
 function resolveOptions(opts: WorkerOptions) {
   const role: WorkerRole = opts.role ?? "both";
-  if (role !== "prefill" && role !== "decode" && role !== "both") throw new Error(`worker: role must be prefill, decode or both, got ${String(role)}`);
+  if (role !== "prefill" && role !== "decode" && role !== "both")
+    throw new Error(`worker: role must be prefill, decode or both, got ${String(role)}`);
   const preset = typeof opts.preset === "object" ? opts.preset : resolvePreset(opts.preset ?? "h100-8b");
   const link = typeof opts.link === "object" ? opts.link : resolveLink(opts.link ?? "ib-ndr");
   const timeScale = opts.timeScale ?? 1;
-  if (!(timeScale > 0) || !Number.isFinite(timeScale)) throw new Error(`worker: timeScale must be a finite number > 0, got ${String(timeScale)}`);
+  if (!(timeScale > 0) || !Number.isFinite(timeScale))
+    throw new Error(`worker: timeScale must be a finite number > 0, got ${String(timeScale)}`);
   const capacityBlocks = opts.capacityBlocks ?? kvCapacityBlocks(preset, SIM_BLOCK_TOKENS);
-  if (!Number.isSafeInteger(capacityBlocks) || capacityBlocks < 1) throw new Error(`worker: capacityBlocks must be an integer ≥ 1, got ${String(capacityBlocks)}`);
+  if (!Number.isSafeInteger(capacityBlocks) || capacityBlocks < 1)
+    throw new Error(`worker: capacityBlocks must be an integer ≥ 1, got ${String(capacityBlocks)}`);
   return {
-    role, preset, link, timeScale, capacityBlocks,
+    role,
+    preset,
+    link,
+    timeScale,
+    capacityBlocks,
     transfer: opts.transfer ?? { ...DEFAULT_TRANSFER, links: preset.tp },
     host: opts.host ?? "127.0.0.1",
     model: opts.model ?? "dolphin-emulated",
@@ -160,29 +175,60 @@ function resolveOptions(opts: WorkerOptions) {
 
 /** Starts an emulated worker: listening, its clock running, KV events published when asked for. */
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
-  const { role, preset, link, timeScale, capacityBlocks, transfer, host, model, maxModelLen, log } = resolveOptions(opts);
+  const { role, preset, link, timeScale, capacityBlocks, transfer, host, model, maxModelLen, log } =
+    resolveOptions(opts);
 
   const blockIds = new BlockIds();
-  const kv = new KvEventPublisher(blockIds, { topic: opts.kvEventsTopic ?? "kv-events", url: opts.kvEventsUrl ?? null, log });
+  const kv = new KvEventPublisher(blockIds, {
+    topic: opts.kvEventsTopic ?? "kv-events",
+    url: opts.kvEventsUrl ?? null,
+    log,
+  });
   // the metrics read the engine when scraped; the engine reports each TTFT to the metrics
   const metrics: WorkerMetrics = new WorkerMetrics(model, () => ({
-    running: engine.inst.runningCount, waiting: engine.inst.waitingCount, kvUsage: engine.kvUsage(),
-    prefixQueryTokens: counters.prefixQueryTokens, prefixHitTokens: counters.prefixHitTokens, promptTokens: counters.promptTokens,
-    generationTokens: counters.generationTokens, completed: counters.completed, pinnedRequests: engine.pinnedRequests,
+    running: engine.inst.runningCount,
+    waiting: engine.inst.waitingCount,
+    kvUsage: engine.kvUsage(),
+    prefixQueryTokens: counters.prefixQueryTokens,
+    prefixHitTokens: counters.prefixHitTokens,
+    promptTokens: counters.promptTokens,
+    generationTokens: counters.generationTokens,
+    completed: counters.completed,
+    pinnedRequests: engine.pinnedRequests,
     evictions: engine.inst.cache.evictions,
   }));
-  const engine = new WorkerEngine({
-    role, preset, link, transfer, capacityBlocks, timeScale, pinTimeoutMs: opts.kvPinTimeoutMs ?? 30_000,
-    name: opts.workerId ?? "worker", log, observeTtft: (s) => metrics.observeTtft(s),
-  }, blockIds, kv);
+  const engine = new WorkerEngine(
+    {
+      role,
+      preset,
+      link,
+      transfer,
+      capacityBlocks,
+      timeScale,
+      pinTimeoutMs: opts.kvPinTimeoutMs ?? 30_000,
+      name: opts.workerId ?? "worker",
+      log,
+      observeTtft: (s) => metrics.observeTtft(s),
+    },
+    blockIds,
+    kv,
+  );
   const { inst, counters } = engine;
   const routes = workerRoutes({
-    engine, metrics, role, model, maxModelLen, defaultMaxTokens: opts.defaultMaxTokens ?? 64,
-    root: rootHash(model), created: Math.floor(Date.now() / 1000),
+    engine,
+    metrics,
+    role,
+    model,
+    maxModelLen,
+    defaultMaxTokens: opts.defaultMaxTokens ?? 64,
+    root: rootHash(model),
+    created: Math.floor(Date.now() / 1000),
   });
 
   const server = http.createServer((req, res) => {
-    answer(routes, { req, res }, (e) => log(`worker ${engine.address.workerId}: internal error: ${(e as Error).stack ?? String(e)}`));
+    answer(routes, { req, res }, (e) =>
+      log(`worker ${engine.address.workerId}: internal error: ${(e as Error).stack ?? String(e)}`),
+    );
   });
   const port = await listen(server, opts.port ?? 0, host);
   const workerId = opts.workerId || `${host}:${port}`;
@@ -190,7 +236,8 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   kv.workerId = workerId;
 
   // ZMQ publisher, when asked for
-  const endpoint = opts.kvEventsEndpoint ?? (opts.kvEventsPort ? `tcp://${urlHost(host)}:${opts.kvEventsPort}` : undefined);
+  const endpoint =
+    opts.kvEventsEndpoint ?? (opts.kvEventsPort ? `tcp://${urlHost(host)}:${opts.kvEventsPort}` : undefined);
   if (endpoint) {
     let unavailable: string | null;
     try {
@@ -200,7 +247,9 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       throw e;
     }
     if (unavailable !== null) {
-      log(`worker ${workerId}: zeromq is not available (${unavailable}): KV events over ZMQ are off${opts.kvEventsUrl ? "; they are still POSTed to " + opts.kvEventsUrl : ""}`);
+      log(
+        `worker ${workerId}: zeromq is not available (${unavailable}): KV events over ZMQ are off${opts.kvEventsUrl ? "; they are still POSTed to " + opts.kvEventsUrl : ""}`,
+      );
     }
   }
 
@@ -218,13 +267,26 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     stats: () => {
       engine.pump();
       return {
-        role, simNowMs: engine.queue.nowMs, running: inst.runningCount, waiting: inst.waitingCount, pendingPulls: engine.pinnedRequests,
-        usedBlocks: inst.cache.usedBlocks, capacityBlocks, kvUsage: engine.kvUsage(), evictions: inst.cache.evictions,
-        prefixQueryTokens: counters.prefixQueryTokens, prefixHitTokens: counters.prefixHitTokens,
-        promptTokens: counters.promptTokens, generationTokens: counters.generationTokens, completed: counters.completed,
-        rejected: counters.rejected, aborted: counters.aborted, kvEventBatches: Number(kv.seq),
+        role,
+        simNowMs: engine.queue.nowMs,
+        running: inst.runningCount,
+        waiting: inst.waitingCount,
+        pendingPulls: engine.pinnedRequests,
+        usedBlocks: inst.cache.usedBlocks,
+        capacityBlocks,
+        kvUsage: engine.kvUsage(),
+        evictions: inst.cache.evictions,
+        prefixQueryTokens: counters.prefixQueryTokens,
+        prefixHitTokens: counters.prefixHitTokens,
+        promptTokens: counters.promptTokens,
+        generationTokens: counters.generationTokens,
+        completed: counters.completed,
+        rejected: counters.rejected,
+        aborted: counters.aborted,
+        kvEventBatches: Number(kv.seq),
         kvReleases: { pulled: counters.kvReleasesPulled, timeout: counters.kvReleasesTimeout },
-        kvReleaseFailures: counters.kvReleaseFailures, kvEventFailures: kv.failures,
+        kvReleaseFailures: counters.kvReleaseFailures,
+        kvEventFailures: kv.failures,
       };
     },
     async close() {

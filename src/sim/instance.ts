@@ -120,8 +120,14 @@ export class Instance {
   maxRunSteps = Infinity;
 
   constructor(
-    index: number, name: string, role: InstanceRole, preset: ModelPreset, capacityBlocks: number, host: InstanceHost,
-    ids: BlockIds, sink: KvEventSink | null,
+    index: number,
+    name: string,
+    role: InstanceRole,
+    preset: ModelPreset,
+    capacityBlocks: number,
+    host: InstanceHost,
+    ids: BlockIds,
+    sink: KvEventSink | null,
   ) {
     this.index = index;
     this.name = name;
@@ -153,8 +159,19 @@ export class Instance {
   enqueue(req: SimRequest, ids: Int32Array, kind: JobKind): Job {
     const promptBlocks = Math.floor(req.promptTokens / SIM_BLOCK_TOKENS);
     const job: Job = {
-      req, ids, kind, promptBlocks, hitBlocks: 0, pinned: 0, reserved: 0, computedTokens: 0, generated: 0,
-      firstTokenMs: -1, doneAtStep: 0, aborted: false, state: "waiting",
+      req,
+      ids,
+      kind,
+      promptBlocks,
+      hitBlocks: 0,
+      pinned: 0,
+      reserved: 0,
+      computedTokens: 0,
+      generated: 0,
+      firstTokenMs: -1,
+      doneAtStep: 0,
+      aborted: false,
+      state: "waiting",
     };
     if (this.blocksNeeded(job, 0) > this.cache.capacityBlocks) {
       job.state = "done";
@@ -237,7 +254,13 @@ export class Instance {
     }
     if (this.runSteps > 1) {
       const now = q.nowMs;
-      const done = decodeStepsWithin(this.preset, this.decoding.length, this.decodeContext, now - this.stepStartMs, this.runSteps);
+      const done = decodeStepsWithin(
+        this.preset,
+        this.decoding.length,
+        this.decodeContext,
+        now - this.stepStartMs,
+        this.runSteps,
+      );
       const steps = Math.min(this.runSteps, done + 1);
       if (steps < this.runSteps) {
         this.stepEvent.handle = noop; // superseded
@@ -425,8 +448,7 @@ export class Instance {
         if (job.kind === "prefill") {
           job.state = "prefilled";
           this.host.prefillDone(this, job);
-        }
-        else {
+        } else {
           // the step that completes a prefill samples the first token (local path)
           job.generated = 1;
           job.firstTokenMs = now;

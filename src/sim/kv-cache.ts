@@ -129,15 +129,18 @@ export class KvCache {
   private unlink(id: number): void {
     const p = this.prev[id]!;
     const n = this.next[id]!;
-    if (p >= 0) this.next[p] = n; else this.head = n;
-    if (n >= 0) this.prev[n] = p; else this.tail = p;
+    if (p >= 0) this.next[p] = n;
+    else this.head = n;
+    if (n >= 0) this.prev[n] = p;
+    else this.tail = p;
     this.evictableCount--;
   }
 
   private pushMostRecent(id: number): void {
     this.prev[id] = this.tail;
     this.next[id] = -1;
-    if (this.tail >= 0) this.next[this.tail] = id; else this.head = id;
+    if (this.tail >= 0) this.next[this.tail] = id;
+    else this.head = id;
     this.tail = id;
     this.evictableCount++;
   }

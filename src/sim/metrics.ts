@@ -24,7 +24,9 @@ export function parseSlo(s: string): Slo {
   const ttft = m ? Number(m[1]) : NaN;
   const tpot = m ? Number(m[2]) : NaN;
   if (!(ttft > 0 && tpot > 0 && Number.isFinite(ttft) && Number.isFinite(tpot))) {
-    throw new Error(`expected a preset (${Object.keys(SLO_PRESETS).join(", ")}) or "ttft_ms,tpot_ms" with both > 0, got ${JSON.stringify(s)}`);
+    throw new Error(
+      `expected a preset (${Object.keys(SLO_PRESETS).join(", ")}) or "ttft_ms,tpot_ms" with both > 0, got ${JSON.stringify(s)}`,
+    );
   }
   return { ttftMs: ttft, tpotMs: tpot };
 }
@@ -121,7 +123,10 @@ export function summarize(records: RequestRecord[], slo: Slo): Summary {
   let outTokens = 0;
   let firstArrival = Infinity;
   let lastFinish = 0;
-  let hitP = 0, promptP = 0, hitD = 0, promptD = 0;
+  let hitP = 0,
+    promptP = 0,
+    hitD = 0,
+    promptD = 0;
   for (const r of records) {
     if (meetsE2e(r, slo)) e2eOk++;
     if (meetsPerMetric(r, slo)) metricOk++;
@@ -159,7 +164,10 @@ export function summarize(records: RequestRecord[], slo: Slo): Summary {
 }
 
 /** SLO attainment (end to end) of each routing cluster: the learner's per-cluster reward. */
-export function attainmentByCluster(records: RequestRecord[], slo: Slo): Map<number, { requests: number; met: number }> {
+export function attainmentByCluster(
+  records: RequestRecord[],
+  slo: Slo,
+): Map<number, { requests: number; met: number }> {
   const out = new Map<number, { requests: number; met: number }>();
   for (const r of records) {
     let c = out.get(r.cluster);

@@ -62,8 +62,13 @@ export const PRESETS: Record<PresetName, ModelPreset> = {
     description: "Qwen2.5-72B-Instruct, BF16, TP4 on 4×H20 96 GB (the DolphinRouting paper's setup)",
     tp: 4,
     // H20: 4.0 TB/s HBM, 148 TFLOPS BF16 dense: compute-bound decode above ≈ 29 sequences (T_w / k_lin).
-    tFixMs: 2.0, weightStreamMs: 10.87, kLinMs: 0.373, cArMs: 4.0, kArMs: 0.0109,
-    kKvMs: 2.6e-5, cAttnMs: 7.3e-6,
+    tFixMs: 2.0,
+    weightStreamMs: 10.87,
+    kLinMs: 0.373,
+    cArMs: 4.0,
+    kArMs: 0.0109,
+    kKvMs: 2.6e-5,
+    cAttnMs: 7.3e-6,
     kvBytesPerToken: 320 * KIB, // 80 layers × 8 KV heads × 128 × 2 × 2 B
     hbmBytes: 4 * H20_HBM_BYTES,
     weightBytes: 72.71e9 * 2, // 72.7 B parameters (Qwen2.5-72B model card) → ≈145 GB
@@ -74,8 +79,13 @@ export const PRESETS: Record<PresetName, ModelPreset> = {
     description: "Llama-3.1-70B-Instruct, BF16, TP4 on 4×H100 SXM 80 GB",
     tp: 4,
     // TP4 all-reduce from Vidur's h100_dgx profile: 26.7 ms at 2,048 tokens, c_ar + k_ar × 2048 = 26.3 ms.
-    tFixMs: 2.0, weightStreamMs: 12.98, kLinMs: 0.0559, cArMs: 4.0, kArMs: 0.0109,
-    kKvMs: 3.1e-5, cAttnMs: 2.18e-6,
+    tFixMs: 2.0,
+    weightStreamMs: 12.98,
+    kLinMs: 0.0559,
+    cArMs: 4.0,
+    kArMs: 0.0109,
+    kKvMs: 3.1e-5,
+    cAttnMs: 2.18e-6,
     kvBytesPerToken: 320 * KIB, // 80 layers × 8 KV heads × 128 × 2 × 2 B
     hbmBytes: 4 * H100_HBM_BYTES,
     weightBytes: 70.55e9 * 2, // 70.55 B parameters → ≈141 GB
@@ -86,8 +96,13 @@ export const PRESETS: Record<PresetName, ModelPreset> = {
     description: "Llama-3.1-8B-Instruct, BF16, TP1 on 1×H100 SXM 80 GB",
     tp: 1,
     // T_w 5.6 ms: Vidur's H100 linear layers at one token.
-    tFixMs: 1.0, weightStreamMs: 5.6, kLinMs: 0.0228, cArMs: 0, kArMs: 0,
-    kKvMs: 4.9e-5, cAttnMs: 1.75e-6,
+    tFixMs: 1.0,
+    weightStreamMs: 5.6,
+    kLinMs: 0.0228,
+    cArMs: 0,
+    kArMs: 0,
+    kKvMs: 4.9e-5,
+    cAttnMs: 1.75e-6,
     kvBytesPerToken: 128 * KIB, // 32 layers × 8 KV heads × 128 × 2 × 2 B
     hbmBytes: H100_HBM_BYTES,
     weightBytes: 8.03e9 * 2, // 8.03 B parameters → ≈16 GB
@@ -101,7 +116,11 @@ export const PRESETS: Record<PresetName, ModelPreset> = {
  * `decodeContextTokens` sums the context of every decode sequence; `prefillAttnPairs` sums attnPairs() over chunks.
  */
 export function stepTimeMs(
-  p: ModelPreset, decodeSeqs: number, decodeContextTokens: number, prefillTokens: number, prefillAttnPairs: number,
+  p: ModelPreset,
+  decodeSeqs: number,
+  decodeContextTokens: number,
+  prefillTokens: number,
+  prefillAttnPairs: number,
 ): number {
   const t = decodeSeqs + prefillTokens;
   if (t <= 0) return 0;
@@ -150,7 +169,13 @@ export function decodeRunMs(p: ModelPreset, seqs: number, ctx0: number, steps: n
  * root of a quadratic), then a guard corrects the last unit of float error. Empty steps (seqs 0) are free: maxSteps.
  * A negative or NaN budget gives 0.
  */
-export function decodeStepsWithin(p: ModelPreset, seqs: number, ctx0: number, budgetMs: number, maxSteps: number): number {
+export function decodeStepsWithin(
+  p: ModelPreset,
+  seqs: number,
+  ctx0: number,
+  budgetMs: number,
+  maxSteps: number,
+): number {
   const max = Math.max(0, Math.floor(maxSteps));
   if (seqs <= 0) return max;
   if (!(budgetMs >= 0) || max === 0) return 0;
@@ -173,7 +198,10 @@ export function decodeStepsWithin(p: ModelPreset, seqs: number, ctx0: number, bu
 
 // ---- KV transfer ----
 
-export interface LinkPreset { name: string; gbPerSecond: number }
+export interface LinkPreset {
+  name: string;
+  gbPerSecond: number;
+}
 export type LinkName = "nvlink" | "ib-ndr" | "ib-hdr" | "100gbe";
 
 /** Bandwidth per link, one direction, GB/s (10^9 bytes): shared/docs/perf-model.md. */
@@ -185,13 +213,22 @@ export const LINKS: Record<LinkName, LinkPreset> = {
 };
 
 /** alpha: per-transfer setup (RDMA); eta: achieved share of link bandwidth; links: links used in parallel. */
-export interface TransferModel { alphaMs: number; eta: number; links: number }
+export interface TransferModel {
+  alphaMs: number;
+  eta: number;
+  links: number;
+}
 
 /** A fit of Mooncake's measured vLLM 1P1D transfers (docs/simulator-calibration.md). */
 export const DEFAULT_TRANSFER: TransferModel = { alphaMs: 0.5, eta: 0.7, links: 1 };
 
 /** Time to ship the KV of `tokens` tokens: alpha + bytes / (eta · bandwidth · links). No tokens, no transfer: 0. */
-export function kvTransferMs(tokens: number, p: ModelPreset, link: LinkPreset, t: TransferModel = DEFAULT_TRANSFER): number {
+export function kvTransferMs(
+  tokens: number,
+  p: ModelPreset,
+  link: LinkPreset,
+  t: TransferModel = DEFAULT_TRANSFER,
+): number {
   if (tokens <= 0) return 0;
   const bytesPerMs = t.eta * link.gbPerSecond * t.links * 1e6; // GB/s = 10^6 bytes per ms
   return t.alphaMs + (tokens * p.kvBytesPerToken) / bytesPerMs;
@@ -201,8 +238,9 @@ export function kvTransferMs(tokens: number, p: ModelPreset, link: LinkPreset, t
 
 /** A preset by name: custom presets (`extra`, from a cluster file) first, then the built-in ones. */
 export function resolvePreset(name: string, extra?: Record<string, ModelPreset>): ModelPreset {
-  const found = (extra && Object.hasOwn(extra, name) ? extra[name] : undefined)
-    ?? (Object.hasOwn(PRESETS, name) ? PRESETS[name as PresetName] : undefined);
+  const found =
+    (extra && Object.hasOwn(extra, name) ? extra[name] : undefined) ??
+    (Object.hasOwn(PRESETS, name) ? PRESETS[name as PresetName] : undefined);
   if (found) return found;
   const known = [...Object.keys(PRESETS), ...Object.keys(extra ?? {})].sort();
   throw new Error(`unknown model preset "${name}" (known: ${known.join(", ")})`);
@@ -210,8 +248,9 @@ export function resolvePreset(name: string, extra?: Record<string, ModelPreset>)
 
 /** A link by name: custom links first, then the built-in ones. */
 export function resolveLink(name: string, extra?: Record<string, LinkPreset>): LinkPreset {
-  const found = (extra && Object.hasOwn(extra, name) ? extra[name] : undefined)
-    ?? (Object.hasOwn(LINKS, name) ? LINKS[name as LinkName] : undefined);
+  const found =
+    (extra && Object.hasOwn(extra, name) ? extra[name] : undefined) ??
+    (Object.hasOwn(LINKS, name) ? LINKS[name as LinkName] : undefined);
   if (found) return found;
   const known = [...Object.keys(LINKS), ...Object.keys(extra ?? {})].sort();
   throw new Error(`unknown link "${name}" (known: ${known.join(", ")})`);
@@ -221,7 +260,11 @@ export function resolveLink(name: string, extra?: Record<string, LinkPreset>): L
 
 /** A field of a cluster file that is wrong: message `<source>: <path>: <what is wrong>`. */
 export class ClusterFileError extends Error {
-  constructor(readonly source: string, readonly path: string, detail: string) {
+  constructor(
+    readonly source: string,
+    readonly path: string,
+    detail: string,
+  ) {
     super(`${source}: ${path}: ${detail}`);
     this.name = "ClusterFileError";
   }
@@ -237,9 +280,20 @@ const RULE_TEXT: Record<NumberRule, string> = {
 
 /** Numeric fields of ModelPreset and the rule each must satisfy. */
 const PRESET_NUMBER_FIELDS = {
-  tp: "integer≥1", tFixMs: "nonNegative", weightStreamMs: "nonNegative", kLinMs: "nonNegative", cArMs: "nonNegative",
-  kArMs: "nonNegative", kKvMs: "nonNegative", cAttnMs: "nonNegative", kvBytesPerToken: "positive", hbmBytes: "positive",
-  weightBytes: "nonNegative", gpuMemoryUtilization: "fraction", maxNumBatchedTokens: "integer≥1", maxNumSeqs: "integer≥1",
+  tp: "integer≥1",
+  tFixMs: "nonNegative",
+  weightStreamMs: "nonNegative",
+  kLinMs: "nonNegative",
+  cArMs: "nonNegative",
+  kArMs: "nonNegative",
+  kKvMs: "nonNegative",
+  cAttnMs: "nonNegative",
+  kvBytesPerToken: "positive",
+  hbmBytes: "positive",
+  weightBytes: "nonNegative",
+  gpuMemoryUtilization: "fraction",
+  maxNumBatchedTokens: "integer≥1",
+  maxNumSeqs: "integer≥1",
 } as const satisfies Record<Exclude<keyof ModelPreset, "name" | "description">, NumberRule>;
 type PresetNumberField = keyof typeof PRESET_NUMBER_FIELDS;
 
@@ -271,10 +325,15 @@ const describe = (v: unknown): string => describeValue(v, { ...JSON_WORDS, objec
 const isMap = isPlainObject;
 
 function checkNumber(source: string, path: string, v: unknown, rule: NumberRule): number {
-  const ok = typeof v === "number" && Number.isFinite(v) && (
-    rule === "positive" ? v > 0
-      : rule === "nonNegative" ? v >= 0
-        : rule === "integer≥1" ? Number.isSafeInteger(v) && v >= 1
+  const ok =
+    typeof v === "number" &&
+    Number.isFinite(v) &&
+    (rule === "positive"
+      ? v > 0
+      : rule === "nonNegative"
+        ? v >= 0
+        : rule === "integer≥1"
+          ? Number.isSafeInteger(v) && v >= 1
           : v > 0 && v <= 1);
   if (!ok) throw new ClusterFileError(source, path, `expected ${RULE_TEXT[rule]}, got ${describe(v)}`);
   return v as number;
@@ -282,21 +341,28 @@ function checkNumber(source: string, path: string, v: unknown, rule: NumberRule)
 
 function checkKeys(source: string, path: string, m: Record<string, unknown>, known: readonly string[]): void {
   for (const key of Object.keys(m)) {
-    if (!known.includes(key)) throw new ClusterFileError(source, `${path}.${key}`, `unknown field (known: ${known.join(", ")})`);
+    if (!known.includes(key))
+      throw new ClusterFileError(source, `${path}.${key}`, `unknown field (known: ${known.join(", ")})`);
   }
 }
 
 /** Derive the coefficients the entry did not give from its hardware and architecture figures, where it has them. */
 function deriveFromSpecs(
-  fields: Partial<Record<PresetNumberField, number>>, given: ReadonlySet<string>, s: Specs, base: ModelPreset | undefined,
+  fields: Partial<Record<PresetNumberField, number>>,
+  given: ReadonlySet<string>,
+  s: Specs,
+  base: ModelPreset | undefined,
 ): void {
   const tp = fields.tp ?? 1;
-  const set = (k: PresetNumberField, v: number | undefined): void => { if (!given.has(k) && v !== undefined) fields[k] = v; };
+  const set = (k: PresetNumberField, v: number | undefined): void => {
+    if (!given.has(k) && v !== undefined) fields[k] = v;
+  };
   if (s.layers !== undefined && s.kvHeads !== undefined && s.headDim !== undefined) {
     set("kvBytesPerToken", 2 * s.layers * s.kvHeads * s.headDim * 2); // K and V, BF16
   }
   if (fields.kvBytesPerToken === undefined && base) fields.kvBytesPerToken = base.kvBytesPerToken;
-  const hbmBytesPerMs = s.hbmBandwidthGBps !== undefined ? DERIVATION.hbmShare * s.hbmBandwidthGBps * 1e6 * tp : undefined;
+  const hbmBytesPerMs =
+    s.hbmBandwidthGBps !== undefined ? DERIVATION.hbmShare * s.hbmBandwidthGBps * 1e6 * tp : undefined;
   if (hbmBytesPerMs !== undefined) {
     if (fields.weightBytes !== undefined) set("weightStreamMs", fields.weightBytes / hbmBytesPerMs);
     if (fields.kvBytesPerToken !== undefined) set("kKvMs", fields.kvBytesPerToken / hbmBytesPerMs);
@@ -307,7 +373,10 @@ function deriveFromSpecs(
   if (s.layers !== undefined && s.queryHeads !== undefined && s.headDim !== undefined && s.attnTflops !== undefined) {
     set("cAttnMs", (4 * s.layers * s.queryHeads * s.headDim) / (s.attnTflops * 1e9 * tp));
   }
-  if (tp === 1) { set("cArMs", 0); set("kArMs", 0); }
+  if (tp === 1) {
+    set("cArMs", 0);
+    set("kArMs", 0);
+  }
 }
 
 /** Which figures would derive a missing field, for the error message. */
@@ -317,17 +386,26 @@ const DERIVED_FROM: Partial<Record<PresetNumberField, string>> = {
   kLinMs: "linearParams and bf16Tflops",
   cAttnMs: "layers, queryHeads, headDim and attnTflops",
   kvBytesPerToken: "layers, kvHeads and headDim",
-  cArMs: "tp 1", kArMs: "tp 1",
+  cArMs: "tp 1",
+  kArMs: "tp 1",
 };
 const DEFAULTS: Partial<Record<PresetNumberField, number>> = { ...VLLM_DEFAULTS };
 
 function parsePreset(source: string, name: string, entry: unknown): ModelPreset {
   const path = `presets.${name}`;
   if (!PRESET_NAME.test(name)) {
-    throw new ClusterFileError(source, path, "preset names are 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit");
+    throw new ClusterFileError(
+      source,
+      path,
+      "preset names are 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    );
   }
   if (Object.hasOwn(PRESETS, name)) {
-    throw new ClusterFileError(source, path, `shadows the built-in preset "${name}"; choose another name and set base: "${name}"`);
+    throw new ClusterFileError(
+      source,
+      path,
+      `shadows the built-in preset "${name}"; choose another name and set base: "${name}"`,
+    );
   }
   if (!isMap(entry)) throw new ClusterFileError(source, path, `expected a map, got ${describe(entry)}`);
   checkKeys(source, path, entry, PRESET_KEYS);
@@ -335,7 +413,11 @@ function parsePreset(source: string, name: string, entry: unknown): ModelPreset 
   let base: ModelPreset | undefined;
   if (entry.base !== undefined) {
     if (typeof entry.base !== "string" || !Object.hasOwn(PRESETS, entry.base)) {
-      throw new ClusterFileError(source, `${path}.base`, `expected one of ${Object.keys(PRESETS).join(", ")}, got ${describe(entry.base)}`);
+      throw new ClusterFileError(
+        source,
+        `${path}.base`,
+        `expected one of ${Object.keys(PRESETS).join(", ")}, got ${describe(entry.base)}`,
+      );
     }
     base = PRESETS[entry.base as PresetName];
   }
@@ -346,7 +428,10 @@ function parsePreset(source: string, name: string, entry: unknown): ModelPreset 
   const fields: Partial<Record<PresetNumberField, number>> = {};
   const given = new Set<string>();
   for (const [k, rule] of Object.entries(PRESET_NUMBER_FIELDS) as [PresetNumberField, NumberRule][]) {
-    if (entry[k] !== undefined) { fields[k] = checkNumber(source, `${path}.${k}`, entry[k], rule); given.add(k); }
+    if (entry[k] !== undefined) {
+      fields[k] = checkNumber(source, `${path}.${k}`, entry[k], rule);
+      given.add(k);
+    }
   }
   const specs: Specs = {};
   for (const [k, rule] of Object.entries(SPEC_FIELDS) as [SpecField, NumberRule][]) {
@@ -368,11 +453,16 @@ function parsePreset(source: string, name: string, entry: unknown): ModelPreset 
   const preset: ModelPreset = {
     ...(out as Record<PresetNumberField, number>),
     name,
-    description: (entry.description as string | undefined) ?? (base ? `${base.description} (custom "${name}")` : `custom preset "${name}"`),
+    description:
+      (entry.description as string | undefined) ??
+      (base ? `${base.description} (custom "${name}")` : `custom preset "${name}"`),
   };
   if (kvCapacityTokens(preset) <= 0) {
-    throw new ClusterFileError(source, `${path}.weightBytes`,
-      `weights (${preset.weightBytes} B) leave no KV cache in gpuMemoryUtilization × hbmBytes (${preset.gpuMemoryUtilization} × ${preset.hbmBytes} B)`);
+    throw new ClusterFileError(
+      source,
+      `${path}.weightBytes`,
+      `weights (${preset.weightBytes} B) leave no KV cache in gpuMemoryUtilization × hbmBytes (${preset.gpuMemoryUtilization} × ${preset.hbmBytes} B)`,
+    );
   }
   return preset;
 }
@@ -384,20 +474,27 @@ function parsePreset(source: string, name: string, entry: unknown): ModelPreset 
  * (hbmBandwidthGBps, bf16Tflops, attnTflops, linearParams, layers, queryHeads, kvHeads, headDim). Unknown fields,
  * bad values and missing coefficients are rejected: "<source>: presets.<name>.<field>: …".
  */
-export function parseClusterFile(json: unknown, source: string): { presets: Record<string, ModelPreset>; links: Record<string, LinkPreset> } {
+export function parseClusterFile(
+  json: unknown,
+  source: string,
+): { presets: Record<string, ModelPreset>; links: Record<string, LinkPreset> } {
   if (!isMap(json)) throw new ClusterFileError(source, "(top level)", `expected a map, got ${describe(json)}`);
   const presets: Record<string, ModelPreset> = {};
   const links: Record<string, LinkPreset> = {};
   if (json.presets !== undefined) {
-    if (!isMap(json.presets)) throw new ClusterFileError(source, "presets", `expected a map of name → preset, got ${describe(json.presets)}`);
+    if (!isMap(json.presets))
+      throw new ClusterFileError(source, "presets", `expected a map of name → preset, got ${describe(json.presets)}`);
     for (const [name, entry] of Object.entries(json.presets)) presets[name] = parsePreset(source, name, entry);
   }
   if (json.links !== undefined) {
-    if (!isMap(json.links)) throw new ClusterFileError(source, "links", `expected a map of name → link, got ${describe(json.links)}`);
+    if (!isMap(json.links))
+      throw new ClusterFileError(source, "links", `expected a map of name → link, got ${describe(json.links)}`);
     for (const [name, entry] of Object.entries(json.links)) {
       const path = `links.${name}`;
-      if (!PRESET_NAME.test(name)) throw new ClusterFileError(source, path, "link names are 1–64 letters, digits, '.', '_' or '-'");
-      if (Object.hasOwn(LINKS, name)) throw new ClusterFileError(source, path, `shadows the built-in link "${name}"; choose another name`);
+      if (!PRESET_NAME.test(name))
+        throw new ClusterFileError(source, path, "link names are 1–64 letters, digits, '.', '_' or '-'");
+      if (Object.hasOwn(LINKS, name))
+        throw new ClusterFileError(source, path, `shadows the built-in link "${name}"; choose another name`);
       if (!isMap(entry)) throw new ClusterFileError(source, path, `expected a map, got ${describe(entry)}`);
       checkKeys(source, path, entry, LINK_KEYS);
       links[name] = { name, gbPerSecond: checkNumber(source, `${path}.gbPerSecond`, entry.gbPerSecond, "positive") };

@@ -23,7 +23,9 @@ export class Rng {
   /** `seed`: any safe integer; `stream`: an independent sequence of the same seed (e.g. 1 arrivals, 2 lengths). */
   constructor(seed: number, stream = 0) {
     if (!Number.isSafeInteger(seed)) throw new RangeError(`rng: seed must be a safe integer, got ${seed}`);
-    let x = splitmix32((seed >>> 0) ^ splitmix32(Math.floor(seed / TWO_POW_32) >>> 0) ^ Math.imul(stream + 1, 0x632be5ab));
+    let x = splitmix32(
+      (seed >>> 0) ^ splitmix32(Math.floor(seed / TWO_POW_32) >>> 0) ^ Math.imul(stream + 1, 0x632be5ab),
+    );
     this.s0 = x = splitmix32(x);
     this.s1 = x = splitmix32(x);
     this.s2 = x = splitmix32(x);

@@ -6,7 +6,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { decodeTable, ruleTable, POLICY_KINDS, type PolicyKind, type Table } from "../table.js";
 import { parseSlo, type Slo } from "./metrics.js";
 import {
-  DEFAULT_PRESET, LINKS, parseClusterFile, resolveLink, resolvePreset, type LinkPreset, type ModelPreset,
+  DEFAULT_PRESET,
+  LINKS,
+  parseClusterFile,
+  resolveLink,
+  resolvePreset,
+  type LinkPreset,
+  type ModelPreset,
 } from "./perf.js";
 import { ruleTableFor } from "./rule-table.js";
 import { atScale, scaleForLoad } from "./saturation.js";
@@ -49,7 +55,11 @@ export function policyTable(policy: string, preset: ModelPreset, tableFile?: str
   if (tableFile) {
     if (!existsSync(tableFile)) throw new Error(`no such table file: ${tableFile}`);
     const t = decodeTable(readFileSync(tableFile));
-    if (policy !== "table" && policy !== t.kind && !(policy === "dolphin" && (t.kind === "kmeans" || t.kind === "gmm"))) {
+    if (
+      policy !== "table" &&
+      policy !== t.kind &&
+      !(policy === "dolphin" && (t.kind === "kmeans" || t.kind === "gmm"))
+    ) {
       throw new Error(`policy ${policy} does not match the table's kind ${t.kind}`);
     }
     return t;
@@ -58,11 +68,15 @@ export function policyTable(policy: string, preset: ModelPreset, tableFile?: str
     throw new Error(`unknown policy ${JSON.stringify(policy)}; one of ${POLICY_KINDS.join(", ")}`);
   }
   const kind = policy as PolicyKind;
-  if (kind === "kmeans" || kind === "gmm" || kind === "ppd") throw new Error(`${kind} needs a table (a learned or built one)`);
+  if (kind === "kmeans" || kind === "gmm" || kind === "ppd")
+    throw new Error(`${kind} needs a table (a learned or built one)`);
   return ruleTableFor(kind, preset);
 }
 
-export function resolveCluster(cluster: string | undefined, link: string | undefined): { preset: ModelPreset; link: LinkPreset } {
+export function resolveCluster(
+  cluster: string | undefined,
+  link: string | undefined,
+): { preset: ModelPreset; link: LinkPreset } {
   const name = cluster ?? DEFAULT_PRESET;
   let extraPresets: Record<string, ModelPreset> = {};
   let extraLinks: Record<string, LinkPreset> = {};
@@ -78,7 +92,8 @@ export function resolveCluster(cluster: string | undefined, link: string | undef
     extraPresets = parsed.presets;
     extraLinks = parsed.links;
     const names = Object.keys(extraPresets);
-    if (names.length !== 1) throw new Error(`${name}: a cluster file to simulate must define exactly one preset, found ${names.length}`);
+    if (names.length !== 1)
+      throw new Error(`${name}: a cluster file to simulate must define exactly one preset, found ${names.length}`);
     preset = extraPresets[names[0]!]!;
   } else preset = resolvePreset(name, extraPresets);
   return { preset, link: link ? resolveLink(link, extraLinks) : LINKS["ib-ndr"] };
@@ -90,10 +105,15 @@ export function prepareRun(o: RunOptions): PreparedRun {
   const slo: Slo = parseSlo(o.slo);
   const table = policyTable(o.policy, preset, o.table);
   const base = loadWorkload(o.workload, o.format ?? "auto", {
-    ...(o.seed !== undefined ? { seed: o.seed } : {}), ...(o.requests !== undefined ? { requests: o.requests } : {}),
+    ...(o.seed !== undefined ? { seed: o.seed } : {}),
+    ...(o.requests !== undefined ? { requests: o.requests } : {}),
   });
   const config: SimConfig = {
-    preset, split, slo, table, link,
+    preset,
+    split,
+    slo,
+    table,
+    link,
     ...(o.dedupeTransfer ? { dedupeTransfer: true } : {}),
     ...(o.indexLagMs ? { indexLagMs: o.indexLagMs } : {}),
     ...(o.cacheView ? { cacheView: o.cacheView } : {}),

@@ -9,15 +9,20 @@ import { withLoad, type Load } from "./workload.js";
 /** The arrival-rate scale a load asks for, relative to the workload's own rate (the saturated one is searched for). */
 export function scaleForLoad(load: Load, w: Workload, config: Omit<SimConfig, "table">): number {
   switch (load.kind) {
-    case "saturated": return findSaturatedScale(w, config).scale;
-    case "scale": return load.factor;
-    case "rate": return load.rps / w.rate;
-    case "trace": return 1;
+    case "saturated":
+      return findSaturatedScale(w, config).scale;
+    case "scale":
+      return load.factor;
+    case "rate":
+      return load.rps / w.rate;
+    case "trace":
+      return 1;
   }
 }
 
 /** The workload with its arrival rate scaled. */
-export const atScale = (w: Workload, scale: number): Workload => (scale === 1 ? w : withLoad(w, { kind: "scale", factor: scale }));
+export const atScale = (w: Workload, scale: number): Workload =>
+  scale === 1 ? w : withLoad(w, { kind: "scale", factor: scale });
 
 export interface Saturation {
   /** arrival-rate scale factor relative to the workload's own rate */

@@ -12,7 +12,13 @@ import { Instance, type InstanceHost, type InstanceRole, type Job } from "./inst
 import { BlockIds, type KvEventSink } from "./kv-cache.js";
 import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
 import {
-  DEFAULT_TRANSFER, kvCapacityBlocks, kvTransferMs, LINKS, type LinkPreset, type ModelPreset, type TransferModel,
+  DEFAULT_TRANSFER,
+  kvCapacityBlocks,
+  kvTransferMs,
+  LINKS,
+  type LinkPreset,
+  type ModelPreset,
+  type TransferModel,
 } from "./perf.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
 import { QpsWindow } from "../qps-window.js";
@@ -28,7 +34,9 @@ export function parseSplit(s: string): SplitSpec {
   const m = /^(?:(\d+)R)?(?:(\d+)P)?(?:(\d+)D)?$/.exec(s.trim());
   const spec = m ? { replicas: Number(m[1] ?? 0), prefill: Number(m[2] ?? 0), decode: Number(m[3] ?? 0) } : null;
   if (!spec || spec.replicas + spec.prefill + spec.decode === 0 || spec.replicas + spec.decode === 0) {
-    throw new Error(`expected nPmD, nR or a mix like 1R1P2D with at least one decode-capable instance, got ${JSON.stringify(s)}`);
+    throw new Error(
+      `expected nPmD, nR or a mix like 1R1P2D with at least one decode-capable instance, got ${JSON.stringify(s)}`,
+    );
   }
   if (spec.replicas + spec.prefill + spec.decode > 1024) throw new Error(`at most 1024 instances, got ${s}`);
   return spec;
@@ -149,9 +157,10 @@ export class Simulation implements InstanceHost {
     if (this.config.kvEvents === "vllm") {
       deliver = (kind, p) => {
         // simulated prompts are hashes only, so token_ids stay empty
-        const event: KvEvent = kind === "stored"
-          ? { kind, hashes: p, parent: null, tokenIds: [], blockSize: SIM_BLOCK_TOKENS, medium: "GPU" }
-          : { kind, hashes: p, medium: "GPU" };
+        const event: KvEvent =
+          kind === "stored"
+            ? { kind, hashes: p, parent: null, tokenIds: [], blockSize: SIM_BLOCK_TOKENS, medium: "GPU" }
+            : { kind, hashes: p, medium: "GPU" };
         const payload = encodeEventBatch({ ts: this.queue.nowMs / 1000, events: [event], dataParallelRank: null });
         applyEventBatch(index, name, decodeEventBatch(payload));
       };
@@ -184,7 +193,13 @@ export class Simulation implements InstanceHost {
     return {
       records: this.records,
       summary: summarize(this.records, this.config.slo),
-      instances: this.instances.map((i) => ({ name: i.name, role: i.role, busyMs: i.busyMs, steps: i.steps, evictions: i.cache.evictions })),
+      instances: this.instances.map((i) => ({
+        name: i.name,
+        role: i.role,
+        busyMs: i.busyMs,
+        steps: i.steps,
+        evictions: i.cache.evictions,
+      })),
       simulatedMs: this.queue.nowMs - first,
     };
   }
@@ -212,7 +227,10 @@ export class Simulation implements InstanceHost {
 
   private refreshSignals(now: number): void {
     for (const inst of this.dirty) {
-      this.router.setLoad(inst.name, { activePrefillTokens: inst.pendingPrefillTokens, activeDecodeTokens: inst.activeDecodeTokens });
+      this.router.setLoad(inst.name, {
+        activePrefillTokens: inst.pendingPrefillTokens,
+        activeDecodeTokens: inst.activeDecodeTokens,
+      });
     }
     this.dirty.clear();
     const qps = this.qps.arrive(now);
@@ -265,7 +283,9 @@ export class Simulation implements InstanceHost {
     const p = this.pending.get(job.req.id)!;
     const rec = this.recordOf(job.req);
     rec.decodeHitTokens = job.hitBlocks * SIM_BLOCK_TOKENS;
-    const tokens = this.config.dedupeTransfer ? Math.max(0, job.req.promptTokens - rec.decodeHitTokens) : job.req.promptTokens;
+    const tokens = this.config.dedupeTransfer
+      ? Math.max(0, job.req.promptTokens - rec.decodeHitTokens)
+      : job.req.promptTokens;
     const now = this.queue.nowMs;
     // transfers into one decode instance share its inbound link, one at a time
     const start = Math.max(now, this.linkFreeAt[inst.index]!);
@@ -299,7 +319,10 @@ export class Simulation implements InstanceHost {
     const next = this.nextTurn.get(job.req.id);
     if (next) {
       // the conversation's next turn extends this one: its blocks up to here are this turn's prompt and output
-      const upTo = Math.min(next.blocks.length >>> 1, Math.floor((job.req.promptTokens + job.req.outputTokens) / SIM_BLOCK_TOKENS));
+      const upTo = Math.min(
+        next.blocks.length >>> 1,
+        Math.floor((job.req.promptTokens + job.req.outputTokens) / SIM_BLOCK_TOKENS),
+      );
       if (upTo > job.promptBlocks && sharesPrefix(next.blocks, job.req.blocks, job.promptBlocks)) {
         inst.cache.cacheUnpinned(this.ids(next, upTo), job.promptBlocks, upTo);
       }
@@ -334,14 +357,34 @@ export class Simulation implements InstanceHost {
   }
 
   private newRecord(
-    r: SimRequest, path: "local" | "remote", decode: string, prefill: string | null, cluster: number,
+    r: SimRequest,
+    path: "local" | "remote",
+    decode: string,
+    prefill: string | null,
+    cluster: number,
     features: RequestRecord["features"],
   ): RequestRecord {
     const rec: RequestRecord = {
-      id: r.id, arrivalMs: r.arrivalMs, promptTokens: r.promptTokens, outputTokens: r.outputTokens, turn: r.turn,
+      id: r.id,
+      arrivalMs: r.arrivalMs,
+      promptTokens: r.promptTokens,
+      outputTokens: r.outputTokens,
+      turn: r.turn,
       ...(r.type !== undefined ? { type: r.type } : {}),
-      path, decodeWorker: decode, prefillWorker: prefill, cluster, features: { ...features }, oslClass: -1, prefixReuse: 0,
-      prefixHitTokens: 0, decodeHitTokens: 0, ttftMs: NaN, tpotMs: NaN, e2eMs: NaN, finishMs: NaN, kvBytes: 0,
+      path,
+      decodeWorker: decode,
+      prefillWorker: prefill,
+      cluster,
+      features: { ...features },
+      oslClass: -1,
+      prefixReuse: 0,
+      prefixHitTokens: 0,
+      decodeHitTokens: 0,
+      ttftMs: NaN,
+      tpotMs: NaN,
+      e2eMs: NaN,
+      finishMs: NaN,
+      kvBytes: 0,
       failed: true, // until it finishes
     };
     this.recordById.set(r.id, rec);
@@ -349,7 +392,12 @@ export class Simulation implements InstanceHost {
   }
 
   private failedRecord(r: SimRequest): RequestRecord {
-    return this.newRecord(r, "local", "", null, -1, { isl: r.promptTokens, effP: r.promptTokens, effD: r.promptTokens, oslHat: 0 });
+    return this.newRecord(r, "local", "", null, -1, {
+      isl: r.promptTokens,
+      effP: r.promptTokens,
+      effD: r.promptTokens,
+      oslHat: 0,
+    });
   }
 }
 

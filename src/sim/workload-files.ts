@@ -4,8 +4,16 @@
 import { readFileSync, statSync } from "node:fs";
 import type { Workload } from "./types.js";
 import {
-  GENERATORS, WorkloadError, generate, isGenerator, parseAzure, parseLengths, parseMooncake, parseWorkload,
-  type WorkloadFormat, type WorkloadOptions,
+  GENERATORS,
+  WorkloadError,
+  generate,
+  isGenerator,
+  parseAzure,
+  parseLengths,
+  parseMooncake,
+  parseWorkload,
+  type WorkloadFormat,
+  type WorkloadOptions,
 } from "./workload.js";
 
 // Error messages, in one place (the parsers' own are in workload.ts).
@@ -42,7 +50,11 @@ export function readLengths(path: string, opts: WorkloadOptions = {}): Workload 
  * A workload by generator name (hybrid, arxiv, leval, humaneval, multiturn) or file path. With format "auto", a
  * generator name wins over a file of the same name, and a file's format is told from its first line.
  */
-export function loadWorkload(nameOrFile: string, format: WorkloadFormat = "auto", opts: WorkloadOptions = {}): Workload {
+export function loadWorkload(
+  nameOrFile: string,
+  format: WorkloadFormat = "auto",
+  opts: WorkloadOptions = {},
+): Workload {
   if (format === "auto" && isGenerator(nameOrFile)) return generate(nameOrFile, opts);
   let isFile = false;
   try {

@@ -27,7 +27,8 @@ export interface WorkloadOptions {
   rate?: number;
 }
 
-export type Load = { kind: "trace" } | { kind: "scale"; factor: number } | { kind: "rate"; rps: number } | { kind: "saturated" };
+export type Load =
+  { kind: "trace" } | { kind: "scale"; factor: number } | { kind: "rate"; rps: number } | { kind: "saturated" };
 
 /** A malformed workload file or a bad workload argument. Row errors read "<file>:<line>: <field>: <what is wrong>". */
 export class WorkloadError extends Error {
@@ -51,7 +52,8 @@ const msg = {
     `an Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or a lengths CSV (num_prefill_tokens,num_decode_tokens,…); ` +
     `pass the format explicitly`,
   empty: (file: string) => `${file}: no requests`,
-  badOption: (name: string, want: string, got: unknown) => `workload option ${name}: must be ${want}, got ${String(got)}`,
+  badOption: (name: string, want: string, got: unknown) =>
+    `workload option ${name}: must be ${want}, got ${String(got)}`,
   badLoad: (s: string) => `expected ${LOAD_FORMS}, got "${s}"`,
   noRate: (name: string) => `workload "${name}": cannot rescale to a rate: it has no arrival spread (rate 0)`,
 };
@@ -65,7 +67,8 @@ const MOONCAKE_BLOCK_TOKENS = 512;
 const SUB_BLOCKS = MOONCAKE_BLOCK_TOKENS / SIM_BLOCK_TOKENS;
 const TWO_POW_32 = 0x100000000;
 /** Marks the content of a block that straddles segments (folded from its pieces) before the first piece. */
-const STRADDLE_LO = 0x5354_5244, STRADDLE_HI = 0x4c45_0000;
+const STRADDLE_LO = 0x5354_5244,
+  STRADDLE_HI = 0x4c45_0000;
 
 /** A run of prompt tokens with one content identity: token t of the run is "token t of content `id`" (id < 2^32). */
 interface Segment {
@@ -81,10 +84,13 @@ interface Segment {
 function segmentBlocks(segments: readonly Segment[], promptTokens: number): Uint32Array {
   const n = Math.floor(promptTokens / SIM_BLOCK_TOKENS);
   const blocks = new Uint32Array(2 * n);
-  let hLo = 0, hHi = 0;
-  let seg = 0, segStart = 0; // the segment holding the block's first token, and the prompt position it starts at
+  let hLo = 0,
+    hHi = 0;
+  let seg = 0,
+    segStart = 0; // the segment holding the block's first token, and the prompt position it starts at
   for (let b = 0; b < n; b++) {
-    const start = b * SIM_BLOCK_TOKENS, end = start + SIM_BLOCK_TOKENS;
+    const start = b * SIM_BLOCK_TOKENS,
+      end = start + SIM_BLOCK_TOKENS;
     while (segStart + segments[seg]!.tokens <= start) segStart += segments[seg++]!.tokens; // bounded by the sum check
     const s = segments[seg]!;
     let cLo: number, cHi: number;
@@ -133,11 +139,16 @@ interface Computed {
  * hash is copied from `computed` instead (hashing is ~100 ns a block; ~40% of the trace's blocks repeat).
  */
 function mooncakeBlocks(
-  ids: readonly number[], promptTokens: number, inherit: ReadonlyMap<number, Inherited>, computed: Map<number, Computed>,
+  ids: readonly number[],
+  promptTokens: number,
+  inherit: ReadonlyMap<number, Inherited>,
+  computed: Map<number, Computed>,
 ): Uint32Array {
   const n = Math.floor(promptTokens / SIM_BLOCK_TOKENS);
   const blocks = new Uint32Array(2 * n);
-  let hLo = 0, hHi = 0, b = 0;
+  let hLo = 0,
+    hHi = 0,
+    b = 0;
   for (let p = 0; p < ids.length && b < n; p++) {
     const id = ids[p]!;
     const count = Math.min(SUB_BLOCKS, n - b);
@@ -171,13 +182,15 @@ function checkOptions(opts: WorkloadOptions): { seed: number; requests: number |
   if (requests !== undefined && !(Number.isSafeInteger(requests) && requests >= 1)) {
     throw new WorkloadError(msg.badOption("requests", "an integer ≥ 1", requests));
   }
-  if (rate !== undefined && !(Number.isFinite(rate) && rate > 0)) throw new WorkloadError(msg.badOption("rate", "a number > 0", rate));
+  if (rate !== undefined && !(Number.isFinite(rate) && rate > 0))
+    throw new WorkloadError(msg.badOption("rate", "a number > 0", rate));
   return { seed, requests, rate };
 }
 
 /** Mean arrival rate in requests/s: (n − 1) / span; 0 when there is no span. */
 function meanRate(requests: readonly SimRequest[]): number {
-  const first = requests[0], last = requests[requests.length - 1];
+  const first = requests[0],
+    last = requests[requests.length - 1];
   if (first === undefined || last === undefined || last.arrivalMs <= first.arrivalMs) return 0;
   return ((requests.length - 1) * 1000) / (last.arrivalMs - first.arrivalMs);
 }
@@ -232,7 +245,8 @@ function lines(text: string): { line: number; text: string }[] {
 /** A token count or timestamp: a finite integer ≥ min. */
 function checkInteger(v: unknown, file: string, line: number, field: string, min: number): number {
   if (v === undefined || v === null || v === "") throw rowError(file, line, field, "missing");
-  if (typeof v !== "number" || !Number.isFinite(v)) throw rowError(file, line, field, `not a number: ${JSON.stringify(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v))
+    throw rowError(file, line, field, `not a number: ${JSON.stringify(v)}`);
   if (!Number.isInteger(v)) throw rowError(file, line, field, `not an integer: ${v}`);
   if (v < min) throw rowError(file, line, field, `must be ≥ ${min}, got ${v}`);
   if (v > Number.MAX_SAFE_INTEGER) throw rowError(file, line, field, `too large: ${v}`);
@@ -264,11 +278,18 @@ function parseCsv(text: string, file: string, required: readonly string[]): CsvR
   const names = head.text.split(",").map((s) => s.trim());
   const col = new Map(names.map((n, i) => [n, i] as const));
   for (const r of required) {
-    if (!col.has(r)) throw rowError(file, head.line, "header", `missing column "${r}" (expected ${required.join(",")}), got "${head.text}"`);
+    if (!col.has(r))
+      throw rowError(
+        file,
+        head.line,
+        "header",
+        `missing column "${r}" (expected ${required.join(",")}), got "${head.text}"`,
+      );
   }
   const rows = all.slice(1).map(({ line, text: t }) => {
     const fields = t.split(",");
-    if (fields.length !== names.length) throw rowError(file, line, "row", `expected ${names.length} fields, got ${fields.length}`);
+    if (fields.length !== names.length)
+      throw rowError(file, line, "row", `expected ${names.length} fields, got ${fields.length}`);
     return { line, fields };
   });
   if (rows.length === 0) throw new WorkloadError(msg.empty(file));
@@ -293,7 +314,8 @@ function mooncakeRow(text: string, file: string, line: number): MooncakeRow {
   } catch (err) {
     throw rowError(file, line, "json", (err as Error).message);
   }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw rowError(file, line, "json", "expected an object per line");
+  if (typeof v !== "object" || v === null || Array.isArray(v))
+    throw rowError(file, line, "json", "expected an object per line");
   const o = v as Record<string, unknown>;
   const timestamp = checkInteger(o["timestamp"], file, line, "timestamp", 0);
   const input = checkInteger(o["input_length"], file, line, "input_length", 1);
@@ -303,7 +325,12 @@ function mooncakeRow(text: string, file: string, line: number): MooncakeRow {
   if (!Array.isArray(ids)) throw rowError(file, line, "hash_ids", `not an array: ${JSON.stringify(ids)}`);
   const want = Math.ceil(input / MOONCAKE_BLOCK_TOKENS);
   if (ids.length !== want) {
-    throw rowError(file, line, "hash_ids", `has ${ids.length} ids but input_length ${input} needs ceil(${input}/512) = ${want}`);
+    throw rowError(
+      file,
+      line,
+      "hash_ids",
+      `has ${ids.length} ids but input_length ${input} needs ceil(${input}/512) = ${want}`,
+    );
   }
   for (let i = 0; i < ids.length; i++) {
     const id: unknown = ids[i];
@@ -335,7 +362,7 @@ function spreadArrivals(rows: readonly MooncakeRow[], rng: Rng): Float64Array {
   let quantised = false;
   for (let i = 1; i < rows.length && !quantised; i++) quantised = rows[i]!.timestamp === rows[i - 1]!.timestamp;
   const width = quantised ? bucketWidthMs(rows) : 0;
-  for (let i = 0; i < rows.length; ) {
+  for (let i = 0; i < rows.length;) {
     const t = rows[i]!.timestamp;
     let j = i;
     while (j < rows.length && rows[j]!.timestamp === t) j++;
@@ -356,7 +383,9 @@ function spreadArrivals(rows: readonly MooncakeRow[], rng: Rng): Float64Array {
  */
 function mooncakeSessions(rows: readonly MooncakeRow[]) {
   const n = rows.length;
-  const session = new Int32Array(n), turn = new Int32Array(n), context = new Float64Array(n);
+  const session = new Int32Array(n),
+    turn = new Int32Array(n),
+    context = new Float64Array(n);
   const inherit = new Map<number, Inherited>();
   /** Id at index len − 2 of a request's chain → the latest such request (the key fixes the first len − 1 ids). */
   const tip = new Map<number, number>();
@@ -369,7 +398,8 @@ function mooncakeSessions(rows: readonly MooncakeRow[]) {
       const cand = tip.get(ids[q]!);
       if (cand === undefined) continue;
       const p = rows[cand]!;
-      const next = ids[q + 1]!, pLast = p.ids[p.ids.length - 1]!;
+      const next = ids[q + 1]!,
+        pLast = p.ids[p.ids.length - 1]!;
       if ((next === pLast || !seen.has(next)) && input > p.input) prev = cand;
       if (prev >= 0 && next !== pLast) {
         const count = Math.floor(p.input / SIM_BLOCK_TOKENS) - SUB_BLOCKS * (p.ids.length - 1);
@@ -425,7 +455,14 @@ const DATETIME = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(\.\d+)?Z?$
 function parseDatetimeMs(s: string): number {
   const m = DATETIME.exec(s);
   if (m === null) return NaN;
-  const [y, mo, d, h, mi, sec] = [m[1], m[2], m[3], m[4], m[5], m[6]].map(Number) as [number, number, number, number, number, number];
+  const [y, mo, d, h, mi, sec] = [m[1], m[2], m[3], m[4], m[5], m[6]].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const ms = Date.UTC(y, mo - 1, d, h, mi, sec);
   const check = new Date(ms);
   if (check.getUTCMonth() !== mo - 1 || check.getUTCDate() !== d || h > 23 || mi > 59 || sec > 59) return NaN;
@@ -441,9 +478,16 @@ export function parseAzure(text: string, file: string, opts: WorkloadOptions = {
     const raw = (fields[cT] ?? "").trim();
     if (raw === "") throw rowError(file, line, "TIMESTAMP", "missing");
     const t = parseDatetimeMs(raw);
-    if (Number.isNaN(t)) throw rowError(file, line, "TIMESTAMP", `not a datetime like 2023-11-16 18:15:46.6805900: "${raw}"`);
+    if (Number.isNaN(t))
+      throw rowError(file, line, "TIMESTAMP", `not a datetime like 2023-11-16 18:15:46.6805900: "${raw}"`);
     const input = checkInteger(csvNumber(fields[cIn], file, line, "ContextTokens"), file, line, "ContextTokens", 1);
-    const output = checkInteger(csvNumber(fields[cOut], file, line, "GeneratedTokens"), file, line, "GeneratedTokens", 1);
+    const output = checkInteger(
+      csvNumber(fields[cOut], file, line, "GeneratedTokens"),
+      file,
+      line,
+      "GeneratedTokens",
+      1,
+    );
     return { t, input, output };
   });
   parsed.sort((a, b) => a.t - b.t);
@@ -483,25 +527,57 @@ export function parseLengths(text: string, file: string, opts: WorkloadOptions =
   const { seed, requests: cap, rate = LENGTHS_DEFAULT_RATE } = checkOptions(opts);
   const { col, rows: all } = parseCsv(text, file, LENGTHS_COLUMNS);
   const rows = cap === undefined ? all : all.slice(0, cap);
-  const cIn = col.get("num_prefill_tokens")!, cOut = col.get("num_decode_tokens")!;
-  const cTotal = col.get("num_total_tokens"), cRatio = col.get("pd_ratio");
+  const cIn = col.get("num_prefill_tokens")!,
+    cOut = col.get("num_decode_tokens")!;
+  const cTotal = col.get("num_total_tokens"),
+    cRatio = col.get("pd_ratio");
   const arrivals = poissonArrivals(rows.length, rate, new Rng(seed, 1));
-  const name = workloadName(file), type = lengthsType(name);
+  const name = workloadName(file),
+    type = lengthsType(name);
   const requests = rows.map(({ line, fields }, i): SimRequest => {
-    const input = checkInteger(csvNumber(fields[cIn], file, line, "num_prefill_tokens"), file, line, "num_prefill_tokens", 1);
-    const output = checkInteger(csvNumber(fields[cOut], file, line, "num_decode_tokens"), file, line, "num_decode_tokens", 1);
+    const input = checkInteger(
+      csvNumber(fields[cIn], file, line, "num_prefill_tokens"),
+      file,
+      line,
+      "num_prefill_tokens",
+      1,
+    );
+    const output = checkInteger(
+      csvNumber(fields[cOut], file, line, "num_decode_tokens"),
+      file,
+      line,
+      "num_decode_tokens",
+      1,
+    );
     if (cTotal !== undefined) {
-      const total = checkInteger(csvNumber(fields[cTotal], file, line, "num_total_tokens"), file, line, "num_total_tokens", 0);
+      const total = checkInteger(
+        csvNumber(fields[cTotal], file, line, "num_total_tokens"),
+        file,
+        line,
+        "num_total_tokens",
+        0,
+      );
       if (total !== input + output) {
-        throw rowError(file, line, "num_total_tokens", `${total} ≠ num_prefill_tokens + num_decode_tokens = ${input + output}`);
+        throw rowError(
+          file,
+          line,
+          "num_total_tokens",
+          `${total} ≠ num_prefill_tokens + num_decode_tokens = ${input + output}`,
+        );
       }
     }
     if (cRatio !== undefined && !Number.isFinite(csvNumber(fields[cRatio], file, line, "pd_ratio"))) {
       throw rowError(file, line, "pd_ratio", `not a finite number: "${fields[cRatio]!.trim()}"`);
     }
     return {
-      id: i, arrivalMs: arrivals[i]!, promptTokens: input, outputTokens: output,
-      blocks: segmentBlocks([{ id: i, tokens: input }], input), turn: 1, contextTokens: 0, type,
+      id: i,
+      arrivalMs: arrivals[i]!,
+      promptTokens: input,
+      outputTokens: output,
+      blocks: segmentBlocks([{ id: i, tokens: input }], input),
+      turn: 1,
+      contextTokens: 0,
+      type,
     };
   });
   return finish(name, requests);
@@ -608,7 +684,9 @@ class Content {
 
   document(): Segment {
     const p = GENERATOR_PARAMS.leval;
-    this.documents ??= Array.from({ length: p.documents }, () => this.fresh(this.rng.intBetween(p.documentTokens.min, p.documentTokens.max)));
+    this.documents ??= Array.from({ length: p.documents }, () =>
+      this.fresh(this.rng.intBetween(p.documentTokens.min, p.documentTokens.max)),
+    );
     return this.documents[this.rng.int(this.documents.length)]!;
   }
 
@@ -630,22 +708,34 @@ function draft(type: SingleType, rng: Rng, content: Content): Draft {
       const p = GENERATOR_PARAMS.leval;
       const doc = content.document();
       const question = content.fresh(rng.intBetween(p.questionTokens.min, p.questionTokens.max));
-      return { promptTokens: doc.tokens + question.tokens, outputTokens: draw(rng, p.output), segments: [doc, question], type };
+      return {
+        promptTokens: doc.tokens + question.tokens,
+        outputTokens: draw(rng, p.output),
+        segments: [doc, question],
+        type,
+      };
     }
     case "humaneval": {
       const p = GENERATOR_PARAMS.humaneval;
       const instruction = content.humanevalInstruction();
       const problem = content.fresh(draw(rng, p.problem));
       return {
-        promptTokens: instruction.tokens + problem.tokens, outputTokens: draw(rng, p.output),
-        segments: [instruction, problem], type,
+        promptTokens: instruction.tokens + problem.tokens,
+        outputTokens: draw(rng, p.output),
+        segments: [instruction, problem],
+        type,
       };
     }
   }
 }
 
 /** Single-type and hybrid workloads: independent requests, Poisson arrivals. */
-function generateIndependent(name: Exclude<GeneratorName, "multiturn">, n: number, rate: number, seed: number): Workload {
+function generateIndependent(
+  name: Exclude<GeneratorName, "multiturn">,
+  n: number,
+  rate: number,
+  seed: number,
+): Workload {
   const lengthsRng = new Rng(seed, 2);
   const content = new Content(new Rng(seed, 3));
   let types: SingleType[];
@@ -659,8 +749,14 @@ function generateIndependent(name: Exclude<GeneratorName, "multiturn">, n: numbe
   const requests = types.map((type, i): SimRequest => {
     const d = draft(type, lengthsRng, content);
     return {
-      id: i, arrivalMs: arrivals[i]!, promptTokens: d.promptTokens, outputTokens: d.outputTokens,
-      blocks: segmentBlocks(d.segments, d.promptTokens), turn: 1, contextTokens: 0, type: d.type,
+      id: i,
+      arrivalMs: arrivals[i]!,
+      promptTokens: d.promptTokens,
+      outputTokens: d.outputTokens,
+      blocks: segmentBlocks(d.segments, d.promptTokens),
+      turn: 1,
+      contextTokens: 0,
+      type: d.type,
     };
   });
   return finish(name, requests);
@@ -668,7 +764,8 @@ function generateIndependent(name: Exclude<GeneratorName, "multiturn">, n: numbe
 
 function generateMultiturn(n: number, rate: number, seed: number): Workload {
   const p = GENERATOR_PARAMS.multiturn;
-  const arrivalRng = new Rng(seed, 1), rng = new Rng(seed, 2);
+  const arrivalRng = new Rng(seed, 1),
+    rng = new Rng(seed, 2);
   const content = new Content(rng);
   const requests: SimRequest[] = [];
   let start = 0;
@@ -676,7 +773,8 @@ function generateMultiturn(n: number, rate: number, seed: number): Workload {
     if (session > 0) start += arrivalRng.exponential((1000 * p.turnsMean) / rate);
     const turns = Math.min(p.maxTurns, rng.geometric(p.turnsMean));
     const segments: Segment[] = [];
-    let context = 0, arrivalMs = start;
+    let context = 0,
+      arrivalMs = start;
     for (let turn = 1; turn <= turns && requests.length < n; turn++) {
       const user = content.fresh(draw(rng, p.user));
       const prompt = context + user.tokens;
@@ -684,8 +782,15 @@ function generateMultiturn(n: number, rate: number, seed: number): Workload {
       const output = draw(rng, p.assistant);
       segments.push(user);
       requests.push({
-        id: 0, arrivalMs, promptTokens: prompt, outputTokens: output, blocks: segmentBlocks(segments, prompt),
-        session, turn, contextTokens: context, type: "multiturn",
+        id: 0,
+        arrivalMs,
+        promptTokens: prompt,
+        outputTokens: output,
+        blocks: segmentBlocks(segments, prompt),
+        session,
+        turn,
+        contextTokens: context,
+        type: "multiturn",
       });
       segments.push(content.fresh(output)); // the reply becomes part of the next turn's prompt
       context = prompt + output;
@@ -699,7 +804,9 @@ function generateMultiturn(n: number, rate: number, seed: number): Workload {
 export function generate(name: GeneratorName, opts: WorkloadOptions = {}): Workload {
   if (!(GENERATORS as readonly string[]).includes(name)) throw new WorkloadError(msg.unknownGenerator(String(name)));
   const { seed, requests = DEFAULT_REQUESTS, rate = GENERATOR_PARAMS[name].rate } = checkOptions(opts);
-  return name === "multiturn" ? generateMultiturn(requests, rate, seed) : generateIndependent(name, requests, rate, seed);
+  return name === "multiturn"
+    ? generateMultiturn(requests, rate, seed)
+    : generateIndependent(name, requests, rate, seed);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -723,12 +830,20 @@ function detectFormat(file: string, text: string): Exclude<WorkloadFormat, "auto
  * Parses a workload file's text in the given format; with "auto", the format is told from its first line. `file`
  * names the source in errors and gives the workload its name.
  */
-export function parseWorkload(text: string, file: string, format: WorkloadFormat = "auto", opts: WorkloadOptions = {}): Workload {
+export function parseWorkload(
+  text: string,
+  file: string,
+  format: WorkloadFormat = "auto",
+  opts: WorkloadOptions = {},
+): Workload {
   const f = format === "auto" ? detectFormat(file, text) : format;
   switch (f) {
-    case "mooncake": return parseMooncake(text, file, opts);
-    case "azure": return parseAzure(text, file, opts);
-    case "lengths": return parseLengths(text, file, opts);
+    case "mooncake":
+      return parseMooncake(text, file, opts);
+    case "azure":
+      return parseAzure(text, file, opts);
+    case "lengths":
+      return parseLengths(text, file, opts);
   }
 }
 
@@ -759,10 +874,12 @@ export function withLoad(w: Workload, load: Exclude<Load, { kind: "saturated" }>
       break;
     case "scale":
       factor = load.factor;
-      if (!(Number.isFinite(factor) && factor > 0)) throw new WorkloadError(msg.badOption("scale factor", "a number > 0", factor));
+      if (!(Number.isFinite(factor) && factor > 0))
+        throw new WorkloadError(msg.badOption("scale factor", "a number > 0", factor));
       break;
     case "rate":
-      if (!(Number.isFinite(load.rps) && load.rps > 0)) throw new WorkloadError(msg.badOption("rate", "a number > 0", load.rps));
+      if (!(Number.isFinite(load.rps) && load.rps > 0))
+        throw new WorkloadError(msg.badOption("rate", "a number > 0", load.rps));
       if (!(w.rate > 0)) throw new WorkloadError(msg.noRate(w.name));
       factor = load.rps / w.rate;
       break;

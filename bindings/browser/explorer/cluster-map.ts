@@ -10,7 +10,9 @@ export function project2d(points: readonly (readonly number[])[]): [number, numb
   if (n === 0 || d === 0) return points.map(() => [0, 0]);
   const mean = Array.from({ length: d }, (_, j) => points.reduce((s, p) => s + p[j]!, 0) / n);
   const centred = points.map((p) => p.map((x, j) => x - mean[j]!));
-  const cov = Array.from({ length: d }, (_, a) => Array.from({ length: d }, (_, b) => centred.reduce((s, p) => s + p[a]! * p[b]!, 0) / n));
+  const cov = Array.from({ length: d }, (_, a) =>
+    Array.from({ length: d }, (_, b) => centred.reduce((s, p) => s + p[a]! * p[b]!, 0) / n),
+  );
   const components: number[][] = [];
   for (let c = 0; c < Math.min(2, d); c++) {
     let v: number[] = Array.from({ length: d }, (_, j) => (j === c ? 1 : 0.5)); // a start not orthogonal to the leading axis

@@ -34,7 +34,16 @@ export interface ExplorerSetup {
 }
 
 /** The baselines the CLI's `dolphin eval` runs when no table is given (src/cli/eval.ts). */
-export const BASELINES: readonly PolicyName[] = ["dynamo-isl", "dynamo-load", "dynamo-legacy", "llm-d", "trtllm", "ppd", "always-local", "always-remote"];
+export const BASELINES: readonly PolicyName[] = [
+  "dynamo-isl",
+  "dynamo-load",
+  "dynamo-legacy",
+  "llm-d",
+  "trtllm",
+  "ppd",
+  "always-local",
+  "always-remote",
+];
 
 export type Progress = (line: string) => void;
 
@@ -52,10 +61,16 @@ function parts(o: ExplorerSetup): { train: Workload; eval: Workload } {
   if ("generator" in src) {
     if (!isGenerator(src.generator)) throw new Error(`workload: unknown generator ${JSON.stringify(src.generator)}`);
     const n = o.requests ?? 2000;
-    return { train: generate(src.generator, { seed, requests: n }), eval: generate(src.generator, { seed: seed + 1, requests: n }) };
+    return {
+      train: generate(src.generator, { seed, requests: n }),
+      eval: generate(src.generator, { seed: seed + 1, requests: n }),
+    };
   }
   // A trace is split in time, first half to train, second to evaluate: job.ts's workloadParts, step for step.
-  const all = parseWorkload(src.text, src.file, src.format ?? "auto", { seed, ...(o.requests !== undefined ? { requests: o.requests } : {}) });
+  const all = parseWorkload(src.text, src.file, src.format ?? "auto", {
+    seed,
+    ...(o.requests !== undefined ? { requests: o.requests } : {}),
+  });
   const half = Math.floor(all.requests.length / 2);
   const part = (from: number, to: number, name: string): Workload => {
     const reqs = all.requests.slice(from, to);
@@ -64,18 +79,26 @@ function parts(o: ExplorerSetup): { train: Workload; eval: Workload } {
     const span = (requests.at(-1)?.arrivalMs ?? 0) / 1000;
     return { name, requests, rate: span > 0 ? (requests.length - 1) / span : all.rate };
   };
-  return { train: part(0, half, `${all.name} (first half)`), eval: part(half, all.requests.length, `${all.name} (second half)`) };
+  return {
+    train: part(0, half, `${all.name} (first half)`),
+    eval: part(half, all.requests.length, `${all.name} (second half)`),
+  };
 }
 
 function prepare(o: ExplorerSetup, module: WebAssembly.Module | undefined, progress: Progress): Prepared {
   const preset = resolvePreset(o.cluster ?? DEFAULT_PRESET);
   const base: Omit<SimConfig, "table"> = {
-    preset, link: LINKS["ib-ndr"], split: parseSplit(o.split), slo: parseSlo(o.slo ?? "default"), ...(module ? { module } : {}),
+    preset,
+    link: LINKS["ib-ndr"],
+    split: parseSplit(o.split),
+    slo: parseSlo(o.slo ?? "default"),
+    ...(module ? { module } : {}),
   };
   const p = parts(o);
   const loadSpec = o.load ?? "saturated";
   const load = parseLoad(loadSpec);
-  if (load.kind === "saturated") progress(`finding the saturated load of ${p.train.name} on ${preset.name} ${o.split}…`);
+  if (load.kind === "saturated")
+    progress(`finding the saturated load of ${p.train.name} on ${preset.name} ${o.split}…`);
   return { base, ...p, scale: scaleForLoad(load, p.train, base), loadSpec };
 }
 
@@ -106,7 +129,11 @@ function thin<T>(xs: T[]): T[] {
  * Every policy on the evaluation arrivals: `dolphin eval --json` (evalJob then evaluatePolicies), keeping each run's
  * records for the charts. `table` adds the dolphin policy.
  */
-export function evaluate(o: ExplorerSetup & { policies?: readonly PolicyName[]; table?: Table }, module: WebAssembly.Module | undefined, progress: Progress = () => {}): EvalResult {
+export function evaluate(
+  o: ExplorerSetup & { policies?: readonly PolicyName[]; table?: Table },
+  module: WebAssembly.Module | undefined,
+  progress: Progress = () => {},
+): EvalResult {
   const s = prepare(o, module, progress);
   const names = o.policies ?? (o.table ? POLICY_NAMES : BASELINES);
   const tables: Partial<Record<PolicyName, Table>> = {};
@@ -132,23 +159,38 @@ export function evaluate(o: ExplorerSetup & { policies?: readonly PolicyName[]; 
     const m = r.summary;
     // the fields evaluatePolicies (src/learn/policies.ts) writes, in its order
     policies[name] = {
-      slo_attainment: m.slo_attainment, slo_attainment_per_metric: m.slo_attainment_per_metric,
-      ttft_ms: m.ttft_ms, tpot_ms: m.tpot_ms, e2e_ms: m.e2e_ms,
-      throughput_tokens_per_s: m.throughput_tokens_per_s, local_fraction: m.local_fraction, failed: m.failed,
-      kv_bytes_transferred: m.kv_bytes_transferred, prefix_hit_rate: m.prefix_hit_rate,
+      slo_attainment: m.slo_attainment,
+      slo_attainment_per_metric: m.slo_attainment_per_metric,
+      ttft_ms: m.ttft_ms,
+      tpot_ms: m.tpot_ms,
+      e2e_ms: m.e2e_ms,
+      throughput_tokens_per_s: m.throughput_tokens_per_s,
+      local_fraction: m.local_fraction,
+      failed: m.failed,
+      kv_bytes_transferred: m.kv_bytes_transferred,
+      prefix_hit_rate: m.prefix_hit_rate,
     };
     const ok = r.records.filter((x) => !x.failed);
     const sample = thin(ok);
     points[name] = {
       ttftSorted: thin(ok.map((x) => x.ttftMs).sort((a, b) => a - b)),
       tpotSorted: thin(ok.map((x) => x.tpotMs).sort((a, b) => a - b)),
-      scatter: { promptTokens: sample.map((x) => x.promptTokens), ttftMs: sample.map((x) => x.ttftMs), remote: sample.map((x) => (x.path === "remote" ? 1 : 0)) },
+      scatter: {
+        promptTokens: sample.map((x) => x.promptTokens),
+        ttftMs: sample.map((x) => x.ttftMs),
+        remote: sample.map((x) => (x.path === "remote" ? 1 : 0)),
+      },
     };
   }
   const output: EvalOutput<EvalLoad> = {
-    workload: w.name, cluster: s.base.preset.name, split: o.split,
-    slo: { ttft_ms: s.base.slo.ttftMs, tpot_ms: s.base.slo.tpotMs }, load: { spec: s.loadSpec, scale: s.scale, rps: w.rate },
-    requests: w.requests.length, simulated: true, policies,
+    workload: w.name,
+    cluster: s.base.preset.name,
+    split: o.split,
+    slo: { ttft_ms: s.base.slo.ttftMs, tpot_ms: s.base.slo.tpotMs },
+    load: { spec: s.loadSpec, scale: s.scale, rps: w.rate },
+    requests: w.requests.length,
+    simulated: true,
+    policies,
   };
   return { output, points, simulateMs };
 }
@@ -160,16 +202,25 @@ export interface TrainProgress {
 
 /** `dolphin train` (trainJob): a K-means table learned on the training part, with every search step reported. */
 export async function trainTable(
-  o: ExplorerSetup & { k?: number }, module: WebAssembly.Module | undefined, progress: Progress = () => {},
+  o: ExplorerSetup & { k?: number },
+  module: WebAssembly.Module | undefined,
+  progress: Progress = () => {},
   onStep: (p: TrainProgress) => void = () => {},
 ): Promise<{ table: Table; bytes: Uint8Array; rounds: number; bestReward: number }> {
   const s = prepare(o, module, progress);
   const w = atScale(s.train, s.scale);
   progress(`learning a kmeans table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`);
   const result = await train(new SimEnvironment(w, s.base), {
-    k: o.k ?? 8, algo: "kmeans", seed: o.seed ?? 1,
+    k: o.k ?? 8,
+    algo: "kmeans",
+    seed: o.seed ?? 1,
     provenance: { workload: `${s.train.name} at ${w.rate.toFixed(3)} req/s (${s.loadSpec})`, split: o.split },
     onProgress: (step, total) => onStep({ step, best: total.best }),
   });
-  return { table: result.table, bytes: encodeTable(result.table), rounds: result.rounds, bestReward: result.bestReward };
+  return {
+    table: result.table,
+    bytes: encodeTable(result.table),
+    rounds: result.rounds,
+    bestReward: result.bestReward,
+  };
 }

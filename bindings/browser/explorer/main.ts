@@ -54,8 +54,12 @@ function setupFromForm(): ExplorerSetup {
   const workload = value("workload");
   return {
     workload: workload === "file" && droppedWorkload ? droppedWorkload : { generator: workload },
-    cluster: value("cluster"), split: value("split"), slo: value("slo"), load: value("load") || "saturated",
-    seed: Number(value("seed")) || 0, requests: Number(value("requests")) || 400,
+    cluster: value("cluster"),
+    split: value("split"),
+    slo: value("slo"),
+    load: value("load") || "saturated",
+    seed: Number(value("seed")) || 0,
+    requests: Number(value("requests")) || 400,
   };
 }
 
@@ -70,7 +74,11 @@ function start(m: Job, line: string, transfer: Transferable[] = []): void {
 
 runButton.addEventListener("click", () => {
   const table = openedTable ? openedTable.slice() : undefined;
-  start({ type: "eval", setup: setupFromForm(), ...(table ? { table } : {}) }, "Running the simulation…", table ? [table.buffer] : []);
+  start(
+    { type: "eval", setup: setupFromForm(), ...(table ? { table } : {}) },
+    "Running the simulation…",
+    table ? [table.buffer] : [],
+  );
 });
 
 trainButton.addEventListener("click", () => {
@@ -97,7 +105,8 @@ function onMessage(m: FromWorker): void {
     case "train-step": {
       const s = m.progress.step;
       trainPlot?.add(s.round, s.reward, m.progress.best);
-      $("train-status").textContent = `round ${s.round} (${s.phase}): bits ${s.bits.join("")}, reward ${(100 * s.reward).toFixed(1)}%, best ${(100 * m.progress.best).toFixed(1)}%`;
+      $("train-status").textContent =
+        `round ${s.round} (${s.phase}): bits ${s.bits.join("")}, reward ${(100 * s.reward).toFixed(1)}%, best ${(100 * m.progress.best).toFixed(1)}%`;
       return;
     }
     case "eval-done":
@@ -106,11 +115,14 @@ function onMessage(m: FromWorker): void {
       return;
     case "train-done": {
       const link = $<HTMLAnchorElement>("download");
-      link.href = URL.createObjectURL(new Blob([m.bytes as Uint8Array<ArrayBuffer>], { type: "application/octet-stream" }));
+      link.href = URL.createObjectURL(
+        new Blob([m.bytes as Uint8Array<ArrayBuffer>], { type: "application/octet-stream" }),
+      );
       link.hidden = false;
       openedTable = m.bytes;
       showTable(m.view);
-      $("train-status").textContent = `Done: ${m.rounds} rounds, best reward ${(100 * m.bestReward).toFixed(1)}% (simulated). Run compares it with the baselines.`;
+      $("train-status").textContent =
+        `Done: ${m.rounds} rounds, best reward ${(100 * m.bestReward).toFixed(1)}% (simulated). Run compares it with the baselines.`;
       finish("Training finished.");
       return;
     }
@@ -145,13 +157,26 @@ const ms = (x: number) => x.toFixed(x < 100 ? 1 : 0);
 
 function showComparison(r: EvalResult): void {
   const o = r.output;
-  $("cmp-meta").textContent = `Simulated: ${o.workload} on ${o.cluster} ${o.split}, ${o.requests} requests at ${o.load.rps.toFixed(2)} req/s (load ${o.load.spec}), SLO ${o.slo.ttft_ms}/${o.slo.tpot_ms} ms; ` +
+  $("cmp-meta").textContent =
+    `Simulated: ${o.workload} on ${o.cluster} ${o.split}, ${o.requests} requests at ${o.load.rps.toFixed(2)} req/s (load ${o.load.spec}), SLO ${o.slo.ttft_ms}/${o.slo.tpot_ms} ms; ` +
     `computed in this page, ${(Object.values(r.simulateMs).reduce((a, b) => a + b, 0) / 1000).toFixed(1)} s of simulation.`;
   const table = $<HTMLTableElement>("comparison");
   const caption = table.caption;
   table.replaceChildren(...(caption ? [caption] : []));
   const head = table.createTHead().insertRow();
-  for (const h of ["policy", "SLO attainment", "TTFT P50 (ms)", "TTFT P90", "TTFT P99", "TPOT P50 (ms)", "TPOT P90", "TPOT P99", "local share", "throughput (tok/s)", "KV moved (GB)"]) {
+  for (const h of [
+    "policy",
+    "SLO attainment",
+    "TTFT P50 (ms)",
+    "TTFT P90",
+    "TTFT P99",
+    "TPOT P50 (ms)",
+    "TPOT P90",
+    "TPOT P99",
+    "local share",
+    "throughput (tok/s)",
+    "KV moved (GB)",
+  ]) {
     const th = document.createElement("th");
     th.scope = "col";
     th.textContent = h;
@@ -167,8 +192,18 @@ function showComparison(r: EvalResult): void {
     th.scope = "row";
     th.textContent = name;
     tr.append(th);
-    for (const v of [pct(p.slo_attainment), ms(p.ttft_ms.p50), ms(p.ttft_ms.p90), ms(p.ttft_ms.p99), ms(p.tpot_ms.p50), ms(p.tpot_ms.p90), ms(p.tpot_ms.p99),
-      pct(p.local_fraction), p.throughput_tokens_per_s.toFixed(0), ((p.kv_bytes_transferred ?? 0) / 1e9).toFixed(2)]) {
+    for (const v of [
+      pct(p.slo_attainment),
+      ms(p.ttft_ms.p50),
+      ms(p.ttft_ms.p90),
+      ms(p.ttft_ms.p99),
+      ms(p.tpot_ms.p50),
+      ms(p.tpot_ms.p90),
+      ms(p.tpot_ms.p99),
+      pct(p.local_fraction),
+      p.throughput_tokens_per_s.toFixed(0),
+      ((p.kv_bytes_transferred ?? 0) / 1e9).toFixed(2),
+    ]) {
       tr.insertCell().textContent = v;
     }
   }

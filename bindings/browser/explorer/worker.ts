@@ -18,7 +18,8 @@ const post = (m: FromWorker, transfer: Transferable[] = []): void => scope.postM
 setCoreUrl(new URL(coreUrl, self.location.href));
 
 function tableView(t: Table): TableView {
-  const map = t.centroids && t.bits && t.centroids.length === t.bits.length ? { xy: project2d(t.centroids), bits: t.bits } : null;
+  const map =
+    t.centroids && t.bits && t.centroids.length === t.bits.length ? { xy: project2d(t.centroids), bits: t.bits } : null;
   return { kind: t.kind, description: describeTable(t), map };
 }
 
@@ -27,7 +28,13 @@ function tableView(t: Table): TableView {
  * the one the CLI prints), then read in TypeScript for the description.
  */
 async function openTable(bytes: Uint8Array): Promise<TableView> {
-  const router = Router.create(bytes, { module: await loadCoreModule(), workers: [{ id: "P0", role: "prefill" }, { id: "D0", role: "decode" }] });
+  const router = Router.create(bytes, {
+    module: await loadCoreModule(),
+    workers: [
+      { id: "P0", role: "prefill" },
+      { id: "D0", role: "decode" },
+    ],
+  });
   return tableView(router.table);
 }
 
@@ -36,14 +43,24 @@ async function handle(m: ToWorker): Promise<void> {
   const module = await loadCoreModule();
   switch (m.type) {
     case "eval": {
-      const table = m.table ? Router.create(m.table, { module, workers: [{ id: "D0", role: "decode" }] }).table : undefined;
-      post({ type: "eval-done", id: m.id, result: evaluate({ ...m.setup, ...(table ? { table } : {}) }, module, progress) });
+      const table = m.table
+        ? Router.create(m.table, { module, workers: [{ id: "D0", role: "decode" }] }).table
+        : undefined;
+      post({
+        type: "eval-done",
+        id: m.id,
+        result: evaluate({ ...m.setup, ...(table ? { table } : {}) }, module, progress),
+      });
       return;
     }
     case "train": {
-      const r = await trainTable({ ...m.setup, k: m.k }, module, progress, (p) => post({ type: "train-step", id: m.id, progress: p }));
+      const r = await trainTable({ ...m.setup, k: m.k }, module, progress, (p) =>
+        post({ type: "train-step", id: m.id, progress: p }),
+      );
       const view = tableView(decodeTable(r.bytes)); // the file as written (its checksum filled in), before the bytes move
-      post({ type: "train-done", id: m.id, bytes: r.bytes, rounds: r.rounds, bestReward: r.bestReward, view }, [r.bytes.buffer]);
+      post({ type: "train-done", id: m.id, bytes: r.bytes, rounds: r.rounds, bestReward: r.bestReward, view }, [
+        r.bytes.buffer,
+      ]);
       return;
     }
     case "open-table":
@@ -53,5 +70,7 @@ async function handle(m: ToWorker): Promise<void> {
 }
 
 scope.onmessage = (e) => {
-  handle(e.data).catch((err: unknown) => post({ type: "error", id: e.data.id, message: err instanceof Error ? err.message : String(err) }));
+  handle(e.data).catch((err: unknown) =>
+    post({ type: "error", id: e.data.id, message: err instanceof Error ? err.message : String(err) }),
+  );
 };

@@ -39,7 +39,11 @@ function withChecksum(table) {
 }
 
 const provenance = (workload, seed, notes) => ({
-  tool: "gen-tables.mjs", created: "2025-01-15T00:00:00Z", workload, seed, ...(notes ? { notes } : {}),
+  tool: "gen-tables.mjs",
+  created: "2025-01-15T00:00:00Z",
+  workload,
+  seed,
+  ...(notes ? { notes } : {}),
 });
 const features = ["isl", "eff_P", "eff_D", "osl_hat"];
 const osl_classes = { names: ["short", "medium", "long"], thresholds: [128, 1024], representative: [64, 512, 2048] };
@@ -47,70 +51,98 @@ const slo = { ttft_ms: 2000, tpot_ms: 50 };
 
 // Deterministic pseudo-random numbers (LCG) so the fixtures never change between runs.
 let state = 12345;
-const rand = () => ((state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32);
+const rand = () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32;
 const round6 = (x) => Math.round(x * 1e6) / 1e6;
-const matrix = (rows, cols, f) => Array.from({ length: rows }, (_, i) => Array.from({ length: cols }, (_, j) => f(i, j)));
+const matrix = (rows, cols, f) =>
+  Array.from({ length: rows }, (_, i) => Array.from({ length: cols }, (_, j) => f(i, j)));
 
 const kmeans = {
-  format: "dolphin-routing.table", version: 1, kind: "kmeans", features,
+  format: "dolphin-routing.table",
+  version: 1,
+  kind: "kmeans",
+  features,
   scaler: { mean: [7.412, 5.031, 6.887, 5.5], std: [1.25, 2.1, 1.75, 1] },
   centroids: matrix(8, 4, () => round6(rand() * 4 - 2)),
   bits: [0, 1, 1, 0, 1, 0, 0, 1],
-  osl_classes, split: "3P1D", slo,
+  osl_classes,
+  split: "3P1D",
+  slo,
   provenance: provenance("hybrid-sim", 7, "fixture: K=8 D=4 k-means"),
 };
 
 const gmm = {
-  format: "dolphin-routing.table", version: 1, kind: "gmm", features,
+  format: "dolphin-routing.table",
+  version: 1,
+  kind: "gmm",
+  features,
   scaler: { mean: [7.5, 5.25, 6.75, 5.125], std: [1.5, 2, 1.75, 0.875] },
   centroids: matrix(4, 4, () => round6(rand() * 4 - 2)),
   bits: [1, 0, 1, 0],
   weights: [0.4, 0.3, 0.2, 0.1],
   variances: matrix(4, 4, (i, j) => (i === j ? 1 : round6(0.05 + rand()))),
-  osl_classes, split: "2P2D", slo: null,
+  osl_classes,
+  split: "2P2D",
+  slo: null,
   provenance: provenance("trace-replay", 4294967295, "fixture: K=4 D=4 diagonal GMM"),
 };
 
 // Version 2: learned tables with a guard. Clusters valued 2 are decided by the fallback rule, and a request beyond its
 // cluster's bound (kmeans: squared standardized distance above it; gmm: log-likelihood below it) is out of distribution.
 const kmeansGuarded = {
-  ...kmeans, version: 2, bits: [0, 2, 1, 2, 1, 0, 2, 1],
+  ...kmeans,
+  version: 2,
+  bits: [0, 2, 1, 2, 1, 0, 2, 1],
   fallback: { kind: "trtllm", params: { max_local_prefill_length: 512 } },
   ood_bound: [9.5, 12, 6.75, 16, 10.25, 4.5, 20, 8],
   provenance: provenance("hybrid-sim", 7, "fixture: K=8 D=4 k-means, guarded"),
 };
 const gmmGuarded = {
-  ...gmm, version: 2, bits: [2, 0, 1, 2],
+  ...gmm,
+  version: 2,
+  bits: [2, 0, 1, 2],
   ood_bound: [-16.5, -22, -14.25, -30],
   provenance: provenance("trace-replay", 4294967295, "fixture: K=4 D=4 diagonal GMM, guarded by the default fallback"),
 };
 
 const rule = (kind, params, extra = {}) => ({
-  format: "dolphin-routing.table", version: 1, kind, ...(params === undefined ? {} : { params }),
-  provenance: provenance("(rule)", 0), ...extra,
+  format: "dolphin-routing.table",
+  version: 1,
+  kind,
+  ...(params === undefined ? {} : { params }),
+  provenance: provenance("(rule)", 0),
+  ...extra,
 });
 
 const ppdBits = Array.from({ length: 3 }, (_, c) =>
-  Array.from({ length: 9 }, (_, r) => Array.from({ length: 10 }, (_, q) => (r + q >= 8 + c ? 1 : 0))));
+  Array.from({ length: 9 }, (_, r) => Array.from({ length: 10 }, (_, q) => (r + q >= 8 + c ? 1 : 0))),
+);
 
 const valid = {
-  "kmeans": kmeans,
-  "gmm": gmm,
+  kmeans: kmeans,
+  gmm: gmm,
   "kmeans-guarded": kmeansGuarded,
   "gmm-guarded": gmmGuarded,
   "dynamo-isl": rule("dynamo-isl", { max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 }, { split: "1P1D" }),
   "dynamo-load": rule("dynamo-load", { prefill_busy_threshold: 0.8, max_num_batched_tokens: 8192 }),
   "dynamo-legacy": rule("dynamo-legacy", { max_local_prefill_length: 1000, max_prefill_queue_size: 2 }),
-  "trtllm": rule("trtllm", { max_local_prefill_length: 0 }),
+  trtllm: rule("trtllm", { max_local_prefill_length: 0 }),
   "llm-d": rule("llm-d", { non_cached_tokens: 0, prompt_tokens: 0 }),
   "llm-d-active": rule("llm-d", { non_cached_tokens: 256, prompt_tokens: 512 }),
   "trtllm-512": rule("trtllm", { max_local_prefill_length: 512 }),
   "always-local": rule("always-local", {}),
   "always-remote": rule("always-remote", {}),
-  "ppd": rule("ppd", {
-    context_edges: [512, 4096], ratio_edges: [0.125, 0.25, 0.5, 1, 2, 4, 8, 16],
-    qps_levels: [0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20], w_ttft: 1, w_tpot: 1, bits: ppdBits,
-  }, { slo: { ttft_ms: 1500.5, tpot_ms: 40 } }),
+  ppd: rule(
+    "ppd",
+    {
+      context_edges: [512, 4096],
+      ratio_edges: [0.125, 0.25, 0.5, 1, 2, 4, 8, 16],
+      qps_levels: [0.5, 1, 2, 4, 6, 8, 10, 12, 16, 20],
+      w_ttft: 1,
+      w_tpot: 1,
+      bits: ppdBits,
+    },
+    { slo: { ttft_ms: 1500.5, tpot_ms: 40 } },
+  ),
   // Stored without params or optional fields: readers fill the defaults; the checksum covers the map as stored.
   "dynamo-isl-minimal": rule("dynamo-isl", undefined),
 };
@@ -124,14 +156,26 @@ const invalid = {
   "invalid-version-3": [withChecksum({ ...valid["always-local"], version: 3 }), "version"],
   "invalid-v1-fallback": [withChecksum({ ...kmeans, fallback: { kind: "dynamo-isl" } }), "fallback"],
   "invalid-fallback-ppd": [withChecksum({ ...kmeansGuarded, fallback: { kind: "ppd" } }), "fallback.kind"],
-  "invalid-ood-bound-count": [withChecksum({ ...kmeansGuarded, ood_bound: kmeansGuarded.ood_bound.slice(1) }), "ood_bound"],
-  "invalid-rule-bit-in-v1": [withChecksum({ ...kmeans, bits: [0, 1, 2, 0, 1, 0, 0, 1], x_note: "2 needs version 2" }), "bits[2]"],
+  "invalid-ood-bound-count": [
+    withChecksum({ ...kmeansGuarded, ood_bound: kmeansGuarded.ood_bound.slice(1) }),
+    "ood_bound",
+  ],
+  "invalid-rule-bit-in-v1": [
+    withChecksum({ ...kmeans, bits: [0, 1, 2, 0, 1, 0, 0, 1], x_note: "2 needs version 2" }),
+    "bits[2]",
+  ],
   "invalid-kind": [withChecksum({ ...valid["always-local"], kind: "round-robin" }), "kind"],
   "invalid-bits-not-0-1": [withChecksum({ ...kmeans, bits: [0, 1, 2, 0, 1, 0, 0, 1] }), "bits[2]"],
-  "invalid-ragged-centroids": [withChecksum({ ...kmeans, centroids: [...kmeans.centroids.slice(0, 7), [1, 2, 3]] }), "centroids[7]"],
+  "invalid-ragged-centroids": [
+    withChecksum({ ...kmeans, centroids: [...kmeans.centroids.slice(0, 7), [1, 2, 3]] }),
+    "centroids[7]",
+  ],
   "invalid-gmm-weights-sum": [withChecksum({ ...gmm, weights: [0.4, 0.3, 0.2, 0.2] }), "weights"],
   "invalid-unknown-key": [withChecksum({ ...valid["always-remote"], policy: "x" }), "policy"],
-  "invalid-ppd-bits-shape": [withChecksum({ ...valid.ppd, params: { ...valid.ppd.params, bits: ppdBits.slice(0, 2) } }), "params.bits"],
+  "invalid-ppd-bits-shape": [
+    withChecksum({ ...valid.ppd, params: { ...valid.ppd.params, bits: ppdBits.slice(0, 2) } }),
+    "params.bits",
+  ],
 };
 
 mkdirSync(here, { recursive: true });
@@ -140,8 +184,11 @@ const manifest = { valid: [], invalid: [] };
 for (const [name, t] of Object.entries(tables)) {
   writeFileSync(join(here, `${name}.msgpack`), packr.pack(canon(t)));
   manifest.valid.push({
-    file: `${name}.msgpack`, kind: t.kind, clusters: t.bits && !t.params ? t.bits.length : null,
-    dims: t.features ? t.features.length : null, checksum: t.checksum,
+    file: `${name}.msgpack`,
+    kind: t.kind,
+    clusters: t.bits && !t.params ? t.bits.length : null,
+    dims: t.features ? t.features.length : null,
+    checksum: t.checksum,
   });
 }
 for (const [name, [t, field]] of Object.entries(invalid)) {

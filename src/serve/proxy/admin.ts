@@ -19,17 +19,23 @@ import type { RequestContext } from "./request-context.js";
 
 const ADMIN_ERRORS = {
   ...OPENAI_ERRORS,
-  notFound: (method: string, path: string) => new HttpError(404, `no admin route ${method} ${path}`, "invalid_request_error", "not_found"),
+  notFound: (method: string, path: string) =>
+    new HttpError(404, `no admin route ${method} ${path}`, "invalid_request_error", "not_found"),
 };
 
-const unknownWorker = (id: string): HttpError => new HttpError(404, `no worker ${JSON.stringify(id)}`, "invalid_request_error", "unknown_worker");
+const unknownWorker = (id: string): HttpError =>
+  new HttpError(404, `no worker ${JSON.stringify(id)}`, "invalid_request_error", "unknown_worker");
 
 export class AdminApi {
   private readonly routes = new RouteTable<RequestContext>(ADMIN_ERRORS);
 
   constructor(
-    private readonly config: ServeConfig, private readonly router: Router, private readonly registry: WorkerRegistry,
-    private readonly kv: KvEventFeed, private readonly decisions: DecisionLog, private readonly metrics: ProxyMetrics,
+    private readonly config: ServeConfig,
+    private readonly router: Router,
+    private readonly registry: WorkerRegistry,
+    private readonly kv: KvEventFeed,
+    private readonly decisions: DecisionLog,
+    private readonly metrics: ProxyMetrics,
     private readonly log: Logger,
     /** The table's bytes as GET /admin/table serves them (the file's, or the rule table's encoding). */
     private tableBytes: Uint8Array,
@@ -50,11 +56,22 @@ export class AdminApi {
 
   private authorize(ctx: RequestContext): void {
     const token = this.config.admin_token;
-    if (token === null) throw new HttpError(403, "admin endpoints are disabled (no admin_token in the config)", "permission_error", "admin_disabled");
+    if (token === null)
+      throw new HttpError(
+        403,
+        "admin endpoints are disabled (no admin_token in the config)",
+        "permission_error",
+        "admin_disabled",
+      );
     const given = Buffer.from(String(ctx.req.headers["authorization"] ?? ""));
     const expected = Buffer.from(`Bearer ${token}`);
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-      throw new HttpError(401, "admin endpoints need Authorization: Bearer <admin_token>", "authentication_error", "unauthorized");
+      throw new HttpError(
+        401,
+        "admin endpoints need Authorization: Bearer <admin_token>",
+        "authentication_error",
+        "unauthorized",
+      );
     }
   }
 
@@ -70,8 +87,10 @@ export class AdminApi {
 
   private getTable(ctx: RequestContext): void {
     const t = this.router.table;
-    const wantsJson = this.query(ctx).get("format") === "json" || String(ctx.req.headers["accept"] ?? "").includes("application/json");
-    if (wantsJson) return sendJson(ctx.res, 200, { kind: t.kind, checksum: t.checksum, description: describeTable(t), table: t });
+    const wantsJson =
+      this.query(ctx).get("format") === "json" || String(ctx.req.headers["accept"] ?? "").includes("application/json");
+    if (wantsJson)
+      return sendJson(ctx.res, 200, { kind: t.kind, checksum: t.checksum, description: describeTable(t), table: t });
     sendBody(ctx.res, 200, "application/msgpack", this.tableBytes);
   }
 
@@ -86,7 +105,10 @@ export class AdminApi {
     this.tableBytes = new Uint8Array(bytes);
     const t = this.router.table;
     this.metrics.tableSwaps.inc();
-    this.log.log("info", "table swapped", { from: { kind: previous.kind, checksum: previous.checksum }, to: { kind: t.kind, checksum: t.checksum } });
+    this.log.log("info", "table swapped", {
+      from: { kind: previous.kind, checksum: previous.checksum },
+      to: { kind: t.kind, checksum: t.checksum },
+    });
     sendJson(ctx.res, 200, { kind: t.kind, checksum: t.checksum, description: describeTable(t) });
   }
 
@@ -101,20 +123,50 @@ export class AdminApi {
     const header = ctx.req.headers["x-dolphin-worker"];
     const id = typeof header === "string" ? header : "";
     const bytes = await this.readBody(ctx);
-    if (this.config.mode !== "precise") throw new HttpError(409, "KV events feed the index in precise mode only (the config's mode is approximate)", "invalid_request_error", "wrong_mode");
-    if (!id) throw new HttpError(400, "missing header x-dolphin-worker: <worker id>", "invalid_request_error", "missing_worker");
+    if (this.config.mode !== "precise")
+      throw new HttpError(
+        409,
+        "KV events feed the index in precise mode only (the config's mode is approximate)",
+        "invalid_request_error",
+        "wrong_mode",
+      );
+    if (!id)
+      throw new HttpError(
+        400,
+        "missing header x-dolphin-worker: <worker id>",
+        "invalid_request_error",
+        "missing_worker",
+      );
     const w = this.registry.get(id);
     if (!w) throw unknownWorker(id);
-    if (!w.healthy) throw new HttpError(409, `worker ${JSON.stringify(id)} is out of rotation`, "invalid_request_error", "worker_unavailable");
+    if (!w.healthy)
+      throw new HttpError(
+        409,
+        `worker ${JSON.stringify(id)} is out of rotation`,
+        "invalid_request_error",
+        "worker_unavailable",
+      );
     let batch: EventBatch;
     try {
       batch = decodeEventBatch(new Uint8Array(bytes));
     } catch (e) {
       this.metrics.kvEventErrors.inc({ worker: id });
-      throw new HttpError(400, e instanceof KvEventError ? e.message : String(e), "invalid_request_error", "invalid_kv_events");
+      throw new HttpError(
+        400,
+        e instanceof KvEventError ? e.message : String(e),
+        "invalid_request_error",
+        "invalid_kv_events",
+      );
     }
     const n = this.kv.apply(w, batch, "http");
-    sendJson(ctx.res, 200, { worker: id, events: batch.events.length, stored_blocks: n.stored, removed_blocks: n.removed, cleared: n.cleared, unmapped_blocks: n.unmapped });
+    sendJson(ctx.res, 200, {
+      worker: id,
+      events: batch.events.length,
+      stored_blocks: n.stored,
+      removed_blocks: n.removed,
+      cleared: n.cleared,
+      unmapped_blocks: n.unmapped,
+    });
   }
 
   // ---- workers ----
@@ -133,17 +185,37 @@ export class AdminApi {
     }
     const hb = { heartbeat_interval_s: this.config.heartbeat.interval_s, expiry_s: this.config.heartbeat.expiry_s };
     const existing = this.registry.get(spec.id);
-    const same = existing && existing.spec.url === spec.url && existing.spec.role === spec.role && existing.spec.kv_events_endpoint === spec.kv_events_endpoint;
+    const same =
+      existing &&
+      existing.spec.url === spec.url &&
+      existing.spec.role === spec.role &&
+      existing.spec.kv_events_endpoint === spec.kv_events_endpoint;
     if (existing && same) {
       existing.lastHeartbeatMs = Date.now();
-      return sendJson(ctx.res, 200, { id: spec.id, status: "refreshed", source: existing.source, healthy: existing.healthy, ...hb });
+      return sendJson(ctx.res, 200, {
+        id: spec.id,
+        status: "refreshed",
+        source: existing.source,
+        healthy: existing.healthy,
+        ...hb,
+      });
     }
     if (existing?.source === "config") {
-      throw new HttpError(409, `worker ${JSON.stringify(spec.id)} is in the config with another url, role or endpoint`, "invalid_request_error", "worker_conflict");
+      throw new HttpError(
+        409,
+        `worker ${JSON.stringify(spec.id)} is in the config with another url, role or endpoint`,
+        "invalid_request_error",
+        "worker_conflict",
+      );
     }
     if (existing) this.registry.drop(existing, "re-registered with a new url, role or endpoint");
     if (this.registry.size >= this.config.max_workers) {
-      throw new HttpError(503, `max_workers (${this.config.max_workers}) workers are registered`, "service_unavailable", "too_many_workers");
+      throw new HttpError(
+        503,
+        `max_workers (${this.config.max_workers}) workers are registered`,
+        "service_unavailable",
+        "too_many_workers",
+      );
     }
     this.registry.add(spec, "registered");
     this.log.log("info", "worker registered", { worker: spec.id, url: spec.url, role: spec.role });
@@ -160,10 +232,17 @@ export class AdminApi {
 
   private describeWorker(w: WorkerState): Record<string, unknown> {
     return {
-      id: w.spec.id, url: w.spec.url, role: w.spec.role, kv_events_endpoint: w.spec.kv_events_endpoint ?? null, source: w.source,
-      healthy: w.healthy, last_heartbeat_age_s: w.source === "registered" ? (Date.now() - w.lastHeartbeatMs) / 1000 : null,
+      id: w.spec.id,
+      url: w.spec.url,
+      role: w.spec.role,
+      kv_events_endpoint: w.spec.kv_events_endpoint ?? null,
+      source: w.source,
+      healthy: w.healthy,
+      last_heartbeat_age_s: w.source === "registered" ? (Date.now() - w.lastHeartbeatMs) / 1000 : null,
       index_blocks: w.healthy ? this.router.index.count(w.spec.id) : 0,
-      active_prefill_tokens: w.activePrefillTokens, active_decode_tokens: w.activeDecodeTokens, kv_events_subscribed: w.subscriber !== null,
+      active_prefill_tokens: w.activePrefillTokens,
+      active_decode_tokens: w.activeDecodeTokens,
+      kv_events_subscribed: w.subscriber !== null,
     };
   }
 }

@@ -20,7 +20,10 @@ export class Admission {
   active = 0;
   private readonly queue: Waiter[] = [];
 
-  constructor(private readonly limits: ServeConfig["admission"], private readonly metrics: ProxyMetrics) {}
+  constructor(
+    private readonly limits: ServeConfig["admission"],
+    private readonly metrics: ProxyMetrics,
+  ) {}
 
   get queued(): number {
     return this.queue.length;
@@ -95,9 +98,14 @@ export class Admission {
 
   private shed(reason: ShedReason): HttpError {
     this.metrics.shed.inc({ reason });
-    const err = new HttpError(503, reason === "queue_full"
-      ? `the proxy is at capacity (${this.limits.max_inflight} requests in flight, ${this.limits.max_queued} queued); retry after ${this.limits.retry_after_s} s`
-      : `no capacity freed up within ${this.limits.queue_timeout_ms} ms; retry after ${this.limits.retry_after_s} s`, "server_error", "overloaded");
+    const err = new HttpError(
+      503,
+      reason === "queue_full"
+        ? `the proxy is at capacity (${this.limits.max_inflight} requests in flight, ${this.limits.max_queued} queued); retry after ${this.limits.retry_after_s} s`
+        : `no capacity freed up within ${this.limits.queue_timeout_ms} ms; retry after ${this.limits.retry_after_s} s`,
+      "server_error",
+      "overloaded",
+    );
     err.headers = { "retry-after": String(this.limits.retry_after_s) };
     return err;
   }

@@ -34,7 +34,8 @@ export function checkWorkers(registry: WorkerRegistry, config: ServeConfig, agen
         w.failedChecks = 0;
         return;
       }
-      if (++w.failedChecks >= config.health.unhealthy_after) registry.markDown(w, `${w.failedChecks} health checks failed, the last: ${why}`, "health_check");
+      if (++w.failedChecks >= config.health.unhealthy_after)
+        registry.markDown(w, `${w.failedChecks} health checks failed, the last: ${why}`, "health_check");
     };
     upstreamRequest(agents, `${w.spec.url}/health`, { method: "GET", connectMs: limit, responseMs: limit })
       .then(async (res) => {
@@ -59,6 +60,8 @@ export function probeDownWorkers(registry: WorkerRegistry, config: ServeConfig, 
         if (res.statusCode === 200) registry.markUp(w);
       })
       .catch(() => undefined)
-      .finally(() => { w.probing = false; });
+      .finally(() => {
+        w.probing = false;
+      });
   }
 }

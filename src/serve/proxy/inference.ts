@@ -21,9 +21,14 @@ export class Inference {
   inflight = 0;
 
   constructor(
-    private readonly config: ServeConfig, private readonly router: Router, private readonly routing: Routing,
-    private readonly calls: WorkerCalls, private readonly decisions: DecisionLog, private readonly metrics: ProxyMetrics,
-    private readonly log: Logger, private readonly admission: Admission,
+    private readonly config: ServeConfig,
+    private readonly router: Router,
+    private readonly routing: Routing,
+    private readonly calls: WorkerCalls,
+    private readonly decisions: DecisionLog,
+    private readonly metrics: ProxyMetrics,
+    private readonly log: Logger,
+    private readonly admission: Admission,
   ) {}
 
   async handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
@@ -36,7 +41,13 @@ export class Inference {
     if (ctx.clientGone) return;
     const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS, this.config.timeouts.body_ms);
     const body = parseJson(raw);
-    if (!isPlainObject(body)) throw new HttpError(400, raw.length === 0 ? "empty request body" : "request body is not a JSON object", "invalid_request_error", "invalid_json");
+    if (!isPlainObject(body))
+      throw new HttpError(
+        400,
+        raw.length === 0 ? "empty request body" : "request body is not a JSON object",
+        "invalid_request_error",
+        "invalid_json",
+      );
     validateInference(endpoint, body, this.config.model);
     const routed = await this.routing.route(ctx, endpoint, body);
     if (!routed) return;
@@ -46,10 +57,23 @@ export class Inference {
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
     const table = this.router.table;
     const record: DecisionRecord = {
-      id: ctx.id, ts: new Date().toISOString(), endpoint: ENDPOINT_PATHS[endpoint], table: { kind: table.kind, checksum: table.checksum },
-      turn, path: d.path, route: remote ? "remote" : "local", reason: d.reason, decode_worker: d.decodeWorker,
-      prefill_worker: d.prefillWorker, cluster: d.cluster, features: d.features, matched_blocks: d.matchedBlocks,
-      predicted_cached_tokens: 0, reported_cached_tokens: null, status: null, latency_ms: null,
+      id: ctx.id,
+      ts: new Date().toISOString(),
+      endpoint: ENDPOINT_PATHS[endpoint],
+      table: { kind: table.kind, checksum: table.checksum },
+      turn,
+      path: d.path,
+      route: remote ? "remote" : "local",
+      reason: d.reason,
+      decode_worker: d.decodeWorker,
+      prefill_worker: d.prefillWorker,
+      cluster: d.cluster,
+      features: d.features,
+      matched_blocks: d.matchedBlocks,
+      predicted_cached_tokens: 0,
+      reported_cached_tokens: null,
+      status: null,
+      latency_ms: null,
     };
     ctx.record = record;
     this.decisions.remember(record);
@@ -60,7 +84,11 @@ export class Inference {
     if (remote) {
       const prefillWorker = d.prefillWorker!;
       ctx.res.setHeader("x-dolphin-prefill-worker", prefillWorker);
-      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(d.matchedBlocks.prefill, tokenMode, d.features.isl);
+      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(
+        d.matchedBlocks.prefill,
+        tokenMode,
+        d.features.isl,
+      );
       try {
         const p = await this.calls.prefillWithRetry(ctx, endpoint, prefillWorker, body, d.features.effP);
         kvParams = p.kvParams;
@@ -75,23 +103,45 @@ export class Inference {
         const err = classify(e, `prefill ${prefillWorker}`);
         // A request the prefill worker rejects as invalid is the client's error: passed on as it is, never a
         // failure, a fallback or a retry (the decode worker would reject it too).
-        if (err.clientMistake && err.body) throw new WorkerRejection(err.status, err.body, err.contentType ?? "application/json");
+        if (err.clientMistake && err.body)
+          throw new WorkerRejection(err.status, err.body, err.contentType ?? "application/json");
         this.metrics.prefillFailures.inc({ kind: err.kind });
         if (!this.config.fallback_local) {
-          throw new HttpError(502, `prefill worker ${prefillWorker} failed: ${err.message}`, "upstream_error", "prefill_failed");
+          throw new HttpError(
+            502,
+            `prefill worker ${prefillWorker} failed: ${err.message}`,
+            "upstream_error",
+            "prefill_failed",
+          );
         }
         this.metrics.fallbacks.inc();
-        this.log.log("warn", "prefill failed, falling back to local prefill", { id: ctx.id, worker: prefillWorker, error: err.message });
+        this.log.log("warn", "prefill failed, falling back to local prefill", {
+          id: ctx.id,
+          worker: prefillWorker,
+          error: err.message,
+        });
         record.route = "fallback";
         ctx.reportedTokens = null;
       }
     }
     if (record.route !== "remote") {
-      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(d.matchedBlocks.decode, tokenMode, d.features.isl);
+      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(
+        d.matchedBlocks.decode,
+        tokenMode,
+        d.features.isl,
+      );
     }
     ctx.res.setHeader("x-dolphin-route", record.route);
     const payload = kvParams === undefined ? raw : JSON.stringify({ ...body, kv_transfer_params: kvParams });
-    await this.calls.decode(ctx, endpoint, d.decodeWorker, payload, body["stream"] === true, record.route === "remote" ? 0 : d.features.effD, raw);
+    await this.calls.decode(
+      ctx,
+      endpoint,
+      d.decodeWorker,
+      payload,
+      body["stream"] === true,
+      record.route === "remote" ? 0 : d.features.effD,
+      raw,
+    );
     if (ctx.completionTokens !== null) session.prevOutputTokens = ctx.completionTokens;
   }
 
@@ -120,10 +170,17 @@ export class Inference {
     }
     const d = ctx.decision;
     this.log.log(status >= 500 ? "warn" : "info", "request", {
-      id: ctx.id, path, status, latency_ms: Math.round(latencyMs * 10) / 10, route,
+      id: ctx.id,
+      path,
+      status,
+      latency_ms: Math.round(latencyMs * 10) / 10,
+      route,
       workers: d ? { decode: d.decodeWorker, prefill: route === "remote" ? d.prefillWorker : null } : null,
-      cluster: d?.cluster ?? null, reason: d?.reason ?? null, features: d?.features ?? null,
-      predicted_cached_tokens: r ? ctx.predictedTokens : null, reported_cached_tokens: ctx.reportedTokens,
+      cluster: d?.cluster ?? null,
+      reason: d?.reason ?? null,
+      features: d?.features ?? null,
+      predicted_cached_tokens: r ? ctx.predictedTokens : null,
+      reported_cached_tokens: ctx.reportedTokens,
       ...(ctx.error ? { error: ctx.error } : {}),
     });
   }

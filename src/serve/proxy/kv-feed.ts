@@ -16,7 +16,12 @@ export class KvEventFeed implements WorkerSubscriptions {
   private closed = false;
   private zmqWarned = false;
 
-  constructor(private readonly config: ServeConfig, private readonly router: Router, private readonly metrics: ProxyMetrics, private readonly log: Logger) {}
+  constructor(
+    private readonly config: ServeConfig,
+    private readonly router: Router,
+    private readonly metrics: ProxyMetrics,
+    private readonly log: Logger,
+  ) {}
 
   /** Subscribes to the worker's kv_events_endpoint (precise mode, zeromq installed) until unsubscribe or close. */
   async subscribe(w: WorkerState): Promise<void> {
@@ -37,7 +42,8 @@ export class KvEventFeed implements WorkerSubscriptions {
     try {
       for await (const frames of sock as AsyncIterable<Buffer[]>) this.onZmqMessage(w, frames);
     } catch (e) {
-      if (w.subscriber === sock && !this.closed) this.log.log("warn", "KV event subscription ended", { worker: w.spec.id, error: String(e) });
+      if (w.subscriber === sock && !this.closed)
+        this.log.log("warn", "KV event subscription ended", { worker: w.spec.id, error: String(e) });
     }
   }
 

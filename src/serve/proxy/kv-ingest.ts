@@ -5,7 +5,12 @@ import type { EventBatch } from "../../kv-events.js";
 import { hashTokens, type Hash64 } from "../../hashes.js";
 import type { Router } from "../../router.js";
 
-export interface IngestCounts { stored: number; removed: number; cleared: number; unmapped: number }
+export interface IngestCounts {
+  stored: number;
+  removed: number;
+  cleared: number;
+  unmapped: number;
+}
 
 export const pairKey = (lo: number, hi: number): string => `${hi.toString(16)}:${lo.toString(16)}`;
 
@@ -20,7 +25,11 @@ export const pairKey = (lo: number, hi: number): string => `${hi.toString(16)}:$
 export class EventIngest {
   private readonly map = new Map<string, [number, number]>();
   private sameScheme = false;
-  constructor(private readonly blockSize: number, private readonly root: Hash64, private readonly maxEntries: number) {}
+  constructor(
+    private readonly blockSize: number,
+    private readonly root: Hash64,
+    private readonly maxEntries: number,
+  ) {}
 
   reset(): void {
     this.map.clear();
@@ -56,7 +65,12 @@ export class EventIngest {
   }
 
   /** The router's hashes of a stored run of blocks, or null when its parent or block size does not allow them. */
-  private rehash(engine: Uint32Array, parentPair: Uint32Array | null, tokenIds: number[], blockSize: number): Uint32Array | null {
+  private rehash(
+    engine: Uint32Array,
+    parentPair: Uint32Array | null,
+    tokenIds: number[],
+    blockSize: number,
+  ): Uint32Array | null {
     const blocks = engine.length >>> 1;
     if (blockSize !== this.blockSize || tokenIds.length !== blocks * this.blockSize) return null;
     let parent: Hash64 = this.root;
@@ -71,7 +85,8 @@ export class EventIngest {
       this.map.clear();
       return ours;
     }
-    for (let i = 0; i < blocks; i++) this.map.set(pairKey(engine[2 * i]!, engine[2 * i + 1]!), [ours[2 * i]!, ours[2 * i + 1]!]);
+    for (let i = 0; i < blocks; i++)
+      this.map.set(pairKey(engine[2 * i]!, engine[2 * i + 1]!), [ours[2 * i]!, ours[2 * i + 1]!]);
     for (const k of this.map.keys()) {
       if (this.map.size <= this.maxEntries) break;
       this.map.delete(k);

@@ -5,7 +5,10 @@ import type { LogLevel } from "../config.js";
 export const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
 
 export class Logger {
-  constructor(private readonly level: LogLevel, private readonly sink: (line: string) => void) {}
+  constructor(
+    private readonly level: LogLevel,
+    private readonly sink: (line: string) => void,
+  ) {}
   enabled(level: Exclude<LogLevel, "silent">): boolean {
     return LEVELS[level] >= LEVELS[this.level];
   }

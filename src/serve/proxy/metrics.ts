@@ -22,48 +22,148 @@ export class ProxyMetrics {
   private readonly counter = (name: string, help: string, labelNames: string[] = []): Counter =>
     new Counter({ name, help, labelNames, registers: [this.registry] });
 
-  readonly requests = this.counter("dolphin_requests_total", "Requests answered, by endpoint, status code and route (local, remote, fallback, none)", ["endpoint", "route", "status"]);
+  readonly requests = this.counter(
+    "dolphin_requests_total",
+    "Requests answered, by endpoint, status code and route (local, remote, fallback, none)",
+    ["endpoint", "route", "status"],
+  );
   readonly requestDuration = new LeLastHistogram({
-    name: "dolphin_request_duration_seconds", help: "Time from request to the last byte of the answer, inference endpoints",
-    labelNames: ["endpoint"], buckets: DURATION_BUCKETS, registers: [this.registry],
+    name: "dolphin_request_duration_seconds",
+    help: "Time from request to the last byte of the answer, inference endpoints",
+    labelNames: ["endpoint"],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
   });
-  readonly decisions = this.counter("dolphin_decisions_total", "Routing decisions by path and reason", ["path", "reason"]);
-  readonly prefillFailures = this.counter("dolphin_prefill_failures_total", "Remote prefills that failed before the KV handoff, by kind", ["kind"]);
-  readonly fallbacks = this.counter("dolphin_fallbacks_total", "Remote prefills replaced by local prefill on the decode worker");
-  readonly upstreamErrors = this.counter("dolphin_upstream_errors_total", "Failed worker calls, by worker, stage and kind", ["kind", "stage", "worker"]);
-  readonly streamErrors = this.counter("dolphin_stream_errors_total", "Streams cut mid-way by the decode worker (the client got an SSE error event)", ["kind"]);
-  readonly workerDown = this.counter("dolphin_worker_down_total", "Workers taken out of rotation after a failure", ["worker"]);
-  readonly workerUp = this.counter("dolphin_worker_up_total", "Workers put back after their /health answered", ["worker"]);
-  readonly workerExpired = this.counter("dolphin_worker_expired_total", "Registered workers removed after missing heartbeats");
-  readonly tokenizeFailures = this.counter("dolphin_tokenize_failures_total", "Precise mode: /tokenize failures (the request was routed on its text)", ["worker"]);
-  readonly kvEvents = this.counter("dolphin_kv_events_total", "KV events applied to the index, by worker, source and kind", ["kind", "source", "worker"]);
-  readonly kvEventErrors = this.counter("dolphin_kv_event_errors_total", "KV event batches that did not decode", ["worker"]);
-  readonly kvBlocksUnmapped = this.counter("dolphin_kv_blocks_unmapped_total", "Stored blocks skipped: parent unknown to the index or a different block size", ["worker"]);
-  readonly kvSequenceGaps = this.counter("dolphin_kv_sequence_gaps_total", "ZMQ event batches missed (sequence gaps), by worker", ["worker"]);
-  readonly shed = this.counter("dolphin_shed_total", "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting)", ["reason"]);
-  readonly retries = this.counter("dolphin_retries_total", "Worker calls retried on another worker, by stage (decode, prefill)", ["stage"]);
-  readonly retriesSkipped = this.counter("dolphin_retries_skipped_total", "Retries not made: the retry budget was spent or no other worker was in rotation", ["reason", "stage"]);
-  readonly ejections = this.counter("dolphin_ejections_total", "Workers taken out of rotation, by cause (refused, consecutive_failures, health_check)", ["cause"]);
-  readonly ejectionsSkipped = this.counter("dolphin_ejections_skipped_total", "Ejections not made because outlier.max_ejected_share of the role was out already");
+  readonly decisions = this.counter("dolphin_decisions_total", "Routing decisions by path and reason", [
+    "path",
+    "reason",
+  ]);
+  readonly prefillFailures = this.counter(
+    "dolphin_prefill_failures_total",
+    "Remote prefills that failed before the KV handoff, by kind",
+    ["kind"],
+  );
+  readonly fallbacks = this.counter(
+    "dolphin_fallbacks_total",
+    "Remote prefills replaced by local prefill on the decode worker",
+  );
+  readonly upstreamErrors = this.counter(
+    "dolphin_upstream_errors_total",
+    "Failed worker calls, by worker, stage and kind",
+    ["kind", "stage", "worker"],
+  );
+  readonly streamErrors = this.counter(
+    "dolphin_stream_errors_total",
+    "Streams cut mid-way by the decode worker (the client got an SSE error event)",
+    ["kind"],
+  );
+  readonly workerDown = this.counter("dolphin_worker_down_total", "Workers taken out of rotation after a failure", [
+    "worker",
+  ]);
+  readonly workerUp = this.counter("dolphin_worker_up_total", "Workers put back after their /health answered", [
+    "worker",
+  ]);
+  readonly workerExpired = this.counter(
+    "dolphin_worker_expired_total",
+    "Registered workers removed after missing heartbeats",
+  );
+  readonly tokenizeFailures = this.counter(
+    "dolphin_tokenize_failures_total",
+    "Precise mode: /tokenize failures (the request was routed on its text)",
+    ["worker"],
+  );
+  readonly kvEvents = this.counter(
+    "dolphin_kv_events_total",
+    "KV events applied to the index, by worker, source and kind",
+    ["kind", "source", "worker"],
+  );
+  readonly kvEventErrors = this.counter("dolphin_kv_event_errors_total", "KV event batches that did not decode", [
+    "worker",
+  ]);
+  readonly kvBlocksUnmapped = this.counter(
+    "dolphin_kv_blocks_unmapped_total",
+    "Stored blocks skipped: parent unknown to the index or a different block size",
+    ["worker"],
+  );
+  readonly kvSequenceGaps = this.counter(
+    "dolphin_kv_sequence_gaps_total",
+    "ZMQ event batches missed (sequence gaps), by worker",
+    ["worker"],
+  );
+  readonly shed = this.counter(
+    "dolphin_shed_total",
+    "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting)",
+    ["reason"],
+  );
+  readonly retries = this.counter(
+    "dolphin_retries_total",
+    "Worker calls retried on another worker, by stage (decode, prefill)",
+    ["stage"],
+  );
+  readonly retriesSkipped = this.counter(
+    "dolphin_retries_skipped_total",
+    "Retries not made: the retry budget was spent or no other worker was in rotation",
+    ["reason", "stage"],
+  );
+  readonly ejections = this.counter(
+    "dolphin_ejections_total",
+    "Workers taken out of rotation, by cause (refused, consecutive_failures, health_check)",
+    ["cause"],
+  );
+  readonly ejectionsSkipped = this.counter(
+    "dolphin_ejections_skipped_total",
+    "Ejections not made because outlier.max_ejected_share of the role was out already",
+  );
   readonly tableSwaps = this.counter("dolphin_table_swaps_total", "Routing tables swapped in via PUT /admin/table");
-  readonly indexClears = this.counter("dolphin_index_clears_total", "Approximate mode: periodic clears of the whole index");
+  readonly indexClears = this.counter(
+    "dolphin_index_clears_total",
+    "Approximate mode: periodic clears of the whole index",
+  );
   readonly promptTokens = this.counter("dolphin_prompt_tokens_total", "Prompt tokens routed (isl), by path", ["path"]);
-  readonly cachePredictedTokens = this.counter("dolphin_cache_predicted_tokens_total", "Predicted cached prompt tokens on the worker that prefills (matched blocks × block tokens), by path", ["path"]);
-  readonly cacheComparedRequests = this.counter("dolphin_cache_compared_requests_total", "Requests whose worker reported usage.prompt_tokens_details.cached_tokens, by path", ["path"]);
-  readonly cacheComparedPredictedTokens = this.counter("dolphin_cache_compared_predicted_tokens_total", "Predicted cached tokens of the requests in dolphin_cache_compared_requests_total", ["path"]);
-  readonly cacheReportedTokens = this.counter("dolphin_cache_reported_tokens_total", "Cached tokens the workers reported for the same requests", ["path"]);
+  readonly cachePredictedTokens = this.counter(
+    "dolphin_cache_predicted_tokens_total",
+    "Predicted cached prompt tokens on the worker that prefills (matched blocks × block tokens), by path",
+    ["path"],
+  );
+  readonly cacheComparedRequests = this.counter(
+    "dolphin_cache_compared_requests_total",
+    "Requests whose worker reported usage.prompt_tokens_details.cached_tokens, by path",
+    ["path"],
+  );
+  readonly cacheComparedPredictedTokens = this.counter(
+    "dolphin_cache_compared_predicted_tokens_total",
+    "Predicted cached tokens of the requests in dolphin_cache_compared_requests_total",
+    ["path"],
+  );
+  readonly cacheReportedTokens = this.counter(
+    "dolphin_cache_reported_tokens_total",
+    "Cached tokens the workers reported for the same requests",
+    ["path"],
+  );
 
   constructor(read: () => ProxyGauges) {
     const r = this.registry;
     scrapedGauge(r, "dolphin_inflight_requests", "Inference requests in flight", [], () => [[{}, read().inflight]]);
-    scrapedGauge(r, "dolphin_queued_requests", "Inference requests waiting for admission", [], () => [[{}, read().queued]]);
+    scrapedGauge(r, "dolphin_queued_requests", "Inference requests waiting for admission", [], () => [
+      [{}, read().queued],
+    ]);
     scrapedGauge(r, "dolphin_workers", "Workers by role and state", ["role", "state"], () => {
       const workers = read().workers;
-      return ["prefill", "decode", "both"].flatMap((role) => ["healthy", "down"].map((state) =>
-        [{ role, state }, workers.filter((w) => w.role === role && w.healthy === (state === "healthy")).length] as const));
+      return ["prefill", "decode", "both"].flatMap((role) =>
+        ["healthy", "down"].map(
+          (state) =>
+            [
+              { role, state },
+              workers.filter((w) => w.role === role && w.healthy === (state === "healthy")).length,
+            ] as const,
+        ),
+      );
     });
     scrapedGauge(r, "dolphin_index_blocks", "Blocks in the router's index, by worker", ["worker"], () =>
-      read().workers.filter((w) => w.healthy).map((w) => [{ worker: w.id }, w.indexBlocks] as const));
+      read()
+        .workers.filter((w) => w.healthy)
+        .map((w) => [{ worker: w.id }, w.indexBlocks] as const),
+    );
     scrapedGauge(r, "dolphin_sessions", "Conversations tracked", [], () => [[{}, read().sessions]]);
     scrapedGauge(r, "dolphin_table_info", "The routing table in use", ["checksum", "kind"], () => {
       const { checksum, kind } = read().table;

@@ -6,15 +6,31 @@ import { isPlainObject } from "../../values.js";
 import { HttpError, type ErrorDialect } from "../http-toolkit.js";
 
 export type Endpoint = "chat" | "completions";
-export const ENDPOINT_PATHS: Record<Endpoint, string> = { chat: "/v1/chat/completions", completions: "/v1/completions" };
+export const ENDPOINT_PATHS: Record<Endpoint, string> = {
+  chat: "/v1/chat/completions",
+  completions: "/v1/completions",
+};
 
 /** OpenAI's error fields: `type` a class of error, `code` a string naming it. */
 export const OPENAI_ERRORS: ErrorDialect = {
-  notFound: (method, path) => new HttpError(404, `no route for ${method} ${path}`, "invalid_request_error", "not_found"),
+  notFound: (method, path) =>
+    new HttpError(404, `no route for ${method} ${path}`, "invalid_request_error", "not_found"),
   methodNotAllowed: (method, path, allowed) =>
-    new HttpError(405, `${method} is not allowed on ${path} (allowed: ${allowed.join(", ")})`, "invalid_request_error", "method_not_allowed"),
-  bodyTooLarge: (max) => new HttpError(413, `request body larger than max_body_bytes (${max} bytes)`, "invalid_request_error", "body_too_large"),
-  bodyUnreadable: (reason) => new HttpError(400, `cannot read the request body: ${reason}`, "invalid_request_error", "bad_body"),
+    new HttpError(
+      405,
+      `${method} is not allowed on ${path} (allowed: ${allowed.join(", ")})`,
+      "invalid_request_error",
+      "method_not_allowed",
+    ),
+  bodyTooLarge: (max) =>
+    new HttpError(
+      413,
+      `request body larger than max_body_bytes (${max} bytes)`,
+      "invalid_request_error",
+      "body_too_large",
+    ),
+  bodyUnreadable: (reason) =>
+    new HttpError(400, `cannot read the request body: ${reason}`, "invalid_request_error", "bad_body"),
 };
 
 /** Deepest JSON nesting a request body may have: deeper bodies are not a chat request, and would exhaust the stack of recursive readers. */
@@ -29,33 +45,55 @@ const CONTENT_RULE = "a string, null or an array of content parts";
  * client's mistake is answered here and never reaches a worker, so it cannot count as a worker failure.
  */
 export function validateInference(endpoint: Endpoint, body: Record<string, unknown>, model: string): void {
-  const bad = (param: string, message: string): HttpError => new HttpError(400, `${param} ${message}`, "invalid_request_error", "invalid_request");
+  const bad = (param: string, message: string): HttpError =>
+    new HttpError(400, `${param} ${message}`, "invalid_request_error", "invalid_request");
   const depth = nestingDepth(body, MAX_BODY_DEPTH);
   if (depth > MAX_BODY_DEPTH) throw bad("the request body", `is JSON nested deeper than ${MAX_BODY_DEPTH} levels`);
   const m = body["model"];
   if (m !== undefined && typeof m !== "string") throw bad("model", "must be a string");
-  if (typeof m === "string" && m !== model) throw new HttpError(404, `the model \`${m}\` does not exist (this proxy serves \`${model}\`)`, "invalid_request_error", "model_not_found");
+  if (typeof m === "string" && m !== model)
+    throw new HttpError(
+      404,
+      `the model \`${m}\` does not exist (this proxy serves \`${model}\`)`,
+      "invalid_request_error",
+      "model_not_found",
+    );
   if (body["stream"] !== undefined && typeof body["stream"] !== "boolean") throw bad("stream", "must be true or false");
   for (const key of ["max_tokens", "max_completion_tokens"]) {
     const v = body[key];
     if (v === undefined || v === null) continue;
-    if (!(typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_OUTPUT_TOKENS)) throw bad(key, `must be an integer in 1–${MAX_OUTPUT_TOKENS}, got ${JSON.stringify(v)}`);
+    if (!(typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_OUTPUT_TOKENS))
+      throw bad(key, `must be an integer in 1–${MAX_OUTPUT_TOKENS}, got ${JSON.stringify(v)}`);
   }
   if (endpoint === "chat") {
     const msgs = body["messages"];
-    if (!Array.isArray(msgs) || msgs.length === 0 || !msgs.every(isPlainObject)) throw bad("messages", "must be a non-empty array of message objects");
+    if (!Array.isArray(msgs) || msgs.length === 0 || !msgs.every(isPlainObject))
+      throw bad("messages", "must be a non-empty array of message objects");
     msgs.forEach((msg, i) => {
       const role = msg["role"];
       if (typeof role !== "string") throw bad(`messages[${i}].role`, "must be a string");
       const content = msg["content"];
-      const ok = content === undefined || content === null || typeof content === "string" || (Array.isArray(content) && content.every(isPlainObject));
-      if (!ok) throw bad(`messages[${i}].content`, `must be ${CONTENT_RULE}, got ${Array.isArray(content) ? "an array with a non-object part" : typeof content}`);
+      const ok =
+        content === undefined ||
+        content === null ||
+        typeof content === "string" ||
+        (Array.isArray(content) && content.every(isPlainObject));
+      if (!ok)
+        throw bad(
+          `messages[${i}].content`,
+          `must be ${CONTENT_RULE}, got ${Array.isArray(content) ? "an array with a non-object part" : typeof content}`,
+        );
     });
   } else {
     const p = body["prompt"];
     const tokenId = (x: unknown): boolean => Number.isInteger(x) && (x as number) >= 0 && (x as number) <= 0xffffffff;
-    const ok = typeof p === "string" || (Array.isArray(p) && p.length > 0 &&
-      (p.every((x) => typeof x === "string") || p.every(tokenId) || p.every((x) => Array.isArray(x) && x.length > 0 && x.every(tokenId))));
+    const ok =
+      typeof p === "string" ||
+      (Array.isArray(p) &&
+        p.length > 0 &&
+        (p.every((x) => typeof x === "string") ||
+          p.every(tokenId) ||
+          p.every((x) => Array.isArray(x) && x.length > 0 && x.every(tokenId))));
     if (!ok) throw bad("prompt", "must be a string, an array of strings, or token ids");
   }
 }
@@ -69,24 +107,31 @@ export function nestingDepth(value: unknown, limit: number): number {
     if (v === null || typeof v !== "object") continue;
     if (d > deepest) deepest = d;
     if (deepest > limit) return deepest;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === "object") stack.push([child, d + 1]);
+    for (const child of Array.isArray(v) ? v : Object.values(v))
+      if (child !== null && typeof child === "object") stack.push([child, d + 1]);
   }
   return deepest;
 }
 
 /** Chat messages as the text the approximate index hashes: "role\ncontent\n" per message, text parts joined. */
 export function chatText(messages: unknown[]): string {
-  return messages.map((m) => {
-    const msg = m as Record<string, unknown>;
-    return `${String(msg["role"] ?? "")}\n${contentText(msg["content"])}\n`;
-  }).join("");
+  return messages
+    .map((m) => {
+      const msg = m as Record<string, unknown>;
+      return `${String(msg["role"] ?? "")}\n${contentText(msg["content"])}\n`;
+    })
+    .join("");
 }
 
 function contentText(content: unknown): string {
   if (typeof content === "string") return content;
   if (content === null || content === undefined) return "";
   if (Array.isArray(content)) {
-    return content.map((p) => (isPlainObject(p) && p["type"] === "text" && typeof p["text"] === "string" ? p["text"] : JSON.stringify(p))).join("\n");
+    return content
+      .map((p) =>
+        isPlainObject(p) && p["type"] === "text" && typeof p["text"] === "string" ? p["text"] : JSON.stringify(p),
+      )
+      .join("\n");
   }
   return JSON.stringify(content);
 }

@@ -61,8 +61,11 @@ export class WorkerRegistry {
   private closed = false;
 
   constructor(
-    private readonly config: ServeConfig, private readonly router: Router, private readonly kv: WorkerSubscriptions,
-    private readonly metrics: ProxyMetrics, private readonly log: Logger,
+    private readonly config: ServeConfig,
+    private readonly router: Router,
+    private readonly kv: WorkerSubscriptions,
+    private readonly metrics: ProxyMetrics,
+    private readonly log: Logger,
   ) {
     this.root = rootHash(config.model);
   }
@@ -85,10 +88,23 @@ export class WorkerRegistry {
 
   add(spec: WorkerConfig, source: WorkerState["source"]): WorkerState {
     const w: WorkerState = {
-      spec, source, lastHeartbeatMs: Date.now(), healthy: true, removed: false, probing: false,
-      activePrefillTokens: 0, activeDecodeTokens: 0,
+      spec,
+      source,
+      lastHeartbeatMs: Date.now(),
+      healthy: true,
+      removed: false,
+      probing: false,
+      activePrefillTokens: 0,
+      activeDecodeTokens: 0,
       ingest: new EventIngest(this.config.block_size, this.root, this.config.capacity_blocks * 2),
-      subscriber: null, lastSeq: null, consecutiveFailures: 0, failedChecks: 0, checking: false, ejections: 0, ejectedUntilMs: 0, backSinceMs: 0,
+      subscriber: null,
+      lastSeq: null,
+      consecutiveFailures: 0,
+      failedChecks: 0,
+      checking: false,
+      ejections: 0,
+      ejectedUntilMs: 0,
+      backSinceMs: 0,
     };
     this.router.addWorker({ id: spec.id, role: spec.role });
     this.workers.set(spec.id, w);
@@ -120,7 +136,12 @@ export class WorkerRegistry {
     this.router.removeWorker(w.spec.id);
     this.metrics.workerDown.inc({ worker: w.spec.id });
     this.metrics.ejections.inc({ cause });
-    this.log.log("warn", "worker out of rotation", { worker: w.spec.id, cause, why, back_off_ms: w.ejectedUntilMs - now });
+    this.log.log("warn", "worker out of rotation", {
+      worker: w.spec.id,
+      cause,
+      why,
+      back_off_ms: w.ejectedUntilMs - now,
+    });
     this.onEject(w.spec.id);
   }
 
@@ -156,7 +177,11 @@ export class WorkerRegistry {
       this.metrics.ejectionsSkipped.inc();
       return;
     }
-    this.markDown(w, `${stage}: ${w.consecutiveFailures} failures in a row, the last: ${e.message}`, "consecutive_failures");
+    this.markDown(
+      w,
+      `${stage}: ${w.consecutiveFailures} failures in a row, the last: ${e.message}`,
+      "consecutive_failures",
+    );
   }
 
   /** A worker call that succeeded: its run of failures is over. */
@@ -173,13 +198,15 @@ export class WorkerRegistry {
 
   /** Healthy decode workers other than `except`, least loaded first (a retry's destination). */
   otherDecodeWorkers(except: string): WorkerState[] {
-    return this.healthyDecodeWorkers().filter((w) => w.spec.id !== except)
+    return this.healthyDecodeWorkers()
+      .filter((w) => w.spec.id !== except)
       .sort((a, b) => a.activePrefillTokens + a.activeDecodeTokens - (b.activePrefillTokens + b.activeDecodeTokens));
   }
 
   /** Healthy prefill workers other than `except`, least loaded first. */
   otherPrefillWorkers(except: string): WorkerState[] {
-    return this.all().filter((w) => w.healthy && w.spec.role !== "decode" && w.spec.id !== except)
+    return this.all()
+      .filter((w) => w.healthy && w.spec.role !== "decode" && w.spec.id !== except)
       .sort((a, b) => a.activePrefillTokens - b.activePrefillTokens);
   }
 
@@ -204,7 +231,11 @@ export class WorkerRegistry {
   }
 
   private pushLoad(w: WorkerState): void {
-    if (w.healthy) this.router.setLoad(w.spec.id, { activePrefillTokens: w.activePrefillTokens, activeDecodeTokens: w.activeDecodeTokens });
+    if (w.healthy)
+      this.router.setLoad(w.spec.id, {
+        activePrefillTokens: w.activePrefillTokens,
+        activeDecodeTokens: w.activeDecodeTokens,
+      });
   }
 
   /** No worker comes back into rotation after this; every subscription ends. */

@@ -11,7 +11,16 @@ import type { IncomingMessage } from "node:http";
 import { isPlainObject } from "../../values.js";
 import type { ServeConfig } from "../config.js";
 import { drained, HttpError } from "../http-toolkit.js";
-import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, usageOf, UsageSniffer, type Agents } from "./upstream.js";
+import {
+  classify,
+  parseJson,
+  readUpstream,
+  UpstreamError,
+  upstreamRequest,
+  usageOf,
+  UsageSniffer,
+  type Agents,
+} from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
 import type { WorkerRegistry, WorkerState } from "./registry.js";
@@ -20,7 +29,12 @@ import type { RequestContext } from "./request-context.js";
 const MAX_ERROR_SNIPPET = 300;
 /** vLLM's NixlConnector prefill request marks (reference-systems.md, step 1). */
 const PREFILL_KV_PARAMS = {
-  do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null,
+  do_remote_decode: true,
+  do_remote_prefill: false,
+  remote_engine_id: null,
+  remote_block_ids: null,
+  remote_host: null,
+  remote_port: null,
 };
 
 type Usage = NonNullable<ReturnType<typeof usageOf>>;
@@ -31,8 +45,11 @@ export class WorkerCalls {
   private retriesInFlight = 0;
 
   constructor(
-    private readonly config: ServeConfig, private readonly registry: WorkerRegistry, private readonly agents: Agents,
-    private readonly metrics: ProxyMetrics, private readonly requestsInFlight: () => number,
+    private readonly config: ServeConfig,
+    private readonly registry: WorkerRegistry,
+    private readonly agents: Agents,
+    private readonly metrics: ProxyMetrics,
+    private readonly requestsInFlight: () => number,
   ) {}
 
   /** The worker left rotation: calls still waiting for its answer fail now (and are retried) rather than at request_ms. */
@@ -41,7 +58,12 @@ export class WorkerCalls {
   }
 
   /** One call to a worker until its response headers; a cut by workerEjected is a retryable reset. */
-  private async call(ctx: RequestContext, w: WorkerState, path: string, body: Buffer | string): Promise<IncomingMessage> {
+  private async call(
+    ctx: RequestContext,
+    w: WorkerState,
+    path: string,
+    body: Buffer | string,
+  ): Promise<IncomingMessage> {
     const t = this.config.timeouts;
     const cut = new AbortController();
     const set = this.waiting.get(w.spec.id) ?? new Set<AbortController>();
@@ -49,11 +71,16 @@ export class WorkerCalls {
     set.add(cut);
     try {
       return await upstreamRequest(this.agents, `${w.spec.url}${path}`, {
-        method: "POST", headers: ctx.upstreamHeaders(), body, connectMs: t.connect_ms, responseMs: t.request_ms,
+        method: "POST",
+        headers: ctx.upstreamHeaders(),
+        body,
+        connectMs: t.connect_ms,
+        responseMs: t.request_ms,
         signal: AbortSignal.any([ctx.abort.signal, cut.signal]),
       });
     } catch (e) {
-      if (cut.signal.aborted && !ctx.abort.signal.aborted) throw new UpstreamError("reset", `${w.spec.id} left rotation while the request waited`);
+      if (cut.signal.aborted && !ctx.abort.signal.aborted)
+        throw new UpstreamError("reset", `${w.spec.id} left rotation while the request waited`);
       throw e;
     } finally {
       set.delete(cut);
@@ -77,7 +104,13 @@ export class WorkerCalls {
    * Step 1, retried once on the least-loaded other prefill worker when the first fails retryably. Resolves with the
    * worker that prefilled; throws the last failure.
    */
-  async prefillWithRetry(ctx: RequestContext, endpoint: Endpoint, id: string, body: Record<string, unknown>, effP: number): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null; worker: string }> {
+  async prefillWithRetry(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    id: string,
+    body: Record<string, unknown>,
+    effP: number,
+  ): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null; worker: string }> {
     try {
       return { ...(await this.prefill(ctx, endpoint, id, body, effP)), worker: id };
     } catch (e) {
@@ -98,9 +131,20 @@ export class WorkerCalls {
   }
 
   /** Step 1 of the NixlConnector protocol: prefill only, and return the KV handoff parameters. */
-  async prefill(ctx: RequestContext, endpoint: Endpoint, id: string, body: Record<string, unknown>, effP: number): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null }> {
+  async prefill(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    id: string,
+    body: Record<string, unknown>,
+    effP: number,
+  ): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null }> {
     const w = this.registry.get(id);
-    const prefillBody: Record<string, unknown> = { ...body, kv_transfer_params: { ...PREFILL_KV_PARAMS }, stream: false, max_tokens: 1 };
+    const prefillBody: Record<string, unknown> = {
+      ...body,
+      kv_transfer_params: { ...PREFILL_KV_PARAMS },
+      stream: false,
+      max_tokens: 1,
+    };
     if (prefillBody["max_completion_tokens"] !== undefined) prefillBody["max_completion_tokens"] = 1;
     delete prefillBody["min_tokens"];
     delete prefillBody["stream_options"];
@@ -113,7 +157,13 @@ export class WorkerCalls {
       const buf = await readUpstream(res, t.request_ms);
       const status = res.statusCode ?? 0;
       if (status >= 400) {
-        throw new UpstreamError("status", `answered ${status}: ${snippet(buf)}`, status, buf, String(res.headers["content-type"] ?? "application/json"));
+        throw new UpstreamError(
+          "status",
+          `answered ${status}: ${snippet(buf)}`,
+          status,
+          buf,
+          String(res.headers["content-type"] ?? "application/json"),
+        );
       }
       const json = parseJson(buf);
       const kv = isPlainObject(json) ? json["kv_transfer_params"] : undefined;
@@ -135,7 +185,15 @@ export class WorkerCalls {
    * before the answer began is retried once on the least-loaded other decode worker with `localPayload` (the
    * client's body: the KV handoff belongs to the first worker), within the retry budget.
    */
-  async decode(ctx: RequestContext, endpoint: Endpoint, id: string, payload: Buffer | string, stream: boolean, effD: number, localPayload: Buffer | string): Promise<void> {
+  async decode(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    id: string,
+    payload: Buffer | string,
+    stream: boolean,
+    effD: number,
+    localPayload: Buffer | string,
+  ): Promise<void> {
     try {
       await this.decodeOnce(ctx, endpoint, id, payload, stream, effD);
       return;
@@ -165,7 +223,14 @@ export class WorkerCalls {
     }
   }
 
-  private async decodeOnce(ctx: RequestContext, endpoint: Endpoint, id: string, payload: Buffer | string, stream: boolean, effD: number): Promise<void> {
+  private async decodeOnce(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    id: string,
+    payload: Buffer | string,
+    stream: boolean,
+    effD: number,
+  ): Promise<void> {
     const w = this.registry.get(id);
     const t = this.config.timeouts;
     const releasePrefill = this.registry.hold(ctx, id, "activePrefillTokens", effD);
@@ -215,14 +280,23 @@ export class WorkerCalls {
   private decodeFailed(w: WorkerState | undefined, id: string, e: unknown, what: string): DecodeFailure {
     const err = classify(e, `decode ${id}`);
     this.registry.upstreamFailed(w, "decode", err);
-    if (err.kind === "timeout") return new DecodeFailure(504, `decode worker ${id}: ${err.message}`, "upstream_timeout", false);
+    if (err.kind === "timeout")
+      return new DecodeFailure(504, `decode worker ${id}: ${err.message}`, "upstream_timeout", false);
     return new DecodeFailure(502, `decode worker ${id} ${what}: ${err.message}`, "decode_failed", err.retryable);
   }
 
   /** Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event. */
-  private async pipeStream(ctx: RequestContext, w: WorkerState, upstream: IncomingMessage, releasePrefill: () => void): Promise<void> {
+  private async pipeStream(
+    ctx: RequestContext,
+    w: WorkerState,
+    upstream: IncomingMessage,
+    releasePrefill: () => void,
+  ): Promise<void> {
     const { res } = ctx;
-    res.writeHead(upstream.statusCode ?? 200, { "content-type": String(upstream.headers["content-type"]), "cache-control": "no-cache" });
+    res.writeHead(upstream.statusCode ?? 200, {
+      "content-type": String(upstream.headers["content-type"]),
+      "cache-control": "no-cache",
+    });
     res.flushHeaders();
     const sniffer = new UsageSniffer();
     const idleMs = this.config.timeouts.request_ms;
@@ -248,7 +322,12 @@ export class WorkerCalls {
       this.metrics.streamErrors.inc({ kind: err.kind });
       ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
       ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
-      const event = new HttpError(ctx.statusOverride, ctx.error, "upstream_error", err.kind === "timeout" ? "upstream_timeout" : "decode_failed").body();
+      const event = new HttpError(
+        ctx.statusOverride,
+        ctx.error,
+        "upstream_error",
+        err.kind === "timeout" ? "upstream_timeout" : "decode_failed",
+      ).body();
       res.end(`${tail === "\n\n" ? "" : "\n\n"}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
       return;
     } finally {
@@ -261,7 +340,12 @@ export class WorkerCalls {
 
 /** A decode call that failed, and whether another worker may take the request. */
 class DecodeFailure extends HttpError {
-  constructor(status: number, message: string, code: string, public retryable: boolean) {
+  constructor(
+    status: number,
+    message: string,
+    code: string,
+    public retryable: boolean,
+  ) {
     super(status, message, "upstream_error", code);
   }
 }

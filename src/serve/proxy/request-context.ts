@@ -25,7 +25,10 @@ export class RequestContext {
   /** Load held on workers for this request, released when the response closes. */
   releases: Array<() => void> = [];
 
-  constructor(readonly req: IncomingMessage, readonly res: ServerResponse) {
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+  ) {
     const given = req.headers["x-request-id"];
     this.id = typeof given === "string" && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
   }

@@ -9,7 +9,15 @@ import type { ServeConfig } from "../config.js";
 import { HttpError } from "../http-toolkit.js";
 import type { Logger } from "./log.js";
 import { QpsWindow } from "../../qps-window.js";
-import { classify, parseJson, readUpstream, UpstreamError, upstreamRequest, WorkerRejection, type Agents } from "./upstream.js";
+import {
+  classify,
+  parseJson,
+  readUpstream,
+  UpstreamError,
+  upstreamRequest,
+  WorkerRejection,
+  type Agents,
+} from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { chatText, positiveInt, sessionKey, type Endpoint } from "./openai.js";
 import type { WorkerRegistry } from "./registry.js";
@@ -17,7 +25,14 @@ import type { RequestContext } from "./request-context.js";
 import type { Session, Sessions } from "./sessions.js";
 
 /** Extra chat-request keys that change the prompt vLLM's /tokenize renders. */
-const TOKENIZE_CHAT_KEYS = ["add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template", "chat_template_kwargs", "tools"];
+const TOKENIZE_CHAT_KEYS = [
+  "add_generation_prompt",
+  "continue_final_message",
+  "add_special_tokens",
+  "chat_template",
+  "chat_template_kwargs",
+  "tools",
+];
 
 export type RoutingPrompt = { tokens: number[] } | { text: string };
 
@@ -34,9 +49,14 @@ export class Routing {
   private tokenizeTurn = 0;
 
   constructor(
-    private readonly config: ServeConfig, private readonly router: Router, private readonly registry: WorkerRegistry,
-    private readonly sessions: Sessions, private readonly agents: Agents, private readonly metrics: ProxyMetrics,
-    private readonly log: Logger, private readonly maxPromptTokens: number,
+    private readonly config: ServeConfig,
+    private readonly router: Router,
+    private readonly registry: WorkerRegistry,
+    private readonly sessions: Sessions,
+    private readonly agents: Agents,
+    private readonly metrics: ProxyMetrics,
+    private readonly log: Logger,
+    private readonly maxPromptTokens: number,
   ) {}
 
   /** The decision for a validated request; null when the client left while its prompt was tokenized. */
@@ -57,20 +77,32 @@ export class Routing {
   }
 
   /** The prompt as the router reads it: token ids (precise mode, or ids the client gave) or text. */
-  private async routingPrompt(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<RoutingPrompt> {
+  private async routingPrompt(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    body: Record<string, unknown>,
+  ): Promise<RoutingPrompt> {
     const prompt = body["prompt"];
     if (endpoint === "completions") {
-      const first = Array.isArray(prompt) && (typeof prompt[0] === "string" || Array.isArray(prompt[0])) ? prompt[0] : prompt;
+      const first =
+        Array.isArray(prompt) && (typeof prompt[0] === "string" || Array.isArray(prompt[0])) ? prompt[0] : prompt;
       if (Array.isArray(first)) return { tokens: first.slice(0, this.maxPromptTokens) as number[] };
     }
-    const text = endpoint === "chat" ? chatText(body["messages"] as unknown[]) : String(Array.isArray(prompt) ? prompt[0] : prompt);
+    const text =
+      endpoint === "chat"
+        ? chatText(body["messages"] as unknown[])
+        : String(Array.isArray(prompt) ? prompt[0] : prompt);
     if (this.config.mode !== "precise") return { text };
     const tokens = await this.tokenize(ctx, endpoint, body);
     return tokens ? { tokens } : { text };
   }
 
   /** Precise mode: the decode workers' own tokenizer (vLLM's POST /tokenize), in turn. Null when it fails. */
-  private async tokenize(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<number[] | null> {
+  private async tokenize(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    body: Record<string, unknown>,
+  ): Promise<number[] | null> {
     const candidates = this.registry.healthyDecodeWorkers();
     if (candidates.length === 0) return null;
     const w = candidates[this.tokenizeTurn++ % candidates.length]!;
@@ -86,13 +118,18 @@ export class Routing {
     const t = this.config.timeouts;
     try {
       const res = await upstreamRequest(this.agents, `${w.spec.url}/tokenize`, {
-        method: "POST", headers: ctx.upstreamHeaders(), body: JSON.stringify(payload),
-        connectMs: t.connect_ms, responseMs: t.tokenize_ms, signal: ctx.abort.signal,
+        method: "POST",
+        headers: ctx.upstreamHeaders(),
+        body: JSON.stringify(payload),
+        connectMs: t.connect_ms,
+        responseMs: t.tokenize_ms,
+        signal: ctx.abort.signal,
       });
       const buf = await readUpstream(res, t.tokenize_ms);
       const status = res.statusCode ?? 0;
       // The worker's tokenizer rejects the request (e.g. a chat template it cannot render): the client's mistake.
-      if (status >= 400 && status < 500) throw new WorkerRejection(status, buf, String(res.headers["content-type"] ?? "application/json"));
+      if (status >= 400 && status < 500)
+        throw new WorkerRejection(status, buf, String(res.headers["content-type"] ?? "application/json"));
       if (status >= 400) throw new UpstreamError("status", `/tokenize answered ${status}`, status);
       const json = parseJson(buf);
       const tokens = isPlainObject(json) ? json["tokens"] : undefined;
@@ -113,17 +150,22 @@ export class Routing {
   private decide(endpoint: Endpoint, body: Record<string, unknown>, prompt: RoutingPrompt): Omit<Routed, "tokenMode"> {
     const now = Date.now();
     const session = this.sessions.touch(sessionKey(this.config.model, endpoint, body), now);
-    const userTurns = endpoint === "chat" ? (body["messages"] as unknown[]).filter((m) => isPlainObject(m) && m["role"] === "user").length : 0;
+    const userTurns =
+      endpoint === "chat"
+        ? (body["messages"] as unknown[]).filter((m) => isPlainObject(m) && m["role"] === "user").length
+        : 0;
     session.turns = Math.max(session.turns + 1, userTurns);
     const turn = userTurns > 0 ? userTurns : session.turns;
     const table = this.router.table;
     const maxTokens = positiveInt(body["max_tokens"]) ?? positiveInt(body["max_completion_tokens"]);
     const request: RouteRequest = { ...prompt, turn, prevOutputTokens: session.prevOutputTokens };
     if (maxTokens !== undefined) request.maxTokens = maxTokens;
-    if (!table.osl_model && table.features?.includes("osl_hat")) request.oslHat = Math.min(maxTokens ?? Infinity, this.config.default_osl_hat);
+    if (!table.osl_model && table.features?.includes("osl_hat"))
+      request.oslHat = Math.min(maxTokens ?? Infinity, this.config.default_osl_hat);
     // PPD: later turns stay on the conversation's decode worker, which holds its context.
     const pinned = session.decodeWorker ? this.registry.get(session.decodeWorker) : undefined;
-    if (table.kind === "ppd" && turn >= 2 && pinned?.healthy && pinned.spec.role !== "prefill") request.decodeWorker = pinned.spec.id;
+    if (table.kind === "ppd" && turn >= 2 && pinned?.healthy && pinned.spec.role !== "prefill")
+      request.decodeWorker = pinned.spec.id;
     this.router.setSignals({ prefillQueue: this.registry.prefillsInFlight, qps: this.qps.arrive(performance.now()) });
     let decision: Decision;
     try {

@@ -12,7 +12,10 @@ export interface Session {
 /** Conversations by key, least recently seen first (Map order); idle ones expire, the oldest go beyond `max`. */
 export class Sessions {
   private readonly map = new Map<string, Session>();
-  constructor(private readonly idleMs: number, private readonly max: number) {}
+  constructor(
+    private readonly idleMs: number,
+    private readonly max: number,
+  ) {}
 
   get size(): number {
     return this.map.size;
@@ -21,7 +24,8 @@ export class Sessions {
   touch(key: string, now: number): Session {
     let s = this.map.get(key);
     if (s) this.map.delete(key);
-    if (!s || now - s.lastSeenMs > this.idleMs) s = { turns: 0, decodeWorker: null, prevOutputTokens: 0, lastSeenMs: now };
+    if (!s || now - s.lastSeenMs > this.idleMs)
+      s = { turns: 0, decodeWorker: null, prevOutputTokens: 0, lastSeenMs: now };
     s.lastSeenMs = now;
     if (this.max > 0) {
       this.map.set(key, s);

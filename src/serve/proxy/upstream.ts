@@ -18,7 +18,13 @@ export class UpstreamError extends Error {
   /** The connection was refused: nothing listens at the worker's address (the process is gone). */
   refused = false;
 
-  constructor(readonly kind: UpstreamFailure, message: string, readonly status = 0, readonly body?: Buffer, readonly contentType?: string) {
+  constructor(
+    readonly kind: UpstreamFailure,
+    message: string,
+    readonly status = 0,
+    readonly body?: Buffer,
+    readonly contentType?: string,
+  ) {
     super(message);
   }
 
@@ -38,7 +44,11 @@ export class UpstreamError extends Error {
 
 /** A worker's 4xx answer, passed on to the client as it is (status, body, content type). */
 export class WorkerRejection extends Error {
-  constructor(readonly status: number, readonly body: Buffer, readonly contentType: string) {
+  constructor(
+    readonly status: number,
+    readonly body: Buffer,
+    readonly contentType: string,
+  ) {
     super(`a worker answered ${status}`);
   }
 }
@@ -65,7 +75,15 @@ export interface UpstreamCall {
   signal?: AbortSignal;
 }
 
-export const CONNECT_CODES = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "EADDRNOTAVAIL"]);
+export const CONNECT_CODES = new Set([
+  "ECONNREFUSED",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ETIMEDOUT",
+  "EADDRNOTAVAIL",
+]);
 
 export function classify(e: unknown, where: string): UpstreamError {
   if (e instanceof UpstreamError) return e;
@@ -80,18 +98,29 @@ export function classify(e: unknown, where: string): UpstreamError {
 }
 
 /** One request to a worker; resolves with the response once its headers are in. */
-export function upstreamRequest(agents: Agents, url: string, call: UpstreamCall, retried = false): Promise<IncomingMessage> {
+export function upstreamRequest(
+  agents: Agents,
+  url: string,
+  call: UpstreamCall,
+  retried = false,
+): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const target = new URL(url);
     const secure = target.protocol === "https:";
     const headers: Record<string, string | number> = { ...call.headers };
     if (call.body !== undefined) headers["content-length"] = Buffer.byteLength(call.body);
     const req = (secure ? https : http).request(target, {
-      method: call.method, headers, agent: secure ? agents.https : agents.http, ...(call.signal ? { signal: call.signal } : {}),
+      method: call.method,
+      headers,
+      agent: secure ? agents.https : agents.http,
+      ...(call.signal ? { signal: call.signal } : {}),
     });
     let settled = false;
     let connectTimer: NodeJS.Timeout | undefined;
-    const responseTimer = setTimeout(() => fail(new UpstreamError("timeout", `${url}: no response within ${call.responseMs} ms`)), call.responseMs);
+    const responseTimer = setTimeout(
+      () => fail(new UpstreamError("timeout", `${url}: no response within ${call.responseMs} ms`)),
+      call.responseMs,
+    );
     const done = (): void => {
       settled = true;
       clearTimeout(responseTimer);
@@ -105,7 +134,10 @@ export function upstreamRequest(agents: Agents, url: string, call: UpstreamCall,
     }
     req.on("socket", (socket) => {
       if (!socket.connecting) return;
-      connectTimer = setTimeout(() => fail(new UpstreamError("connect", `${url}: no connection within ${call.connectMs} ms`)), call.connectMs);
+      connectTimer = setTimeout(
+        () => fail(new UpstreamError("connect", `${url}: no connection within ${call.connectMs} ms`)),
+        call.connectMs,
+      );
       socket.once("connect", () => clearTimeout(connectTimer));
     });
     req.on("error", (e) => {
@@ -131,7 +163,11 @@ export function upstreamRequest(agents: Agents, url: string, call: UpstreamCall,
 }
 
 /** The whole body of a worker's response, with an idle timeout between chunks. */
-export async function readUpstream(res: IncomingMessage, idleMs: number, limit = MAX_UPSTREAM_BODY_BYTES): Promise<Buffer> {
+export async function readUpstream(
+  res: IncomingMessage,
+  idleMs: number,
+  limit = MAX_UPSTREAM_BODY_BYTES,
+): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   let timer = setTimeout(onIdle, idleMs);
@@ -167,7 +203,8 @@ export function usageOf(v: unknown): { cached: number | null; completion: number
   if (!isPlainObject(v) || !isPlainObject(v["usage"])) return null;
   const u = v["usage"];
   const details = u["prompt_tokens_details"];
-  const cached = isPlainObject(details) && typeof details["cached_tokens"] === "number" ? details["cached_tokens"] : null;
+  const cached =
+    isPlainObject(details) && typeof details["cached_tokens"] === "number" ? details["cached_tokens"] : null;
   return { cached, completion: typeof u["completion_tokens"] === "number" ? u["completion_tokens"] : null };
 }
 

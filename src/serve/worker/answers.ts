@@ -39,7 +39,14 @@ export class Completion {
     readonly res: http.ServerResponse,
     private readonly model: string,
   ) {
-    ({ kind: this.kind, chat: this.chat, stream: this.stream, tokens: this.tokens, outputTokens: this.outputTokens, remote: this.remote } = request);
+    ({
+      kind: this.kind,
+      chat: this.chat,
+      stream: this.stream,
+      tokens: this.tokens,
+      outputTokens: this.outputTokens,
+      remote: this.remote,
+    } = request);
     this.seed = promptSeed(this.tokens);
   }
 
@@ -51,7 +58,11 @@ export class Completion {
   /** Writes the SSE headers (once). */
   startStream(): void {
     if (this.res.headersSent) return;
-    this.res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+    this.res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    });
     this.res.flushHeaders();
   }
 
@@ -67,12 +78,21 @@ export class Completion {
       }
       if (this.chat && this.emitted === 1) {
         this.writeChunk({
-          id: this.id, object: "chat.completion.chunk", created: this.created, model: this.model,
+          id: this.id,
+          object: "chat.completion.chunk",
+          created: this.created,
+          model: this.model,
           choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }],
         });
       }
       const last = this.emitted === this.outputTokens;
-      this.writeChunk(this.chunkOf(text, last ? "length" : null, last && this.kvParams ? { kv_transfer_params: this.kvParams } : undefined));
+      this.writeChunk(
+        this.chunkOf(
+          text,
+          last ? "length" : null,
+          last && this.kvParams ? { kv_transfer_params: this.kvParams } : undefined,
+        ),
+      );
     }
     return count;
   }
@@ -83,17 +103,42 @@ export class Completion {
     if (this.stream) {
       this.startStream();
       if (this.request.includeUsage) {
-        this.writeChunk({ id: this.id, object: this.chat ? "chat.completion.chunk" : "text_completion", created: this.created, model: this.model, choices: [], usage: this.usage() });
+        this.writeChunk({
+          id: this.id,
+          object: this.chat ? "chat.completion.chunk" : "text_completion",
+          created: this.created,
+          model: this.model,
+          choices: [],
+          usage: this.usage(),
+        });
       }
       this.res.end("data: [DONE]\n\n");
       return;
     }
     const choice = this.chat
-      ? { index: 0, message: { role: "assistant", content: this.text }, logprobs: null, finish_reason: "length", stop_reason: null }
-      : { index: 0, text: this.text, logprobs: null, finish_reason: "length", stop_reason: null, prompt_logprobs: null };
+      ? {
+          index: 0,
+          message: { role: "assistant", content: this.text },
+          logprobs: null,
+          finish_reason: "length",
+          stop_reason: null,
+        }
+      : {
+          index: 0,
+          text: this.text,
+          logprobs: null,
+          finish_reason: "length",
+          stop_reason: null,
+          prompt_logprobs: null,
+        };
     sendJson(this.res, 200, {
-      id: this.id, object: this.chat ? "chat.completion" : "text_completion", created: this.created, model: this.model,
-      choices: [choice], usage: this.usage(), kv_transfer_params: this.kvParams,
+      id: this.id,
+      object: this.chat ? "chat.completion" : "text_completion",
+      created: this.created,
+      model: this.model,
+      choices: [choice],
+      usage: this.usage(),
+      kv_transfer_params: this.kvParams,
     });
   }
 
@@ -115,7 +160,21 @@ export class Completion {
   private chunkOf(text: string, finish: string | null, extra?: Record<string, unknown>): Record<string, unknown> {
     const { id, created, model } = this;
     return this.chat
-      ? { id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: finish }], ...extra }
-      : { id, object: "text_completion", created, model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish, stop_reason: null }], ...extra };
+      ? {
+          id,
+          object: "chat.completion.chunk",
+          created,
+          model,
+          choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: finish }],
+          ...extra,
+        }
+      : {
+          id,
+          object: "text_completion",
+          created,
+          model,
+          choices: [{ index: 0, text, logprobs: null, finish_reason: finish, stop_reason: null }],
+          ...extra,
+        };
   }
 }

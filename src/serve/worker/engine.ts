@@ -43,7 +43,10 @@ export interface WorkerAddress {
   port: number;
 }
 
-interface Pin { job: Job; timeout: SimEvent }
+interface Pin {
+  job: Job;
+  timeout: SimEvent;
+}
 
 function noop(): void {}
 
@@ -51,8 +54,16 @@ export class WorkerEngine {
   readonly queue = new EventQueue();
   readonly inst: Instance;
   readonly counters = {
-    prefixQueryTokens: 0, prefixHitTokens: 0, promptTokens: 0, generationTokens: 0, completed: 0, rejected: 0,
-    aborted: 0, kvReleasesPulled: 0, kvReleasesTimeout: 0, kvReleaseFailures: 0,
+    prefixQueryTokens: 0,
+    prefixHitTokens: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+    completed: 0,
+    rejected: 0,
+    aborted: 0,
+    kvReleasesPulled: 0,
+    kvReleasesTimeout: 0,
+    kvReleaseFailures: 0,
   };
   readonly address: WorkerAddress = { workerId: "", host: "", port: 0 };
   private readonly byReq = new Map<SimRequest, Completion>();
@@ -63,7 +74,11 @@ export class WorkerEngine {
   private linkFreeAt = 0;
   private closing = false;
 
-  constructor(private readonly o: EngineOptions, readonly blockIds: BlockIds, private readonly kv: KvEventPublisher) {
+  constructor(
+    private readonly o: EngineOptions,
+    readonly blockIds: BlockIds,
+    private readonly kv: KvEventPublisher,
+  ) {
     const instRole: InstanceRole = o.role === "both" ? "replica" : o.role;
     this.inst = new Instance(0, o.name, instRole, o.preset, o.capacityBlocks, this.host(), blockIds, kv.sink);
     this.inst.maxRunSteps = 1;
@@ -179,14 +194,19 @@ export class WorkerEngine {
     const call = (async () => {
       try {
         const r = await fetch(`http://${h}:${remote.port}/internal/kv-release`, {
-          method: "POST", headers: { "content-type": "application/json" },
-          body: JSON.stringify({ remote_request_id: remote.requestId }), signal: AbortSignal.timeout(5000),
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ remote_request_id: remote.requestId }),
+          signal: AbortSignal.timeout(5000),
         });
         await r.arrayBuffer().catch(noop);
         if (!r.ok) throw new Error(`HTTP ${r.status}`);
       } catch (e) {
         this.counters.kvReleaseFailures++;
-        if (!this.closing) this.o.log(`worker ${this.address.workerId}: kv-release of ${remote.requestId} at ${h}:${remote.port} failed: ${(e as Error).message}`);
+        if (!this.closing)
+          this.o.log(
+            `worker ${this.address.workerId}: kv-release of ${remote.requestId} at ${h}:${remote.port} failed: ${(e as Error).message}`,
+          );
       }
     })();
     this.pendingReleases.add(call);
@@ -205,11 +225,22 @@ export class WorkerEngine {
         this.notePrefixHit(c, job);
         this.o.observeTtft((queue.nowMs - c.arrivalMs) / 1000);
         const requestId = c.requestId;
-        this.pins.set(requestId, { job, timeout: queue.schedule(queue.nowMs + this.o.pinTimeoutMs, Priority.transfer, () => { this.releasePin(requestId, "timeout"); }) });
+        this.pins.set(requestId, {
+          job,
+          timeout: queue.schedule(queue.nowMs + this.o.pinTimeoutMs, Priority.transfer, () => {
+            this.releasePin(requestId, "timeout");
+          }),
+        });
         const { workerId, host, port } = this.address;
         c.kvParams = {
-          do_remote_prefill: true, do_remote_decode: false, remote_block_ids: Array.from(job.ids), remote_engine_id: workerId,
-          remote_request_id: requestId, remote_host: host, remote_port: port, tp_size: this.o.preset.tp,
+          do_remote_prefill: true,
+          do_remote_decode: false,
+          remote_block_ids: Array.from(job.ids),
+          remote_engine_id: workerId,
+          remote_request_id: requestId,
+          remote_host: host,
+          remote_port: port,
+          tp_size: this.o.preset.tp,
         };
         this.emit(c, 1);
         this.finish(c);

@@ -11,7 +11,12 @@ import { SIM_BLOCK_TOKENS } from "../../sim/types.js";
 import { loadZeromq, type ZmqPublisher } from "../zeromq.js";
 
 /** Per block id: its tokens and parent, while some job that may store it is live (for BlockStored's token_ids). */
-interface BlockMeta { tokens: number[]; off: number; parent: number; refs: number }
+interface BlockMeta {
+  tokens: number[];
+  off: number;
+  parent: number;
+  refs: number;
+}
 
 export interface KvPublisherOptions {
   topic: string;
@@ -34,7 +39,10 @@ export class KvEventPublisher {
   private socket: ZmqPublisher | null = null;
   private sendChain: Promise<void> = Promise.resolve();
 
-  constructor(private readonly blockIds: BlockIds, private readonly o: KvPublisherOptions) {}
+  constructor(
+    private readonly blockIds: BlockIds,
+    private readonly o: KvPublisherOptions,
+  ) {}
 
   /** What the instance's prefix cache reports, turned into pending events. */
   readonly sink: KvEventSink = {
@@ -104,8 +112,14 @@ export class KvEventPublisher {
       if (url) {
         try {
           const r = await fetch(url, {
-            method: "POST", body: new Uint8Array(payload), signal: AbortSignal.timeout(5000),
-            headers: { "content-type": "application/msgpack", "x-dolphin-worker": this.workerId, "x-dolphin-seq": String(n) },
+            method: "POST",
+            body: new Uint8Array(payload),
+            signal: AbortSignal.timeout(5000),
+            headers: {
+              "content-type": "application/msgpack",
+              "x-dolphin-worker": this.workerId,
+              "x-dolphin-seq": String(n),
+            },
           });
           await r.arrayBuffer().catch(() => undefined);
           if (!r.ok) throw new Error(`HTTP ${r.status}`);
@@ -136,7 +150,14 @@ export class KvEventPublisher {
     let last = -2;
     const flush = (): void => {
       if (hashes.length > 0) {
-        this.pending.push({ kind: "stored", hashes: Uint32Array.from(hashes), parent, tokenIds: tokens, blockSize: SIM_BLOCK_TOKENS, medium: "GPU" });
+        this.pending.push({
+          kind: "stored",
+          hashes: Uint32Array.from(hashes),
+          parent,
+          tokenIds: tokens,
+          blockSize: SIM_BLOCK_TOKENS,
+          medium: "GPU",
+        });
       }
       hashes = [];
       tokens = [];

@@ -15,7 +15,15 @@ import { Completion } from "./answers.js";
 import type { WorkerEngine } from "./engine.js";
 import type { WorkerMetrics } from "./metrics.js";
 import {
-  bad, chatMessages, checkModel, jsonObject, readCompletion, tokenIds, vllmError, VLLM_ERRORS, type CompletionLimits,
+  bad,
+  chatMessages,
+  checkModel,
+  jsonObject,
+  readCompletion,
+  tokenIds,
+  vllmError,
+  VLLM_ERRORS,
+  type CompletionLimits,
 } from "./requests.js";
 
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -37,7 +45,8 @@ export interface WorkerApi extends CompletionLimits {
 export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
   const { engine, model, maxModelLen } = api;
   let nextReq = 0;
-  const jsonBody = async (req: http.IncomingMessage): Promise<Record<string, unknown>> => jsonObject(await readBody(req, MAX_BODY_BYTES, VLLM_ERRORS));
+  const jsonBody = async (req: http.IncomingMessage): Promise<Record<string, unknown>> =>
+    jsonObject(await readBody(req, MAX_BODY_BYTES, VLLM_ERRORS));
 
   async function completions({ req, res }: WorkerExchange, chat: boolean): Promise<void> {
     const request = readCompletion(await jsonBody(req), chat, api);
@@ -48,7 +57,14 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
     const blocks = hashTokens(tokens, SIM_BLOCK_TOKENS, api.root);
     const simReq: SimRequest = { id: reqNo, arrivalMs: 0, promptTokens: tokens.length, outputTokens, blocks, turn: 1 };
     const ids = engine.blockIds.intern(blocks);
-    const c = new Completion(`${chat ? "chatcmpl" : "cmpl"}-${base}`, `${engine.address.workerId}/${reqNo}`, request, simReq, res, model);
+    const c = new Completion(
+      `${chat ? "chatcmpl" : "cmpl"}-${base}`,
+      `${engine.address.workerId}/${reqNo}`,
+      request,
+      simReq,
+      res,
+      model,
+    );
     res.on("close", () => {
       if (!res.writableFinished && !c.closed) {
         c.closed = true;
@@ -58,8 +74,12 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
     engine.submit(c, ids);
     if (c.rejected) {
       const need = Math.ceil((tokens.length + (kind === "prefill" ? 0 : outputTokens)) / SIM_BLOCK_TOKENS);
-      throw vllmError(503, "ServiceUnavailableError", `the request needs ${need} KV blocks of ${SIM_BLOCK_TOKENS} tokens ` +
-        `(prompt ${tokens.length}, output ${outputTokens}); this worker holds ${engine.inst.cache.capacityBlocks}`);
+      throw vllmError(
+        503,
+        "ServiceUnavailableError",
+        `the request needs ${need} KV blocks of ${SIM_BLOCK_TOKENS} tokens ` +
+          `(prompt ${tokens.length}, output ${outputTokens}); this worker holds ${engine.inst.cache.capacityBlocks}`,
+      );
     }
     if (request.stream) c.startStream();
   }
@@ -85,9 +105,16 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
   async function kvRelease({ req, res }: WorkerExchange): Promise<void> {
     const body = await jsonBody(req);
     const id = body["remote_request_id"];
-    if (typeof id !== "string" || id === "") throw bad(`remote_request_id must be a string, got ${describeValue(id)}`, "remote_request_id");
+    if (typeof id !== "string" || id === "")
+      throw bad(`remote_request_id must be a string, got ${describeValue(id)}`, "remote_request_id");
     const ok = engine.atNow(() => engine.releasePin(id, "pulled"));
-    if (!ok) throw vllmError(404, "NotFoundError", `no blocks pinned for remote_request_id ${JSON.stringify(id)}`, "remote_request_id");
+    if (!ok)
+      throw vllmError(
+        404,
+        "NotFoundError",
+        `no blocks pinned for remote_request_id ${JSON.stringify(id)}`,
+        "remote_request_id",
+      );
     sendJson(res, 200, { released: true });
   }
 
@@ -97,12 +124,28 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
     .on("/tokenize", { POST: tokenize })
     .on("/detokenize", { POST: detokenize })
     .on("/internal/kv-release", { POST: kvRelease })
-    .on("/health", { GET: ({ res }) => { res.writeHead(200, { "content-length": 0 }); res.end(); } })
+    .on("/health", {
+      GET: ({ res }) => {
+        res.writeHead(200, { "content-length": 0 });
+        res.end();
+      },
+    })
     .on("/v1/models", {
-      GET: ({ res }) => sendJson(res, 200, {
-        object: "list",
-        data: [{ id: model, object: "model", created: api.created, owned_by: "vllm", root: model, parent: null, max_model_len: maxModelLen }],
-      }),
+      GET: ({ res }) =>
+        sendJson(res, 200, {
+          object: "list",
+          data: [
+            {
+              id: model,
+              object: "model",
+              created: api.created,
+              owned_by: "vllm",
+              root: model,
+              parent: null,
+              max_model_len: maxModelLen,
+            },
+          ],
+        }),
     })
     .on("/metrics", {
       GET: ({ res }) => {
