@@ -2,12 +2,12 @@
 
 import { existsSync, readFileSync } from "node:fs";
 import { evalJob } from "../learn/job.js";
-import { parsePolicies } from "../learn/policies.js";
+import { BASELINE_NAMES, parsePolicies } from "../learn/policies.js";
 import { decodeTable } from "../table.js";
 import { flag, UsageError, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
-const DEFAULT_WITHOUT_TABLE = "dynamo-isl,dynamo-load,dynamo-legacy,llm-d,trtllm,ppd,always-local,always-remote";
+const DEFAULT_WITHOUT_TABLE = BASELINE_NAMES.join(",");
 
 export const command: Command = {
   usage: `dolphin eval --workload <name|file> [--format …] [--cluster <preset|file>] --split <nPmD> [--slo <…>]

@@ -8,7 +8,7 @@ import { resolveCluster } from "../sim/run.js";
 import { atScale, scaleForLoad } from "../sim/saturation.js";
 import { parseSplit, simulate, type SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
-import { GENERATORS, parseLoad, type WorkloadFormat } from "../sim/workload.js";
+import { GENERATORS, parseLoad, splitInTime, type WorkloadFormat } from "../sim/workload.js";
 import { loadWorkload } from "../sim/workload-files.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
 import { ruleTableFor } from "../sim/rule-table.js";
@@ -53,18 +53,7 @@ export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed"
     seed,
     ...(o.requests !== undefined ? { requests: o.requests } : {}),
   });
-  const half = Math.floor(all.requests.length / 2);
-  const part = (from: number, to: number, name: string): Workload => {
-    const reqs = all.requests.slice(from, to);
-    const t0 = reqs[0]?.arrivalMs ?? 0;
-    const requests = reqs.map((r, i) => ({ ...r, id: i, arrivalMs: r.arrivalMs - t0 }));
-    const span = (requests.at(-1)?.arrivalMs ?? 0) / 1000;
-    return { name, requests, rate: span > 0 ? (requests.length - 1) / span : all.rate };
-  };
-  return {
-    train: part(0, half, `${all.name} (first half)`),
-    eval: part(half, all.requests.length, `${all.name} (second half)`),
-  };
+  return splitInTime(all);
 }
 
 export interface Setup {

@@ -21,6 +21,8 @@ export const POLICY_NAMES = [
   "always-remote",
 ] as const satisfies readonly ("dolphin" | PolicyKind)[];
 export type PolicyName = (typeof POLICY_NAMES)[number];
+/** Every baseline (all but the learned table): what `dolphin eval` and the explorer compare when given no table. */
+export const BASELINE_NAMES: readonly PolicyName[] = POLICY_NAMES.filter((n) => n !== "dolphin");
 
 export function parsePolicies(s: string): PolicyName[] {
   const names = s

@@ -887,3 +887,22 @@ export function withLoad(w: Workload, load: Exclude<Load, { kind: "saturated" }>
   const requests = w.requests.map((r) => ({ ...r, arrivalMs: r.arrivalMs / factor }));
   return { name: w.name, requests, rate: load.kind === "rate" ? load.rps : w.rate * factor };
 }
+
+/**
+ * A trace split in time for learning and evaluation: the first half of its requests to train, the second to evaluate,
+ * each re-based to start at 0 and re-numbered, so the two share no request.
+ */
+export function splitInTime(all: Workload): { train: Workload; eval: Workload } {
+  const half = Math.floor(all.requests.length / 2);
+  const part = (from: number, to: number, name: string): Workload => {
+    const reqs = all.requests.slice(from, to);
+    const t0 = reqs[0]?.arrivalMs ?? 0;
+    const requests = reqs.map((r, i) => ({ ...r, id: i, arrivalMs: r.arrivalMs - t0 }));
+    const span = (requests.at(-1)?.arrivalMs ?? 0) / 1000;
+    return { name, requests, rate: span > 0 ? (requests.length - 1) / span : all.rate };
+  };
+  return {
+    train: part(0, half, `${all.name} (first half)`),
+    eval: part(half, all.requests.length, `${all.name} (second half)`),
+  };
+}

@@ -5,7 +5,7 @@
 // (test/explorer-jobs.test.ts checks it against evalJob).
 
 import type { EvalLoad, EvalOutput, PolicyOutcome } from "../../../src/eval-output.js";
-import { buildPpdTable, POLICY_NAMES, type PolicyName } from "../../../src/learn/policies.js";
+import { BASELINE_NAMES, buildPpdTable, POLICY_NAMES, type PolicyName } from "../../../src/learn/policies.js";
 import { SimEnvironment, train, type SearchStep } from "../../../src/learn/train.js";
 import { parseSlo } from "../../../src/sim/metrics.js";
 import { DEFAULT_PRESET, LINKS, resolvePreset } from "../../../src/sim/perf.js";
@@ -13,7 +13,14 @@ import { ruleTableFor } from "../../../src/sim/rule-table.js";
 import { atScale, scaleForLoad } from "../../../src/sim/saturation.js";
 import { parseSplit, simulate, type SimConfig } from "../../../src/sim/simulator.js";
 import type { Workload } from "../../../src/sim/types.js";
-import { generate, isGenerator, parseLoad, parseWorkload, type WorkloadFormat } from "../../../src/sim/workload.js";
+import {
+  generate,
+  isGenerator,
+  parseLoad,
+  parseWorkload,
+  splitInTime,
+  type WorkloadFormat,
+} from "../../../src/sim/workload.js";
 import { encodeTable, type Table } from "../../../src/table.js";
 
 /** A workload: a generator by name, or a dropped file's text (parsed by the CLI's parsers). */
@@ -34,16 +41,7 @@ export interface ExplorerSetup {
 }
 
 /** The baselines the CLI's `dolphin eval` runs when no table is given (src/cli/eval.ts). */
-export const BASELINES: readonly PolicyName[] = [
-  "dynamo-isl",
-  "dynamo-load",
-  "dynamo-legacy",
-  "llm-d",
-  "trtllm",
-  "ppd",
-  "always-local",
-  "always-remote",
-];
+export const BASELINES: readonly PolicyName[] = BASELINE_NAMES;
 
 export type Progress = (line: string) => void;
 
@@ -66,23 +64,12 @@ function parts(o: ExplorerSetup): { train: Workload; eval: Workload } {
       eval: generate(src.generator, { seed: seed + 1, requests: n }),
     };
   }
-  // A trace is split in time, first half to train, second to evaluate: job.ts's workloadParts, step for step.
+  // A trace is split in time, first half to train, second to evaluate, as job.ts's workloadParts does.
   const all = parseWorkload(src.text, src.file, src.format ?? "auto", {
     seed,
     ...(o.requests !== undefined ? { requests: o.requests } : {}),
   });
-  const half = Math.floor(all.requests.length / 2);
-  const part = (from: number, to: number, name: string): Workload => {
-    const reqs = all.requests.slice(from, to);
-    const t0 = reqs[0]?.arrivalMs ?? 0;
-    const requests = reqs.map((r, i) => ({ ...r, id: i, arrivalMs: r.arrivalMs - t0 }));
-    const span = (requests.at(-1)?.arrivalMs ?? 0) / 1000;
-    return { name, requests, rate: span > 0 ? (requests.length - 1) / span : all.rate };
-  };
-  return {
-    train: part(0, half, `${all.name} (first half)`),
-    eval: part(half, all.requests.length, `${all.name} (second half)`),
-  };
+  return splitInTime(all);
 }
 
 function prepare(o: ExplorerSetup, module: WebAssembly.Module | undefined, progress: Progress): Prepared {
