@@ -3,18 +3,18 @@
 // text-block step (64 bytes ‖ LE64(prev)). The specialised forms avoid copying into a scratch buffer.
 
 // @ts-ignore: decorator
-@inline const P1: u64 = 11400714785074694791;
+@inline export const P1: u64 = 11400714785074694791;
 // @ts-ignore: decorator
-@inline const P2: u64 = 14029467366897019727;
+@inline export const P2: u64 = 14029467366897019727;
 // @ts-ignore: decorator
-@inline const P3: u64 = 1609587929392839161;
+@inline export const P3: u64 = 1609587929392839161;
 // @ts-ignore: decorator
-@inline const P4: u64 = 9650029242287828579;
+@inline export const P4: u64 = 9650029242287828579;
 // @ts-ignore: decorator
-@inline const P5: u64 = 2870177450012600261;
+@inline export const P5: u64 = 2870177450012600261;
 
 // @ts-ignore: decorator
-@inline function round(acc: u64, input: u64): u64 {
+@inline export function round(acc: u64, input: u64): u64 {
   return rotl<u64>(acc + input * P2, 31) * P1;
 }
 
@@ -38,6 +38,36 @@
   return rotl<u64>(h ^ round(0, k), 27) * P1 + P4;
 }
 
+/** The four lanes folded into one (inputs of 32 bytes or more). */
+// @ts-ignore: decorator
+@inline export function converge(v1: u64, v2: u64, v3: u64, v4: u64): u64 {
+  let h = rotl<u64>(v1, 1) + rotl<u64>(v2, 7) + rotl<u64>(v3, 12) + rotl<u64>(v4, 18);
+  h = mergeRound(h, v1);
+  h = mergeRound(h, v2);
+  h = mergeRound(h, v3);
+  return mergeRound(h, v4);
+}
+
+/** The last step of every xxh64: fold in the bytes [p, end) left after the stripes, then avalanche. */
+// @ts-ignore: decorator
+@inline export function finish(h: u64, p: usize, end: usize): u64 {
+  while (p + 8 <= end) {
+    h = mix8(h, load<u64>(p));
+    p += 8;
+  }
+  if (p + 4 <= end) {
+    h ^= <u64>load<u32>(p) * P1;
+    h = rotl<u64>(h, 23) * P2 + P3;
+    p += 4;
+  }
+  while (p < end) {
+    h ^= <u64>load<u8>(p) * P5;
+    h = rotl<u64>(h, 11) * P1;
+    p++;
+  }
+  return avalanche(h);
+}
+
 /** xxh64 of `len` bytes at `ptr`. The caller guarantees [ptr, ptr+len) lies in memory. */
 export function xxh64(ptr: usize, len: usize, seed: u64): u64 {
   let p = ptr;
@@ -56,30 +86,11 @@ export function xxh64(ptr: usize, len: usize, seed: u64): u64 {
       v4 = round(v4, load<u64>(p, 24));
       p += 32;
     } while (p <= limit);
-    h = rotl<u64>(v1, 1) + rotl<u64>(v2, 7) + rotl<u64>(v3, 12) + rotl<u64>(v4, 18);
-    h = mergeRound(h, v1);
-    h = mergeRound(h, v2);
-    h = mergeRound(h, v3);
-    h = mergeRound(h, v4);
+    h = converge(v1, v2, v3, v4);
   } else {
     h = seed + P5;
   }
-  h += <u64>len;
-  while (p + 8 <= end) {
-    h = mix8(h, load<u64>(p));
-    p += 8;
-  }
-  if (p + 4 <= end) {
-    h ^= <u64>load<u32>(p) * P1;
-    h = rotl<u64>(h, 23) * P2 + P3;
-    p += 4;
-  }
-  while (p < end) {
-    h ^= <u64>load<u8>(p) * P5;
-    h = rotl<u64>(h, 11) * P1;
-    p++;
-  }
-  return avalanche(h);
+  return finish(h + <u64>len, p, end);
 }
 
 // @ts-ignore: decorator

@@ -3,23 +3,13 @@
 // code point (= UTF-8 byte order) at every level, the smallest format for every length and integer, numbers that
 // are integers within ±(2^53 − 1) written as integers (so 2.0 → 2 and −0 → 0), every other number as float64.
 //
-// The encoding is never materialised: its bytes stream into an incremental xxh64 (the same algorithm as
-// assembly/xxh64.ts, fed 32-byte stripes), so no buffer proportional to the table is needed. Runs only on a
+// The encoding is never materialised: its bytes stream into an incremental xxh64 (assembly/xxh64.ts's rounds,
+// lane folding and finish, fed 32-byte stripes), so no buffer proportional to the table is needed. Runs only on a
 // validated tape (string keys, finite numbers, nesting bounded), keys as a JavaScript Map holds them (keys.ts).
 
+import { converge, finish, P1, P2, P5, round } from "../xxh64";
 import { isFirstOccurrence, keyInByteOrder, keyIs, valueOf } from "./keys";
 import { T_ARRAY, T_BOOL, T_MAP, T_NIL, T_NUM, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
-
-// @ts-ignore: decorator
-@inline const P1: u64 = 11400714785074694791;
-// @ts-ignore: decorator
-@inline const P2: u64 = 14029467366897019727;
-// @ts-ignore: decorator
-@inline const P3: u64 = 1609587929392839161;
-// @ts-ignore: decorator
-@inline const P4: u64 = 9650029242287828579;
-// @ts-ignore: decorator
-@inline const P5: u64 = 2870177450012600261;
 
 // ---- incremental xxh64 (seed 0) ----------------------------------------------------------------------------
 
@@ -37,16 +27,6 @@ export const CANONICAL_BYTES: usize = 32;
 export function canonicalInit(at: usize): usize {
   stripe = at;
   return at + 32;
-}
-
-// @ts-ignore: decorator
-@inline function round(acc: u64, input: u64): u64 {
-  return rotl<u64>(acc + input * P2, 31) * P1;
-}
-
-// @ts-ignore: decorator
-@inline function mergeRound(acc: u64, val: u64): u64 {
-  return (acc ^ round(0, val)) * P1 + P4;
 }
 
 function hashStart(): void {
@@ -72,39 +52,8 @@ function put(b: i32): void {
 }
 
 function hashEnd(): u64 {
-  let h: u64;
-  if (total >= 32) {
-    h = rotl<u64>(v1, 1) + rotl<u64>(v2, 7) + rotl<u64>(v3, 12) + rotl<u64>(v4, 18);
-    h = mergeRound(h, v1);
-    h = mergeRound(h, v2);
-    h = mergeRound(h, v3);
-    h = mergeRound(h, v4);
-  } else {
-    h = P5;
-  }
-  h += total;
-  let p = stripe;
-  const end = stripe + <usize>buffered;
-  while (p + 8 <= end) {
-    h = rotl<u64>(h ^ round(0, load<u64>(p)), 27) * P1 + P4;
-    p += 8;
-  }
-  if (p + 4 <= end) {
-    h ^= <u64>load<u32>(p) * P1;
-    h = rotl<u64>(h, 23) * P2 + P3;
-    p += 4;
-  }
-  while (p < end) {
-    h ^= <u64>load<u8>(p) * P5;
-    h = rotl<u64>(h, 11) * P1;
-    p++;
-  }
-  h ^= h >> 33;
-  h *= P2;
-  h ^= h >> 29;
-  h *= P3;
-  h ^= h >> 32;
-  return h;
+  const h = total >= 32 ? converge(v1, v2, v3, v4) : P5;
+  return finish(h + total, stripe, stripe + <usize>buffered);
 }
 
 // ---- canonical msgpack -------------------------------------------------------------------------------------
