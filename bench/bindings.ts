@@ -13,6 +13,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Router } from "../src/router.js";
+import { lcgTokens } from "./core.js";
 
 export interface BindingsBenchResult {
   route_20k_tokens_us: { node: number; python: number; go: number };
@@ -36,16 +37,6 @@ const ROUNDS = 31;
 const PER_ROUND = 20;
 const WARMUP = 200;
 const TURNS = 3;
-
-function lcgTokens(n: number, seed: number): Uint32Array {
-  const out = new Uint32Array(n);
-  let x = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    x = (Math.imul(x, 1103515245) + 12345) & 0x7fffffff;
-    out[i] = x % 152064;
-  }
-  return out;
-}
 
 function medianUs(call: () => void): number {
   for (let i = 0; i < WARMUP; i++) call();

@@ -43,7 +43,8 @@ const PROMPT_TOKENS = 20_000;
 const WORKERS = 16;
 const DECIDE_BATCH = 1000;
 
-function lcgTokens(n: number, seed: number): Uint32Array {
+/** A reproducible prompt of `n` token ids below Qwen's vocabulary size (the bindings' benchmark uses it too). */
+export function lcgTokens(n: number, seed: number): Uint32Array {
   const out = new Uint32Array(n);
   let x = seed >>> 0;
   for (let i = 0; i < n; i++) {
