@@ -165,12 +165,14 @@ function section(v: unknown, field: string, known: readonly string[]): Obj {
   return o;
 }
 
-function number(
-  v: unknown,
-  field: string,
-  dflt: number,
-  rule: { min: number; max?: number; integer?: boolean; exclusiveMin?: boolean },
-): number {
+type NumberRule = { min: number; max?: number; integer?: boolean; exclusiveMin?: boolean };
+
+/** The numeric fields of one section: `key` read from it, named `section.key` in errors, defaulting to its default. */
+function numbersIn(o: Obj, path: string, defaults: object): (key: string, rule: NumberRule) => number {
+  return (key, rule) => number(o[key], `${path}.${key}`, (defaults as Record<string, number>)[key]!, rule);
+}
+
+function number(v: unknown, field: string, dflt: number, rule: NumberRule): number {
   if (v === undefined) return dflt;
   const { min, max = Number.MAX_SAFE_INTEGER, integer = false, exclusiveMin = false } = rule;
   const what = `${integer ? "an integer" : "a number"} ${exclusiveMin ? ">" : "≥"} ${min}${max < Number.MAX_SAFE_INTEGER ? ` and ≤ ${max}` : ""}`;
@@ -259,11 +261,19 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
   const D = DEFAULTS;
+  const listenNumber = numbersIn(listen, "listen", D.listen);
+  const timeoutsNumber = numbersIn(timeouts, "timeouts", D.timeouts);
+  const heartbeatNumber = numbersIn(heartbeat, "heartbeat", D.heartbeat);
+  const healthNumber = numbersIn(health, "health", D.health);
+  const outlierNumber = numbersIn(outlier, "outlier", D.outlier);
+  const admissionNumber = numbersIn(admission, "admission", D.admission);
+  const retriesNumber = numbersIn(retries, "retries", D.retries);
+  const sessionsNumber = numbersIn(sessions, "sessions", D.sessions);
 
   const config: ServeConfig = {
     listen: {
       host: string(listen["host"], "listen.host", D.listen.host),
-      port: number(listen["port"], "listen.port", D.listen.port, { min: 0, max: 65535, integer: true }),
+      port: listenNumber("port", { min: 0, max: 65535, integer: true }),
     },
     model: string(o["model"], "model"),
     table: tableSpec(o["table"], baseDir),
@@ -280,108 +290,41 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     admin_token:
       o["admin_token"] === undefined || o["admin_token"] === null ? null : string(o["admin_token"], "admin_token"),
     timeouts: {
-      connect_ms: number(timeouts["connect_ms"], "timeouts.connect_ms", D.timeouts.connect_ms, {
-        min: 1,
-        integer: true,
-      }),
-      request_ms: number(timeouts["request_ms"], "timeouts.request_ms", D.timeouts.request_ms, {
-        min: 1,
-        integer: true,
-      }),
-      tokenize_ms: number(timeouts["tokenize_ms"], "timeouts.tokenize_ms", D.timeouts.tokenize_ms, {
-        min: 1,
-        integer: true,
-      }),
-      headers_ms: number(timeouts["headers_ms"], "timeouts.headers_ms", D.timeouts.headers_ms, {
-        min: 1,
-        integer: true,
-      }),
-      body_ms: number(timeouts["body_ms"], "timeouts.body_ms", D.timeouts.body_ms, { min: 1, integer: true }),
+      connect_ms: timeoutsNumber("connect_ms", { min: 1, integer: true }),
+      request_ms: timeoutsNumber("request_ms", { min: 1, integer: true }),
+      tokenize_ms: timeoutsNumber("tokenize_ms", { min: 1, integer: true }),
+      headers_ms: timeoutsNumber("headers_ms", { min: 1, integer: true }),
+      body_ms: timeoutsNumber("body_ms", { min: 1, integer: true }),
     },
     heartbeat: {
-      interval_s: number(heartbeat["interval_s"], "heartbeat.interval_s", D.heartbeat.interval_s, {
-        min: 0,
-        exclusiveMin: true,
-      }),
-      expiry_s: number(heartbeat["expiry_s"], "heartbeat.expiry_s", D.heartbeat.expiry_s, {
-        min: 0,
-        exclusiveMin: true,
-      }),
+      interval_s: heartbeatNumber("interval_s", { min: 0, exclusiveMin: true }),
+      expiry_s: heartbeatNumber("expiry_s", { min: 0, exclusiveMin: true }),
     },
     health: {
-      probe_interval_s: number(health["probe_interval_s"], "health.probe_interval_s", D.health.probe_interval_s, {
-        min: 0,
-        exclusiveMin: true,
-      }),
-      check_interval_s: number(health["check_interval_s"], "health.check_interval_s", D.health.check_interval_s, {
-        min: 0,
-        exclusiveMin: true,
-      }),
-      check_timeout_ms: number(health["check_timeout_ms"], "health.check_timeout_ms", D.health.check_timeout_ms, {
-        min: 1,
-        integer: true,
-      }),
-      unhealthy_after: number(health["unhealthy_after"], "health.unhealthy_after", D.health.unhealthy_after, {
-        min: 1,
-        max: 1000,
-        integer: true,
-      }),
+      probe_interval_s: healthNumber("probe_interval_s", { min: 0, exclusiveMin: true }),
+      check_interval_s: healthNumber("check_interval_s", { min: 0, exclusiveMin: true }),
+      check_timeout_ms: healthNumber("check_timeout_ms", { min: 1, integer: true }),
+      unhealthy_after: healthNumber("unhealthy_after", { min: 1, max: 1000, integer: true }),
     },
     outlier: {
-      consecutive_failures: number(
-        outlier["consecutive_failures"],
-        "outlier.consecutive_failures",
-        D.outlier.consecutive_failures,
-        { min: 1, max: 1000, integer: true },
-      ),
-      max_ejected_share: number(
-        outlier["max_ejected_share"],
-        "outlier.max_ejected_share",
-        D.outlier.max_ejected_share,
-        { min: 0, max: 1 },
-      ),
-      base_ejection_s: number(outlier["base_ejection_s"], "outlier.base_ejection_s", D.outlier.base_ejection_s, {
-        min: 0,
-      }),
+      consecutive_failures: outlierNumber("consecutive_failures", { min: 1, max: 1000, integer: true }),
+      max_ejected_share: outlierNumber("max_ejected_share", { min: 0, max: 1 }),
+      base_ejection_s: outlierNumber("base_ejection_s", { min: 0 }),
     },
     admission: {
-      max_inflight: number(admission["max_inflight"], "admission.max_inflight", D.admission.max_inflight, {
-        min: 1,
-        max: 1_000_000,
-        integer: true,
-      }),
-      max_queued: number(admission["max_queued"], "admission.max_queued", D.admission.max_queued, {
-        min: 0,
-        max: 1_000_000,
-        integer: true,
-      }),
-      queue_timeout_ms: number(
-        admission["queue_timeout_ms"],
-        "admission.queue_timeout_ms",
-        D.admission.queue_timeout_ms,
-        { min: 1, integer: true },
-      ),
-      retry_after_s: number(admission["retry_after_s"], "admission.retry_after_s", D.admission.retry_after_s, {
-        min: 1,
-        max: 3600,
-        integer: true,
-      }),
-      backlog: number(admission["backlog"], "admission.backlog", D.admission.backlog, {
-        min: 1,
-        max: 65535,
-        integer: true,
-      }),
+      max_inflight: admissionNumber("max_inflight", { min: 1, max: 1_000_000, integer: true }),
+      max_queued: admissionNumber("max_queued", { min: 0, max: 1_000_000, integer: true }),
+      queue_timeout_ms: admissionNumber("queue_timeout_ms", { min: 1, integer: true }),
+      retry_after_s: admissionNumber("retry_after_s", { min: 1, max: 3600, integer: true }),
+      backlog: admissionNumber("backlog", { min: 1, max: 65535, integer: true }),
     },
     retries: {
-      budget_share: number(retries["budget_share"], "retries.budget_share", D.retries.budget_share, { min: 0, max: 1 }),
-      min_concurrent: number(retries["min_concurrent"], "retries.min_concurrent", D.retries.min_concurrent, {
-        min: 0,
-        integer: true,
-      }),
+      budget_share: retriesNumber("budget_share", { min: 0, max: 1 }),
+      min_concurrent: retriesNumber("min_concurrent", { min: 0, integer: true }),
     },
     sessions: {
-      idle_s: number(sessions["idle_s"], "sessions.idle_s", D.sessions.idle_s, { min: 0, exclusiveMin: true }),
-      max: number(sessions["max"], "sessions.max", D.sessions.max, { min: 0, integer: true }),
+      idle_s: sessionsNumber("idle_s", { min: 0, exclusiveMin: true }),
+      max: sessionsNumber("max", { min: 0, integer: true }),
     },
     max_body_bytes: number(o["max_body_bytes"], "max_body_bytes", D.max_body_bytes, {
       min: 1024,
