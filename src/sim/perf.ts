@@ -502,3 +502,24 @@ export function parseClusterFile(
   }
   return { presets, links };
 }
+
+/**
+ * The one preset a cluster file to simulate defines, and the links it adds: what `--cluster file.json` means to
+ * `dolphin simulate`, train and eval (src/sim/run.ts) and to the explorer's custom model (the file's text).
+ */
+export function clusterFromFile(
+  text: string,
+  source: string,
+): { preset: ModelPreset; links: Record<string, LinkPreset> } {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`${source}: not JSON: ${(e as Error).message}`);
+  }
+  const parsed = parseClusterFile(json, source);
+  const names = Object.keys(parsed.presets);
+  if (names.length !== 1)
+    throw new Error(`${source}: a cluster file to simulate must define exactly one preset, found ${names.length}`);
+  return { preset: parsed.presets[names[0]!]!, links: parsed.links };
+}

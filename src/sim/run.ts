@@ -8,7 +8,7 @@ import { parseSlo, type Slo } from "./metrics.js";
 import {
   DEFAULT_PRESET,
   LINKS,
-  parseClusterFile,
+  clusterFromFile,
   resolveLink,
   resolvePreset,
   type LinkPreset,
@@ -78,24 +78,11 @@ export function resolveCluster(
   link: string | undefined,
 ): { preset: ModelPreset; link: LinkPreset } {
   const name = cluster ?? DEFAULT_PRESET;
-  let extraPresets: Record<string, ModelPreset> = {};
   let extraLinks: Record<string, LinkPreset> = {};
   let preset: ModelPreset;
   if (existsSync(name) && name.endsWith(".json")) {
-    let json: unknown;
-    try {
-      json = JSON.parse(readFileSync(name, "utf8"));
-    } catch (e) {
-      throw new Error(`${name}: not JSON: ${(e as Error).message}`);
-    }
-    const parsed = parseClusterFile(json, name);
-    extraPresets = parsed.presets;
-    extraLinks = parsed.links;
-    const names = Object.keys(extraPresets);
-    if (names.length !== 1)
-      throw new Error(`${name}: a cluster file to simulate must define exactly one preset, found ${names.length}`);
-    preset = extraPresets[names[0]!]!;
-  } else preset = resolvePreset(name, extraPresets);
+    ({ preset, links: extraLinks } = clusterFromFile(readFileSync(name, "utf8"), name));
+  } else preset = resolvePreset(name);
   return { preset, link: link ? resolveLink(link, extraLinks) : LINKS["ib-ndr"] };
 }
 

@@ -3,7 +3,8 @@
 
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
-import type { PolicyPoints } from "./jobs.js";
+import type { ClusterMapView, RoutedBy } from "./cluster-map.js";
+import type { PolicyPoints, SweepResult } from "./jobs.js";
 
 export const PALETTE = [
   "#0072B2",
@@ -122,31 +123,93 @@ export function trainingChart(parent: HTMLElement): { add(round: number, reward:
   };
 }
 
-/** A table's centroids on their first two principal components, coloured by bit (local or remote). */
-export function clusterMapChart(parent: HTMLElement, xy: [number, number][], bits: number[]): uPlot {
-  const order = xy.map((_, i) => i).sort((a, b) => xy[a]![0] - xy[b]![0]);
-  const xs = order.map((i) => xy[i]![0]);
-  const pick = (bit: number) => order.map((i) => (bits[i] === bit ? xy[i]![1] : null));
-  const dots = (stroke: string) => ({
+/** Attainment of each policy against load: one line per policy over the sweep's load points. */
+export function sweepChart(parent: HTMLElement, r: SweepResult): uPlot {
+  const names = Object.keys(r.attainment);
+  return new uPlot(
+    {
+      title: `SLO attainment against load (${r.workload})`,
+      width: WIDTH,
+      height: HEIGHT,
+      scales: { x: { time: false }, y: { range: [0, 1] } },
+      axes: [{ label: "arrival rate (requests/s)" }, { label: "SLO attainment" }],
+      series: [
+        { label: "requests/s", value: (_u, v) => (v == null ? "" : v.toFixed(2)) },
+        ...names.map((n, i) => ({
+          label: n,
+          stroke: PALETTE[i % PALETTE.length]!,
+          width: 1.5,
+          points: { show: true, size: 5 },
+          value: (_u: uPlot, v: number | null) => (v == null ? "" : `${(100 * v).toFixed(1)}%`),
+        })),
+      ],
+    },
+    [r.points.map((p) => p.rps), ...names.map((n) => r.attainment[n]!)] as uPlot.AlignedData,
+    figure(parent, "SLO attainment of every policy against the arrival rate (simulated)"),
+  );
+}
+
+const ROUTED: { key: RoutedBy; label: string; colour: string }[] = [
+  { key: "local", label: "request: local cluster", colour: PALETTE[0]! },
+  { key: "remote", label: "request: remote cluster", colour: PALETTE[1]! },
+  { key: "rule-cluster", label: "request: rule cluster", colour: PALETTE[2]! },
+  { key: "out-of-distribution", label: "request: out of distribution", colour: PALETTE[5]! },
+];
+const CENTROID_VALUES = [
+  { value: 0, label: "centroid: local", colour: PALETTE[0]! },
+  { value: 1, label: "centroid: remote", colour: PALETTE[1]! },
+  { value: 2, label: "centroid: rule", colour: PALETTE[2]! },
+];
+
+/**
+ * A table's cluster map: requests (small dots, coloured by how the table decided them) and centroids (large squares,
+ * labelled with their cluster number, coloured by value) on the first two principal components.
+ */
+export function clusterMapChart(parent: HTMLElement, view: ClusterMapView): uPlot {
+  const all: { x: number; y: number; series: number }[] = [];
+  view.points.xy.forEach(([x, y], i) =>
+    all.push({ x, y, series: ROUTED.findIndex((r) => r.key === view.points.routedBy[i]) }),
+  );
+  view.centroids.forEach((c) => all.push({ x: c.xy[0], y: c.xy[1], series: ROUTED.length + Math.min(c.value, 2) }));
+  all.sort((a, b) => a.x - b.x);
+  const nSeries = ROUTED.length + CENTROID_VALUES.length;
+  const ys = Array.from({ length: nSeries }, (_, s) => all.map((p) => (p.series === s ? p.y : null)));
+  const dots = (colour: string, size: number, stroke = colour) => ({
     stroke,
     width: 0,
     paths: () => null,
-    points: { show: true, size: 12, fill: stroke, stroke },
+    points: { show: true, size, fill: colour, stroke, width: size > 8 ? 2 : 0 },
   });
   return new uPlot(
     {
-      title: "Cluster map: centroids on two principal components",
-      width: WIDTH,
-      height: HEIGHT,
+      title: "Cluster map: requests and centroids on two principal components",
+      width: WIDTH + 120,
+      height: HEIGHT + 60,
       scales: { x: { time: false } },
       axes: [{ label: "component 1" }, { label: "component 2" }],
       series: [
         { label: "component 1" },
-        { label: "bit 0: local", ...dots(PALETTE[0]!) },
-        { label: "bit 1: remote", ...dots(PALETTE[1]!) },
+        ...ROUTED.map((r) => ({ label: r.label, ...dots(r.colour, 4) })),
+        ...CENTROID_VALUES.map((c) => ({ label: c.label, ...dots(c.colour, 14, "#000") })),
       ],
+      hooks: {
+        draw: [
+          (u: uPlot) => {
+            const ctx = u.ctx;
+            ctx.save();
+            ctx.fillStyle = "#000";
+            ctx.font = `${Math.round(12 * devicePixelRatio)}px system-ui, sans-serif`;
+            view.centroids.forEach((c, i) => {
+              const x = u.valToPos(c.xy[0], "x", true);
+              const y = u.valToPos(c.xy[1], "y", true);
+              ctx.fillText(`c${i}`, x + 9 * devicePixelRatio, y - 6 * devicePixelRatio);
+            });
+            ctx.restore();
+          },
+        ],
+      },
     },
-    [xs, pick(0), pick(1)] as uPlot.AlignedData,
-    figure(parent, "Cluster map of the table's centroids, coloured by bit"),
+    [all.map((p) => p.x), ...ys] as uPlot.AlignedData,
+    figure(parent, "Cluster map: requests coloured by how the table decided them, centroids labelled c0, c1, …"),
   );
 }

@@ -1,27 +1,25 @@
 // The explorer page: reads the form, hands each job to the Web Worker (worker.ts), and shows what comes back. It
-// computes nothing itself, so the page stays responsive whatever the worker is doing.
+// computes nothing itself, so the page stays responsive whatever the worker is doing; cancelling a job is ending
+// that worker and starting a fresh one.
 
-import { cdfChart, clusterMapChart, scatterChart, trainingChart } from "./charts.js";
-import type { EvalResult, ExplorerSetup } from "./jobs.js";
-import type { FromWorker, TableView, ToWorker } from "./protocol.js";
+import { trainingChart } from "./charts.js";
+import { setExplainTable, startExplainView } from "./explain-view.js";
+import type { WorkloadSource } from "./jobs.js";
+import type { FromWorker, ToWorker } from "./protocol.js";
+import { readSetup, SetupError, wireSetupForm } from "./setup-form.js";
+import { $, clearTable, showComparison, showMap, showSweep, showTable } from "./views.js";
 import "./style.css";
 
-const $ = <T extends HTMLElement>(id: string): T => {
-  const el = document.getElementById(id);
-  if (!el) throw new Error(`explorer: no element #${id}`);
-  return el as T;
-};
-
 const status = $("status");
-const runButton = $<HTMLButtonElement>("run");
-const trainButton = $<HTMLButtonElement>("train");
+const progressBar = $<HTMLProgressElement>("progress");
+const jobButtons = ["run", "sweep", "train"].map((id) => $<HTMLButtonElement>(id));
 const cancelButton = $<HTMLButtonElement>("cancel");
 
 let worker = startWorker();
 let nextId = 1;
 let current: number | null = null;
 /** The workload file the user dropped, used while "dropped file" is selected. */
-let droppedWorkload: { file: string; text: string } | null = null;
+let droppedWorkload: WorkloadSource | null = null;
 /** The table the user opened or trained: evaluated as the dolphin policy beside the baselines. */
 let openedTable: Uint8Array | null = null;
 let trainPlot: ReturnType<typeof trainingChart> | null = null;
@@ -38,9 +36,10 @@ function send(m: ToWorker, transfer: Transferable[] = []): void {
 }
 
 function busy(on: boolean): void {
-  runButton.disabled = on;
-  trainButton.disabled = on;
+  for (const b of jobButtons) b.disabled = on;
   cancelButton.disabled = !on;
+  progressBar.hidden = !on;
+  if (on) progressBar.removeAttribute("value"); // indeterminate until the worker says how far it is
 }
 
 function finish(line: string): void {
@@ -49,45 +48,45 @@ function finish(line: string): void {
   status.textContent = line;
 }
 
-function setupFromForm(): ExplorerSetup {
-  const value = (id: string) => $<HTMLInputElement | HTMLSelectElement>(id).value.trim();
-  const workload = value("workload");
-  return {
-    workload: workload === "file" && droppedWorkload ? droppedWorkload : { generator: workload },
-    cluster: value("cluster"),
-    split: value("split"),
-    slo: value("slo"),
-    load: value("load") || "saturated",
-    seed: Number(value("seed")) || 0,
-    requests: Number(value("requests")) || 400,
-  };
-}
-
 type Job = ToWorker extends infer T ? (T extends { id: number } ? Omit<T, "id"> : never) : never;
 
-function start(m: Job, line: string, transfer: Transferable[] = []): void {
+/** Starts a job with the form's setup; a value the explorer refuses is reported against its field instead. */
+function start(make: (setup: ReturnType<typeof readSetup>) => Job, line: string, withTable = false): void {
+  const error = $("setup-error");
+  let setup;
+  try {
+    setup = readSetup(droppedWorkload);
+    error.textContent = "";
+  } catch (e) {
+    if (!(e instanceof SetupError)) throw e;
+    error.textContent = e.message;
+    document.getElementById(e.field)?.focus();
+    return;
+  }
+  const table = withTable && openedTable ? openedTable.slice() : undefined;
   current = nextId++;
   busy(true);
   status.textContent = line;
-  send({ ...m, id: current } as ToWorker, transfer);
+  send({ ...make(setup), ...(table ? { table } : {}), id: current } as ToWorker, table ? [table.buffer] : []);
 }
 
-runButton.addEventListener("click", () => {
-  const table = openedTable ? openedTable.slice() : undefined;
-  start(
-    { type: "eval", setup: setupFromForm(), ...(table ? { table } : {}) },
-    "Running the simulation…",
-    table ? [table.buffer] : [],
-  );
-});
+$("run").addEventListener("click", () => start((setup) => ({ type: "eval", setup }), "Running the simulation…", true));
 
-trainButton.addEventListener("click", () => {
+$("sweep").addEventListener("click", () =>
+  start((setup) => ({ type: "sweep", setup }), "Sweeping the load: every policy at five loads…", true),
+);
+
+$("train").addEventListener("click", () => {
+  start(
+    (setup) => ({ type: "train", setup, k: 8, reward: $<HTMLSelectElement>("reward").value as "both" | "paper" }),
+    "Training a table…",
+  );
+  if (current === null) return; // refused: the form says why
   const box = $("train-chart");
   box.replaceChildren();
   trainPlot = trainingChart(box);
   $("download").hidden = true;
   $("train-status").textContent = "Training…";
-  start({ type: "train", setup: setupFromForm(), k: 8 }, "Training a table…");
 });
 
 cancelButton.addEventListener("click", () => {
@@ -101,17 +100,23 @@ function onMessage(m: FromWorker): void {
   switch (m.type) {
     case "progress":
       status.textContent = m.line;
+      if (m.fraction !== undefined) progressBar.value = m.fraction;
       return;
     case "train-step": {
       const s = m.progress.step;
       trainPlot?.add(s.round, s.reward, m.progress.best);
       $("train-status").textContent =
-        `round ${s.round} (${s.phase}): bits ${s.bits.join("")}, reward ${(100 * s.reward).toFixed(1)}%, best ${(100 * m.progress.best).toFixed(1)}%`;
+        `round ${s.round} (${s.phase}): values ${s.bits.join("")}, reward ${(100 * s.reward).toFixed(1)}%, best ${(100 * m.progress.best).toFixed(1)}%`;
       return;
     }
     case "eval-done":
       showComparison(m.result);
+      if (m.result.map) showMap(m.result.map);
       finish(`Done: ${Object.keys(m.result.output.policies).length} policies simulated.`);
+      return;
+    case "sweep-done":
+      showSweep(m.result);
+      finish(`Sweep done: ${Object.keys(m.result.attainment).length} policies at ${m.result.points.length} loads.`);
       return;
     case "train-done": {
       const link = $<HTMLAnchorElement>("download");
@@ -120,6 +125,7 @@ function onMessage(m: FromWorker): void {
       );
       link.hidden = false;
       openedTable = m.bytes;
+      setExplainTable(m.bytes);
       showTable(m.view);
       $("train-status").textContent =
         `Done: ${m.rounds} rounds, best reward ${(100 * m.bestReward).toFixed(1)}% (simulated). Run compares it with the baselines.`;
@@ -128,14 +134,15 @@ function onMessage(m: FromWorker): void {
     }
     case "table-opened":
       showTable(m.view);
+      if (openedTable) setExplainTable(openedTable);
       $("file-status").textContent = `Opened a ${m.view.kind} table.`;
       return;
     case "error":
       if (m.id === tableRequest) {
         openedTable = null;
+        setExplainTable(null);
         $("table-error").textContent = m.message;
-        $("table-info").textContent = "No table open.";
-        $("cluster-map").replaceChildren();
+        clearTable();
         $("file-status").textContent = "The table was rejected.";
         return;
       }
@@ -144,77 +151,8 @@ function onMessage(m: FromWorker): void {
   }
 }
 
-function showTable(view: TableView): void {
-  $("table-error").textContent = "";
-  $("table-info").textContent = view.description;
-  const box = $("cluster-map");
-  box.replaceChildren();
-  if (view.map) clusterMapChart(box, view.map.xy, view.map.bits);
-}
-
-const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-const ms = (x: number) => x.toFixed(x < 100 ? 1 : 0);
-
-function showComparison(r: EvalResult): void {
-  const o = r.output;
-  $("cmp-meta").textContent =
-    `Simulated: ${o.workload} on ${o.cluster} ${o.split}, ${o.requests} requests at ${o.load.rps.toFixed(2)} req/s (load ${o.load.spec}), SLO ${o.slo.ttft_ms}/${o.slo.tpot_ms} ms; ` +
-    `computed in this page, ${(Object.values(r.simulateMs).reduce((a, b) => a + b, 0) / 1000).toFixed(1)} s of simulation.`;
-  const table = $<HTMLTableElement>("comparison");
-  const caption = table.caption;
-  table.replaceChildren(...(caption ? [caption] : []));
-  const head = table.createTHead().insertRow();
-  for (const h of [
-    "policy",
-    "SLO attainment",
-    "TTFT P50 (ms)",
-    "TTFT P90",
-    "TTFT P99",
-    "TPOT P50 (ms)",
-    "TPOT P90",
-    "TPOT P99",
-    "local share",
-    "throughput (tok/s)",
-    "KV moved (GB)",
-  ]) {
-    const th = document.createElement("th");
-    th.scope = "col";
-    th.textContent = h;
-    head.append(th);
-  }
-  const body = table.createTBody();
-  const rows = Object.entries(o.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment);
-  for (const [name, p] of rows) {
-    const tr = body.insertRow();
-    tr.dataset["policy"] = name;
-    tr.dataset["simulateMs"] = String(r.simulateMs[name] ?? 0);
-    const th = document.createElement("th");
-    th.scope = "row";
-    th.textContent = name;
-    tr.append(th);
-    for (const v of [
-      pct(p.slo_attainment),
-      ms(p.ttft_ms.p50),
-      ms(p.ttft_ms.p90),
-      ms(p.ttft_ms.p99),
-      ms(p.tpot_ms.p50),
-      ms(p.tpot_ms.p90),
-      ms(p.tpot_ms.p99),
-      pct(p.local_fraction),
-      p.throughput_tokens_per_s.toFixed(0),
-      ((p.kv_bytes_transferred ?? 0) / 1e9).toFixed(2),
-    ]) {
-      tr.insertCell().textContent = v;
-    }
-  }
-  const charts = $("charts");
-  charts.replaceChildren();
-  const names = rows.map(([n]) => n);
-  cdfChart(charts, "TTFT CDF", "TTFT (ms)", Object.fromEntries(names.map((n) => [n, r.points[n]!.ttftSorted])));
-  cdfChart(charts, "TPOT CDF", "TPOT (ms)", Object.fromEntries(names.map((n) => [n, r.points[n]!.tpotSorted])));
-  const best = names[0];
-  if (best) scatterChart(charts, `TTFT against prompt length: ${best}`, r.points[best]!.scatter);
-}
+wireSetupForm();
+startExplainView();
 
 // ---- files: a workload (text) or a table (.msgpack) ----------------------------------------------------------------
 
@@ -229,7 +167,16 @@ async function openFile(f: File): Promise<void> {
     send({ type: "open-table", id: tableRequest, bytes }, [bytes.buffer]);
     return;
   }
-  droppedWorkload = { file: f.name, text: await f.text() };
+  const text = await f.text();
+  if (f.name.endsWith(".json") && /^\s*\{\s*"presets"/.test(text)) {
+    // a cluster file: the custom model, as `--cluster file.json`
+    $<HTMLTextAreaElement>("cluster-file").value = text;
+    $<HTMLTextAreaElement>("cluster-file").dispatchEvent(new Event("input"));
+    $<HTMLDetailsElement>("custom-model").open = true;
+    $("file-status").textContent = `Loaded ${f.name} as the custom model's cluster file.`;
+    return;
+  }
+  droppedWorkload = { file: f.name, text };
   const select = $<HTMLSelectElement>("workload");
   const option = select.querySelector<HTMLOptionElement>("option[value=file]")!;
   option.disabled = false;

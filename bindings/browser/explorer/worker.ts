@@ -2,9 +2,9 @@
 // learner off the page's thread, so the page stays responsive; cancelling a run is terminating this worker.
 
 import { decodeTable, describeTable, type Table } from "../../../src/table.js";
-import { project2d } from "./cluster-map.js";
+import { clusterMap } from "./cluster-map.js";
 import { loadCoreModule, Router, setCoreUrl } from "../index.js";
-import { evaluate, trainTable } from "./jobs.js";
+import { evaluate, sweep, trainTable } from "./jobs.js";
 import type { FromWorker, TableView, ToWorker } from "./protocol.js";
 import coreUrl from "../../../build/core.wasm?url";
 
@@ -17,9 +17,8 @@ const post = (m: FromWorker, transfer: Transferable[] = []): void => scope.postM
 
 setCoreUrl(new URL(coreUrl, self.location.href));
 
-function tableView(t: Table): TableView {
-  const map =
-    t.centroids && t.bits && t.centroids.length === t.bits.length ? { xy: project2d(t.centroids), bits: t.bits } : null;
+/** A table's description and its cluster map: centroids only (no requests routed yet) unless `map` is given. */
+function tableView(t: Table, map: TableView["map"] = clusterMap(t, null, { ttftMs: 0, tpotMs: 0 }, null)): TableView {
   return { kind: t.kind, description: describeTable(t), map };
 }
 
@@ -38,26 +37,35 @@ async function openTable(bytes: Uint8Array): Promise<TableView> {
   return tableView(router.table);
 }
 
+/** A table file given with a job: read by the core, as every host reads it. */
+function tableOf(bytes: Uint8Array | undefined, module: WebAssembly.Module): { table?: Table } {
+  return bytes ? { table: Router.create(bytes, { module, workers: [{ id: "D0", role: "decode" }] }).table } : {};
+}
+
 async function handle(m: ToWorker): Promise<void> {
-  const progress = (line: string): void => post({ type: "progress", id: m.id, line });
+  const progress = (line: string, fraction?: number): void =>
+    post({ type: "progress", id: m.id, line, ...(fraction !== undefined ? { fraction } : {}) });
   const module = await loadCoreModule();
   switch (m.type) {
-    case "eval": {
-      const table = m.table
-        ? Router.create(m.table, { module, workers: [{ id: "D0", role: "decode" }] }).table
-        : undefined;
+    case "eval":
       post({
         type: "eval-done",
         id: m.id,
-        result: evaluate({ ...m.setup, ...(table ? { table } : {}) }, module, progress),
+        result: evaluate({ ...m.setup, ...tableOf(m.table, module) }, module, progress),
       });
       return;
-    }
+    case "sweep":
+      post({
+        type: "sweep-done",
+        id: m.id,
+        result: sweep({ ...m.setup, ...tableOf(m.table, module) }, module, progress),
+      });
+      return;
     case "train": {
-      const r = await trainTable({ ...m.setup, k: m.k }, module, progress, (p) =>
+      const r = await trainTable({ ...m.setup, k: m.k, reward: m.reward }, module, progress, (p) =>
         post({ type: "train-step", id: m.id, progress: p }),
       );
-      const view = tableView(decodeTable(r.bytes)); // the file as written (its checksum filled in), before the bytes move
+      const view = tableView(decodeTable(r.bytes), r.map); // the file as written (its checksum filled in), before the bytes move
       post({ type: "train-done", id: m.id, bytes: r.bytes, rounds: r.rounds, bestReward: r.bestReward, view }, [
         r.bytes.buffer,
       ]);
