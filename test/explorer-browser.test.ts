@@ -134,6 +134,7 @@ describe("the policy explorer in Chromium", () => {
       ]);
     }
     await page.screenshot({ path: `${SHOTS}/2-comparison.png`, fullPage: true });
+    await page.locator("section[aria-labelledby=cmp-h]").screenshot({ path: `${SHOTS}/2-comparison-section.png` });
     console.log(`explorer: default Run in Chromium took ${ms} ms`);
     expect(errors).toEqual([]);
     expect(foreign).toEqual([]);
@@ -308,6 +309,8 @@ describe("the policy explorer in Chromium", () => {
     const link = page.getByRole("link", { name: "Download table.msgpack" });
     await link.waitFor({ timeout: 90_000 });
     await page.screenshot({ path: `${SHOTS}/5-trained.png`, fullPage: true });
+    await page.locator("section[aria-labelledby=train-h]").screenshot({ path: `${SHOTS}/5-training-section.png` });
+    await page.locator("section[aria-labelledby=table-h]").screenshot({ path: `${SHOTS}/5-trained-table-section.png` });
     const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
     const path = await download.path();
     const table = decodeTable(new Uint8Array(readFileSync(path)));
@@ -480,6 +483,7 @@ describe("the policy explorer in Chromium", () => {
     await page.getByRole("button", { name: "Run" }).click();
     await expect(page.locator("#setup-error").textContent()).resolves.toBe(message);
     await page.screenshot({ path: `${SHOTS}/10-custom-model-error.png`, fullPage: true });
+    await page.locator("section[aria-labelledby=setup-h]").screenshot({ path: `${SHOTS}/10-setup-section.png` });
     const good = JSON.stringify({ presets: { "my-model": { base: "h100-70b", tp: 8 } } });
     await page.locator("#cluster-file").fill(good);
     await expect(page.locator("#cluster-check").textContent()).resolves.toBe(

@@ -72,6 +72,7 @@ export function scatterChart(parent: HTMLElement, title: string, p: PolicyPoints
   const pick = (remote: number) => order.map((i) => (p.remote[i] === remote ? p.ttftMs[i]! : null));
   const dots = (stroke: string) => ({
     stroke,
+    fill: stroke, // the legend's swatch (no area is drawn: paths return null)
     width: 0,
     paths: () => null,
     points: { show: true, size: 4, fill: stroke, stroke },
@@ -81,6 +82,7 @@ export function scatterChart(parent: HTMLElement, title: string, p: PolicyPoints
       title,
       width: WIDTH,
       height: HEIGHT,
+      legend: { live: false },
       scales: { x: { time: false } },
       axes: [{ label: "prompt tokens" }, { label: "TTFT (ms)" }],
       series: [
@@ -153,7 +155,7 @@ const ROUTED: { key: RoutedBy; label: string; colour: string }[] = [
   { key: "local", label: "request: local cluster", colour: PALETTE[0]! },
   { key: "remote", label: "request: remote cluster", colour: PALETTE[1]! },
   { key: "rule-cluster", label: "request: rule cluster", colour: PALETTE[2]! },
-  { key: "out-of-distribution", label: "request: out of distribution", colour: PALETTE[5]! },
+  { key: "out-of-distribution", label: "request: out of distribution", colour: PALETTE[3]! },
 ];
 const CENTROID_VALUES = [
   { value: 0, label: "centroid: local", colour: PALETTE[0]! },
@@ -176,6 +178,7 @@ export function clusterMapChart(parent: HTMLElement, view: ClusterMapView): uPlo
   const ys = Array.from({ length: nSeries }, (_, s) => all.map((p) => (p.series === s ? p.y : null)));
   const dots = (colour: string, size: number, stroke = colour) => ({
     stroke,
+    fill: colour, // the legend's swatch (no area is drawn: paths return null)
     width: 0,
     paths: () => null,
     points: { show: true, size, fill: colour, stroke, width: size > 8 ? 2 : 0 },
@@ -185,6 +188,7 @@ export function clusterMapChart(parent: HTMLElement, view: ClusterMapView): uPlo
       title: "Cluster map: requests and centroids on two principal components",
       width: WIDTH + 120,
       height: HEIGHT + 60,
+      legend: { live: false },
       scales: { x: { time: false } },
       axes: [{ label: "component 1" }, { label: "component 2" }],
       series: [
