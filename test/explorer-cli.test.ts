@@ -36,14 +36,19 @@ describe("dolphin explore", () => {
     const script = /src="\.\/(assets\/[^"]+\.js)"/.exec(html)?.[1];
     expect(script).toBeDefined();
     const js = await (await fetch(new URL(script!, url))).text();
-    const worker = /(worker-[\w-]+\.js)/.exec(js)?.[1];
-    expect(worker).toBeDefined();
-    const workerJs = await (await fetch(new URL(`assets/${worker!}`, url))).text();
-    const wasm = /(core-[\w-]+\.wasm)/.exec(workerJs)?.[1];
-    expect(wasm).toBeDefined();
-    const core = await fetch(new URL(`assets/${wasm!}`, url));
-    expect(core.headers.get("content-type")).toBe("application/wasm");
-    expect(WebAssembly.validate(new Uint8Array(await core.arrayBuffer()))).toBe(true);
+    // both workers (the simulation's and the explain view's) load the core
+    const workers = [...new Set([...js.matchAll(/[/"'`]((?:explain-)?worker-[\w-]+\.js)/g)].map((m) => m[1]!))].sort();
+    expect(workers).toHaveLength(2);
+    expect(workers[0]).toMatch(/^explain-worker-/);
+    for (const worker of workers) {
+      const res = await fetch(new URL(`assets/${worker}`, url));
+      expect(res.status, worker).toBe(200);
+      const wasm = /(core-[\w-]+\.wasm)/.exec(await res.text())?.[1];
+      expect(wasm, worker).toBeDefined();
+      const core = await fetch(new URL(`assets/${wasm!}`, url));
+      expect(core.headers.get("content-type")).toBe("application/wasm");
+      expect(WebAssembly.validate(new Uint8Array(await core.arrayBuffer()))).toBe(true);
+    }
   });
 
   it("serves nothing outside its folder", async () => {
