@@ -19,7 +19,11 @@ export interface Fake {
   server: http.Server;
 }
 
-export type Handler = (req: IncomingMessage, body: Record<string, unknown>, res: ServerResponse) => void | Promise<void>;
+export type Handler = (
+  req: IncomingMessage,
+  body: Record<string, unknown>,
+  res: ServerResponse,
+) => void | Promise<void>;
 
 export const closers: Array<() => Promise<void>> = [];
 export async function cleanUp(): Promise<void> {
@@ -152,7 +156,20 @@ export interface WorkerProcess {
 export async function workerProcess(role: "prefill" | "decode", id: string, timeScale = 20): Promise<WorkerProcess> {
   const child = spawn(
     process.execPath,
-    [BIN, "worker", "--role", role, "--port", "0", "--time-scale", String(timeScale), "--worker-id", id, "--model", MODEL],
+    [
+      BIN,
+      "worker",
+      "--role",
+      role,
+      "--port",
+      "0",
+      "--time-scale",
+      String(timeScale),
+      "--worker-id",
+      id,
+      "--model",
+      MODEL,
+    ],
     { stdio: ["ignore", "ignore", "pipe"] },
   );
   closers.push(async () => {
@@ -183,4 +200,3 @@ export async function waitUntil(check: () => boolean, timeoutMs: number): Promis
     await sleep(20);
   }
 }
-

@@ -174,7 +174,12 @@ export class WorkerAdmission {
 
   private shed(reason: "worker_queue_full" | "worker_queue_timeout", id: string): HttpError {
     this.metrics.shed.inc({ reason });
-    const { max_inflight_per_worker: most, max_queued_per_worker: queue, queue_timeout_ms, retry_after_s } = this.limits;
+    const {
+      max_inflight_per_worker: most,
+      max_queued_per_worker: queue,
+      queue_timeout_ms,
+      retry_after_s,
+    } = this.limits;
     const err = new HttpError(
       503,
       reason === "worker_queue_full"
