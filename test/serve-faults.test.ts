@@ -24,6 +24,7 @@ import {
   workerProcess,
   type Handler,
 } from "./serve-fault-tools.js";
+import { checkAdminAccess } from "../src/serve/tune.js";
 
 afterEach(cleanUp);
 
@@ -178,7 +179,7 @@ describe("dolphin serve: clean start", () => {
       });
     });
     expect(code, stderr).not.toBe(null);
-    expect(code).not.toBe(0);
+    expect(code).toBe(1); // a failure, not a usage error
     const said = stderr
       .trim()
       .split("\n")
@@ -186,6 +187,31 @@ describe("dolphin serve: clean start", () => {
     expect(said).toHaveLength(1);
     expect(stderr).toContain(`127.0.0.1:${port}: the port is in use`);
   }, 30_000);
+});
+
+describe("dolphin tune --live: admin access is checked first", () => {
+  it("fails fast with the fix in the message: admin API off (403), wrong token (401), no proxy", async () => {
+    const d = await startFake();
+    const open = await proxy([{ id: "d0", url: d.url, role: "decode" }]); // admin_token "t"
+    await expect(checkAdminAccess(open.url, "t")).resolves.toBeUndefined();
+    await expect(checkAdminAccess(open.url, "wrong")).rejects.toThrow(/refused the admin token \(401\).*--admin-token/);
+    const closed = await proxy([{ id: "d0", url: d.url, role: "decode" }], { admin_token: null });
+    await expect(checkAdminAccess(closed.url, "t")).rejects.toThrow(/admin API off \(403\).*--admin-token T/);
+    await expect(checkAdminAccess("http://127.0.0.1:9", "t")).rejects.toThrow(/cannot reach the proxy/);
+    // the command checks before it builds the workload or replays anything
+    const child = spawn(
+      process.execPath,
+      [BIN, "tune", "--live", closed.url, "--workload", "hybrid", "--rate", "4", "--admin-token", "t"],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    let stderr = "";
+    child.stderr.on("data", (c: Buffer) => {
+      stderr += c.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/dolphin tune: the proxy at .* has its admin API off \(403\)/);
+  }, 20_000);
 });
 
 describe("dolphin serve: admission control", () => {
@@ -304,9 +330,11 @@ describe("dolphin serve: clean stop", () => {
     await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
     const port = (blocker.address() as AddressInfo).port;
     await new Promise<void>((r) => blocker.close(() => r()));
-    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1R", "--port", String(port)], {
-      stdio: ["ignore", "ignore", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [BIN, "serve", "--emulate", "1R", "--port", String(port), "--admin-token", "drain-token"],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
     closers.push(async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     });
@@ -322,6 +350,11 @@ describe("dolphin serve: clean stop", () => {
         }
       });
     });
+    // --admin-token opens the admin API (what dolphin tune --live needs)
+    const admin = await fetch(`http://127.0.0.1:${port}/admin/decisions?n=1`, {
+      headers: { authorization: "Bearer drain-token" },
+    });
+    expect(admin.status).toBe(200);
     const url = `http://127.0.0.1:${port}/v1/completions`;
     const t0 = performance.now();
     const long = fetch(url, {
