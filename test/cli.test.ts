@@ -137,6 +137,16 @@ describe("dolphin", () => {
     expect(dolphin(["route", "--table", "spec/vectors/tables/invalid-checksum-mismatch.msgpack"], "").code).toBe(1);
   });
 
+  it("simulate warns when the cluster is overloaded at the requested rate, and only then", () => {
+    const args = ["simulate", "--workload", "hybrid", "--split", "1P1D", "--policy", "dynamo-isl", "--requests", "100"];
+    const over = dolphin([...args, "--load", "x4"]);
+    expect(over.code).toBe(0);
+    expect(over.err).toMatch(/warning: the cluster is overloaded at [\d.]+ req\/s: the median request waits/);
+    const light = dolphin([...args, "--load", "x0.02"]);
+    expect(light.code).toBe(0);
+    expect(light.err).not.toMatch(/overloaded/);
+  });
+
   it("names the table file in its errors: a missing file, a corrupt one", () => {
     const missing = dolphin(["table", "no/such/table.msgpack"]);
     expect(missing.code).toBe(1);
