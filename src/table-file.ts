@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { decodeTable, type Table } from "./table.js";
 
 /** Why a file could not be read, in words (the errno code otherwise). */
-function readFailure(e: unknown): string {
+export function readFailure(e: unknown): string {
   const code = (e as NodeJS.ErrnoException).code;
   if (code === "ENOENT") return "no such file";
   if (code === "EACCES") return "permission denied";

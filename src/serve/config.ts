@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table.js";
+import { readFailure } from "../table-file.js";
 import { describeValue } from "../values.js";
 
 export type WorkerRole = "prefill" | "decode" | "both";
@@ -434,7 +435,7 @@ export function loadConfig(path: string): ServeConfig {
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
-    throw new ConfigError("(file)", `cannot read ${path}: ${(e as Error).message}`);
+    throw new ConfigError("(file)", `cannot read config file ${path}: ${readFailure(e)}`);
   }
   let raw: unknown;
   try {
@@ -468,7 +469,7 @@ export function loadConfigTable(config: Pick<ServeConfig, "table">): Table {
   try {
     bytes = readFileSync(spec);
   } catch (e) {
-    throw new ConfigError("table", `cannot read table file ${spec}: ${(e as Error).message}`);
+    throw new ConfigError("table", `cannot read table file ${spec}: ${readFailure(e)}`);
   }
   try {
     return decodeTable(bytes);
