@@ -4,6 +4,8 @@
 // before any byte reached the client is retried). Every test is bounded in time (a few seconds at most).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
+import { parseConfig } from "../src/serve/config.js";
+import { OutcomeWindow } from "../src/serve/proxy/registry.js";
 import {
   cleanUp,
   json,
@@ -120,6 +122,33 @@ describe("dolphin serve: per-worker admission", () => {
 });
 
 describe("dolphin serve: failure-rate outlier ejection", () => {
+  it("counts calls over a sliding window: old buckets drop out", () => {
+    const w = new OutcomeWindow(10_000);
+    for (let i = 0; i < 4; i++) w.note(0, true);
+    w.note(5_000, false);
+    expect(w.totals(5_000)).toEqual({ calls: 5, failures: 4 });
+    expect(w.totals(10_500)).toEqual({ calls: 1, failures: 0 }); // the failures at 0 s are over 10 s old
+    expect(w.totals(30_000)).toEqual({ calls: 0, failures: 0 });
+    w.note(30_000, true);
+    expect(w.totals(30_000)).toEqual({ calls: 1, failures: 1 }); // a reused bucket starts afresh
+  });
+
+  it("validates the new config fields, naming them", () => {
+    const base = { model: "m" };
+    expect(() => parseConfig({ ...base, outlier: { failure_rate_threshold: 1.5 } })).toThrow(
+      /outlier\.failure_rate_threshold: expected a number ≥ 0 and ≤ 1, got 1\.5/,
+    );
+    expect(() => parseConfig({ ...base, outlier: { failure_rate_window_s: 0 } })).toThrow(
+      /outlier\.failure_rate_window_s/,
+    );
+    expect(() => parseConfig({ ...base, admission: { max_inflight_per_worker: 0 } })).toThrow(
+      /admission\.max_inflight_per_worker: expected an integer ≥ 1/,
+    );
+    const c = parseConfig(base);
+    expect(c.admission.max_inflight_per_worker).toBe(512);
+    expect(c.outlier.failure_rate_threshold).toBe(0.5);
+  });
+
   it("ejects a worker whose failure rate over the window passes the threshold, though never 5 failures in a row", async () => {
     /** Every other inference call answers 500. */
     const alternating = (): Handler => {
@@ -247,7 +276,7 @@ describe("dolphin serve: answers cut after they began", () => {
     expect(JSON.parse(lines[0]!)).toMatchObject({ choices: [{ text: "first" }] });
     expect(lines.at(-1)).toBe("[DONE]");
     expect((JSON.parse(lines.at(-2)!) as { error: { message: string } }).error.message).toMatch(
-      /d0 left rotation \(health check\) mid-stream/,
+      /d0 failed mid-stream: d0 left rotation \(health check\)/,
     );
     expect(await metric(p, 'dolphin_ejections_total{cause="health_check"}')).toBe(1);
     expect(await metric(p, "dolphin_stream_errors_total")).toBe(1);

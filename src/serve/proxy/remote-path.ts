@@ -25,10 +25,9 @@ import {
 } from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
-import type { WorkerRegistry, WorkerState } from "./registry.js";
+import type { EjectionCause, WorkerRegistry, WorkerState } from "./registry.js";
 import type { RequestContext } from "./request-context.js";
 import type { WorkerAdmission, WorkerPlace } from "./worker-admission.js";
-import type { EjectionCause } from "./registry.js";
 
 const MAX_ERROR_SNIPPET = 300;
 /** vLLM's NixlConnector prefill request marks (reference-systems.md, step 1). */
@@ -403,7 +402,7 @@ export class WorkerCalls {
       }
     } catch (e) {
       if (ctx.clientGone) return;
-      const err = classify(cutError(cut, ctx, e, "mid-stream"), `decode ${w.spec.id}`);
+      const err = classify(cutError(cut, ctx, e), `decode ${w.spec.id}`); // the message says "failed mid-stream"
       this.registry.upstreamFailed(w, "decode-stream", err);
       this.metrics.streamErrors.inc({ kind: err.kind });
       ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
@@ -425,8 +424,9 @@ export class WorkerCalls {
 }
 
 /** A call's failure, as a retryable reset when workerEjected cut it (its abort is the proxy's, not the client's). */
-function cutError(cut: Cut, ctx: RequestContext, e: unknown, when: string): unknown {
-  if (cut.reason !== null && !ctx.abort.signal.aborted) return new UpstreamError("reset", `${cut.reason} ${when}`);
+function cutError(cut: Cut, ctx: RequestContext, e: unknown, when = ""): unknown {
+  if (cut.reason !== null && !ctx.abort.signal.aborted)
+    return new UpstreamError("reset", when ? `${cut.reason} ${when}` : cut.reason);
   return e;
 }
 
