@@ -19,6 +19,8 @@ const NODE_EDGES = [
   "^src/package-root\\.ts$",
   // reads and compiles build/core*.wasm, for bindings/node, the servers and the CLI
   "^src/core-file\\.ts$",
+  // reads a table file from disk, naming it in errors; src/table.ts is the browser-safe format
+  "^src/table-file\\.ts$",
   // reads workload files from disk; their parse* twins in workload.ts are the browser-safe part
   "^src/sim/workload-files\\.ts$",
   // turns command-line choices into a simulation: a workload by name or path, a table file, a cluster file

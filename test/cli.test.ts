@@ -69,7 +69,7 @@ describe("dolphin hash", () => {
 
   it("rejects input that is not a JSON array of token ids, saying where", () => {
     const r = dolphin(["hash"], "[1, 2, -3]");
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(2);
     expect(r.err).toMatch(/token \[2\] is not an integer/);
     expect(dolphin(["hash", "--block-size", "0"], "[]").err).toMatch(/--block-size must be an integer in 1–4096/);
   });
@@ -94,7 +94,7 @@ describe("dolphin route", () => {
       ],
       input,
     );
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(1);
     const lines = r.out
       .trim()
       .split("\n")
@@ -116,7 +116,7 @@ describe("dolphin route", () => {
 
   it("rejects a corrupted table naming the field", () => {
     const r = dolphin(["route", "--table", "spec/vectors/tables/invalid-checksum-mismatch.msgpack"], "");
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(1);
     expect(r.err).toMatch(/table: checksum/);
   });
 });
@@ -128,10 +128,38 @@ describe("dolphin", () => {
     expect(r.out).toMatch(new RegExp(`dolphin ${cmd}`));
   });
 
+  it("--version prints the package version; exit codes are 2 for usage and 1 for failures", () => {
+    const r = dolphin(["--version"]);
+    expect(r.code).toBe(0);
+    expect(r.out.trim()).toMatch(/^dolphin-routing \d+\.\d+\.\d+/);
+    expect(dolphin([]).code).toBe(2);
+    expect(dolphin(["hash", "--block-size", "0"], "[]").code).toBe(2);
+    expect(dolphin(["route", "--table", "spec/vectors/tables/invalid-checksum-mismatch.msgpack"], "").code).toBe(1);
+  });
+
+  it("simulate warns when the cluster is overloaded at the requested rate, and only then", () => {
+    const args = ["simulate", "--workload", "hybrid", "--split", "1P1D", "--policy", "dynamo-isl", "--requests", "100"];
+    const over = dolphin([...args, "--load", "x4"]);
+    expect(over.code).toBe(0);
+    expect(over.err).toMatch(/warning: the cluster is overloaded at [\d.]+ req\/s: the median request waits/);
+    const light = dolphin([...args, "--load", "x0.02"]);
+    expect(light.code).toBe(0);
+    expect(light.err).not.toMatch(/overloaded/);
+  });
+
+  it("names the table file in its errors: a missing file, a corrupt one", () => {
+    const missing = dolphin(["table", "no/such/table.msgpack"]);
+    expect(missing.code).toBe(1);
+    expect(missing.err).toMatch(/cannot read table file no\/such\/table\.msgpack: no such file/);
+    expect(missing.err).not.toMatch(/ENOENT/);
+    const corrupt = dolphin(["table", "spec/vectors/tables/invalid-checksum-mismatch.msgpack"]);
+    expect(corrupt.err).toMatch(/invalid-checksum-mismatch\.msgpack: table: checksum: mismatch/);
+  });
+
   it("lists its commands and refuses unknown ones", () => {
     expect(dolphin(["--help"]).out).toMatch(/bench .*\n/);
     const r = dolphin(["fly"]);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(2);
     expect(r.err).toMatch(/unknown command "fly"/);
   });
 

@@ -1,147 +1,32 @@
 // `dolphin serve` under faults, over real sockets on loopback: client mistakes answered 4xx and never counted against a
 // worker, cached-token prediction by vLLM's rule, header and body limits (431, 414, 408), a clean exit when the port is
 // in use. Every test is bounded in time (a few seconds at most).
-import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { spawn } from "node:child_process";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ServeConfigInput, WorkerConfig } from "../src/serve/config.js";
-import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
-import { coreModule } from "./helpers.js";
+import {
+  BIN,
+  cleanUp,
+  closers,
+  json,
+  metric,
+  MODEL,
+  post,
+  proxy,
+  proxyLog,
+  rawStatus,
+  sleep,
+  startFake,
+  vllmLike,
+  waitUntil,
+  workerProcess,
+  type Handler,
+} from "./serve-fault-tools.js";
+import { checkAdminAccess } from "../src/serve/tune.js";
 
-const MODEL = "test-model";
-const BIN = new URL("../bin/dolphin.js", import.meta.url).pathname;
-
-interface Fake {
-  url: string;
-  port: number;
-  calls: string[];
-  server: http.Server;
-}
-
-type Handler = (req: IncomingMessage, body: Record<string, unknown>, res: ServerResponse) => void | Promise<void>;
-
-const closers: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  await Promise.all(
-    closers
-      .splice(0)
-      .reverse()
-      .map((c) => c().catch(() => undefined)),
-  );
-});
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify(body));
-}
-
-/** A vLLM-like worker: byte tokens, NixlConnector prefill answers, chat answers; `opts.reject` answers 400 to inference. */
-function vllmLike(opts: { rejectContent?: boolean; cached?: number } = {}): Handler {
-  return (req, body, res) => {
-    if (req.url === "/health") return json(res, 200, {});
-    const msgs = body["messages"] as Array<{ content: unknown }> | undefined;
-    if (opts.rejectContent && msgs?.some((m) => typeof m.content !== "string")) {
-      return json(res, 400, {
-        object: "error",
-        message: "content must be a string",
-        type: "BadRequestError",
-        param: null,
-        code: 400,
-      });
-    }
-    if (req.url === "/tokenize")
-      return json(res, 200, { tokens: Array.from(Buffer.from(JSON.stringify(body["messages"] ?? body["prompt"]))) });
-    const usage = {
-      prompt_tokens: 10,
-      completion_tokens: 3,
-      prompt_tokens_details: { cached_tokens: opts.cached ?? 0 },
-    };
-    const kv = body["kv_transfer_params"] as Record<string, unknown> | undefined;
-    if (kv?.["do_remote_decode"] === true)
-      return json(res, 200, { usage, kv_transfer_params: { do_remote_prefill: true, remote_engine_id: "e" } });
-    return json(res, 200, { id: "c", choices: [{ index: 0, message: { role: "assistant", content: "ok" } }], usage });
-  };
-}
-
-async function startFake(handler: Handler = vllmLike(), port = 0): Promise<Fake> {
-  const calls: string[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      calls.push(req.url ?? "");
-      const text = Buffer.concat(chunks).toString("utf8");
-      Promise.resolve(handler(req, text ? (JSON.parse(text) as Record<string, unknown>) : {}, res)).catch(() =>
-        res.destroy(),
-      );
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  const actual = (server.address() as AddressInfo).port;
-  closers.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  return { url: `http://127.0.0.1:${actual}`, port: actual, calls, server };
-}
-
-const proxyLog: string[] = [];
-
-async function proxy(workers: WorkerConfig[], extra: Partial<ServeConfigInput> = {}): Promise<RunningProxy> {
-  const p = await startProxy(
-    {
-      model: MODEL,
-      listen: { host: "127.0.0.1", port: 0 },
-      log_level: "warn",
-      admin_token: "t",
-      capacity_blocks: 4096,
-      max_workers: 16,
-      table: "always-local",
-      workers,
-      ...extra,
-    },
-    { module: coreModule("release"), log: (line) => proxyLog.push(line) },
-  );
-  closers.push(() => p.close());
-  return p;
-}
-
-function post(p: RunningProxy, path: string, body: unknown): Promise<Response> {
-  return fetch(`${p.url}${path}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: typeof body === "string" ? body : JSON.stringify(body),
-  });
-}
-
-async function metric(p: RunningProxy, name: string): Promise<number> {
-  const text = await (await fetch(`${p.url}/metrics`)).text();
-  return text
-    .split("\n")
-    .filter((l) => l.startsWith(name))
-    .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
-}
-
-/** Sends raw bytes and resolves with the status line of the answer (or "closed"). */
-function rawStatus(port: number, bytes: string, opts: { keepOpenMs?: number } = {}): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, "127.0.0.1", () => socket.write(bytes));
-    let got = "";
-    socket.on("data", (d) => {
-      got += d.toString("latin1");
-    });
-    socket.on("close", () => resolve(got.split("\r\n")[0] || "closed"));
-    socket.on("error", () => undefined);
-    if (opts.keepOpenMs) setTimeout(() => socket.destroy(), opts.keepOpenMs);
-  });
-}
+afterEach(cleanUp);
 
 describe("dolphin serve: a client's mistake is a 4xx, never a worker failure", () => {
   it("answers 400 naming the field for out-of-range max_tokens, deep nesting and non-u32 token ids", async () => {
@@ -294,7 +179,7 @@ describe("dolphin serve: clean start", () => {
       });
     });
     expect(code, stderr).not.toBe(null);
-    expect(code).not.toBe(0);
+    expect(code).toBe(1); // a failure, not a usage error
     const said = stderr
       .trim()
       .split("\n")
@@ -302,6 +187,31 @@ describe("dolphin serve: clean start", () => {
     expect(said).toHaveLength(1);
     expect(stderr).toContain(`127.0.0.1:${port}: the port is in use`);
   }, 30_000);
+});
+
+describe("dolphin tune --live: admin access is checked first", () => {
+  it("fails fast with the fix in the message: admin API off (403), wrong token (401), no proxy", async () => {
+    const d = await startFake();
+    const open = await proxy([{ id: "d0", url: d.url, role: "decode" }]); // admin_token "t"
+    await expect(checkAdminAccess(open.url, "t")).resolves.toBeUndefined();
+    await expect(checkAdminAccess(open.url, "wrong")).rejects.toThrow(/refused the admin token \(401\).*--admin-token/);
+    const closed = await proxy([{ id: "d0", url: d.url, role: "decode" }], { admin_token: null });
+    await expect(checkAdminAccess(closed.url, "t")).rejects.toThrow(/admin API off \(403\).*--admin-token T/);
+    await expect(checkAdminAccess("http://127.0.0.1:9", "t")).rejects.toThrow(/cannot reach the proxy/);
+    // the command checks before it builds the workload or replays anything
+    const child = spawn(
+      process.execPath,
+      [BIN, "tune", "--live", closed.url, "--workload", "hybrid", "--rate", "4", "--admin-token", "t"],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    let stderr = "";
+    child.stderr.on("data", (c: Buffer) => {
+      stderr += c.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/dolphin tune: the proxy at .* has its admin API off \(403\)/);
+  }, 20_000);
 });
 
 describe("dolphin serve: admission control", () => {
@@ -343,42 +253,6 @@ describe("dolphin serve: admission control", () => {
     expect((await post(p, "/v1/completions", body)).status).toBe(200);
   });
 });
-
-// ---- worker processes killed and frozen under load ---------------------------------------------------------------
-
-interface WorkerProcess {
-  url: string;
-  pid: number;
-  child: ReturnType<typeof spawn>;
-}
-
-/** Starts `dolphin worker` as its own process on a free port; resolves once it listens. */
-async function workerProcess(role: "prefill" | "decode", id: string): Promise<WorkerProcess> {
-  const child = spawn(
-    process.execPath,
-    [BIN, "worker", "--role", role, "--port", "0", "--time-scale", "20", "--worker-id", id, "--model", MODEL],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
-  closers.push(async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill("SIGCONT");
-    child.kill("SIGKILL");
-    await new Promise((r) => child.once("exit", r));
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let text = "";
-    const t = setTimeout(() => reject(new Error(`worker ${id} did not start: ${text}`)), 15_000);
-    child.stderr!.on("data", (c: Buffer) => {
-      text += c.toString();
-      const m = /at (http:\/\/\S+?)[,\s]/.exec(text);
-      if (m) {
-        clearTimeout(t);
-        resolve(m[1]!);
-      }
-    });
-  });
-  return { url, pid: child.pid!, child };
-}
 
 describe("dolphin serve: workers killed and frozen under load", () => {
   it("kill -9 of a prefill and a decode worker, then SIGSTOP of another decode worker: every request answered 200", async () => {
@@ -450,23 +324,17 @@ describe("dolphin serve: workers killed and frozen under load", () => {
   }, 40_000);
 });
 
-async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > end) throw new Error("timed out");
-    await sleep(20);
-  }
-}
-
 describe("dolphin serve: clean stop", () => {
   it("SIGTERM drains the requests in flight, refuses new connections, then exits 0", async () => {
     const blocker = net.createServer();
     await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
     const port = (blocker.address() as AddressInfo).port;
     await new Promise<void>((r) => blocker.close(() => r()));
-    const child = spawn(process.execPath, [BIN, "serve", "--emulate", "1R", "--port", String(port)], {
-      stdio: ["ignore", "ignore", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [BIN, "serve", "--emulate", "1R", "--port", String(port), "--admin-token", "drain-token"],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
     closers.push(async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     });
@@ -482,6 +350,11 @@ describe("dolphin serve: clean stop", () => {
         }
       });
     });
+    // --admin-token opens the admin API (what dolphin tune --live needs)
+    const admin = await fetch(`http://127.0.0.1:${port}/admin/decisions?n=1`, {
+      headers: { authorization: "Bearer drain-token" },
+    });
+    expect(admin.status).toBe(200);
     const url = `http://127.0.0.1:${port}/v1/completions`;
     const t0 = performance.now();
     const long = fetch(url, {

@@ -15,13 +15,13 @@ export interface Command {
   run(values: Values, positionals: string[]): Promise<number>;
 }
 
-/** Bad command-line input: the dispatcher prints the message and the command's usage, and exits 1. */
+/** Bad command-line input: the dispatcher prints the message and the command's usage, and exits 2. */
 export class UsageError extends Error {}
 
 /**
  * Runs a library parser on the value of --`name`. Library code says what is wrong with a value and never names a
  * flag (it is called from configs, the proxy and tests too); here its error gets the flag's name in front. It stays
- * an ordinary error (exit 2, no usage text): the command line was well formed, the value was not accepted.
+ * an ordinary error (exit 1, no usage text): the command line was well formed, the value was not accepted.
  */
 export function flag<T>(name: string, parse: () => T): T {
   try {

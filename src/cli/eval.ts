@@ -1,9 +1,9 @@
 // `dolphin eval`: every policy on the same simulated arrivals (ones the table was not trained on).
 
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { evalJob } from "../learn/job.js";
 import { BASELINE_NAMES, parsePolicies } from "../learn/policies.js";
-import { decodeTable } from "../table.js";
+import { readTableFile } from "../table-file.js";
 import { flag, UsageError, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
@@ -31,7 +31,7 @@ trained on: a generator with --seed + 1, a trace's second half. Every figure is 
     const out = evalJob({
       ...jobOptions(v),
       ...(policies ? { policies } : {}),
-      ...(tableFile ? { table: decodeTable(readFileSync(tableFile)) } : {}),
+      ...(tableFile ? { table: readTableFile(tableFile) } : {}),
     });
     if (v["json"]) process.stdout.write(JSON.stringify(out) + "\n");
     else {

@@ -9,10 +9,13 @@
 //   envoy     Envoy with the dolphin proxy-wasm filter      report    eval results → markdown and SVG charts
 //   explore   the policy explorer (a web page) on localhost
 // Every command has --help; errors go to stderr with a non-zero exit code and say what was wrong and where (line
-// numbers for JSON-lines input). A usage error (exit 1) names the flag and prints the command's usage; any other
-// failure exits 2.
+// numbers for JSON-lines input). Exit codes follow the shell's convention: 0 success, 2 a usage error (it names the
+// flag and prints the command's usage; also an unknown command, or none), 1 any other failure. `dolphin --version`
+// prints the package version.
 
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { packageFile } from "../package-root.js";
 import { UsageError, type Command, type Values } from "./args.js";
 
 interface Entry {
@@ -80,22 +83,36 @@ function help(): string {
   return [
     "dolphin: routing core for prefill/decode-disaggregated LLM clusters",
     "",
-    "usage: dolphin <command> [options]   (dolphin <command> --help for more)",
+    "usage: dolphin <command> [options]   (dolphin <command> --help for more; dolphin --version)",
     "",
     ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+    "",
+    "Exit codes: 0 success, 1 failure (the message says what failed and where), 2 usage error (the command's usage follows).",
   ].join("\n");
+}
+
+/** Exit codes (documented in `dolphin --help`). */
+const EXIT_FAILURE = 1;
+const EXIT_USAGE = 2;
+
+function version(): string {
+  return (JSON.parse(readFileSync(packageFile("package.json"), "utf8")) as { version: string }).version;
 }
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === "--version" || name === "-v" || name === "version") {
+    process.stdout.write(`dolphin-routing ${version()}\n`);
+    return 0;
+  }
   if (!name || name === "--help" || name === "-h" || name === "help") {
     process.stdout.write(help() + "\n");
-    return name ? 0 : 1;
+    return name ? 0 : EXIT_USAGE;
   }
   const entry = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!entry) {
     process.stderr.write(`dolphin: unknown command "${name}"\n\n${help()}\n`);
-    return 1;
+    return EXIT_USAGE;
   }
   const { command: cmd } = await entry.load();
   try {
@@ -114,6 +131,6 @@ export async function main(argv: string[]): Promise<number> {
     const err = e as Error & { code?: string };
     const usage = e instanceof UsageError || err.code?.startsWith("ERR_PARSE_ARGS");
     process.stderr.write(`dolphin ${name}: ${err.message}\n${usage ? `\n${cmd.usage}\n` : ""}`);
-    return usage ? 1 : 2;
+    return usage ? EXIT_USAGE : EXIT_FAILURE;
   }
 }

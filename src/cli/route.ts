@@ -1,9 +1,9 @@
 // `dolphin route`: JSON-lines requests in, JSON-lines decisions out, one Router call per line.
 
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { loadCoreModule } from "../../bindings/node/index.js";
 import { Router, type RouteRequest, type RouterOptions, type WorkerSpec } from "../router.js";
-import { decodeTable } from "../table.js";
+import { readTableFile } from "../table-file.js";
 import { intOption, readStdin, UsageError, type Command } from "./args.js";
 
 export const command: Command = {
@@ -24,7 +24,7 @@ requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "...
     if (!v["table"]) throw new UsageError("--table is required");
     const path = String(v["table"]);
     if (!existsSync(path)) throw new UsageError(`--table: no such file: ${path}`);
-    const table = decodeTable(readFileSync(path));
+    const table = readTableFile(path);
     const workers = parseWorkers(String(v["workers"] ?? "p0=prefill,d0=decode"));
     const options: RouterOptions = {
       module: loadCoreModule(),
@@ -46,7 +46,7 @@ requests see earlier ones' prefixes. A bad line prints {"line": N, "error": "...
       }
     });
     if (failed) process.stderr.write(`dolphin route: ${failed} line(s) rejected\n`);
-    return failed ? 2 : 0;
+    return failed ? 1 : 0; // a failure (exit 1), not a usage error
   },
 };
 

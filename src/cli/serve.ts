@@ -12,13 +12,15 @@ import { flag, intOption, untilSignal, UsageError, type Command } from "./args.j
 const DRAIN_MS = 30_000;
 
 export const command: Command = {
-  usage: `dolphin serve --config serve.json
-dolphin serve --emulate <nPmD|nR> [--port N] [--cluster <preset>] [--time-scale S] [--table T]
+  usage: `dolphin serve --config serve.json [--port N] [--admin-token T]
+dolphin serve --emulate <nPmD|nR> [--port N] [--cluster <preset>] [--time-scale S] [--table T] [--admin-token T]
 
 An OpenAI-compatible proxy (POST /v1/chat/completions, /v1/completions with SSE streaming, GET /v1/models, /health,
 /metrics) that routes every request through the core: local prefill on the decode worker, or vLLM's NixlConnector
 two-step remote path. The config format is in docs/serving.md. --emulate starts that many emulated workers
-(dolphin worker) behind the proxy in one command, for a first try without GPUs; --port defaults to 8000.`,
+(dolphin worker) behind the proxy in one command, for a first try without GPUs; --port defaults to 8000.
+--admin-token T opens the admin API (/admin/*, needed by dolphin tune --live) to "Authorization: Bearer T"
+(with --config it replaces the config's admin_token).`,
   options: {
     config: { type: "string" },
     emulate: { type: "string" },
@@ -26,9 +28,12 @@ two-step remote path. The config format is in docs/serving.md. --emulate starts 
     cluster: { type: "string" },
     "time-scale": { type: "string" },
     table: { type: "string" },
+    "admin-token": { type: "string" },
   },
   async run(v) {
     let close: () => Promise<void>;
+    const adminToken = v["admin-token"] !== undefined ? String(v["admin-token"]) : undefined;
+    if (adminToken === "") throw new UsageError("--admin-token must not be empty");
     if (v["emulate"] !== undefined) {
       const { preset } = flag("cluster", () =>
         resolveCluster(v["cluster"] !== undefined ? String(v["cluster"]) : "h100-8b", undefined),
@@ -44,17 +49,22 @@ two-step remote path. The config format is in docs/serving.md. --emulate starts 
         timeScale,
         module: loadCoreModule(),
         ...(v["table"] !== undefined ? { table: String(v["table"]) } : {}),
+        ...(adminToken !== undefined ? { adminToken } : {}),
       });
       process.stderr.write(
         `dolphin serve: proxy at ${e.proxy.url} in front of ${e.workers.length} emulated workers ` +
           `(${e.workers.map((w) => `${w.workerId} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.proxy.url}/v1/chat/completions ` +
-          `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n`,
+          `-H 'content-type: application/json' -d '{"model":"dolphin-emulated","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'\n` +
+          (adminToken !== undefined
+            ? `  dolphin tune --live ${e.proxy.url} --admin-token <the token> --workload hybrid --rate 4\n`
+            : ""),
       );
       close = () => e.close({ drainMs: DRAIN_MS });
     } else {
       if (!v["config"]) throw new UsageError("give --config serve.json or --emulate nPmD");
       const config = loadConfig(String(v["config"]));
       if (v["port"] !== undefined) config.listen.port = intOption(v["port"], "port", 0, 65535, 8000);
+      if (adminToken !== undefined) config.admin_token = adminToken;
       const p = await startProxy(config, { module: loadCoreModule() });
       process.stderr.write(
         `dolphin serve: proxy at ${p.url}, ${config.workers.length} configured workers, mode ${config.mode}, table ${config.table}\n`,

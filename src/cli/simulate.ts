@@ -4,7 +4,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { loadCoreModule } from "../../bindings/node/index.js";
 import { policyTable, prepareRun, resolveCluster } from "../sim/run.js";
 import { simulate } from "../sim/simulator.js";
-import { flag, intOption, UsageError, type Command } from "./args.js";
+import { flag, intOption, progress, UsageError, type Command } from "./args.js";
 import { checkClusterFlags, formatOption } from "./sim-options.js";
 
 export const command: Command = {
@@ -17,7 +17,9 @@ Workloads: hybrid, arxiv, leval, humaneval, multiturn (generated, seeded) or a M
 CSV file. Clusters: h20-72b (default), h100-70b, h100-8b, or a JSON cluster file defining one preset. SLO presets:
 taichi-a (5 s, 250 ms), taichi-b (16 s, 60 ms), default (10 s, 100 ms). Policies: the table kinds (dynamo-isl,
 dynamo-load, dynamo-legacy, trtllm, llm-d, always-local, always-remote; kmeans, gmm and ppd need --table).
---load saturated finds the rate where throughput stops growing (docs/simulator.md). The cluster is simulated:
+--load saturated runs at the saturated load: the highest arrival rate at which the cluster, routed by dynamo-isl,
+still meets the SLO end to end for 90% of requests (found by search; docs/simulator.md). A run whose median request
+misses the TTFT SLO prints a warning: the cluster is overloaded at that rate. The cluster is simulated:
 figures carry the step-time model's error (docs/simulator-calibration.md). --trace-out writes one JSON line per request.
 --cache-view approximate: the router's index learns only from its own decisions, as the Envoy filter's (docs/envoy.md).`,
   options: {
@@ -52,6 +54,13 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
     // without a table the policy name alone must make one; with a table, its kind is checked against the name
     if (table === undefined)
       flag("policy", () => policyTable(String(v["policy"]), resolveCluster(cluster, undefined).preset));
+    const t0 = performance.now(); // the time reported: everything, the saturated-load search included
+    const saturated = String(v["load"] ?? "").trim() === "saturated";
+    if (saturated && !v["json"])
+      progress(
+        "finding the saturated load (the highest rate at which dynamo-isl meets the SLO for 90% of requests)…",
+        false,
+      );
     const prepared = prepareRun({
       workload: String(v["workload"]),
       format,
@@ -69,7 +78,11 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
       ...(v["index-lag-ms"] !== undefined ? { indexLagMs: Number(v["index-lag-ms"]) } : {}),
       ...(cacheView !== undefined ? { cacheView } : {}),
     });
-    const t0 = performance.now();
+    if (saturated && !v["json"])
+      progress(
+        `saturated load: ${prepared.workload.rate.toFixed(2)} req/s (×${prepared.loadScale.toFixed(2)} the workload's rate)`,
+        true,
+      );
     const result = simulate(prepared.workload, prepared.config);
     const wall = (performance.now() - t0) / 1000;
     if (v["trace-out"])
@@ -100,6 +113,29 @@ figures carry the step-time model's error (docs/simulator-calibration.md). --tra
         ].join("\n") + "\n",
       );
     }
+    const overload = overloadWarning(result.summary, prepared.config.slo.ttftMs, prepared.workload.rate);
+    if (overload) process.stderr.write(`dolphin simulate: warning: ${overload}\n`);
     return 0;
   },
 };
+
+/**
+ * A warning when the median request misses the TTFT SLO: queues grow faster than the cluster drains them, so the
+ * figures say more about the queue than about routing (the README's trace on a too-small cluster showed a P50 TTFT
+ * of hours without a word).
+ */
+export function overloadWarning(s: { ttft_ms: { p50: number } }, ttftSloMs: number, rate: number): string | null {
+  const p50 = s.ttft_ms.p50;
+  if (!(p50 > ttftSloMs)) return null;
+  const wait =
+    p50 >= 3_600_000
+      ? `${(p50 / 3_600_000).toFixed(1)} h`
+      : p50 >= 60_000
+        ? `${(p50 / 60_000).toFixed(1)} min`
+        : `${(p50 / 1000).toFixed(1)} s`;
+  return (
+    `the cluster is overloaded at ${rate.toFixed(2)} req/s: the median request waits ${wait} for its first token ` +
+    `(TTFT SLO ${ttftSloMs / 1000} s). Use more workers (--split, --cluster) or a lower rate (--load x0.5, or --load ` +
+    `saturated for the highest rate the cluster sustains).`
+  );
+}

@@ -1,7 +1,7 @@
 // `dolphin table`: decode and validate a table file (checksum included) and describe it.
 
-import { readFileSync } from "node:fs";
-import { decodeTable, describeTable } from "../table.js";
+import { readTableFile } from "../table-file.js";
+import { describeTable } from "../table.js";
 import { UsageError, type Command } from "./args.js";
 
 export const command: Command = {
@@ -9,7 +9,7 @@ export const command: Command = {
   options: { json: { type: "boolean" } },
   async run(v, pos) {
     if (!pos[0]) throw new UsageError("which table file?");
-    const t = decodeTable(readFileSync(pos[0]));
+    const t = readTableFile(pos[0]);
     process.stdout.write((v["json"] ? JSON.stringify(t, null, 2) : describeTable(t)) + "\n");
     return 0;
   },

@@ -1,7 +1,7 @@
 // `dolphin tune --live`: the learner's search against a running proxy, through its admin API.
 
 import { writeFileSync } from "node:fs";
-import { tuneLive } from "../serve/tune.js";
+import { checkAdminAccess, tuneLive } from "../serve/tune.js";
 import { parseSlo } from "../sim/metrics.js";
 import { loadWorkload } from "../sim/workload-files.js";
 import { encodeTable } from "../table.js";
@@ -36,12 +36,15 @@ in wall-clock terms), and reads each request's cluster from GET /admin/decisions
     if (!(rate > 0 && Number.isFinite(rate)))
       throw new UsageError(`--rate must be a number > 0, got ${String(v["rate"])}`);
     const slo = flag("slo", () => parseSlo(String(v["slo"] ?? "default")));
+    const proxyUrl = String(v["live"]).replace(/\/$/, "");
+    // before the workload is built and anything replayed: a refused token found at the end would waste minutes
+    await checkAdminAccess(proxyUrl, String(v["admin-token"]));
     const workload = loadWorkload(String(v["workload"]), "auto", {
       seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
       requests: intOption(v["requests"], "requests", 2, 1_000_000, 200),
     });
     const r = await tuneLive({
-      proxyUrl: String(v["live"]).replace(/\/$/, ""),
+      proxyUrl,
       adminToken: String(v["admin-token"]),
       model: String(v["model"] ?? "dolphin-emulated"),
       workload,

@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table.js";
+import { readFailure } from "../table-file.js";
 import { describeValue } from "../values.js";
 
 export type WorkerRole = "prefill" | "decode" | "both";
@@ -46,15 +47,31 @@ export interface ServeConfig {
   heartbeat: { interval_s: number; expiry_s: number };
   /** probe_interval_s: probes of workers out of rotation; check_interval_s, check_timeout_ms, unhealthy_after: active checks of those in it. */
   health: { probe_interval_s: number; check_interval_s: number; check_timeout_ms: number; unhealthy_after: number };
-  /** Envoy-style outlier detection (registry.ts). */
-  outlier: { consecutive_failures: number; max_ejected_share: number; base_ejection_s: number };
-  /** Load shedding (admission.ts): requests past max_inflight wait in a queue of max_queued, at most queue_timeout_ms. */
+  /**
+   * Envoy-style outlier detection (registry.ts): consecutive failures, or a failure rate above
+   * failure_rate_threshold over the last failure_rate_window_s with at least failure_rate_min_requests calls.
+   */
+  outlier: {
+    consecutive_failures: number;
+    max_ejected_share: number;
+    base_ejection_s: number;
+    failure_rate_threshold: number;
+    failure_rate_min_requests: number;
+    failure_rate_window_s: number;
+  };
+  /**
+   * Load shedding (admission.ts): requests past max_inflight wait in a queue of max_queued, at most queue_timeout_ms.
+   * Per worker (worker-admission.ts): at most max_inflight_per_worker requests bound for one worker, max_queued_per_worker
+   * waiting for it.
+   */
   admission: {
     max_inflight: number;
     max_queued: number;
     queue_timeout_ms: number;
     retry_after_s: number;
     backlog: number;
+    max_inflight_per_worker: number;
+    max_queued_per_worker: number;
   };
   /** A failed worker call is retried once on another worker while retries in flight stay under this budget. */
   retries: { budget_share: number; min_concurrent: number };
@@ -98,8 +115,24 @@ export const DEFAULTS = {
   timeouts: { connect_ms: 5_000, request_ms: 600_000, tokenize_ms: 10_000, headers_ms: 10_000, body_ms: 30_000 },
   heartbeat: { interval_s: 10, expiry_s: 30 },
   health: { probe_interval_s: 5, check_interval_s: 1, check_timeout_ms: 1_000, unhealthy_after: 2 },
-  outlier: { consecutive_failures: 5, max_ejected_share: 0.5, base_ejection_s: 1 },
-  admission: { max_inflight: 1_024, max_queued: 2_048, queue_timeout_ms: 5_000, retry_after_s: 1, backlog: 4_096 },
+  outlier: {
+    consecutive_failures: 5,
+    max_ejected_share: 0.5,
+    base_ejection_s: 1,
+    failure_rate_threshold: 0.5,
+    failure_rate_min_requests: 20,
+    failure_rate_window_s: 10,
+  },
+  admission: {
+    max_inflight: 1_024,
+    max_queued: 2_048,
+    queue_timeout_ms: 5_000,
+    retry_after_s: 1,
+    backlog: 4_096,
+    // twice vLLM's default max_num_seqs (256): a full batch running and as many waiting in the engine
+    max_inflight_per_worker: 512,
+    max_queued_per_worker: 512,
+  },
   retries: { budget_share: 0.2, min_concurrent: 10 },
   sessions: { idle_s: 3_600, max: 100_000 },
   max_body_bytes: 8 << 20,
@@ -250,13 +283,22 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     "check_timeout_ms",
     "unhealthy_after",
   ]);
-  const outlier = section(o["outlier"], "outlier", ["consecutive_failures", "max_ejected_share", "base_ejection_s"]);
+  const outlier = section(o["outlier"], "outlier", [
+    "consecutive_failures",
+    "max_ejected_share",
+    "base_ejection_s",
+    "failure_rate_threshold",
+    "failure_rate_min_requests",
+    "failure_rate_window_s",
+  ]);
   const admission = section(o["admission"], "admission", [
     "max_inflight",
     "max_queued",
     "queue_timeout_ms",
     "retry_after_s",
     "backlog",
+    "max_inflight_per_worker",
+    "max_queued_per_worker",
   ]);
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
@@ -310,6 +352,10 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       consecutive_failures: outlierNumber("consecutive_failures", { min: 1, max: 1000, integer: true }),
       max_ejected_share: outlierNumber("max_ejected_share", { min: 0, max: 1 }),
       base_ejection_s: outlierNumber("base_ejection_s", { min: 0 }),
+      // 1 turns failure-rate ejection off (a rate never exceeds it)
+      failure_rate_threshold: outlierNumber("failure_rate_threshold", { min: 0, max: 1 }),
+      failure_rate_min_requests: outlierNumber("failure_rate_min_requests", { min: 1, max: 1_000_000, integer: true }),
+      failure_rate_window_s: outlierNumber("failure_rate_window_s", { min: 0, exclusiveMin: true }),
     },
     admission: {
       max_inflight: admissionNumber("max_inflight", { min: 1, max: 1_000_000, integer: true }),
@@ -317,6 +363,8 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       queue_timeout_ms: admissionNumber("queue_timeout_ms", { min: 1, integer: true }),
       retry_after_s: admissionNumber("retry_after_s", { min: 1, max: 3600, integer: true }),
       backlog: admissionNumber("backlog", { min: 1, max: 65535, integer: true }),
+      max_inflight_per_worker: admissionNumber("max_inflight_per_worker", { min: 1, max: 1_000_000, integer: true }),
+      max_queued_per_worker: admissionNumber("max_queued_per_worker", { min: 0, max: 1_000_000, integer: true }),
     },
     retries: {
       budget_share: retriesNumber("budget_share", { min: 0, max: 1 }),
@@ -387,7 +435,7 @@ export function loadConfig(path: string): ServeConfig {
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
-    throw new ConfigError("(file)", `cannot read ${path}: ${(e as Error).message}`);
+    throw new ConfigError("(file)", `cannot read config file ${path}: ${readFailure(e)}`);
   }
   let raw: unknown;
   try {
@@ -421,7 +469,7 @@ export function loadConfigTable(config: Pick<ServeConfig, "table">): Table {
   try {
     bytes = readFileSync(spec);
   } catch (e) {
-    throw new ConfigError("table", `cannot read table file ${spec}: ${(e as Error).message}`);
+    throw new ConfigError("table", `cannot read table file ${spec}: ${readFailure(e)}`);
   }
   try {
     return decodeTable(bytes);

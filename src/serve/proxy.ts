@@ -10,6 +10,7 @@
 //   kv-feed.ts          KV events (ZMQ subscriptions, POSTed batches) into the index, via kv-ingest.ts (hash mapping)
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
 //   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
+//   worker-admission.ts the same per worker: a full worker's request goes to another with room, or waits
 //   inference.ts        an inference request from body to answer, its log line and metrics
 //   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
 //   admin.ts            /admin/*
@@ -35,6 +36,7 @@ import { DecisionLog } from "./proxy/decisions.js";
 import { checkWorkers, expireWorkers, probeDownWorkers } from "./proxy/health.js";
 import { Inference } from "./proxy/inference.js";
 import { Admission } from "./proxy/admission.js";
+import { WorkerAdmission } from "./proxy/worker-admission.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
 import { ProxyMetrics } from "./proxy/metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS } from "./proxy/openai.js";
@@ -75,6 +77,7 @@ class ServeProxy {
   private readonly sessions: Sessions;
   private readonly inference: Inference;
   private readonly admission: Admission;
+  private readonly places: WorkerAdmission;
   private readonly agents = keepAliveAgents();
   private readonly routes = new RouteTable<RequestContext>(OPENAI_ERRORS);
   private readonly timers: NodeJS.Timeout[] = [];
@@ -109,6 +112,8 @@ class ServeProxy {
         role: w.spec.role,
         healthy: w.healthy,
         indexBlocks: w.healthy ? router.index.count(w.spec.id) : 0,
+        inflight: this.places.inflight(w.spec.id),
+        queued: this.places.queued(w.spec.id),
       })),
       table: { kind: router.table.kind, checksum: router.table.checksum },
     })));
@@ -117,8 +122,9 @@ class ServeProxy {
     const decisions = new DecisionLog(config.decisions_kept);
     const routing = new Routing(config, router, registry, this.sessions, this.agents, metrics, log, maxPromptTokens);
     this.admission = new Admission(config.admission, metrics);
-    const calls = new WorkerCalls(config, registry, this.agents, metrics, () => this.admission.active);
-    registry.onEject = (id) => calls.workerEjected(id);
+    const places = (this.places = new WorkerAdmission(config.admission, metrics));
+    const calls = new WorkerCalls(config, registry, this.agents, metrics, () => this.admission.active, places);
+    registry.onEject = (id, cause) => calls.workerEjected(id, cause);
     this.inference = new Inference(config, router, routing, calls, decisions, metrics, log, this.admission);
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
     this.routes

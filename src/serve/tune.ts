@@ -136,6 +136,36 @@ export async function replay(o: LiveOptions): Promise<Outcome[]> {
   );
 }
 
+/**
+ * Fails fast, with the fix in the message, unless the proxy at `proxyUrl` answers its admin API to this token: run
+ * before anything else (a replay takes minutes; a 401 at its end would waste them).
+ */
+export async function checkAdminAccess(proxyUrl: string, adminToken: string): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(`${proxyUrl}/admin/table`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
+    throw new Error(
+      `cannot reach the proxy at ${proxyUrl} (${cause}): start it first, e.g. dolphin serve --emulate 1P2D --admin-token T`,
+    );
+  }
+  await res.arrayBuffer();
+  if (res.status === 403)
+    throw new Error(
+      `the proxy at ${proxyUrl} has its admin API off (403): restart it with --admin-token T (dolphin serve --emulate … --admin-token T) or set admin_token in its config`,
+    );
+  if (res.status === 401)
+    throw new Error(
+      `the proxy at ${proxyUrl} refused the admin token (401): give --admin-token the token the proxy was started with`,
+    );
+  if (!res.ok)
+    throw new Error(`the proxy at ${proxyUrl} answered GET /admin/table with ${res.status}: is it dolphin serve?`);
+}
+
 async function admin(o: LiveOptions, path: string, init: RequestInit = {}): Promise<Response> {
   const res = await fetch(`${o.proxyUrl}${path}`, {
     ...init,

@@ -3,7 +3,8 @@
 // named by path; the saturated load and load scaling are in saturation.ts (browser-safe).
 
 import { existsSync, readFileSync } from "node:fs";
-import { decodeTable, ruleTable, POLICY_KINDS, type PolicyKind, type Table } from "../table.js";
+import { ruleTable, POLICY_KINDS, type PolicyKind, type Table } from "../table.js";
+import { readTableFile } from "../table-file.js";
 import { parseSlo, type Slo } from "./metrics.js";
 import {
   DEFAULT_PRESET,
@@ -53,8 +54,7 @@ export interface PreparedRun {
 /** The table a policy name or table file stands for (rule kinds through ruleTableFor). */
 export function policyTable(policy: string, preset: ModelPreset, tableFile?: string): Table {
   if (tableFile) {
-    if (!existsSync(tableFile)) throw new Error(`no such table file: ${tableFile}`);
-    const t = decodeTable(readFileSync(tableFile));
+    const t = readTableFile(tableFile);
     if (
       policy !== "table" &&
       policy !== t.kind &&

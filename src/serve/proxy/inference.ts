@@ -51,7 +51,7 @@ export class Inference {
     validateInference(endpoint, body, this.config.model);
     const routed = await this.routing.route(ctx, endpoint, body);
     if (!routed) return;
-    const { decision: d, session, turn, tokenMode } = routed;
+    const { decision: d, session, turn, tokenMode, pinned } = routed;
     ctx.decision = d;
     ctx.isl = d.features.isl;
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
@@ -78,7 +78,12 @@ export class Inference {
     ctx.record = record;
     this.decisions.remember(record);
     this.metrics.decisions.inc({ path: d.path, reason: d.reason });
-    ctx.res.setHeader("x-dolphin-decode-worker", d.decodeWorker);
+    // A place on the decode worker before the prefill step, so that a full worker's request spills to another
+    // before any KV handoff is made for it (worker-admission.ts).
+    const decodePlace = await this.calls.enterDecode(ctx, d.decodeWorker, pinned);
+    if (!decodePlace || ctx.clientGone) return;
+    record.decode_worker = decodePlace.worker;
+    ctx.res.setHeader("x-dolphin-decode-worker", decodePlace.worker);
 
     let kvParams: unknown;
     if (remote) {
@@ -91,12 +96,19 @@ export class Inference {
       );
       try {
         const p = await this.calls.prefillWithRetry(ctx, endpoint, prefillWorker, body, d.features.effP);
-        kvParams = p.kvParams;
-        ctx.reportedTokens = p.cachedTokens;
-        if (p.worker !== prefillWorker) {
-          // retried elsewhere: that worker's cache, not the one the router predicted for
-          ctx.res.setHeader("x-dolphin-prefill-worker", p.worker);
-          record.prefill_worker = p.worker;
+        if (ctx.clientGone) return;
+        if (p === null) {
+          // every prefill worker was full: local prefill on the decode worker (counted in dolphin_worker_full_total)
+          this.metrics.fallbacks.inc();
+          record.route = "fallback";
+        } else {
+          kvParams = p.kvParams;
+          ctx.reportedTokens = p.cachedTokens;
+          if (p.worker !== prefillWorker) {
+            // retried or spilled elsewhere: that worker's cache, not the one the router predicted for
+            ctx.res.setHeader("x-dolphin-prefill-worker", p.worker);
+            record.prefill_worker = p.worker;
+          }
         }
       } catch (e) {
         if (ctx.clientGone) return;
@@ -136,7 +148,7 @@ export class Inference {
     await this.calls.decode(
       ctx,
       endpoint,
-      d.decodeWorker,
+      decodePlace,
       payload,
       body["stream"] === true,
       record.route === "remote" ? 0 : d.features.effD,

@@ -13,7 +13,7 @@ export interface ProxyGauges {
   inflight: number;
   queued: number;
   sessions: number;
-  workers: Array<{ id: string; role: string; healthy: boolean; indexBlocks: number }>;
+  workers: Array<{ id: string; role: string; healthy: boolean; indexBlocks: number; inflight: number; queued: number }>;
   table: { kind: string; checksum: string };
 }
 
@@ -92,8 +92,13 @@ export class ProxyMetrics {
   );
   readonly shed = this.counter(
     "dolphin_shed_total",
-    "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting)",
+    "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting); worker_queue_full, worker_queue_timeout: the same for one worker's places",
     ["reason"],
+  );
+  readonly workerFull = this.counter(
+    "dolphin_worker_full_total",
+    "Requests whose chosen worker was at admission.max_inflight_per_worker, by stage and outcome (spilled to another worker, local prefill, queued, shed)",
+    ["outcome", "stage"],
   );
   readonly retries = this.counter(
     "dolphin_retries_total",
@@ -107,7 +112,7 @@ export class ProxyMetrics {
   );
   readonly ejections = this.counter(
     "dolphin_ejections_total",
-    "Workers taken out of rotation, by cause (refused, consecutive_failures, health_check)",
+    "Workers taken out of rotation, by cause (refused, consecutive_failures, failure_rate, health_check)",
     ["cause"],
   );
   readonly ejectionsSkipped = this.counter(
@@ -163,6 +168,12 @@ export class ProxyMetrics {
       read()
         .workers.filter((w) => w.healthy)
         .map((w) => [{ worker: w.id }, w.indexBlocks] as const),
+    );
+    scrapedGauge(r, "dolphin_worker_inflight_requests", "Requests holding a place on each worker", ["worker"], () =>
+      read().workers.map((w) => [{ worker: w.id }, w.inflight] as const),
+    );
+    scrapedGauge(r, "dolphin_worker_queued_requests", "Requests waiting for a place on each worker", ["worker"], () =>
+      read().workers.map((w) => [{ worker: w.id }, w.queued] as const),
     );
     scrapedGauge(r, "dolphin_sessions", "Conversations tracked", [], () => [[{}, read().sessions]]);
     scrapedGauge(r, "dolphin_table_info", "The routing table in use", ["checksum", "kind"], () => {

@@ -1,6 +1,8 @@
 // The proxy's workers: those of the config and those registered by heartbeat (POST /admin/workers), which of them
 // are in rotation, and the load the proxy's own requests put on each (the router's load signals). A worker leaves
-// rotation after a failure (markDown) and comes back when health.ts finds its /health answering (markUp).
+// rotation after a failure (markDown) and comes back when health.ts finds its /health answering (markUp). Outlier
+// detection follows Envoy's: consecutive failures (consecutive_5xx) or a failure rate over a window with a minimum
+// volume (failure_percentage), never more than a share of a role at once, with a back-off that grows per ejection.
 
 import type { Router } from "../../router.js";
 import type { ServeConfig, WorkerConfig } from "../config.js";
@@ -26,6 +28,8 @@ export interface WorkerState {
   lastSeq: bigint | null;
   /** Failed calls since the last success (outlier detection). */
   consecutiveFailures: number;
+  /** Calls and failures over the last outlier.failure_rate_window_s. */
+  outcomes: OutcomeWindow;
   /** Failed active health checks in a row. */
   failedChecks: number;
   checking: boolean;
@@ -40,7 +44,52 @@ const MAX_EJECTION_MS = 300_000;
 /** A worker in rotation this long without ejection starts its back-off afresh. */
 const EJECTION_MEMORY_MS = 60_000;
 
-export type EjectionCause = "refused" | "consecutive_failures" | "health_check";
+export type EjectionCause = "refused" | "consecutive_failures" | "failure_rate" | "health_check";
+
+/** Buckets of a failure-rate window: the window slides in steps of window / WINDOW_BUCKETS. */
+const WINDOW_BUCKETS = 10;
+
+/** Calls that succeeded and failed over a sliding window, in a ring of buckets (old buckets are reused). */
+export class OutcomeWindow {
+  private readonly ok = new Uint32Array(WINDOW_BUCKETS);
+  private readonly failed = new Uint32Array(WINDOW_BUCKETS);
+  /** The bucket number (time / bucketMs) each slot holds. */
+  private readonly epoch = new Float64Array(WINDOW_BUCKETS).fill(-Infinity);
+  private readonly bucketMs: number;
+
+  constructor(windowMs: number) {
+    this.bucketMs = Math.max(1, windowMs / WINDOW_BUCKETS);
+  }
+
+  note(nowMs: number, failed: boolean): void {
+    const e = Math.floor(nowMs / this.bucketMs);
+    const slot = e % WINDOW_BUCKETS;
+    if (this.epoch[slot] !== e) {
+      this.epoch[slot] = e;
+      this.ok[slot] = 0;
+      this.failed[slot] = 0;
+    }
+    if (failed) this.failed[slot]!++;
+    else this.ok[slot]!++;
+  }
+
+  /** Calls and failures in the buckets of the last window. */
+  totals(nowMs: number): { calls: number; failures: number } {
+    const e = Math.floor(nowMs / this.bucketMs);
+    let calls = 0;
+    let failures = 0;
+    for (let i = 0; i < WINDOW_BUCKETS; i++) {
+      if (this.epoch[i]! <= e - WINDOW_BUCKETS) continue;
+      calls += this.ok[i]! + this.failed[i]!;
+      failures += this.failed[i]!;
+    }
+    return { calls, failures };
+  }
+
+  clear(): void {
+    this.epoch.fill(-Infinity);
+  }
+}
 
 /** What follows a worker's arrival and departure (kv-feed.ts: its KV-event subscription). */
 export interface WorkerSubscriptions {
@@ -57,7 +106,7 @@ export class WorkerRegistry {
   /** Remote prefills under way (the router's prefill-queue signal). */
   prefillsInFlight = 0;
   /** Told when a worker leaves rotation (remote-path.ts cuts the calls still waiting for it). */
-  onEject: (id: string) => void = () => undefined;
+  onEject: (id: string, cause: EjectionCause) => void = () => undefined;
   private closed = false;
 
   constructor(
@@ -100,6 +149,7 @@ export class WorkerRegistry {
       subscriber: null,
       lastSeq: null,
       consecutiveFailures: 0,
+      outcomes: new OutcomeWindow(this.config.outlier.failure_rate_window_s * 1000),
       failedChecks: 0,
       checking: false,
       ejections: 0,
@@ -130,6 +180,7 @@ export class WorkerRegistry {
     w.ejectedUntilMs = now + Math.min(MAX_EJECTION_MS, this.config.outlier.base_ejection_s * 1000 * w.ejections);
     w.healthy = false;
     w.consecutiveFailures = 0;
+    w.outcomes.clear();
     w.failedChecks = 0;
     w.ingest.reset();
     w.lastSeq = null;
@@ -142,7 +193,7 @@ export class WorkerRegistry {
       why,
       back_off_ms: w.ejectedUntilMs - now,
     });
-    this.onEject(w.spec.id);
+    this.onEject(w.spec.id, cause);
   }
 
   markUp(w: WorkerState): void {
@@ -151,6 +202,7 @@ export class WorkerRegistry {
     w.healthy = true;
     w.backSinceMs = Date.now();
     w.consecutiveFailures = 0;
+    w.outcomes.clear();
     w.failedChecks = 0;
     this.pushLoad(w);
     this.metrics.workerUp.inc({ worker: w.spec.id });
@@ -158,8 +210,10 @@ export class WorkerRegistry {
   }
 
   /**
-   * A worker call that failed: count it, and eject the worker when its connection is refused or after
-   * outlier.consecutive_failures failures in a row. A client's mistake (a 4xx) or a client leaving is no failure.
+   * A worker call that failed: count it, and eject the worker when its connection is refused, after
+   * outlier.consecutive_failures failures in a row, or when more than outlier.failure_rate_threshold of its calls in
+   * the window failed (with at least failure_rate_min_requests calls). A client's mistake (a 4xx) or a client leaving
+   * is no failure.
    */
   upstreamFailed(w: WorkerState | undefined, stage: string, e: UpstreamError): void {
     if (!w || e.kind === "aborted" || e.clientMistake) return;
@@ -169,24 +223,35 @@ export class WorkerRegistry {
       this.markDown(w, `${stage}: ${e.message}`, "refused");
       return;
     }
-    // A timeout, connect or response, is what a loaded worker does: the active health checks judge those.
+    // A timeout, connect or response, is what a loaded worker does: the active health checks judge those. Neither a
+    // failure nor a success in the window.
     if (e.kind === "timeout" || e.kind === "connect") return;
+    const o = this.config.outlier;
+    const now = Date.now();
     w.consecutiveFailures++;
-    if (w.consecutiveFailures < this.config.outlier.consecutive_failures) return;
+    w.outcomes.note(now, true);
+    let cause: EjectionCause;
+    let why: string;
+    const { calls, failures } = w.outcomes.totals(now);
+    if (w.consecutiveFailures >= o.consecutive_failures) {
+      cause = "consecutive_failures";
+      why = `${w.consecutiveFailures} failures in a row`;
+    } else if (calls >= o.failure_rate_min_requests && failures > o.failure_rate_threshold * calls) {
+      cause = "failure_rate";
+      why = `${failures} of its last ${calls} calls failed (over ${o.failure_rate_window_s} s)`;
+    } else return;
     if (!this.mayEject(w)) {
       this.metrics.ejectionsSkipped.inc();
       return;
     }
-    this.markDown(
-      w,
-      `${stage}: ${w.consecutiveFailures} failures in a row, the last: ${e.message}`,
-      "consecutive_failures",
-    );
+    this.markDown(w, `${stage}: ${why}, the last: ${e.message}`, cause);
   }
 
-  /** A worker call that succeeded: its run of failures is over. */
+  /** A worker call that succeeded: its run of failures is over, and the window counts a success. */
   upstreamSucceeded(w: WorkerState | undefined): void {
-    if (w) w.consecutiveFailures = 0;
+    if (!w) return;
+    w.consecutiveFailures = 0;
+    w.outcomes.note(Date.now(), false);
   }
 
   /** Outlier ejection keeps at least 1 − max_ejected_share of a role in rotation (but may always eject one). */

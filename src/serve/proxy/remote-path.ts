@@ -5,7 +5,9 @@
 // worker's ejection (registry.ts). A call that fails before any byte reached the client (refused, reset, 5xx, or its
 // worker ejected while it waited) is retried once on another worker of the role, within a retry budget (Envoy's:
 // retries in flight ≤ max(min_concurrent, budget_share × requests in flight)). A decode retry elsewhere cannot use
-// the KV handoff made for the first decode worker, so it prefills locally (route "fallback").
+// the KV handoff made for the first decode worker, so it prefills locally (route "fallback"). Once the first byte of
+// the answer has gone to the client nothing is retried: a stream cut mid-way ends with an SSE error event. Each call
+// holds a place on its worker (worker-admission.ts).
 
 import type { IncomingMessage } from "node:http";
 import { isPlainObject } from "../../values.js";
@@ -23,8 +25,9 @@ import {
 } from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
-import type { WorkerRegistry, WorkerState } from "./registry.js";
+import type { EjectionCause, WorkerRegistry, WorkerState } from "./registry.js";
 import type { RequestContext } from "./request-context.js";
+import type { WorkerAdmission, WorkerPlace } from "./worker-admission.js";
 
 const MAX_ERROR_SNIPPET = 300;
 /** vLLM's NixlConnector prefill request marks (reference-systems.md, step 1). */
@@ -39,9 +42,18 @@ const PREFILL_KV_PARAMS = {
 
 type Usage = NonNullable<ReturnType<typeof usageOf>>;
 
+/** A call in progress on a worker, which its ejection may cut. */
+interface Cut {
+  controller: AbortController;
+  /** The answer has begun reaching the client (a stream): only a frozen worker's ejection cuts it. */
+  streaming: boolean;
+  /** Why the call was cut, for the client's error. */
+  reason: string | null;
+}
+
 export class WorkerCalls {
-  /** Calls waiting for a worker's response headers, by worker: cut when the worker is ejected, then retried. */
-  private readonly waiting = new Map<string, Set<AbortController>>();
+  /** Calls in progress, by worker: cut when the worker is ejected (see workerEjected). */
+  private readonly inProgress = new Map<string, Set<Cut>>();
   private retriesInFlight = 0;
 
   constructor(
@@ -50,41 +62,64 @@ export class WorkerCalls {
     private readonly agents: Agents,
     private readonly metrics: ProxyMetrics,
     private readonly requestsInFlight: () => number,
+    private readonly places: WorkerAdmission,
   ) {}
 
-  /** The worker left rotation: calls still waiting for its answer fail now (and are retried) rather than at request_ms. */
-  workerEjected(id: string): void {
-    for (const c of this.waiting.get(id) ?? []) c.abort();
+  /**
+   * The worker left rotation: calls of which nothing has reached the client fail now (and are retried) rather than at
+   * request_ms. Streams under way are cut only when its health checks failed (a frozen worker sends nothing more,
+   * and its stream would wait request_ms); on other causes they may still finish.
+   */
+  workerEjected(id: string, cause: EjectionCause): void {
+    for (const c of this.inProgress.get(id) ?? []) {
+      if (c.streaming && cause !== "health_check") continue;
+      c.reason = `${id} left rotation (${cause.replace("_", " ")})`;
+      c.controller.abort();
+    }
   }
 
-  /** One call to a worker until its response headers; a cut by workerEjected is a retryable reset. */
+  /**
+   * A place on the request's decode worker before anything is sent (the prefill step included), or on the least-busy
+   * other decode worker with room when it is full and the routing did not pin it (a spill: the caller re-points the
+   * request); else waits for one, or throws 503.
+   */
+  async enterDecode(ctx: RequestContext, id: string, pinned: boolean): Promise<WorkerPlace | null> {
+    const others = pinned ? [] : this.registry.otherDecodeWorkers(id);
+    return this.places.enter(ctx, "decode", id, others);
+  }
+
+  /**
+   * One call to a worker; resolves with its response once the headers are in. The call stays cuttable until `done`
+   * (the answer read or passed on); a cut by workerEjected is a retryable reset.
+   */
   private async call(
     ctx: RequestContext,
     w: WorkerState,
     path: string,
     body: Buffer | string,
-  ): Promise<IncomingMessage> {
+  ): Promise<{ res: IncomingMessage; cut: Cut; done: () => void }> {
     const t = this.config.timeouts;
-    const cut = new AbortController();
-    const set = this.waiting.get(w.spec.id) ?? new Set<AbortController>();
-    this.waiting.set(w.spec.id, set);
+    const cut: Cut = { controller: new AbortController(), streaming: false, reason: null };
+    const set = this.inProgress.get(w.spec.id) ?? new Set<Cut>();
+    this.inProgress.set(w.spec.id, set);
     set.add(cut);
+    const done = (): void => {
+      set.delete(cut);
+      if (set.size === 0 && this.inProgress.get(w.spec.id) === set) this.inProgress.delete(w.spec.id);
+    };
     try {
-      return await upstreamRequest(this.agents, `${w.spec.url}${path}`, {
+      const res = await upstreamRequest(this.agents, `${w.spec.url}${path}`, {
         method: "POST",
         headers: ctx.upstreamHeaders(),
         body,
         connectMs: t.connect_ms,
         responseMs: t.request_ms,
-        signal: AbortSignal.any([ctx.abort.signal, cut.signal]),
+        signal: AbortSignal.any([ctx.abort.signal, cut.controller.signal]),
       });
+      return { res, cut, done };
     } catch (e) {
-      if (cut.signal.aborted && !ctx.abort.signal.aborted)
-        throw new UpstreamError("reset", `${w.spec.id} left rotation while the request waited`);
-      throw e;
-    } finally {
-      set.delete(cut);
-      if (set.size === 0) this.waiting.delete(w.spec.id);
+      done();
+      throw cutError(cut, ctx, e, "while the request waited");
     }
   }
 
@@ -110,23 +145,45 @@ export class WorkerCalls {
     id: string,
     body: Record<string, unknown>,
     effP: number,
-  ): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null; worker: string }> {
+  ): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null; worker: string } | null> {
+    // a full prefill worker: another with room, else local prefill when fallback_local allows (null), else wait
+    const place = await this.places.enter(
+      ctx,
+      "prefill",
+      id,
+      this.registry.otherPrefillWorkers(id),
+      this.config.fallback_local,
+    );
+    if (!place) return null;
+    const first = place.worker;
     try {
-      return { ...(await this.prefill(ctx, endpoint, id, body, effP)), worker: id };
+      return { ...(await this.prefill(ctx, endpoint, first, body, effP)), worker: first };
     } catch (e) {
+      place.release();
       const err = e as UpstreamError;
       if (ctx.clientGone || !err.retryable) throw e;
-      const other = this.registry.otherPrefillWorkers(id)[0];
-      if (!other) {
+      const others = this.registry.otherPrefillWorkers(first);
+      if (others.length === 0) {
         this.metrics.retriesSkipped.inc({ reason: "no_other_worker", stage: "prefill" });
         throw e;
       }
-      if (!this.takeRetry("prefill")) throw e;
+      const other = this.places.tryEnter(ctx, others);
+      if (!other) {
+        this.metrics.retriesSkipped.inc({ reason: "worker_full", stage: "prefill" });
+        throw e;
+      }
+      if (!this.takeRetry("prefill")) {
+        other.release();
+        throw e;
+      }
       try {
-        return { ...(await this.prefill(ctx, endpoint, other.spec.id, body, effP)), worker: other.spec.id };
+        return { ...(await this.prefill(ctx, endpoint, other.worker, body, effP)), worker: other.worker };
       } finally {
         this.retriesInFlight--;
+        other.release();
       }
+    } finally {
+      place.release();
     }
   }
 
@@ -153,8 +210,15 @@ export class WorkerCalls {
     const t = this.config.timeouts;
     try {
       if (!w?.healthy) throw new UpstreamError("connect", `prefill worker ${id} left rotation`);
-      const res = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], JSON.stringify(prefillBody));
-      const buf = await readUpstream(res, t.request_ms);
+      const { res, cut, done } = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], JSON.stringify(prefillBody));
+      let buf: Buffer;
+      try {
+        buf = await readUpstream(res, t.request_ms);
+      } catch (e) {
+        throw cutError(cut, ctx, e, "while its answer was read");
+      } finally {
+        done();
+      }
       const status = res.statusCode ?? 0;
       if (status >= 400) {
         throw new UpstreamError(
@@ -188,24 +252,35 @@ export class WorkerCalls {
   async decode(
     ctx: RequestContext,
     endpoint: Endpoint,
-    id: string,
+    place: WorkerPlace,
     payload: Buffer | string,
     stream: boolean,
     effD: number,
     localPayload: Buffer | string,
   ): Promise<void> {
+    const id = place.worker;
     try {
       await this.decodeOnce(ctx, endpoint, id, payload, stream, effD);
       return;
     } catch (e) {
       if (!(e instanceof DecodeFailure) || !e.retryable || ctx.clientGone || ctx.res.headersSent) throw e;
-      const other = this.registry.otherDecodeWorkers(id)[0];
-      if (!other) {
+      const others = this.registry.otherDecodeWorkers(id);
+      if (others.length === 0) {
         this.metrics.retriesSkipped.inc({ reason: "no_other_worker", stage: "decode" });
         throw e;
       }
-      if (!this.takeRetry("decode")) throw e;
-      const to = other.spec.id;
+      // a retry takes a place on a worker with room at once; it never waits behind the queue
+      const other = this.places.tryEnter(ctx, others);
+      if (!other) {
+        this.metrics.retriesSkipped.inc({ reason: "worker_full", stage: "decode" });
+        throw e;
+      }
+      if (!this.takeRetry("decode")) {
+        other.release();
+        throw e;
+      }
+      place.release();
+      const to = other.worker;
       ctx.res.setHeader("x-dolphin-decode-worker", to);
       if (ctx.record) {
         ctx.record.decode_worker = to;
@@ -239,20 +314,26 @@ export class WorkerCalls {
       releasePrefill();
       releaseDecode();
     };
-    let res: IncomingMessage;
+    let call: Awaited<ReturnType<WorkerCalls["call"]>>;
     try {
       if (!w?.healthy) throw new UpstreamError("connect", `decode worker ${id} left rotation`);
-      res = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], payload);
+      call = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], payload);
     } catch (e) {
       if (ctx.clientGone) return;
       letGo();
       throw this.decodeFailed(w, id, e, "failed");
     }
+    const { res, cut, done } = call;
     const status = res.statusCode ?? 502;
     const contentType = String(res.headers["content-type"] ?? "application/json");
     if (status < 500) this.registry.upstreamSucceeded(w);
     if (stream && status < 400 && contentType.includes("text/event-stream")) {
-      await this.pipeStream(ctx, w!, res, releasePrefill);
+      cut.streaming = true;
+      try {
+        await this.pipeStream(ctx, w!, res, cut, releasePrefill);
+      } finally {
+        done();
+      }
       return;
     }
     let buf: Buffer;
@@ -260,9 +341,12 @@ export class WorkerCalls {
       buf = await readUpstream(res, t.request_ms);
     } catch (e) {
       if (ctx.clientGone) return;
-      const failure = this.decodeFailed(w, id, e, "failed mid-response");
-      failure.retryable = false; // the worker took the request: it may be running still
-      throw failure;
+      letGo();
+      // Nothing has reached the client yet: a lost connection (the worker died, or was ejected and cut) is retried
+      // elsewhere like a failure before the headers. A stalled body (timeout) is not: the worker may still be at work.
+      throw this.decodeFailed(w, id, cutError(cut, ctx, e, "while its answer was read"), "failed mid-response");
+    } finally {
+      done();
     }
     releasePrefill();
     if (status >= 500) {
@@ -290,6 +374,7 @@ export class WorkerCalls {
     ctx: RequestContext,
     w: WorkerState,
     upstream: IncomingMessage,
+    cut: Cut,
     releasePrefill: () => void,
   ): Promise<void> {
     const { res } = ctx;
@@ -317,7 +402,7 @@ export class WorkerCalls {
       }
     } catch (e) {
       if (ctx.clientGone) return;
-      const err = classify(e, `decode ${w.spec.id}`);
+      const err = classify(cutError(cut, ctx, e), `decode ${w.spec.id}`); // the message says "failed mid-stream"
       this.registry.upstreamFailed(w, "decode-stream", err);
       this.metrics.streamErrors.inc({ kind: err.kind });
       ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
@@ -336,6 +421,13 @@ export class WorkerCalls {
     }
     res.end();
   }
+}
+
+/** A call's failure, as a retryable reset when workerEjected cut it (its abort is the proxy's, not the client's). */
+function cutError(cut: Cut, ctx: RequestContext, e: unknown, when = ""): unknown {
+  if (cut.reason !== null && !ctx.abort.signal.aborted)
+    return new UpstreamError("reset", when ? `${cut.reason} ${when}` : cut.reason);
+  return e;
 }
 
 /** A decode call that failed, and whether another worker may take the request. */

@@ -42,6 +42,8 @@ export interface Routed {
   turn: number;
   /** The prompt was token ids (else text: its blocks stand for TEXT_TOKENS_PER_BLOCK tokens). */
   tokenMode: boolean;
+  /** The decode worker was pinned (a PPD conversation's later turn): it may not be swapped for another. */
+  pinned: boolean;
 }
 
 export class Routing {
@@ -136,6 +138,7 @@ export class Routing {
       if (!Array.isArray(tokens) || !tokens.every((x) => Number.isInteger(x) && x >= 0 && x <= 0xffffffff)) {
         throw new UpstreamError("protocol", "/tokenize answered without a tokens array");
       }
+      this.registry.upstreamSucceeded(w);
       return (tokens as number[]).slice(0, this.maxPromptTokens);
     } catch (e) {
       if (ctx.clientGone || e instanceof WorkerRejection) throw e;
@@ -177,6 +180,6 @@ export class Routing {
       throw e;
     }
     session.decodeWorker = decision.decodeWorker;
-    return { decision, session, turn };
+    return { decision, session, turn, pinned: request.decodeWorker !== undefined };
   }
 }
