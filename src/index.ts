@@ -8,3 +8,13 @@ export { decodeTable, encodeTable, ruleTable, validateTable, TableError, describ
 export type { Table, PolicyKind, FeatureName, OslClasses, Provenance } from "./table.js";
 export { toPairs, pairsToHex, pairsToBigInts } from "./hashes.js";
 export type { Engine, CoreConfig } from "./core-api.js";
+export { DriftGuard, DRIFT_DEFAULTS, controlLeadZ, learnedArmWorse, meetsSlo } from "./drift-guard.js";
+export type {
+  ArmCounts,
+  DriftArm,
+  DriftClusterStatus,
+  DriftEvent,
+  DriftGuardOptions,
+  DriftOutcome,
+  DriftTicket,
+} from "./drift-guard.js";
