@@ -17,9 +17,12 @@
 // Statistic. Per cluster, over a sliding window of `windowS` seconds (kept in WINDOW_BUCKETS buckets): learned arm
 // n_L requests, x_L met; control n_C, x_C. With p̂ = (x_L + x_C)/(n_L + n_C), the pooled one-sided two-proportion
 // z-test of "the control meets the SLO more often" is z = (x_C/n_C − x_L/n_L) / √(p̂(1 − p̂)(1/n_L + 1/n_C)). The
-// cluster reverts when n_L ≥ minSamples, n_C ≥ minSamples, the control leads by at least minGap (points of
-// attainment, so a tiny but "significant" lead on huge counts does not revert) and z ≥ zRevert. The test is looked
-// at after every outcome, so zRevert defaults to 3 (one-sided 0.13% per look) rather than 1.645.
+// test finds the learned arm worse when n_L ≥ minSamples, n_C ≥ minSamples, the control leads by at least minGap
+// (points of attainment, so a tiny but "significant" lead on huge counts does not count) and z ≥ zRevert (3: one-sided
+// 0.13%). It is looked at after every outcome of the cluster, so a single crossing would come by chance sooner or
+// later; the cluster reverts only when every look for revertAfterS (300 s) found the learned arm worse. Simulated
+// with docs/serving.md's figures (10 requests/s in the cluster, 5% control, p = 0.9 and 0.7 in both arms): no false
+// revert in 40 cluster-days, where reverting at the first crossing reverted 26 of the 40.
 //
 // Hysteresis. A reverted cluster is routed by the rule (its value staged as `rule` in the core: the core's own
 // per-cluster override). With reenableAfterS = 0 (the default) it stays reverted until the next table swap: it lost
@@ -44,6 +47,8 @@ export interface DriftGuardOptions {
   zRevert?: number;
   /** Attainment points (0–1) the control must lead by to revert. */
   minGap?: number;
+  /** Seconds the revert test must hold at every look before the cluster reverts (0: at the first look). */
+  revertAfterS?: number;
   /** 0: a reverted cluster stays on the rule until the next table swap; > 0: clean seconds before re-enabling. */
   reenableAfterS?: number;
   /** Seed of the control coin. */
@@ -56,6 +61,7 @@ export const DRIFT_DEFAULTS: Readonly<Required<DriftGuardOptions>> = {
   minSamples: 50,
   zRevert: 3,
   minGap: 0.02,
+  revertAfterS: 300,
   reenableAfterS: 0,
   seed: 1,
 };
@@ -185,6 +191,90 @@ class SlidingCounts {
   }
 }
 
+export interface MonitorChange {
+  type: "revert" | "reenable";
+  learned: ArmCounts;
+  control: ArmCounts;
+}
+
+// ---- one cluster's test -----------------------------------------------------------------------------------------
+
+/**
+ * The test of one learned cluster, apart from any router: its sliding window, the revert test with its persistence,
+ * and the probation of a reverted cluster. `record` returns the change an outcome caused, if any. Simulations and
+ * tests drive it directly; DriftGuard keeps one per cluster.
+ */
+export class ClusterMonitor {
+  private readonly window: SlidingCounts;
+  reverted = false;
+  /** Bumped on every change: the outcomes of requests routed before it are dropped (see DriftTicket.epoch). */
+  epoch = 0;
+  /** When the current unbroken run of looks that found the learned arm worse began (NaN: the last look did not). */
+  private worseSinceMs = NaN;
+  /** Reverted, with re-enabling on: when the current clean stretch began. */
+  private cleanSinceMs = 0;
+  reverts = 0;
+  reenables = 0;
+  /** Requests routed by the rule: control draws while learned, and routes while reverted. */
+  controlRouted = 0;
+  revertedRouted = 0;
+
+  constructor(private readonly o: Required<DriftGuardOptions>) {
+    this.window = new SlidingCounts((o.windowS * 1000) / WINDOW_BUCKETS);
+  }
+
+  /** A request routed in this cluster, out of distribution or not (for the OOD share). */
+  routed(outOfDistribution: boolean, nowMs: number): void {
+    this.window.add(nowMs, DECISIONS);
+    if (outOfDistribution) this.window.add(nowMs, OOD);
+  }
+
+  /** One judged outcome of an arm, then a look at the test: the change it caused, with the arms that caused it. */
+  record(which: DriftArm, met: boolean, nowMs: number): MonitorChange | null {
+    const n = which === "learned" ? LEARNED_N : CONTROL_N;
+    this.window.add(nowMs, n);
+    if (met) this.window.add(nowMs, n + 1); // LEARNED_MET, CONTROL_MET follow their counts
+    const { learned, control } = this.arms(nowMs);
+    const worse = learnedArmWorse(learned, control, this.o);
+    if (!this.reverted) {
+      if (!worse) this.worseSinceMs = NaN;
+      else if (Number.isNaN(this.worseSinceMs)) this.worseSinceMs = nowMs;
+      if (!worse || nowMs - this.worseSinceMs < this.o.revertAfterS * 1000) return null;
+      return this.change({ type: "revert", learned, control }, nowMs);
+    }
+    if (worse) {
+      this.cleanSinceMs = nowMs; // a dirty look restarts the probation
+      return null;
+    }
+    if (this.o.reenableAfterS === 0 || nowMs - this.cleanSinceMs < this.o.reenableAfterS * 1000) return null;
+    const enough = learned.requests >= this.o.minSamples && control.requests >= this.o.minSamples;
+    if (!enough || learned.met / learned.requests < control.met / control.requests) return null;
+    return this.change({ type: "reenable", learned, control }, nowMs);
+  }
+
+  /** Both arms in the window at nowMs. */
+  arms(nowMs: number): { learned: ArmCounts; control: ArmCounts; decisions: number; ood: number } {
+    const sums = this.window.sum(nowMs);
+    return {
+      learned: { requests: sums[LEARNED_N]!, met: sums[LEARNED_MET]! },
+      control: { requests: sums[CONTROL_N]!, met: sums[CONTROL_MET]! },
+      decisions: sums[DECISIONS]!,
+      ood: sums[OOD]!,
+    };
+  }
+
+  private change(change: MonitorChange, nowMs: number): MonitorChange {
+    this.reverted = change.type === "revert";
+    if (this.reverted) this.reverts++;
+    else this.reenables++;
+    this.epoch++;
+    this.cleanSinceMs = nowMs;
+    this.worseSinceMs = NaN;
+    this.window.clear(); // the arms' shares change: a fresh window compares like with like
+    return change;
+  }
+}
+
 // ---- the guard -------------------------------------------------------------------------------------------------
 
 /** The guard's view of one adopted learned table. */
@@ -195,16 +285,7 @@ interface TableState {
   values: number[];
   /** Some cluster is local or remote: only then is there anything to control. */
   hasArms: boolean;
-  reverted: boolean[];
-  /** Bumped when a cluster reverts or re-enables: outcomes of requests routed before are dropped. */
-  epochs: number[];
-  /** Reverted clusters with re-enabling on: when the current clean stretch began. */
-  cleanSinceMs: number[];
-  windows: SlidingCounts[];
-  controlRouted: number[];
-  revertedRouted: number[];
-  reverts: number[];
-  reenables: number[];
+  monitors: ClusterMonitor[];
   /** The variants staged for the core: `normal` (reverted clusters at rule) and `alternate` (the coin's). */
   normal: StagedTable;
   alternate: StagedTable;
@@ -225,7 +306,7 @@ export class DriftGuard {
     private readonly router: Router,
     options: DriftGuardOptions = {},
   ) {
-    this.o = validateOptions({ ...DRIFT_DEFAULTS, ...options });
+    this.o = validateDriftOptions(options);
     this.rng = new Rng(this.o.seed, 0x64726966); // "drif": a stream of its own
   }
 
@@ -257,41 +338,42 @@ export class DriftGuard {
   observe(ticket: DriftTicket, outcome: DriftOutcome, nowMs = Date.now()): void {
     const s = this.state;
     const slo = s?.table.slo;
-    if (!s || !slo || ticket.generation !== s.generation || ticket.epoch !== s.epochs[ticket.cluster]) return;
-    const w = s.windows[ticket.cluster]!;
-    const met = meetsSlo(slo, outcome) ? 1 : 0;
-    if (ticket.arm === "learned") {
-      w.add(nowMs, LEARNED_N);
-      w.add(nowMs, LEARNED_MET, met);
-    } else {
-      w.add(nowMs, CONTROL_N);
-      w.add(nowMs, CONTROL_MET, met);
-    }
-    this.evaluate(s, ticket.cluster, nowMs);
+    const m = s?.monitors[ticket.cluster];
+    if (!s || !slo || !m || ticket.generation !== s.generation || ticket.epoch !== m.epoch) return;
+    const change = m.record(ticket.arm, meetsSlo(slo, outcome), nowMs);
+    if (!change) return;
+    this.stageVariants(s);
+    const { type, learned, control } = change;
+    this.onEvent?.({
+      type,
+      cluster: ticket.cluster,
+      value: VALUE_NAMES[s.values[ticket.cluster]!] as "local" | "remote",
+      learned,
+      control,
+      z: controlLeadZ(learned, control),
+      table: { kind: s.table.kind, checksum: s.table.checksum },
+    });
   }
 
   /** Every cluster of the current learned table (empty for a rule table). */
   status(nowMs = Date.now()): DriftClusterStatus[] {
     const s = this.follow();
     if (!s) return [];
-    return s.values.map((value, c) => {
-      const sums = s.windows[c]!.sum(nowMs);
-      const learned = arm(sums[LEARNED_N]!, sums[LEARNED_MET]!);
-      const control = arm(sums[CONTROL_N]!, sums[CONTROL_MET]!);
-      const decisions = sums[DECISIONS]!;
+    return s.monitors.map((m, c) => {
+      const { learned, control, decisions, ood } = m.arms(nowMs);
       return {
         cluster: c,
-        value: VALUE_NAMES[value]!,
-        reverted: s.reverted[c]!,
-        learned,
-        control,
+        value: VALUE_NAMES[s.values[c]!]!,
+        reverted: m.reverted,
+        learned: withAttainment(learned),
+        control: withAttainment(control),
         z: controlLeadZ(learned, control),
         decisions,
-        oodShare: decisions > 0 ? sums[OOD]! / decisions : 0,
-        controlRouted: s.controlRouted[c]!,
-        revertedRouted: s.revertedRouted[c]!,
-        reverts: s.reverts[c]!,
-        reenables: s.reenables[c]!,
+        oodShare: decisions > 0 ? ood / decisions : 0,
+        controlRouted: m.controlRouted,
+        revertedRouted: m.revertedRouted,
+        reverts: m.reverts,
+        reenables: m.reenables,
       };
     });
   }
@@ -308,99 +390,53 @@ export class DriftGuard {
 
   private adopt(table: Table): TableState {
     const values = [...(table.bits ?? [])];
-    const k = values.length;
-    const s: TableState = {
+    const staged = stageTable(table);
+    return {
       table,
       generation: this.generation,
       values,
       hasArms: values.some((v) => v === CLUSTER_LOCAL || v === CLUSTER_REMOTE),
-      reverted: new Array<boolean>(k).fill(false),
-      epochs: new Array<number>(k).fill(0),
-      cleanSinceMs: new Array<number>(k).fill(0),
-      windows: values.map(() => new SlidingCounts((this.o.windowS * 1000) / WINDOW_BUCKETS)),
-      controlRouted: new Array<number>(k).fill(0),
-      revertedRouted: new Array<number>(k).fill(0),
-      reverts: new Array<number>(k).fill(0),
-      reenables: new Array<number>(k).fill(0),
-      normal: stageTable(table),
-      alternate: stageTable(table),
+      monitors: values.map(() => new ClusterMonitor(this.o)),
+      normal: staged,
+      alternate: this.variant(
+        table,
+        values.map(() => CLUSTER_RULE),
+      ),
     };
-    this.stageVariants(s);
-    return s;
+  }
+
+  private variant(table: Table, values: number[]): StagedTable {
+    return stageTable({ ...table, bits: values });
   }
 
   /** normal: reverted clusters at rule; alternate: learned clusters at rule, reverted ones probed when re-enabling. */
   private stageVariants(s: TableState): void {
     const probing = this.o.reenableAfterS > 0;
-    const normal = s.values.map((v, c) => (s.reverted[c] ? CLUSTER_RULE : v));
-    const alternate = s.values.map((v, c) => (s.reverted[c] && probing ? v : CLUSTER_RULE));
-    s.normal = stageTable({ ...s.table, bits: normal });
-    s.alternate = stageTable({ ...s.table, bits: alternate });
+    s.normal = this.variant(
+      s.table,
+      s.values.map((v, c) => (s.monitors[c]!.reverted ? CLUSTER_RULE : v)),
+    );
+    s.alternate = this.variant(
+      s.table,
+      s.values.map((v, c) => (s.monitors[c]!.reverted && probing ? v : CLUSTER_RULE)),
+    );
     activate(this.router, s.normal);
   }
 
   private classify(s: TableState, d: Decision, nowMs: number): DriftTicket | null {
     const c = d.cluster;
-    if (c === null || c >= s.values.length) return null;
-    const w = s.windows[c]!;
-    w.add(nowMs, DECISIONS);
-    if (d.reason === "out-of-distribution") w.add(nowMs, OOD);
-    const learnedValue = s.values[c] !== CLUSTER_RULE;
+    const m = c === null ? undefined : s.monitors[c];
+    if (c === null || !m) return null;
+    m.routed(d.reason === "out-of-distribution", nowMs);
     let which: DriftArm | null = null;
     if (d.reason === "cluster") which = "learned";
-    else if (d.reason === "rule-fallback" && learnedValue) which = "control";
+    else if (d.reason === "rule-fallback" && s.values[c] !== CLUSTER_RULE) which = "control";
     if (which === "control") {
-      if (s.reverted[c]) s.revertedRouted[c]!++;
-      else s.controlRouted[c]!++;
+      if (m.reverted) m.revertedRouted++;
+      else m.controlRouted++;
     }
-    if (which === null || (s.reverted[c] && this.o.reenableAfterS === 0)) return null;
-    return { cluster: c, arm: which, generation: s.generation, epoch: s.epochs[c]! };
-  }
-
-  private evaluate(s: TableState, c: number, nowMs: number): void {
-    const sums = s.windows[c]!.sum(nowMs);
-    const learned = { requests: sums[LEARNED_N]!, met: sums[LEARNED_MET]! };
-    const control = { requests: sums[CONTROL_N]!, met: sums[CONTROL_MET]! };
-    const worse = learnedArmWorse(learned, control, this.o);
-    if (!s.reverted[c]) {
-      if (worse) this.change(s, c, "revert", learned, control, nowMs);
-      return;
-    }
-    if (worse) {
-      s.cleanSinceMs[c] = nowMs; // a dirty look restarts the probation
-      return;
-    }
-    const probationOver = nowMs - s.cleanSinceMs[c]! >= this.o.reenableAfterS * 1000;
-    const enough = learned.requests >= this.o.minSamples && control.requests >= this.o.minSamples;
-    if (probationOver && enough && learned.met / learned.requests >= control.met / control.requests)
-      this.change(s, c, "reenable", learned, control, nowMs);
-  }
-
-  private change(
-    s: TableState,
-    c: number,
-    type: DriftEvent["type"],
-    learned: ArmCounts,
-    control: ArmCounts,
-    nowMs: number,
-  ): void {
-    const z = controlLeadZ(learned, control);
-    s.reverted[c] = type === "revert";
-    if (type === "revert") s.reverts[c]!++;
-    else s.reenables[c]!++;
-    s.epochs[c]!++;
-    s.cleanSinceMs[c] = nowMs;
-    s.windows[c]!.clear(); // the arms' shares change: a fresh window compares like with like
-    this.stageVariants(s);
-    this.onEvent?.({
-      type,
-      cluster: c,
-      value: VALUE_NAMES[s.values[c]!] as "local" | "remote",
-      learned,
-      control,
-      z,
-      table: { kind: s.table.kind, checksum: s.table.checksum },
-    });
+    if (which === null || (m.reverted && this.o.reenableAfterS === 0)) return null;
+    return { cluster: c, arm: which, generation: s.generation, epoch: m.epoch };
   }
 }
 
@@ -409,11 +445,13 @@ function activate(router: Router, v: StagedTable): void {
   router.engine.setTable(v.kind, v.k, v.dims, v.staged, v.oslAt);
 }
 
-function arm(requests: number, met: number): ArmCounts & { attainment: number | null } {
-  return { requests, met, attainment: requests > 0 ? met / requests : null };
+function withAttainment(a: ArmCounts): ArmCounts & { attainment: number | null } {
+  return { ...a, attainment: a.requests > 0 ? a.met / a.requests : null };
 }
 
-function validateOptions(o: Required<DriftGuardOptions>): Required<DriftGuardOptions> {
+/** The options with defaults filled in; a bad one is a RangeError naming it. */
+export function validateDriftOptions(options: DriftGuardOptions): Required<DriftGuardOptions> {
+  const o = { ...DRIFT_DEFAULTS, ...options };
   const check = (name: keyof DriftGuardOptions, ok: boolean, what: string): void => {
     if (!ok) throw new RangeError(`drift guard: ${name} must be ${what}, got ${String(o[name])}`);
   };
@@ -422,6 +460,7 @@ function validateOptions(o: Required<DriftGuardOptions>): Required<DriftGuardOpt
   check("minSamples", Number.isInteger(o.minSamples) && o.minSamples >= 1, "an integer ≥ 1");
   check("zRevert", o.zRevert > 0 && Number.isFinite(o.zRevert), "a finite number > 0");
   check("minGap", o.minGap >= 0 && o.minGap <= 1, "a number in [0, 1]");
+  check("revertAfterS", o.revertAfterS >= 0 && Number.isFinite(o.revertAfterS), "a finite number ≥ 0");
   check("reenableAfterS", o.reenableAfterS >= 0 && Number.isFinite(o.reenableAfterS), "a finite number ≥ 0");
   check("seed", Number.isSafeInteger(o.seed), "a safe integer");
   return o;

@@ -8,7 +8,15 @@ export { decodeTable, encodeTable, ruleTable, validateTable, TableError, describ
 export type { Table, PolicyKind, FeatureName, OslClasses, Provenance } from "./table.js";
 export { toPairs, pairsToHex, pairsToBigInts } from "./hashes.js";
 export type { Engine, CoreConfig } from "./core-api.js";
-export { DriftGuard, DRIFT_DEFAULTS, controlLeadZ, learnedArmWorse, meetsSlo } from "./drift-guard.js";
+export {
+  ClusterMonitor,
+  controlLeadZ,
+  DRIFT_DEFAULTS,
+  DriftGuard,
+  learnedArmWorse,
+  meetsSlo,
+  validateDriftOptions,
+} from "./drift-guard.js";
 export type {
   ArmCounts,
   DriftArm,
@@ -17,4 +25,5 @@ export type {
   DriftGuardOptions,
   DriftOutcome,
   DriftTicket,
+  MonitorChange,
 } from "./drift-guard.js";

@@ -2,10 +2,13 @@
 // and the hysteresis: a cluster that got worse than its rule reverts, a noisy but equal one and a clean one do not.
 import { describe, expect, it } from "vitest";
 import {
+  ClusterMonitor,
   controlLeadZ,
+  DRIFT_DEFAULTS,
   DriftGuard,
   learnedArmWorse,
   meetsSlo,
+  validateDriftOptions,
   type DriftEvent,
   type DriftGuardOptions,
 } from "../src/drift-guard.js";
@@ -107,6 +110,74 @@ describe("drift guard statistic", () => {
     expect(() => new DriftGuard(router, { controlShare: 0.7 })).toThrow(/controlShare must be a number in \[0, 0.5\]/);
     expect(() => new DriftGuard(router, { minSamples: 0 })).toThrow(/minSamples must be an integer ≥ 1, got 0/);
     expect(() => new DriftGuard(router, { windowS: 0 })).toThrow(/windowS/);
+  });
+});
+
+/**
+ * One cluster's monitor fed `rate` requests a second for `hours`, a `share` of them control, each arm meeting the SLO
+ * with its own probability; the time of the first revert in seconds, or null.
+ */
+function simulateCluster(o: {
+  learned: number;
+  control: number;
+  hours: number;
+  rate?: number;
+  seed?: number;
+  options?: DriftGuardOptions;
+}): number | null {
+  const options = validateDriftOptions(o.options ?? {});
+  const m = new ClusterMonitor(options);
+  const rng = new Rng(o.seed ?? 1, 2);
+  const rate = o.rate ?? 10;
+  for (let i = 0; i < o.hours * 3600 * rate; i++) {
+    const nowMs = (i * 1000) / rate;
+    const which = rng.next() < options.controlShare ? "control" : "learned";
+    if (m.record(which, rng.next() < o[which], nowMs)?.type === "revert") return nowMs / 1000;
+  }
+  return null;
+}
+
+describe("drift guard hysteresis, one cluster (defaults: 5% control, 600 s window, z ≥ 3 held for 300 s)", () => {
+  it("does not revert a noisy but equal cluster over simulated days at 10 requests/s", () => {
+    for (const p of [0.9, 0.7]) {
+      for (const seed of [1, 2]) expect(simulateCluster({ learned: p, control: p, hours: 24, seed })).toBeNull();
+    }
+  });
+
+  it("does not revert a clean cluster, one that beats its rule", () => {
+    expect(simulateCluster({ learned: 0.95, control: 0.9, hours: 24 })).toBeNull();
+  });
+
+  it("reverts within half an hour a cluster 11 points worse than its rule", () => {
+    for (const seed of [1, 2, 3]) {
+      const t = simulateCluster({ learned: 0.79, control: 0.9, hours: 2, seed });
+      expect(t).not.toBeNull();
+      expect(t!).toBeLessThan(1800);
+      expect(t!).toBeGreaterThanOrEqual(DRIFT_DEFAULTS.revertAfterS); // never before the test has held that long
+    }
+  });
+
+  it("does not revert on a breach shorter than revertAfterS, and reverts at once with revertAfterS 0", () => {
+    const o = validateDriftOptions({ windowS: 20, minSamples: 10, revertAfterS: 60 });
+    const m = new ClusterMonitor(o);
+    // a control that always meets the SLO and a learned arm that meets it or not, one pair a second
+    const feed = (fromS: number, pairs: number, learnedMet: boolean): Array<string | undefined> => {
+      const changes = [];
+      for (let i = 0; i < pairs; i++) {
+        changes.push(m.record("control", true, (fromS + i) * 1000)?.type);
+        changes.push(m.record("learned", learnedMet, (fromS + i + 0.5) * 1000)?.type);
+      }
+      return changes.filter(Boolean);
+    };
+    expect(feed(0, 40, false)).toEqual([]); // worse from t ≈ 10 s (10 of each) to 40 s: not 60 s
+    expect(feed(40, 200, true)).toEqual([]); // recovered: the 20 s window forgets the bad stretch, the run is broken
+    expect(feed(240, 100, false)).toEqual(["revert"]); // worse again, long enough
+    expect(m.reverted).toBe(true);
+    const immediate = new ClusterMonitor(validateDriftOptions({ minSamples: 10, revertAfterS: 0 }));
+    for (let i = 0; i < 10; i++) {
+      immediate.record("control", true, i);
+      expect(immediate.record("learned", false, i)?.type ?? null).toBe(i === 9 ? "revert" : null);
+    }
   });
 });
 

@@ -98,7 +98,15 @@ describe("dolphin serve drift guard", () => {
           { id: "prefill-0", url: prefill, role: "prefill" },
           { id: "decode-0", url: decode, role: "decode" },
         ],
-        drift: { control_share: 0.5, min_samples: 8, z_revert: 2, min_gap: 0.1, window_s: 60, seed: 7 },
+        drift: {
+          control_share: 0.5,
+          min_samples: 8,
+          z_revert: 2,
+          min_gap: 0.1,
+          window_s: 60,
+          revert_after_s: 0,
+          seed: 7,
+        },
       },
       { module: coreModule("release"), log: (l) => lines.push(l) },
     );
@@ -147,6 +155,7 @@ describe("dolphin serve drift guard", () => {
       min_samples: DRIFT_DEFAULTS.minSamples,
       z_revert: DRIFT_DEFAULTS.zRevert,
       min_gap: DRIFT_DEFAULTS.minGap,
+      revert_after_s: DRIFT_DEFAULTS.revertAfterS,
       reenable_after_s: DRIFT_DEFAULTS.reenableAfterS,
       seed: DRIFT_DEFAULTS.seed,
     });

@@ -74,6 +74,7 @@ export interface ServeConfig {
     min_samples: number;
     z_revert: number;
     min_gap: number;
+    revert_after_s: number;
     reenable_after_s: number;
     seed: number;
   };
@@ -125,6 +126,7 @@ export const DEFAULTS = {
     min_samples: DRIFT_DEFAULTS.minSamples,
     z_revert: DRIFT_DEFAULTS.zRevert,
     min_gap: DRIFT_DEFAULTS.minGap,
+    revert_after_s: DRIFT_DEFAULTS.revertAfterS,
     reenable_after_s: DRIFT_DEFAULTS.reenableAfterS,
     seed: DRIFT_DEFAULTS.seed,
   },
@@ -370,6 +372,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       min_samples: driftNumber("min_samples", { min: 1, integer: true }),
       z_revert: driftNumber("z_revert", { min: 0, exclusiveMin: true }),
       min_gap: driftNumber("min_gap", { min: 0, max: 1 }),
+      revert_after_s: driftNumber("revert_after_s", { min: 0 }),
       reenable_after_s: driftNumber("reenable_after_s", { min: 0 }),
       seed: driftNumber("seed", { min: 0, integer: true }),
     },

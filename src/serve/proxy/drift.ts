@@ -24,6 +24,7 @@ export class ServeDriftGuard {
       minSamples: config.min_samples,
       zRevert: config.z_revert,
       minGap: config.min_gap,
+      revertAfterS: config.revert_after_s,
       reenableAfterS: config.reenable_after_s,
       seed: config.seed,
     });
