@@ -32,7 +32,6 @@
 // only once a window with minSamples in each arm shows the learned arm's attainment at least the control's.
 
 import type { Decision, RouteRequest, Router } from "./router.js";
-import { Rng } from "./sim/rng.js";
 import { stageTable, type StagedTable } from "./staging.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "./table.js";
 
@@ -295,7 +294,7 @@ const VALUE_NAMES = ["local", "remote", "rule"] as const;
 
 export class DriftGuard {
   private readonly o: Required<DriftGuardOptions>;
-  private readonly rng: Rng;
+  private readonly coin: ControlCoin;
   private state: TableState | null = null;
   private followed: Table | null = null;
   private generation = 0;
@@ -307,7 +306,7 @@ export class DriftGuard {
     options: DriftGuardOptions = {},
   ) {
     this.o = validateDriftOptions(options);
-    this.rng = new Rng(this.o.seed, 0x64726966); // "drif": a stream of its own
+    this.coin = new ControlCoin(this.o.seed);
   }
 
   get options(): Readonly<Required<DriftGuardOptions>> {
@@ -322,7 +321,7 @@ export class DriftGuard {
     const s = this.follow();
     if (!s) return { decision: this.router.route(request), ticket: null };
     let decision: Decision;
-    const alternate = s.hasArms && this.rng.next() < this.o.controlShare;
+    const alternate = s.hasArms && this.coin.next() < this.o.controlShare;
     if (alternate) {
       activate(this.router, s.alternate);
       try {
@@ -437,6 +436,25 @@ export class DriftGuard {
     }
     if (which === null || (m.reverted && this.o.reenableAfterS === 0)) return null;
     return { cluster: c, arm: which, generation: s.generation, epoch: m.epoch };
+  }
+}
+
+/**
+ * The control coin: SplitMix32 (Steele, Lea & Flood's SplitMix, 32-bit) over a Weyl counter started from the seed.
+ * Its own few lines rather than src/sim/rng.ts, so the package's entry (src/index.ts), which `dolphin hash` and
+ * `dolphin route` load, does not pull in the simulator.
+ */
+class ControlCoin {
+  private state: number;
+  constructor(seed: number) {
+    this.state = ((seed >>> 0) ^ Math.imul(Math.floor(seed / 0x100000000) >>> 0, 0x85ebca6b)) | 0;
+  }
+  /** Uniform in [0, 1). */
+  next(): number {
+    let z = (this.state = (this.state + 0x9e3779b9) | 0);
+    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
+    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
+    return ((z ^ (z >>> 16)) >>> 0) / 0x100000000;
   }
 }
 
