@@ -204,6 +204,7 @@ export interface MonitorChange {
  * tests drive it directly; DriftGuard keeps one per cluster.
  */
 export class ClusterMonitor {
+  private readonly o: Required<DriftGuardOptions>;
   private readonly window: SlidingCounts;
   reverted = false;
   /** Bumped on every change: the outcomes of requests routed before it are dropped (see DriftTicket.epoch). */
@@ -218,8 +219,9 @@ export class ClusterMonitor {
   controlRouted = 0;
   revertedRouted = 0;
 
-  constructor(private readonly o: Required<DriftGuardOptions>) {
-    this.window = new SlidingCounts((o.windowS * 1000) / WINDOW_BUCKETS);
+  constructor(options: DriftGuardOptions = {}) {
+    this.o = validateDriftOptions(options);
+    this.window = new SlidingCounts((this.o.windowS * 1000) / WINDOW_BUCKETS);
   }
 
   /** A request routed in this cluster, out of distribution or not (for the OOD share). */
