@@ -8,3 +8,22 @@ export { decodeTable, encodeTable, ruleTable, validateTable, TableError, describ
 export type { Table, PolicyKind, FeatureName, OslClasses, Provenance } from "./table.js";
 export { toPairs, pairsToHex, pairsToBigInts } from "./hashes.js";
 export type { Engine, CoreConfig } from "./core-api.js";
+export {
+  ClusterMonitor,
+  controlLeadZ,
+  DRIFT_DEFAULTS,
+  DriftGuard,
+  learnedArmWorse,
+  meetsSlo,
+  validateDriftOptions,
+} from "./drift-guard.js";
+export type {
+  ArmCounts,
+  DriftArm,
+  DriftClusterStatus,
+  DriftEvent,
+  DriftGuardOptions,
+  DriftOutcome,
+  DriftTicket,
+  MonitorChange,
+} from "./drift-guard.js";

@@ -4,6 +4,7 @@
 
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
+import { DRIFT_DEFAULTS } from "../drift-guard.js";
 import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table.js";
 import { readFailure } from "../table-file.js";
 import { describeValue } from "../values.js";
@@ -82,6 +83,18 @@ export interface ServeConfig {
   /** Recent decisions kept for GET /admin/decisions. */
   decisions_kept: number;
   log_level: LogLevel;
+  /** The serving drift guard of learned tables (src/drift-guard.ts, docs/serving.md "Drift guard"). */
+  drift: {
+    enabled: boolean;
+    control_share: number;
+    window_s: number;
+    min_samples: number;
+    z_revert: number;
+    min_gap: number;
+    revert_after_s: number;
+    reenable_after_s: number;
+    seed: number;
+  };
 }
 
 /** What a config file may leave out (every field but `model`, and any field of a section). */
@@ -139,6 +152,17 @@ export const DEFAULTS = {
   default_osl_hat: 256,
   decisions_kept: 1_000,
   log_level: "info" as LogLevel,
+  drift: {
+    enabled: true,
+    control_share: DRIFT_DEFAULTS.controlShare,
+    window_s: DRIFT_DEFAULTS.windowS,
+    min_samples: DRIFT_DEFAULTS.minSamples,
+    z_revert: DRIFT_DEFAULTS.zRevert,
+    min_gap: DRIFT_DEFAULTS.minGap,
+    revert_after_s: DRIFT_DEFAULTS.revertAfterS,
+    reenable_after_s: DRIFT_DEFAULTS.reenableAfterS,
+    seed: DRIFT_DEFAULTS.seed,
+  },
 };
 
 const TOP_KEYS = [
@@ -164,6 +188,7 @@ const TOP_KEYS = [
   "default_osl_hat",
   "decisions_kept",
   "log_level",
+  "drift",
 ];
 const ROLES: readonly WorkerRole[] = ["prefill", "decode", "both"];
 const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "silent"];
@@ -302,6 +327,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   ]);
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
+  const drift = section(o["drift"], "drift", Object.keys(DEFAULTS.drift));
   const D = DEFAULTS;
   const listenNumber = numbersIn(listen, "listen", D.listen);
   const timeoutsNumber = numbersIn(timeouts, "timeouts", D.timeouts);
@@ -311,6 +337,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   const admissionNumber = numbersIn(admission, "admission", D.admission);
   const retriesNumber = numbersIn(retries, "retries", D.retries);
   const sessionsNumber = numbersIn(sessions, "sessions", D.sessions);
+  const driftNumber = numbersIn(drift, "drift", D.drift);
 
   const config: ServeConfig = {
     listen: {
@@ -386,6 +413,17 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       integer: true,
     }),
     log_level: oneOf(o["log_level"], "log_level", LOG_LEVELS, D.log_level),
+    drift: {
+      enabled: boolean(drift["enabled"], "drift.enabled", D.drift.enabled),
+      control_share: driftNumber("control_share", { min: 0, max: 0.5 }),
+      window_s: driftNumber("window_s", { min: 0, exclusiveMin: true }),
+      min_samples: driftNumber("min_samples", { min: 1, integer: true }),
+      z_revert: driftNumber("z_revert", { min: 0, exclusiveMin: true }),
+      min_gap: driftNumber("min_gap", { min: 0, max: 1 }),
+      revert_after_s: driftNumber("revert_after_s", { min: 0 }),
+      reenable_after_s: driftNumber("reenable_after_s", { min: 0 }),
+      seed: driftNumber("seed", { min: 0, integer: true }),
+    },
   };
 
   if (config.heartbeat.expiry_s <= config.heartbeat.interval_s) {

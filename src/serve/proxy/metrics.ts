@@ -4,6 +4,7 @@
 // Label objects are written with their keys in alphabetical order everywhere: prom-client prints a series' labels in
 // the order of the first object it saw, and the proxy's output has always had them sorted.
 
+import type { DriftClusterStatus } from "../../drift-guard.js";
 import { Counter, LeLastHistogram, Registry, scrapedGauge } from "../prometheus.js";
 
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -146,6 +147,21 @@ export class ProxyMetrics {
     ["path"],
   );
 
+  readonly driftReverts = this.counter(
+    "dolphin_drift_reverts_total",
+    "Drift guard: learned clusters reverted to the table's fallback rule (their learned arm lost to the control)",
+    ["cluster"],
+  );
+  readonly driftReenables = this.counter(
+    "dolphin_drift_reenables_total",
+    "Drift guard: reverted clusters given back their learned value after a clean probation",
+    ["cluster"],
+  );
+  readonly driftUnjudged = this.counter(
+    "dolphin_drift_unjudged_total",
+    "Drift guard: armed requests left out of the test (output length unknown: a stream without usage)",
+  );
+
   constructor(read: () => ProxyGauges) {
     const r = this.registry;
     scrapedGauge(r, "dolphin_inflight_requests", "Inference requests in flight", [], () => [[{}, read().inflight]]);
@@ -180,5 +196,67 @@ export class ProxyMetrics {
       const { checksum, kind } = read().table;
       return [[{ checksum, kind }, 1]];
     });
+  }
+
+  /** The drift guard's gauges, read from its per-cluster status when scraped (learned tables only). */
+  watchDrift(status: () => DriftClusterStatus[]): void {
+    const r = this.registry;
+    const learnedClusters = (): DriftClusterStatus[] => status().filter((c) => c.value !== "rule");
+    scrapedGauge(
+      r,
+      "dolphin_drift_attainment",
+      "Drift guard: SLO attainment in the window, per learned cluster and arm (learned value, control = fallback rule)",
+      ["arm", "cluster"],
+      () =>
+        learnedClusters().flatMap((c) =>
+          (["learned", "control"] as const).flatMap((a) =>
+            c[a].attainment === null ? [] : [[{ arm: a, cluster: String(c.cluster) }, c[a].attainment!] as const],
+          ),
+        ),
+    );
+    scrapedGauge(
+      r,
+      "dolphin_drift_judged_requests",
+      "Drift guard: requests judged against the SLO in the window, per learned cluster and arm",
+      ["arm", "cluster"],
+      () =>
+        learnedClusters().flatMap((c) =>
+          (["learned", "control"] as const).map(
+            (a) => [{ arm: a, cluster: String(c.cluster) }, c[a].requests] as const,
+          ),
+        ),
+    );
+    scrapedGauge(
+      r,
+      "dolphin_drift_control_lead_z",
+      "Drift guard: the control's attainment lead over the learned arm as a pooled two-proportion z, per cluster",
+      ["cluster"],
+      () => learnedClusters().map((c) => [{ cluster: String(c.cluster) }, c.z] as const),
+    );
+    scrapedGauge(
+      r,
+      "dolphin_drift_reverted",
+      "Drift guard: 1 while a learned cluster is routed by the fallback rule after a revert",
+      ["cluster"],
+      () => learnedClusters().map((c) => [{ cluster: String(c.cluster) }, c.reverted ? 1 : 0] as const),
+    );
+    scrapedGauge(
+      r,
+      "dolphin_drift_rule_routed_requests",
+      "Drift guard: requests of a learned cluster it routed by the fallback rule since the table was loaded, by cause",
+      ["cause", "cluster"],
+      () =>
+        learnedClusters().flatMap((c) => [
+          [{ cause: "control", cluster: String(c.cluster) }, c.controlRouted] as const,
+          [{ cause: "reverted", cluster: String(c.cluster) }, c.revertedRouted] as const,
+        ]),
+    );
+    scrapedGauge(
+      r,
+      "dolphin_drift_ood_share",
+      "Drift guard: share of the cluster's requests in the window beyond its out-of-distribution bound",
+      ["cluster"],
+      () => status().map((c) => [{ cluster: String(c.cluster) }, c.oodShare] as const),
+    );
   }
 }

@@ -19,6 +19,7 @@ import {
   type Agents,
 } from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
+import { ServeDriftGuard } from "./drift.js";
 import { chatText, positiveInt, sessionKey, type Endpoint } from "./openai.js";
 import type { WorkerRegistry } from "./registry.js";
 import type { RequestContext } from "./request-context.js";
@@ -49,6 +50,8 @@ export interface Routed {
 export class Routing {
   private readonly qps = new QpsWindow();
   private tokenizeTurn = 0;
+  /** Learned tables: each cluster checked against its fallback rule in production (null when drift.enabled is off). */
+  private readonly drift: ServeDriftGuard | null;
 
   constructor(
     private readonly config: ServeConfig,
@@ -59,13 +62,15 @@ export class Routing {
     private readonly metrics: ProxyMetrics,
     private readonly log: Logger,
     private readonly maxPromptTokens: number,
-  ) {}
+  ) {
+    this.drift = config.drift.enabled ? new ServeDriftGuard(config.drift, router, metrics, log) : null;
+  }
 
   /** The decision for a validated request; null when the client left while its prompt was tokenized. */
   async route(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<Routed | null> {
     const prompt = await this.routingPrompt(ctx, endpoint, body);
     if (ctx.clientGone) return null;
-    return { ...this.decide(endpoint, body, prompt), tokenMode: "tokens" in prompt };
+    return { ...this.decide(ctx, endpoint, body, prompt), tokenMode: "tokens" in prompt };
   }
 
   /**
@@ -150,7 +155,12 @@ export class Routing {
     }
   }
 
-  private decide(endpoint: Endpoint, body: Record<string, unknown>, prompt: RoutingPrompt): Omit<Routed, "tokenMode"> {
+  private decide(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    body: Record<string, unknown>,
+    prompt: RoutingPrompt,
+  ): Omit<Routed, "tokenMode"> {
     const now = Date.now();
     const session = this.sessions.touch(sessionKey(this.config.model, endpoint, body), now);
     const userTurns =
@@ -172,7 +182,7 @@ export class Routing {
     this.router.setSignals({ prefillQueue: this.registry.prefillsInFlight, qps: this.qps.arrive(performance.now()) });
     let decision: Decision;
     try {
-      decision = this.router.route(request);
+      decision = this.drift ? this.drift.route(ctx, request) : this.router.route(request);
     } catch (e) {
       if (e instanceof CoreError && e.code === ErrorCode.NO_DECODE_WORKER) {
         throw new HttpError(503, "no decode worker is in rotation", "service_unavailable", "no_decode_worker");

@@ -1,0 +1,168 @@
+// The drift guard in `dolphin serve`, over real sockets: a learned cluster whose learned value (local prefill) misses
+// the table's SLO while its fallback rule (remote prefill) meets it is reverted to the rule, and /metrics and the log
+// say so. The fake workers here make the two paths' latencies plain: local prefill is slow, remote is fast.
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { DRIFT_DEFAULTS } from "../src/drift-guard.js";
+import { parseConfig } from "../src/serve/config.js";
+import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
+import { encodeTable } from "../src/table.js";
+import { coreModule, kmeansTable } from "./helpers.js";
+
+const MODEL = "drift-model";
+/** Budget of a 3-token answer: 500 + 2 × 10 = 520 ms end to end; local prefill alone takes twice that. */
+const SLO = { ttft_ms: 500, tpot_ms: 10 };
+const LOCAL_PREFILL_MS = 1000;
+
+const servers: http.Server[] = [];
+const proxies: RunningProxy[] = [];
+afterEach(async () => {
+  await Promise.all(proxies.splice(0).map((p) => p.close()));
+  await Promise.all(
+    servers.splice(0).map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          s.closeAllConnections();
+          s.close(() => resolve());
+        }),
+    ),
+  );
+});
+
+const send = (res: ServerResponse, body: unknown): void => {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+};
+
+/** A vLLM-like worker: prefill-only requests get KV handoff parameters; a decode without a handoff prefills slowly. */
+async function fakeWorker(): Promise<string> {
+  const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (req.url === "/health") return send(res, {});
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as Record<string, unknown>;
+      const kv = body["kv_transfer_params"] as Record<string, unknown> | undefined;
+      const usage = { prompt_tokens: 10, completion_tokens: 3 };
+      if (kv?.["do_remote_decode"] === true)
+        return send(res, { choices: [{ index: 0, text: "x" }], usage, kv_transfer_params: { remote_engine_id: "e" } });
+      const answer = () => send(res, { choices: [{ index: 0, message: { role: "assistant", content: "hi" } }], usage });
+      if (kv) answer();
+      else setTimeout(answer, LOCAL_PREFILL_MS);
+    });
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** One cluster, valued local; its fallback rule sends everything remote. */
+function tableFile(): string {
+  const t = kmeansTable([[0, 0, 0, 0]], [0], {
+    version: 2,
+    fallback: { kind: "always-remote", params: {} },
+    ood_bound: [1e9],
+    slo: SLO,
+  });
+  const path = join(mkdtempSync(join(tmpdir(), "dolphin-drift-")), "table.msgpack");
+  writeFileSync(path, encodeTable(t));
+  return path;
+}
+
+const chat = (p: RunningProxy): Promise<Response> =>
+  fetch(`${p.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 3 }),
+  });
+
+async function metrics(p: RunningProxy): Promise<string> {
+  return (await fetch(`${p.url}/metrics`)).text();
+}
+
+describe("dolphin serve drift guard", () => {
+  it("reverts a learned cluster that loses to its fallback rule, and shows it in /metrics and the log", async () => {
+    const [prefill, decode] = await Promise.all([fakeWorker(), fakeWorker()]);
+    const lines: string[] = [];
+    const p = await startProxy(
+      {
+        model: MODEL,
+        listen: { host: "127.0.0.1", port: 0 },
+        log_level: "warn",
+        table: tableFile(),
+        workers: [
+          { id: "prefill-0", url: prefill, role: "prefill" },
+          { id: "decode-0", url: decode, role: "decode" },
+        ],
+        drift: {
+          control_share: 0.5,
+          min_samples: 8,
+          z_revert: 2,
+          min_gap: 0.1,
+          window_s: 60,
+          revert_after_s: 0,
+          seed: 7,
+        },
+      },
+      { module: coreModule("release"), log: (l) => lines.push(l) },
+    );
+    proxies.push(p);
+
+    // a first batch: both arms seen, too few for the test
+    const first = await Promise.all(Array.from({ length: 10 }, () => chat(p)));
+    expect(first.every((r) => r.status === 200)).toBe(true);
+    const routes = first.map((r) => r.headers.get("x-dolphin-route"));
+    expect(routes).toContain("local");
+    expect(routes).toContain("remote");
+    let text = await metrics(p);
+    expect(text).toMatch(/^dolphin_drift_attainment\{arm="learned",cluster="0"\} 0$/m);
+    const control = Number(/^dolphin_drift_attainment\{arm="control",cluster="0"\} (.+)$/m.exec(text)?.[1]);
+    expect(control).toBeGreaterThan(0.5); // the remote path is quick (a loaded machine may still miss a few)
+    expect(text).toMatch(/^dolphin_drift_reverted\{cluster="0"\} 0$/m);
+    expect(text).toMatch(/^dolphin_drift_ood_share\{cluster="0"\} 0$/m);
+
+    // batches until the guard has 8 of each arm: then it reverts
+    for (let i = 0; i < 10 && !/dolphin_drift_reverted\{cluster="0"\} 1/.test(text); i++) {
+      await Promise.all(Array.from({ length: 10 }, () => chat(p)));
+      text = await metrics(p);
+    }
+    expect(text).toMatch(/^dolphin_drift_reverted\{cluster="0"\} 1$/m);
+    expect(text).toMatch(/^dolphin_drift_reverts_total\{cluster="0"\} 1$/m);
+    const reverts = lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => /reverted/.test(String(l["msg"])));
+    expect(reverts).toHaveLength(1);
+    expect(reverts[0]).toMatchObject({ level: "warn", cluster: 0, value: "local", table: { kind: "kmeans" } });
+
+    // from now on the cluster is routed by its rule: remote, every time
+    const after = await Promise.all(Array.from({ length: 10 }, () => chat(p)));
+    expect(after.map((r) => r.headers.get("x-dolphin-route"))).toEqual(Array(10).fill("remote"));
+    text = await metrics(p);
+    expect(text).toMatch(/^dolphin_drift_rule_routed_requests\{cause="reverted",cluster="0"\} ([1-9]\d*)$/m);
+    expect(text).toMatch(/^dolphin_decisions_total\{path="remote",reason="rule-fallback"\} \d+$/m);
+  }, 30_000);
+
+  it("reads the drift section with its defaults and names a bad field", () => {
+    const c = parseConfig({ model: MODEL });
+    expect(c.drift).toEqual({
+      enabled: true,
+      control_share: DRIFT_DEFAULTS.controlShare,
+      window_s: DRIFT_DEFAULTS.windowS,
+      min_samples: DRIFT_DEFAULTS.minSamples,
+      z_revert: DRIFT_DEFAULTS.zRevert,
+      min_gap: DRIFT_DEFAULTS.minGap,
+      revert_after_s: DRIFT_DEFAULTS.revertAfterS,
+      reenable_after_s: DRIFT_DEFAULTS.reenableAfterS,
+      seed: DRIFT_DEFAULTS.seed,
+    });
+    expect(parseConfig({ model: MODEL, drift: { enabled: false } }).drift.enabled).toBe(false);
+    expect(() => parseConfig({ model: MODEL, drift: { control_share: 0.9 } })).toThrow(
+      "config: drift.control_share: expected a number ≥ 0 and ≤ 0.5, got 0.9",
+    );
+    expect(() => parseConfig({ model: MODEL, drift: { window: 60 } })).toThrow(/config: drift\.window: unknown key/);
+  });
+});
