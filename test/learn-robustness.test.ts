@@ -68,6 +68,11 @@ describe("the robustness study, tiny (2 families, 80 requests per part)", () => 
         expect(cell.tpot_p90_ms).toBe(d.tpot_ms.p90);
         expect(cell.dynamo_isl.ttft_p90_ms).toBe(base["dynamo-isl"]!.ttft_ms.p90);
         expect(cell.best_baseline.slo_attainment).toBe(Math.max(...Object.values(base).map((p) => p.slo_attainment)));
+        expect(cell.local_fraction).toBe(d.local_fraction);
+        if (form === "guarded") {
+          const n = cell.decided_by!;
+          expect(n.cluster + n.ruleCluster + n.outOfDistribution).toBeLessThanOrEqual(cell.requests);
+        } else expect(cell.decided_by).toBeUndefined();
         expect(cell.attainment_vs_best_pts).toBeCloseTo(
           100 * (d.slo_attainment - cell.best_baseline.slo_attainment),
           9,

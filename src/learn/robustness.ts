@@ -14,7 +14,8 @@ import { packageFile } from "../package-root.js";
 import type { PolicyOutcome } from "../eval-output.js";
 import { isGenerator } from "../sim/workload.js";
 import type { Table } from "../table.js";
-import { evalJob, setup, trainJob, type JobOptions } from "./job.js";
+import { guardCounts } from "./guard.js";
+import { evalJob, evalRecords, setup, trainJob, type JobOptions } from "./job.js";
 import { BASELINE_NAMES } from "./policies.js";
 
 /** One workload family: a generator name or a file shipped in data/, and how many requests each part gets. */
@@ -108,6 +109,11 @@ export interface RobustnessCell {
   ttft_vs_dynamo: number;
   tpot_vs_dynamo: number;
   meets: { attainment: boolean; ttft: boolean; tpot: boolean };
+  /** share of dolphin's requests prefilled on their decode worker */
+  local_fraction: number;
+  /** guarded tables: how many evaluation requests a learned cluster, a rule cluster and the out-of-distribution
+   *  bound decided (what `npm start` reports), to tell where a miss comes from */
+  decided_by?: { cluster: number; ruleCluster: number; outOfDistribution: number };
   [k: string]: unknown;
 }
 
@@ -166,6 +172,7 @@ export function compareCell(
     attainment_vs_best_pts: attainmentPts,
     ttft_vs_dynamo: ttft,
     tpot_vs_dynamo: tpot,
+    local_fraction: d.local_fraction,
     meets: {
       // rounded to the 0.1 point and 0.1% the matrix prints, so a cell marked as a miss reads as one
       attainment: Math.round(10 * attainmentPts) / 10 >= -TARGETS.attainmentPts,
@@ -224,6 +231,11 @@ export async function runRobustness(o: RobustnessOptions, emit: (cell: Robustnes
           rps: ev.rps,
           requests: ev.requests,
         });
+        if (form === "guarded")
+          cell.decided_by = guardCounts(
+            trained.table,
+            evalRecords({ ...familyJob(e, quiet), load: ev.load, table: trained.table }),
+          );
         done++;
         say(
           `robustness [${done}/${total}] ${cell.variant}: ${signed(cell.attainment_vs_best_pts, 1)} pt vs best, ` +
