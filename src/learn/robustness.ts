@@ -283,7 +283,7 @@ export function robustnessMarkdown(cells: RobustnessCell[]): string {
     if (mine.length === 0) continue;
     out.push(
       "",
-      `**${form}** table: attainment vs best baseline (pt) / P90 TTFT vs dynamo-isl / P90 TPOT vs dynamo-isl; bold misses a target`,
+      `**${form}** table: attainment vs best baseline (pt) / P90 TTFT / P90 TPOT vs dynamo-isl; bold: a missed target`,
       "",
       `| train ↓ eval → | ${evalsSeen.join(" | ")} |`,
       `|---|${evalsSeen.map(() => "---").join("|")}|`,
