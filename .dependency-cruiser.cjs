@@ -29,6 +29,8 @@ const NODE_EDGES = [
   "^src/learn/job\\.ts$",
   // ablations: run the jobs above
   "^src/learn/ablate\\.ts$",
+  // the robustness study: runs the jobs above on workload files shipped in data/
+  "^src/learn/robustness\\.ts$",
   // `npm start`: runs the jobs and writes tables, evaluation JSON and the report into out/
   "^src/learn/main-job\\.ts$",
   // writes the report's files (markdown, SVG charts) into a folder; src/report.ts builds them and is browser-safe

@@ -1,28 +1,89 @@
 // `dolphin ablate`: the paper's ablations and its open questions, on the simulated cluster.
 
-import { ablationMarkdown, runStudy, STUDIES, type AblationRow, type Study } from "../learn/ablate.js";
-import { UsageError, type Command } from "./args.js";
+import {
+  ablationMarkdown,
+  runStudy,
+  STUDIES,
+  type AblationRow,
+  type Study,
+  type StudyOptions,
+} from "../learn/ablate.js";
+import {
+  ROBUSTNESS_DEFAULTS,
+  ROBUSTNESS_FAMILIES,
+  ROBUSTNESS_ROUNDS,
+  robustnessMarkdown,
+  selectFamilies,
+  type RobustnessCell,
+} from "../learn/robustness.js";
+import { intOption, UsageError, type Command, type Values } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
 export const command: Command = {
   usage: `dolphin ablate --study <${STUDIES.join("|")}> --workload <name|file> --split <nPmD> [--cluster …] [--slo …]
               [--seed N] [--requests N] [--load …] [--json]
+dolphin ablate --study robustness [--families a,b,…] [--cluster h100-8b] [--split 2P2D] [--slo 2000,50] [--k 8]
+              [--seed N] [--requests N] [--json]
 
 Studies: k (K = 2, 4, 8, 16), scan (with and without scan initialization), osl-feature (with and without osl_hat),
 algo (k-means vs GMM), osl-noise (classifier, oracle, noisy p = 0.2, 0.4), load (one table evaluated from 50% to
 120% of saturation), yardstick (K = 8: all 256 tables vs the search). Prints a markdown table (--json: JSON lines).
+
+robustness: learns a pure table (--reward paper) and a guarded one (the default) on each workload family
+(${ROBUSTNESS_FAMILIES.map((f) => f.name).join(", ")}; --families picks some) and evaluates each
+on every family at that family's saturated load against every baseline: dolphin's attainment vs the best baseline
+and its P90 TTFT and TPOT vs dynamo-isl, with the issue's targets checked (≥ −0.5 points, ≤ +2%). The setting
+defaults to the issue's (h100-8b, 2P2D, SLO 2000,50, K = 8; ${ROBUSTNESS_ROUNDS} search rounds at most); --requests
+sets the requests per part of every family. Prints the matrices as markdown (--json: one JSON line per cell).
 Every figure is simulated.`,
-  options: { ...jobOptionSpecs, study: { type: "string" }, json: { type: "boolean" } },
+  options: {
+    ...jobOptionSpecs,
+    study: { type: "string" },
+    families: { type: "string" },
+    k: { type: "string" },
+    json: { type: "boolean" },
+  },
   async run(v) {
     const study = String(v["study"] ?? "");
     if (!(STUDIES as readonly string[]).includes(study))
       throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
+    const options = study === "robustness" ? robustnessOptions(v) : jobOptions(v);
     const rows: AblationRow[] = [];
-    await runStudy(study as Study, jobOptions(v), (row) => {
+    await runStudy(study as Study, options, (row) => {
       rows.push(row);
       if (v["json"]) process.stdout.write(JSON.stringify(row) + "\n");
     });
-    if (!v["json"]) process.stdout.write(ablationMarkdown(rows) + "\n");
+    if (!v["json"])
+      process.stdout.write(
+        (study === "robustness" ? robustnessMarkdown(rows as RobustnessCell[]) : ablationMarkdown(rows)) + "\n",
+      );
     return 0;
   },
 };
+
+/** The robustness study's options: the issue's setting unless overridden; workloads and loads are its own. */
+function robustnessOptions(v: Values): StudyOptions {
+  for (const name of ["workload", "format", "load"])
+    if (v[name] !== undefined)
+      throw new UsageError(`--study robustness picks its own workloads and loads: drop --${name}`);
+  let families: string[] | undefined;
+  if (v["families"] !== undefined) {
+    families = String(v["families"])
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+    try {
+      selectFamilies(families);
+    } catch (e) {
+      throw new UsageError(`--families: ${(e as Error).message}`);
+    }
+    if (families.length === 0) throw new UsageError("--families: give at least one family");
+  }
+  const { cluster, split, slo } = ROBUSTNESS_DEFAULTS;
+  return {
+    // `workload` is required by the shared options; every family replaces it with its own
+    ...jobOptions({ cluster, split, slo, ...v, workload: "(each family)" }),
+    k: intOption(v["k"], "k", 1, 256, ROBUSTNESS_DEFAULTS.k),
+    ...(families ? { families } : {}),
+  };
+}

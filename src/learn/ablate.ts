@@ -4,9 +4,10 @@
 import { FEATURE_NAMES } from "../table.js";
 import { atScale } from "../sim/saturation.js";
 import { evalJob, setup, trainJob, type JobOptions, type TrainJobOptions } from "./job.js";
+import { runRobustness } from "./robustness.js";
 import { exhaustive, prepare, searchBits, SimEnvironment } from "./train.js";
 
-export const STUDIES = ["k", "scan", "osl-feature", "algo", "osl-noise", "load", "yardstick"] as const;
+export const STUDIES = ["k", "scan", "osl-feature", "algo", "osl-noise", "load", "yardstick", "robustness"] as const;
 export type Study = (typeof STUDIES)[number];
 
 export interface AblationRow {
@@ -47,7 +48,15 @@ async function trainAndEval(o: TrainJobOptions, study: Study, variant: string): 
   };
 }
 
-export async function runStudy(study: Study, o: JobOptions, emit: (row: AblationRow) => void): Promise<void> {
+/** What a study runs on; the robustness study picks its own workloads and loads (src/learn/robustness.ts). */
+export interface StudyOptions extends JobOptions {
+  /** robustness: the workload families to train and evaluate on (default: all) */
+  families?: string[];
+  /** robustness: clusters per table (the other studies set K themselves) */
+  k?: number;
+}
+
+export async function runStudy(study: Study, o: StudyOptions, emit: (row: AblationRow) => void): Promise<void> {
   switch (study) {
     case "k":
       for (const k of [2, 4, 8, 16]) emit(await trainAndEval({ ...o, k }, study, `K=${k}`));
@@ -127,6 +136,10 @@ export async function runStudy(study: Study, o: JobOptions, emit: (row: Ablation
       });
       return;
     }
+    case "robustness":
+      // every family's table on every family, pure and guarded, at the evaluation family's saturated load
+      await runRobustness(o, emit);
+      return;
   }
 }
 
