@@ -45,6 +45,15 @@ type Outcome =
   | { ok: false; field: string; message: string };
 
 /** The oracle: src/table.ts decodes, src/staging.ts stages. */
+// msgpackr decodes some extension types itself (BigInt, Error, Set, RegExp, typed arrays, structured-clone refs,
+// bundled strings), reading their payload as it likes; the core, a plain-msgpack reader, rejects them as unknown
+// "(bytes)" errors. Both reject such a table; only the field named differs, so the fuzz compares accept/reject there.
+const MSGPACKR_OWN_EXTENSIONS = new Set([0x42, 0x62, 0x65, 0x69, 0x70, 0x73, 0x74, 0x78]);
+function msgpackrOwnExtension(o: Outcome): boolean {
+  const m = !o.ok && o.field === "(bytes)" ? /Unknown extension type (\d+)/.exec(o.message) : null;
+  return m !== null && MSGPACKR_OWN_EXTENSIONS.has(Number(m[1]));
+}
+
 function viaTypeScript(bytes: Uint8Array): Outcome {
   let table: Table;
   try {
@@ -677,7 +686,7 @@ for (const flavour of ["debug", "release"] as const) {
             const want = viaTypeScript(bytes);
             const got = viaCore(x, bytes);
             expect(got.ok).toBe(want.ok);
-            if (!want.ok && !got.ok) expect(got.field).toBe(want.field);
+            if (!want.ok && !got.ok && !msgpackrOwnExtension(got)) expect(got.field).toBe(want.field);
           },
         ),
         { numRuns: 3000 },
