@@ -84,9 +84,15 @@ export function decideFeatures(isl: f64, effP: f64, effD: f64, oslHat: f64, turn
   if (isNaN(contextTokens) || contextTokens > MAX_TOKENS) return fail(E_BAD_LENGTH, contextTokens);
   const rc = decide(isl, effP, effD, oslHat, isl - effD, turn, contextTokens, -1);
   if (rc != OK) return rc;
-  memory.fill(decision, 0, <usize>DECISION_SLOTS << 3);
+  // every slot written (the ones a decision without workers has none of are 0): stores, not a memory.fill call
   writeDecision(outBit, -1, -1, isl, effP, effD, oslHat);
+  put(D_MATCHED_D, 0);
+  put(D_MATCHED_P, 0);
+  put(D_BLOCKS, 0);
+  put(D_COST_D, 0);
+  put(D_COST_P, 0);
   put(D_OSL_CLASS, -1);
+  put(D_REUSE, 0);
   return OK;
 }
 
