@@ -31,6 +31,7 @@ export let standardized: usize = 0; // f64[MAX_DIMS]: the last standardized feat
 let features: usize = 0; // f64[4]: isl, eff_P, eff_D, osl_hat
 let logFeatures: usize = 0; // f64[4]: their log1p
 let gathered: usize = 0; // f64[MAX_DIMS]: log1p of the table's features, in its order (0 past dims)
+let naturalOrder: bool = false; // the table uses all four features in their own order: no gathering
 // musl's log1p constants (log1pLanes)
 // @ts-ignore: decorator
 @inline const LN2_HI: f64 = reinterpret<f64>(0x3FE62E42FEE00000);
@@ -217,6 +218,7 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     }
     memory.copy(centroids, staging + (<usize>(3 * d) << 3), <usize>(newK * d) << 3);
     if (newKind == KIND_KMEANS) layCentroidPairs(newK, d);
+    naturalOrder = d == 4 && st(0) == 0 && st(1) == 1 && st(2) == 2 && st(3) == 3;
     copyBits(bitsAt, newK);
     fallbackKind = <i32>gKind;
     fallback0 = st(guardAt + 1);
@@ -351,14 +353,20 @@ export let outScore: f64 = 0;
 function standardize(): void {
   const lo = log1pLanes(v128.load(features));
   const hi = log1pLanes(v128.load(features, 16));
-  store<v128>(logFeatures, lo);
-  store<v128>(logFeatures, hi, 16);
-  for (let j = 0; j < MAX_DIMS; j++) {
-    const v = j < dims ? load<f64>(logFeatures + (<usize>load<i32>(featureIdx + (<usize>j << 2)) << 3)) : 0.0;
-    store<f64>(gathered + (<usize>j << 3), v);
+  let x01 = lo;
+  let x23 = hi;
+  if (!naturalOrder) {
+    store<v128>(logFeatures, lo);
+    store<v128>(logFeatures, hi, 16);
+    for (let j = 0; j < MAX_DIMS; j++) {
+      const v = j < dims ? load<f64>(logFeatures + (<usize>load<i32>(featureIdx + (<usize>j << 2)) << 3)) : 0.0;
+      store<f64>(gathered + (<usize>j << 3), v);
+    }
+    x01 = v128.load(gathered);
+    x23 = v128.load(gathered, 16);
   }
-  v128.store(standardized, f64x2.div(f64x2.sub(v128.load(gathered), v128.load(mean)), v128.load(std)));
-  v128.store(standardized, f64x2.div(f64x2.sub(v128.load(gathered, 16), v128.load(mean, 16)), v128.load(std, 16)), 16);
+  v128.store(standardized, f64x2.div(f64x2.sub(x01, v128.load(mean)), v128.load(std)));
+  v128.store(standardized, f64x2.div(f64x2.sub(x23, v128.load(mean, 16)), v128.load(std, 16)), 16);
 }
 
 /** Standardized log1p features, then the nearest centroid or most likely component. Sets outCluster/outScore. */
