@@ -29,6 +29,28 @@ export let staging: usize = 0; // f64[STAGING_F64], written by the host before s
 export let scores: usize = 0; // f64[MAX_K]: distance (kmeans) or log-likelihood (gmm) per cluster, last decide
 export let standardized: usize = 0; // f64[MAX_DIMS]: the last standardized feature vector
 let features: usize = 0; // f64[4]: isl, eff_P, eff_D, osl_hat
+let logFeatures: usize = 0; // f64[4]: their log1p
+let gathered: usize = 0; // f64[MAX_DIMS]: log1p of the table's features, in its order (0 past dims)
+let naturalOrder: bool = false; // the table uses all four features in their own order: no gathering
+// musl's log1p constants (log1pLanes)
+// @ts-ignore: decorator
+@inline const LN2_HI: f64 = reinterpret<f64>(0x3FE62E42FEE00000);
+// @ts-ignore: decorator
+@inline const LN2_LO: f64 = reinterpret<f64>(0x3DEA39EF35793C76);
+// @ts-ignore: decorator
+@inline const LG1: f64 = reinterpret<f64>(0x3FE5555555555593);
+// @ts-ignore: decorator
+@inline const LG2: f64 = reinterpret<f64>(0x3FD999999997FA04);
+// @ts-ignore: decorator
+@inline const LG3: f64 = reinterpret<f64>(0x3FD2492494229359);
+// @ts-ignore: decorator
+@inline const LG4: f64 = reinterpret<f64>(0x3FCC71C51D8E78AF);
+// @ts-ignore: decorator
+@inline const LG5: f64 = reinterpret<f64>(0x3FC7466496CB03DE);
+// @ts-ignore: decorator
+@inline const LG6: f64 = reinterpret<f64>(0x3FC39A09D078C69F);
+// @ts-ignore: decorator
+@inline const LG7: f64 = reinterpret<f64>(0x3FC2F112DF3E5244);
 
 // active table
 let kind: i32 = KIND_NONE;
@@ -38,6 +60,10 @@ let featureIdx: usize = 0; // i32[MAX_DIMS]
 let mean: usize = 0; // f64[MAX_DIMS]
 let std: usize = 0; // f64[MAX_DIMS]
 let centroids: usize = 0; // f64[MAX_K * MAX_DIMS]
+// k-means centroids for f64x2: pair p (centroids 2p, 2p+1) is 4 dims × 2 lanes, dims past the table's padded with 0
+// (x − 0 = 0 adds +0 to a distance, exactly), and the missing partner of an odd K's last centroid with NaN (its
+// distance is NaN, which never compares below the best)
+let centroidPairs: usize = 0; // f64[(MAX_K / 2) × 4 × 2]
 let invVar: usize = 0; // f64[MAX_K * MAX_DIMS] (gmm)
 let logConst: usize = 0; // f64[MAX_K] (gmm): log w_k − ½ Σ_j log σ²_kj, computed by the host
 let bits: usize = 0; // u8[MAX_PPD_CELLS] (per cluster 0 local, 1 remote, 2 the fallback rule; or bits per PPD cell)
@@ -62,13 +88,16 @@ export let qps: f64 = 0;
 
 export function policyInit(): void {
   staging = heap.alloc(<usize>STAGING_F64 << 3);
-  scores = heap.alloc(<usize>MAX_K << 3);
+  scores = heap.alloc(<usize>(MAX_K + 1) << 3); // + 1: an odd K's last pair writes its padding lane's NaN there
   standardized = heap.alloc(<usize>MAX_DIMS << 3);
   features = heap.alloc(4 << 3);
+  logFeatures = heap.alloc(4 << 3);
+  gathered = heap.alloc(<usize>MAX_DIMS << 3);
   featureIdx = heap.alloc(<usize>MAX_DIMS << 2);
   mean = heap.alloc(<usize>MAX_DIMS << 3);
   std = heap.alloc(<usize>MAX_DIMS << 3);
   centroids = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
+  centroidPairs = heap.alloc(<usize>((MAX_K + 1) >> 1) << 6);
   invVar = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
   logConst = heap.alloc(<usize>MAX_K << 3);
   oodBound = heap.alloc(<usize>MAX_K << 3);
@@ -100,6 +129,20 @@ function checkBits(from: i32, n: i32): i32 {
 
 function copyBits(from: i32, n: i32): void {
   for (let i = 0; i < n; i++) store<u8>(bits + <usize>i, <u8>st(from + i));
+}
+
+/** Fills centroidPairs from the active centroids (row-major K × d). */
+function layCentroidPairs(newK: i32, d: i32): void {
+  const pairs = (newK + 1) >> 1;
+  for (let p = 0; p < pairs; p++) {
+    for (let lane = 0; lane < 2; lane++) {
+      const c = 2 * p + lane;
+      for (let j = 0; j < MAX_DIMS; j++) {
+        const v = c >= newK ? NaN : j < d ? load<f64>(centroids + (<usize>(c * d + j) << 3)) : 0.0;
+        store<f64>(centroidPairs + (<usize>(p * 8 + j * 2 + lane) << 3), v);
+      }
+    }
+  }
 }
 
 /** A learned table's cluster values: 0 local, 1 remote, 2 the fallback rule. */
@@ -167,12 +210,15 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
       for (let c = 0; c < newK; c++) store<f64>(logConst + (<usize>c << 3), st(bitsAt + newK + c));
       memory.copy(invVar, staging + (<usize>ivAt << 3), <usize>(newK * d) << 3);
     }
-    for (let j = 0; j < d; j++) {
-      store<i32>(featureIdx + (<usize>j << 2), <i32>st(j));
-      store<f64>(mean + (<usize>j << 3), st(d + j));
-      store<f64>(std + (<usize>j << 3), st(2 * d + j));
+    for (let j = 0; j < MAX_DIMS; j++) {
+      // past d: mean 0, std 1, so the padded lanes of standardize() are 0
+      store<i32>(featureIdx + (<usize>j << 2), j < d ? <i32>st(j) : 0);
+      store<f64>(mean + (<usize>j << 3), j < d ? st(d + j) : 0.0);
+      store<f64>(std + (<usize>j << 3), j < d ? st(2 * d + j) : 1.0);
     }
     memory.copy(centroids, staging + (<usize>(3 * d) << 3), <usize>(newK * d) << 3);
+    if (newKind == KIND_KMEANS) layCentroidPairs(newK, d);
+    naturalOrder = d == 4 && st(0) == 0 && st(1) == 1 && st(2) == 2 && st(3) == 3;
     copyBits(bitsAt, newK);
     fallbackKind = <i32>gKind;
     fallback0 = st(guardAt + 1);
@@ -252,42 +298,115 @@ export let outCluster: i32 = -1;
 export let outReason: i32 = REASON_RULE;
 export let outScore: f64 = 0;
 
+/**
+ * log1p of both lanes, bit-identical to Math.log1p (AssemblyScript's port of musl's log1p.c) for finite x ≥ 0 (the
+ * only features there are; anything else goes to Math.log1p lane by lane): the same operations in the same order,
+ * its three branches (x < 2^−53: x itself; x < 0.4142: f = x, k = c = 0; else the reduction of 1 + x) computed for
+ * both lanes and selected. Two lanes share each division, the costliest step (two per log1p).
+ */
+// @ts-ignore: decorator
+@inline function log1pLanes(x: v128): v128 {
+  const hx = i64x2.shr_u(x, 32);
+  // negative, infinite or NaN: not a feature, but never a wrong answer either
+  if (v128.any_true(v128.or(i64x2.shr_u(x, 63), i64x2.ge_s(hx, i64x2.splat(0x7FF00000))))) {
+    return f64x2(Math.log1p(f64x2.extract_lane(x, 0)), Math.log1p(f64x2.extract_lane(x, 1)));
+  }
+  const one = f64x2.splat(1.0);
+  // x ≥ 0.4142…: 1 + x = 2^k × (1 + f) with √2/2 ≤ 1 + f < √2, and c corrects the rounding of 1 + x
+  const uf = f64x2.add(one, x);
+  let hu = i64x2.add(i64x2.shr_u(uf, 32), i64x2.splat(0x3FF00000 - 0x3FE6A09E));
+  const k = i64x2.sub(i64x2.shr_u(hu, 20), i64x2.splat(0x3FF)); // 0 ≤ k < 54 for these x
+  const c = f64x2.div(
+    v128.bitselect(f64x2.sub(one, f64x2.sub(uf, x)), f64x2.sub(x, f64x2.sub(uf, one)), i64x2.gt_s(k, i64x2.splat(1))),
+    uf,
+  );
+  hu = i64x2.add(v128.and(hu, i64x2.splat(0x000FFFFF)), i64x2.splat(0x3FE6A09E));
+  const reduced = f64x2.sub(v128.or(i64x2.shl(hu, 32), v128.and(uf, i64x2.splat(0xFFFFFFFF))), one);
+  // <f64>k exactly: 2^52 + k has k in its low bits
+  const kf = f64x2.sub(v128.or(k, i64x2.splat(0x4330000000000000)), f64x2.splat(4503599627370496.0));
+  // x < 0.4142…: no reduction
+  const small = i64x2.lt_s(hx, i64x2.splat(0x3FDA827A));
+  const zero = f64x2.splat(0.0);
+  const f = v128.bitselect(x, reduced, small);
+  const cc = v128.bitselect(zero, c, small);
+  const dk = v128.bitselect(zero, kf, small);
+  const hfsq = f64x2.mul(f64x2.mul(f64x2.splat(0.5), f), f);
+  const s = f64x2.div(f, f64x2.add(f64x2.splat(2.0), f));
+  const z = f64x2.mul(s, s);
+  const w = f64x2.mul(z, z);
+  const t1 = f64x2.mul(w, f64x2.add(f64x2.splat(LG2), f64x2.mul(w, f64x2.add(f64x2.splat(LG4), f64x2.mul(w, f64x2.splat(LG6))))));
+  const t2 = f64x2.mul(z, f64x2.add(f64x2.splat(LG1), f64x2.mul(w, f64x2.add(f64x2.splat(LG3),
+    f64x2.mul(w, f64x2.add(f64x2.splat(LG5), f64x2.mul(w, f64x2.splat(LG7))))))));
+  const r = f64x2.add(t2, t1);
+  // s × (hfsq + r) + (dk × ln2_lo + c) − hfsq + f + dk × ln2_hi, left to right
+  let y = f64x2.add(f64x2.mul(s, f64x2.add(hfsq, r)), f64x2.add(f64x2.mul(dk, f64x2.splat(LN2_LO)), cc));
+  y = f64x2.add(f64x2.add(f64x2.sub(y, hfsq), f), f64x2.mul(dk, f64x2.splat(LN2_HI)));
+  // x < 2^−53 (0 included): log1p(x) is x
+  return v128.bitselect(x, y, i64x2.lt_s(hx, i64x2.splat(0x3CA00000)));
+}
+
+/**
+ * Standardized log1p features into `standardized` (f64[MAX_DIMS], the lanes past `dims` 0): the four features'
+ * log1p two at a time, gathered in the table's order, then (x − mean) / std two at a time (the padded mean 0 and
+ * std 1 give 0).
+ */
+function standardize(): void {
+  const lo = log1pLanes(v128.load(features));
+  const hi = log1pLanes(v128.load(features, 16));
+  let x01 = lo;
+  let x23 = hi;
+  if (!naturalOrder) {
+    store<v128>(logFeatures, lo);
+    store<v128>(logFeatures, hi, 16);
+    for (let j = 0; j < MAX_DIMS; j++) {
+      const v = j < dims ? load<f64>(logFeatures + (<usize>load<i32>(featureIdx + (<usize>j << 2)) << 3)) : 0.0;
+      store<f64>(gathered + (<usize>j << 3), v);
+    }
+    x01 = v128.load(gathered);
+    x23 = v128.load(gathered, 16);
+  }
+  v128.store(standardized, f64x2.div(f64x2.sub(x01, v128.load(mean)), v128.load(std)));
+  v128.store(standardized, f64x2.div(f64x2.sub(x23, v128.load(mean, 16)), v128.load(std, 16)), 16);
+}
+
 /** Standardized log1p features, then the nearest centroid or most likely component. Sets outCluster/outScore. */
 function classify(): void {
-  for (let j = 0; j < dims; j++) {
-    const f = load<f64>(features + (<usize>load<i32>(featureIdx + (<usize>j << 2)) << 3));
-    const x = (Math.log1p(f) - load<f64>(mean + (<usize>j << 3))) / load<f64>(std + (<usize>j << 3));
-    store<f64>(standardized + (<usize>j << 3), x);
-  }
+  standardize();
   let best = 0;
   let bestScore: f64 = 0;
-  if (kind == KIND_KMEANS && dims == 4) {
-    // the common case, all four features: the point in locals, each centroid's row read once. The sum runs in
-    // the same order as the general loop below (0 + d0² + d1² + d2² + d3²), so scores are bit-identical.
-    bestScore = Infinity;
-    const x0 = load<f64>(standardized), x1 = load<f64>(standardized, 8);
-    const x2 = load<f64>(standardized, 16), x3 = load<f64>(standardized, 24);
-    let row = centroids;
-    for (let c = 0; c < k; c++) {
-      const e0 = x0 - load<f64>(row), e1 = x1 - load<f64>(row, 8);
-      const e2 = x2 - load<f64>(row, 16), e3 = x3 - load<f64>(row, 24);
-      const d = (((0.0 + e0 * e0) + e1 * e1) + e2 * e2) + e3 * e3;
-      store<f64>(scores + (<usize>c << 3), d);
-      if (d < bestScore) { bestScore = d; best = c; }
-      row += 32;
+  if (kind == KIND_KMEANS) {
+    // two centroids per step, one per f64x2 lane (centroidPairs). Each lane computes its centroid's distance as the
+    // scalar loop did, ((e0² + e1²) + e2²) + e3² (the scalar 0 + e0² is e0² exactly, and padded dims add +0), so
+    // scores are bit-identical; each lane keeps its first strict minimum, and of the two lanes' the smaller wins,
+    // on a tie the lower index: the first strict minimum over all clusters, as before.
+    const x0 = f64x2.splat(load<f64>(standardized));
+    const x1 = f64x2.splat(dims > 1 ? load<f64>(standardized, 8) : 0.0);
+    const x2 = f64x2.splat(dims > 2 ? load<f64>(standardized, 16) : 0.0);
+    const x3 = f64x2.splat(dims > 3 ? load<f64>(standardized, 24) : 0.0);
+    let bestV = f64x2.splat(Infinity);
+    let bestIdx = i64x2.splat(0);
+    let idx = i64x2(0, 1);
+    const step = i64x2.splat(2);
+    let row = centroidPairs;
+    let out = scores;
+    const end = out + (<usize>((k + 1) >> 1) << 4);
+    while (out < end) {
+      const e0 = f64x2.sub(x0, v128.load(row));
+      const e1 = f64x2.sub(x1, v128.load(row, 16));
+      const e2 = f64x2.sub(x2, v128.load(row, 32));
+      const e3 = f64x2.sub(x3, v128.load(row, 48));
+      const d = f64x2.add(f64x2.add(f64x2.add(f64x2.mul(e0, e0), f64x2.mul(e1, e1)), f64x2.mul(e2, e2)), f64x2.mul(e3, e3));
+      v128.store(out, d);
+      const closer = f64x2.lt(d, bestV);
+      bestV = v128.bitselect(d, bestV, closer);
+      bestIdx = v128.bitselect(idx, bestIdx, closer);
+      idx = i64x2.add(idx, step);
+      row += 64;
+      out += 16;
     }
-  } else if (kind == KIND_KMEANS) {
-    bestScore = Infinity;
-    for (let c = 0; c < k; c++) {
-      let d: f64 = 0;
-      const row = centroids + (<usize>(c * dims) << 3);
-      for (let j = 0; j < dims; j++) {
-        const diff = load<f64>(standardized + (<usize>j << 3)) - load<f64>(row + (<usize>j << 3));
-        d += diff * diff;
-      }
-      store<f64>(scores + (<usize>c << 3), d);
-      if (d < bestScore) { bestScore = d; best = c; }
-    }
+    const b0 = f64x2.extract_lane(bestV, 0), b1 = f64x2.extract_lane(bestV, 1);
+    const i0 = <i32>i64x2.extract_lane(bestIdx, 0), i1 = <i32>i64x2.extract_lane(bestIdx, 1);
+    if (b1 < b0 || (b1 == b0 && i1 < i0)) { bestScore = b1; best = i1; } else { bestScore = b0; best = i0; }
   } else {
     bestScore = -Infinity;
     for (let c = 0; c < k; c++) {

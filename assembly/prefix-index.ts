@@ -318,6 +318,42 @@ export function holds(worker: u32, hash: u64): bool {
 }
 
 /**
+ * matchPrefix's walk when every worker is in group 0 (up to 64 workers, the common case): one slot per block, no
+ * per-group bookkeeping. The same result as the general walk: writes each worker's length when it stops matching,
+ * leaves the survivors in aliveMask[0], and returns where the walk stopped.
+ */
+function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
+  let alive = load<u64>(aliveMask);
+  let i = 0;
+  while (i < n) {
+    const hash = load<u64>(ptr + (<usize>i << 3));
+    if (i + PREFETCH_AHEAD < n) touched ^= load<u32>(groupSlot(groupHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)))), 16);
+    let held: u64 = 0;
+    let slot = groupHome(hash);
+    while (true) {
+      const s = groupSlot(slot);
+      const g = load<u32>(s, 16);
+      if (g == EMPTY_GROUP) break;
+      if (g == 0 && load<u64>(s) == hash) {
+        held = load<u64>(s, 8);
+        break;
+      }
+      slot = (slot + 1) & slotMask;
+    }
+    let dropped = alive & ~held;
+    while (dropped != 0) {
+      store<u32>(out + (<usize>ctz<u64>(dropped) << 2), i);
+      dropped &= dropped - 1;
+    }
+    alive &= held;
+    if (alive == 0) break; // a block nobody holds ends every match here
+    i++;
+  }
+  store<u64>(aliveMask, alive);
+  return i;
+}
+
+/**
  * Longest cached prefix, in blocks, of the `n` hashes at `ptr` for every worker: written to `out` (u32 per
  * worker, `workers` entries). Stops as soon as no worker can match further. Returns the longest match.
  */
@@ -331,9 +367,17 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
     if (m != 0) { setU32(liveGroups, live, g); live++; }
   }
   let i = 0;
-  while (live > 0 && i < n) {
+  if (groups == 1 && live == 1) i = matchOneGroup(ptr, n, out);
+  else while (live > 0 && i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    if (i + PREFETCH_AHEAD < n) touched ^= load<u32>(groupSlot(groupHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)))), 16);
+    if (i + PREFETCH_AHEAD < n) {
+      // the run of a block ahead holds about one slot per live group: touch each of its cache lines, not only the
+      // first (at 1,024 workers a run spans several lines, and each line left untouched is a miss in the scan)
+      const home = groupSlot(groupHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3))));
+      const runEnd = min(home + <usize>live * GROUP_SLOT_BYTES, groupSlot(slotMask) + GROUP_SLOT_BYTES);
+      for (let at = home; at < runEnd; at += 64) touched ^= load<u32>(at);
+      touched ^= load<u32>(runEnd - 4);
+    }
     // every live group's holders of this block, from one scan of the hash's run
     for (let l = 0; l < live; l++) setU64(heldMask, u32At(liveGroups, l), 0);
     let wanted = live;

@@ -84,10 +84,27 @@ export function decideFeatures(isl: f64, effP: f64, effD: f64, oslHat: f64, turn
   if (isNaN(contextTokens) || contextTokens > MAX_TOKENS) return fail(E_BAD_LENGTH, contextTokens);
   const rc = decide(isl, effP, effD, oslHat, isl - effD, turn, contextTokens, -1);
   if (rc != OK) return rc;
-  memory.fill(decision, 0, <usize>DECISION_SLOTS << 3);
+  // every slot written (the ones a decision without workers has none of are 0): stores, not a memory.fill call
   writeDecision(outBit, -1, -1, isl, effP, effD, oslHat);
+  put(D_MATCHED_D, 0);
+  put(D_MATCHED_P, 0);
+  put(D_BLOCKS, 0);
+  put(D_COST_D, 0);
+  put(D_COST_P, 0);
   put(D_OSL_CLASS, -1);
+  put(D_REUSE, 0);
   return OK;
+}
+
+/**
+ * The most prompt tokens an engine serves from its prefix cache, by vLLM's rule: it always computes the prompt's
+ * last token (its logits start the output), so at most isl − 1 tokens, in whole blocks, come from cache. A prompt
+ * of exactly n blocks fully cached still computes its last block. Every host's cached-token features (eff_P, eff_D
+ * and the decode worker's cached tokens the rules read) go through this one cap.
+ */
+// @ts-ignore: decorator
+@inline function cacheableTokens(isl: f64, tokensPerBlock: f64): f64 {
+  return Math.floor(max(isl - 1, 0.0) / tokensPerBlock) * tokensPerBlock;
 }
 
 // @ts-ignore: decorator
@@ -179,13 +196,14 @@ export function route(): i32 {
   // 4. features
   const matchedD = load<u32>(matched + (<usize>decodeWorker << 2));
   const matchedP = prefillWorker >= 0 ? load<u32>(matched + (<usize>prefillWorker << 2)) : 0;
-  const cachedD = <f64>matchedD * tokensPerBlock;
-  const cachedP = <f64>matchedP * tokensPerBlock;
-  const effD = isl - min(cachedD, isl);
-  const effP = isl - min(cachedP, isl);
+  const cacheable = cacheableTokens(isl, tokensPerBlock);
+  const cachedD = min(<f64>matchedD * tokensPerBlock, cacheable);
+  const cachedP = min(<f64>matchedP * tokensPerBlock, cacheable);
+  const effD = isl - cachedD;
+  const effP = isl - cachedP;
 
   // 5. the bit
-  rc = decide(isl, effP, effD, oslHat, min(cachedD, isl), turn, contextTokens,
+  rc = decide(isl, effP, effD, oslHat, cachedD, turn, contextTokens,
     prefillWorker >= 0 ? prefillLoadOf(prefillWorker) : -1);
   if (rc != OK) return rc;
   const path = prefillWorker >= 0 ? outBit : 0;

@@ -18,10 +18,12 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const entry = join(root, "assembly/index.ts");
 // relative to the root: asc resolves the WASI shim's "lib" (from the extended asconfig) against the working directory
 const envoyEntry = "bindings/envoy/index.ts";
+// SIMD (fixed-width 128-bit) for the k-means distances: every host runs it (V8, Envoy's V8, wasmtime, wazero)
+const SIMD = ["--enable", "simd"];
 const targets = [
-  { out: "build/core.wasm", args: ["-O3", "--runtime", "stub", "--use", "abort=", "--noAssert"] },
-  { out: "build/core.debug.wasm", args: ["--debug", "--runtime", "stub", "--sourceMap"] },
-  { out: "build/core.incremental.wasm", args: ["-O3", "--runtime", "incremental", "--use", "abort="] },
+  { out: "build/core.wasm", args: ["-O3", "--runtime", "stub", "--use", "abort=", "--noAssert", ...SIMD] },
+  { out: "build/core.debug.wasm", args: ["--debug", "--runtime", "stub", "--sourceMap", ...SIMD] },
+  { out: "build/core.incremental.wasm", args: ["-O3", "--runtime", "incremental", "--use", "abort=", ...SIMD] },
   {
     out: "build/dolphin-envoy.wasm",
     entry: envoyEntry,

@@ -7,6 +7,9 @@
 //   bindings/go     `go mod download` of its go.mod, when the Go binding exists
 //   chromium        Debian's Chromium at /usr/bin/chromium, for the policy explorer's browser tests (playwright-core
 //                   drives it); installed with apt-get when missing, never downloaded by URL
+//   libxxhash-dev   xxhash.h, for `dolphin bench core`'s native yardstick (bench/native-hash.c); installed with
+//                   apt-get when missing. Optional: without it (or without cc or apt-get) setup says so and goes on,
+//                   and the benchmark leaves native_hash_20k_tokens_us out
 // Usage: node build/setup.mjs [--check]   (--check: report what is missing, install nothing)
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -111,7 +114,36 @@ function chromiumStep() {
   return `chromium: installed ${chromiumVersion()}`;
 }
 
-const STEPS = [pythonStep, goStep, chromiumStep];
+/** True when `cc` compiles a file that includes xxhash.h (what bench/native-hash.c needs). */
+function xxhashBuilds() {
+  const r = spawnSync("cc", ["-x", "c", "-fsyntax-only", "-"], {
+    input: '#include <xxhash.h>\nint main(void) { return (int)XXH64("", 0, 0); }\n',
+    encoding: "utf8",
+  });
+  return r.status === 0;
+}
+
+/** The native hashing yardstick's header. Optional: every failure is reported, none fails the setup. */
+function xxhashStep() {
+  if (probe("cc", ["--version"]) === null) return "libxxhash: no cc here, so bench core has no native hash figure";
+  if (xxhashBuilds()) return "libxxhash: xxhash.h found";
+  const missing = "xxhash.h is missing, so bench core has no native hash figure";
+  const how = "install it with apt-get install -y libxxhash-dev (as root), or your system's xxhash development package";
+  if (checkOnly) return `libxxhash: ${missing}: ${how}`;
+  if (probe("apt-get", ["--version"]) === null)
+    return `libxxhash: ${missing} and apt-get is not available here: ${how}`;
+  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+  const apt = (args) => spawnSync("apt-get", args, { stdio: ["ignore", "inherit", "inherit"], env }).status === 0;
+  if (!(
+    apt(["install", "-y", "-q", "libxxhash-dev"]) ||
+    (apt(["update", "-q"]) && apt(["install", "-y", "-q", "libxxhash-dev"]))
+  )) {
+    return `libxxhash: ${missing} and apt-get could not install libxxhash-dev: ${how}`;
+  }
+  return xxhashBuilds() ? "libxxhash: installed libxxhash-dev" : `libxxhash: apt-get finished but ${missing}: ${how}`;
+}
+
+const STEPS = [pythonStep, goStep, chromiumStep, xxhashStep];
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   let failed = false;

@@ -138,9 +138,10 @@ describe("decisions.json vectors: shape", () => {
     }
   });
 
-  it("has 10–20 route scenarios", () => {
+  it("has 10–30 route scenarios, vLLM's last-token rule among them", () => {
     expect(vectors.route.length).toBeGreaterThanOrEqual(10);
-    expect(vectors.route.length).toBeLessThanOrEqual(20);
+    expect(vectors.route.length).toBeLessThanOrEqual(30);
+    expect(vectors.route.filter((c) => c.type === "last-token").length).toBeGreaterThanOrEqual(3);
   });
 
   it("learned cases carry standardized features and every cluster's score; rule cases carry none", () => {

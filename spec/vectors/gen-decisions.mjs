@@ -53,7 +53,10 @@ const description = [
   "active_decode_tokens; the decode worker is the cheapest decode-capable worker (or the pinned one), the prefill",
   "worker the cheapest prefill-capable worker other than the decode worker (null if none). tokens_per_block is",
   "block_size in token mode and 16 in text mode (64-byte blocks, isl = ceil(bytes / 4) unless prompt_tokens > 0).",
-  "eff_X = isl - min(matched_X * tokens_per_block, isl). path = bit when there is a prefill worker, else local with",
+  "eff_X = isl - cached_X, cached_X = min(matched_X * tokens_per_block, floor(max(isl - 1, 0) / tokens_per_block) *",
+  "tokens_per_block): vLLM's rule, the engine always computes the prompt's last token, so at most isl - 1 tokens, in",
+  "whole blocks, come from cache (a prompt of exactly n blocks, all cached, still computes its last block); the rules'",
+  "cached_D is the same cached_D. path = bit when there is a prefill worker, else local with",
   "reason 'no-prefill-worker' if the bit was 1. expected.cluster is null for rules (the Router API's value).",
   "cost is the expected worker cost {decode, prefill} (prefill 0 when there is no prefill worker).",
 ]
@@ -707,8 +710,11 @@ function routeExpected(scn) {
   const prefillW = cheapest(workers.filter((w) => ROLE_BITS[w.role] & 1 && w !== decodeW));
   const mD = matched(decodeW);
   const mP = prefillW ? matched(prefillW) : 0;
-  const effD = isl - Math.min(mD * tpb, isl);
-  const effP = isl - Math.min(mP * tpb, isl);
+  // vLLM's rule: the engine always computes the prompt's last token, so at most isl - 1 tokens, in whole blocks, are cached
+  const cacheable = Math.floor(Math.max(isl - 1, 0) / tpb) * tpb;
+  const cachedD = Math.min(mD * tpb, cacheable);
+  const effD = isl - cachedD;
+  const effP = isl - Math.min(mP * tpb, cacheable);
   const signals = { prefill_queue: scn.signals?.prefill_queue ?? 0, qps: scn.signals?.qps ?? 0 };
   const d = decide(t, {
     isl,
@@ -717,7 +723,7 @@ function routeExpected(scn) {
     osl: r.osl_hat,
     turn: r.turn,
     ctx: r.context_tokens,
-    cachedD: Math.min(mD * tpb, isl),
+    cachedD,
     prefillBusy: prefillW ? (prefillW.load.active_prefill_tokens ?? 0) : -1,
     signals,
   });
@@ -935,7 +941,7 @@ const scenarios = [
     request: req("S"),
   },
   {
-    name: "text mode with prompt_tokens given, smaller than the matched blocks' 16 tokens each: eff_D clamps to 0",
+    name: "text mode with prompt_tokens 40 given, 4 blocks of 16 tokens matched: at most 39 tokens, 2 whole blocks, cached: eff_D 8",
     type: "text",
     table: "trtllm.msgpack",
     workers: [W("d0", "decode"), W("p0", "prefill")],
@@ -966,6 +972,58 @@ const scenarios = [
     prompts: { A: { tokens_formula: [lcg(1400, 22), lcg(3, 23)] } },
     index: [{ worker: "d1", prompt: "A", prefix_tokens: 350 }],
     signals: { prefill_queue: 1, qps: 0 },
+    request: req("A"),
+  },
+  {
+    name: "vLLM's last token: a 32-token prompt (2 blocks) cached whole on both workers counts 16 cached tokens, not 32",
+    type: "last-token",
+    table: "dynamo-isl.msgpack",
+    workers: [W("d0", "decode"), W("p0", "prefill")],
+    prompts: { A: { tokens_formula: [lcg(32, 26)] } },
+    index: [
+      { worker: "d0", prompt: "A", prefix_tokens: 32 },
+      { worker: "p0", prompt: "A", prefix_tokens: 32 },
+    ],
+    request: req("A"),
+  },
+  {
+    name: "vLLM's last token: one token past 4 whole blocks, all cached: 64 cached tokens, eff_D 1",
+    type: "last-token",
+    table: "dynamo-isl.msgpack",
+    workers: [W("d0", "decode"), W("p0", "prefill")],
+    prompts: { A: { tokens_formula: [lcg(65, 27)] } },
+    index: [{ worker: "d0", prompt: "A", prefix_tokens: 65 }],
+    request: req("A"),
+  },
+  {
+    name: "vLLM's last token: a one-block prompt cached whole counts nothing cached, so trtllm sees no match: remote",
+    type: "last-token",
+    table: "trtllm.msgpack",
+    workers: [W("d0", "decode"), W("p0", "prefill")],
+    prompts: { A: { tokens_formula: [lcg(16, 28)] } },
+    index: [{ worker: "d0", prompt: "A", prefix_tokens: 16 }],
+    request: req("A"),
+  },
+  {
+    name: "vLLM's last token, text mode: 256 bytes (4 blocks, isl 64) cached whole on the prefill worker: eff_P 16",
+    type: "last-token",
+    table: "always-remote.msgpack",
+    workers: [W("d0", "decode"), W("p0", "prefill")],
+    prompts: { S: { text_formula: [{ kind: "repeat", unit: "0123456789abcdef", count: 16 }] } },
+    index: [
+      { worker: "p0", prompt: "S", prefix_bytes: 256 },
+      { worker: "d0", prompt: "S", prefix_bytes: 128 },
+    ],
+    request: req("S"),
+  },
+  {
+    name: "vLLM's last token, block_size 7: 21 tokens (3 blocks) cached whole: 14 cached tokens, eff_D 7",
+    type: "last-token",
+    table: "dynamo-isl.msgpack",
+    block_size: 7,
+    workers: [W("d0", "decode"), W("p0", "prefill")],
+    prompts: { A: { tokens_formula: [lcg(21, 29)] } },
+    index: [{ worker: "d0", prompt: "A", prefix_tokens: 21 }],
     request: req("A"),
   },
   {

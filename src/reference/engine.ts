@@ -744,16 +744,18 @@ export class ReferenceEngine implements Engine {
 
     const matchedD = matched[decodeWorker]!;
     const matchedP = prefillWorker >= 0 ? matched[prefillWorker]! : 0;
-    const cachedD = matchedD * tpb;
-    const cachedP = matchedP * tpb;
-    const effD = isl - Math.min(cachedD, isl);
-    const effP = isl - Math.min(cachedP, isl);
+    // vLLM's rule (assembly/route.ts cacheableTokens): at most isl − 1 tokens, in whole blocks, come from cache
+    const cacheable = Math.floor(Math.max(isl - 1, 0) / tpb) * tpb;
+    const cachedD = Math.min(matchedD * tpb, cacheable);
+    const cachedP = Math.min(matchedP * tpb, cacheable);
+    const effD = isl - cachedD;
+    const effP = isl - cachedP;
     this.decide(
       isl,
       effP,
       effD,
       oslHat,
-      Math.min(cachedD, isl),
+      cachedD,
       r.turn,
       r.contextTokens,
       prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1,

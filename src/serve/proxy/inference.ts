@@ -51,7 +51,7 @@ export class Inference {
     validateInference(endpoint, body, this.config.model);
     const routed = await this.routing.route(ctx, endpoint, body);
     if (!routed) return;
-    const { decision: d, session, turn, tokenMode, pinned } = routed;
+    const { decision: d, session, turn, pinned } = routed;
     ctx.decision = d;
     ctx.isl = d.features.isl;
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
@@ -89,11 +89,8 @@ export class Inference {
     if (remote) {
       const prefillWorker = d.prefillWorker!;
       ctx.res.setHeader("x-dolphin-prefill-worker", prefillWorker);
-      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(
-        d.matchedBlocks.prefill,
-        tokenMode,
-        d.features.isl,
-      );
+      // the core's cached tokens on the worker, by vLLM's rule (at most isl − 1, in whole blocks)
+      record.predicted_cached_tokens = ctx.predictedTokens = d.features.isl - d.features.effP;
       try {
         const p = await this.calls.prefillWithRetry(ctx, endpoint, prefillWorker, body, d.features.effP);
         if (ctx.clientGone) return;
@@ -137,11 +134,7 @@ export class Inference {
       }
     }
     if (record.route !== "remote") {
-      record.predicted_cached_tokens = ctx.predictedTokens = this.routing.predictedTokens(
-        d.matchedBlocks.decode,
-        tokenMode,
-        d.features.isl,
-      );
+      record.predicted_cached_tokens = ctx.predictedTokens = d.features.isl - d.features.effD;
     }
     ctx.res.setHeader("x-dolphin-route", record.route);
     const payload = kvParams === undefined ? raw : JSON.stringify({ ...body, kv_transfer_params: kvParams });

@@ -1,7 +1,6 @@
 // One routing decision per inference request: the prompt as the router reads it (token ids from the workers'
 // /tokenize in precise mode, else text), the conversation's turn and PPD pin, the load signals, one Router call.
 
-import { TEXT_TOKENS_PER_BLOCK } from "../../core-api.js";
 import { CoreError, ErrorCode } from "../../errors.js";
 import type { Decision, RouteRequest, Router } from "../../router.js";
 import { isPlainObject } from "../../values.js";
@@ -41,8 +40,6 @@ export interface Routed {
   decision: Decision;
   session: Session;
   turn: number;
-  /** The prompt was token ids (else text: its blocks stand for TEXT_TOKENS_PER_BLOCK tokens). */
-  tokenMode: boolean;
   /** The decode worker was pinned (a PPD conversation's later turn): it may not be swapped for another. */
   pinned: boolean;
 }
@@ -70,17 +67,7 @@ export class Routing {
   async route(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<Routed | null> {
     const prompt = await this.routingPrompt(ctx, endpoint, body);
     if (ctx.clientGone) return null;
-    return { ...this.decide(ctx, endpoint, body, prompt), tokenMode: "tokens" in prompt };
-  }
-
-  /**
-   * Predicted cached tokens on a worker from its matched blocks (text blocks stand for 16 tokens), by vLLM's rule:
-   * the engine always computes the prompt's last token, so at most isl − 1 tokens, in whole blocks, come from cache.
-   */
-  predictedTokens(blocks: number, tokenMode: boolean, isl: number): number {
-    const blockTokens = tokenMode ? this.config.block_size : TEXT_TOKENS_PER_BLOCK;
-    const cacheable = Math.floor(Math.max(0, isl - 1) / blockTokens) * blockTokens;
-    return Math.min(blocks * blockTokens, cacheable);
+    return this.decide(ctx, endpoint, body, prompt);
   }
 
   /** The prompt as the router reads it: token ids (precise mode, or ids the client gave) or text. */
@@ -160,7 +147,7 @@ export class Routing {
     endpoint: Endpoint,
     body: Record<string, unknown>,
     prompt: RoutingPrompt,
-  ): Omit<Routed, "tokenMode"> {
+  ): Routed {
     const now = Date.now();
     const session = this.sessions.touch(sessionKey(this.config.model, endpoint, body), now);
     const userTurns =
