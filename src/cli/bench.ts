@@ -12,7 +12,7 @@ const MOONCAKE_DEV = packageFile("data", "traces", "mooncake_conversation_dev.js
 export const command: Command = {
   usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE]
-dolphin bench proxy [--json] [--quick]
+dolphin bench proxy [--json] [--quick] [--runs N]
 dolphin bench envoy [--json] [--quick]
 dolphin bench bindings [--json]
 
@@ -20,6 +20,8 @@ bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trac
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
 bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
 node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
+--runs N: N whole measurements (fresh processes each); every figure is then the median of the runs' and "runs"
+holds each run's result.
 bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
 latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
@@ -35,6 +37,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     time: { type: "string" },
     trace: { type: "string" },
     quick: { type: "boolean" },
+    runs: { type: "string" },
   },
   async run(v, pos) {
     if (pos[0] === "sim") {
@@ -55,9 +58,11 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       return 0;
     }
     if (pos[0] === "proxy") {
+      const runs = intOption(v["runs"], "runs", 1, 99, 1);
       const { formatProxyBench, runProxyBench } = await import("../../bench/proxy.js");
       const r = await runProxyBench({
         ...(v["quick"] ? { quick: true } : {}),
+        runs,
         progress: (l) => process.stderr.write(l + "\n"),
       });
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatProxyBench(r) + "\n");
