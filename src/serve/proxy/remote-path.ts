@@ -7,7 +7,7 @@
 // retries in flight ≤ max(min_concurrent, budget_share × requests in flight)). A decode retry elsewhere cannot use
 // the KV handoff made for the first decode worker, so it prefills locally (route "fallback").
 
-import type { IncomingMessage } from "node:http";
+import type { ClientRequest, IncomingMessage } from "node:http";
 import { isPlainObject } from "../../values.js";
 import type { ServeConfig } from "../config.js";
 import { drained, HttpError } from "../http-toolkit.js";
@@ -18,6 +18,7 @@ import {
   UpstreamError,
   upstreamRequest,
   usageOf,
+  usageOfAnswer,
   UsageSniffer,
   type Agents,
 } from "./upstream.js";
@@ -40,8 +41,8 @@ const PREFILL_KV_PARAMS = {
 type Usage = NonNullable<ReturnType<typeof usageOf>>;
 
 export class WorkerCalls {
-  /** Calls waiting for a worker's response headers, by worker: cut when the worker is ejected, then retried. */
-  private readonly waiting = new Map<string, Set<AbortController>>();
+  /** Cuts of the calls waiting for a worker's response headers, by worker: run when the worker is ejected (then retried). */
+  private readonly waiting = new Map<string, Set<(e: Error) => void>>();
   private retriesInFlight = 0;
 
   constructor(
@@ -54,10 +55,16 @@ export class WorkerCalls {
 
   /** The worker left rotation: calls still waiting for its answer fail now (and are retried) rather than at request_ms. */
   workerEjected(id: string): void {
-    for (const c of this.waiting.get(id) ?? []) c.abort();
+    const cuts = this.waiting.get(id);
+    if (!cuts) return;
+    const e = new UpstreamError("reset", `${id} left rotation while the request waited`);
+    for (const cut of [...cuts]) cut(e);
   }
 
-  /** One call to a worker until its response headers; a cut by workerEjected is a retryable reset. */
+  /**
+   * One call to a worker until its response headers; a cut by workerEjected is a retryable reset. The client leaving
+   * cuts it at any time (ClientAbort), as an AbortSignal would: the request is destroyed with an AbortError.
+   */
   private async call(
     ctx: RequestContext,
     w: WorkerState,
@@ -65,8 +72,9 @@ export class WorkerCalls {
     body: Buffer | string,
   ): Promise<IncomingMessage> {
     const t = this.config.timeouts;
-    const cut = new AbortController();
-    const set = this.waiting.get(w.spec.id) ?? new Set<AbortController>();
+    let req: ClientRequest | null = null;
+    const cut = (e: Error): void => void req?.destroy(e);
+    const set = this.waiting.get(w.spec.id) ?? new Set<(e: Error) => void>();
     this.waiting.set(w.spec.id, set);
     set.add(cut);
     try {
@@ -76,12 +84,11 @@ export class WorkerCalls {
         body,
         connectMs: t.connect_ms,
         responseMs: t.request_ms,
-        signal: AbortSignal.any([ctx.abort.signal, cut.signal]),
+        onRequest: (r) => {
+          req = r;
+          ctx.abort.onAbort(() => void r.destroy(abortError()));
+        },
       });
-    } catch (e) {
-      if (cut.signal.aborted && !ctx.abort.signal.aborted)
-        throw new UpstreamError("reset", `${w.spec.id} left rotation while the request waited`);
-      throw e;
     } finally {
       set.delete(cut);
       if (set.size === 0) this.waiting.delete(w.spec.id);
@@ -270,7 +277,7 @@ export class WorkerCalls {
       this.registry.upstreamFailed(w, "decode", new UpstreamError("status", `answered ${status}`, status));
       throw new DecodeFailure(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "decode_failed", true);
     }
-    const usage = usageOf(parseJson(buf));
+    const usage = usageOfAnswer(buf);
     if (usage) noteUsage(ctx, usage);
     ctx.res.writeHead(status, { "content-type": contentType, "content-length": buf.length });
     ctx.res.end(buf);
@@ -285,8 +292,12 @@ export class WorkerCalls {
     return new DecodeFailure(502, `decode worker ${id} ${what}: ${err.message}`, "decode_failed", err.retryable);
   }
 
-  /** Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event. */
-  private async pipeStream(
+  /**
+   * Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event.
+   * 'data' listeners rather than an async iterator (a promise per chunk), one idle timer refreshed per chunk, and the
+   * headers flushed alone only when no body byte is in yet (else they leave with the first chunk: one write less).
+   */
+  private pipeStream(
     ctx: RequestContext,
     w: WorkerState,
     upstream: IncomingMessage,
@@ -297,45 +308,75 @@ export class WorkerCalls {
       "content-type": String(upstream.headers["content-type"]),
       "cache-control": "no-cache",
     });
-    res.flushHeaders();
+    if (upstream.readableLength === 0) res.flushHeaders();
     const sniffer = new UsageSniffer();
     const idleMs = this.config.timeouts.request_ms;
-    let tail = "\n\n";
-    let timer = setTimeout(onIdle, idleMs);
-    function onIdle(): void {
-      upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`));
-    }
-    try {
-      for await (const chunk of upstream as AsyncIterable<Buffer>) {
+    // the last two bytes passed on: an error event must start on a line of its own
+    let last = 0x0a;
+    let beforeLast = 0x0a;
+    return new Promise<void>((resolve) => {
+      let over = false;
+      const timer = setTimeout(
+        () => upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`)),
+        idleMs,
+      );
+      const finish = (): boolean => {
+        if (over) return false;
+        over = true;
         clearTimeout(timer);
-        timer = setTimeout(onIdle, idleMs);
+        if (sniffer.usage) noteUsage(ctx, sniffer.usage);
+        resolve();
+        return true;
+      };
+      const failed = (e: unknown): void => {
+        if (!finish() || ctx.clientGone) return;
+        const err = classify(e, `decode ${w.spec.id}`);
+        this.registry.upstreamFailed(w, "decode-stream", err);
+        this.metrics.streamErrors.inc({ kind: err.kind });
+        ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
+        ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
+        const event = new HttpError(
+          ctx.statusOverride,
+          ctx.error,
+          "upstream_error",
+          err.kind === "timeout" ? "upstream_timeout" : "decode_failed",
+        ).body();
+        const newline = beforeLast === 0x0a && last === 0x0a ? "" : "\n\n";
+        res.end(`${newline}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
+      };
+      upstream.on("data", (chunk: Buffer) => {
+        if (over) return;
+        timer.refresh();
         releasePrefill();
-        if (ctx.clientGone) return;
+        if (ctx.clientGone) {
+          finish();
+          upstream.destroy();
+          return;
+        }
         sniffer.push(chunk);
-        tail = (tail + chunk.toString("latin1")).slice(-2);
-        if (!res.write(chunk)) await drained(res);
-      }
-    } catch (e) {
-      if (ctx.clientGone) return;
-      const err = classify(e, `decode ${w.spec.id}`);
-      this.registry.upstreamFailed(w, "decode-stream", err);
-      this.metrics.streamErrors.inc({ kind: err.kind });
-      ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
-      ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
-      const event = new HttpError(
-        ctx.statusOverride,
-        ctx.error,
-        "upstream_error",
-        err.kind === "timeout" ? "upstream_timeout" : "decode_failed",
-      ).body();
-      res.end(`${tail === "\n\n" ? "" : "\n\n"}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
-      return;
-    } finally {
-      clearTimeout(timer);
-      if (sniffer.usage) noteUsage(ctx, sniffer.usage);
-    }
-    res.end();
+        if (chunk.length >= 2) beforeLast = chunk[chunk.length - 2]!;
+        else if (chunk.length === 1) beforeLast = last;
+        if (chunk.length >= 1) last = chunk[chunk.length - 1]!;
+        if (!res.write(chunk)) {
+          upstream.pause();
+          void drained(res).then(() => upstream.resume());
+        }
+      });
+      upstream.once("end", () => {
+        if (finish()) res.end();
+      });
+      upstream.once("error", failed);
+      upstream.once("close", () => {
+        if (!upstream.readableEnded)
+          failed(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
+      });
+    });
   }
+}
+
+/** What a cut by the client leaving looks like (classify() reads it as "aborted"), as an AbortSignal's would. */
+function abortError(): Error {
+  return Object.assign(new Error("The operation was aborted"), { name: "AbortError", code: "ABORT_ERR" });
 }
 
 /** A decode call that failed, and whether another worker may take the request. */
