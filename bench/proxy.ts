@@ -256,7 +256,7 @@ listenAll(1, (req, res) => {
 
 // `node bin/dolphin.js serve --config <file>`, run through a launcher that also exits when its stdin closes, so a
 // proxy never outlives a bench killed outright (SIGKILL, or SIGTERM to the bench alone).
-const LAUNCH_SCRIPT = `
+export const LAUNCH_SCRIPT = `
 process.stdin.on("end", () => process.exit(0)); process.stdin.resume();
 process.argv = [process.argv[0], ...JSON.parse(process.env.DOLPHIN_BENCH_ARGV)];
 import(require("node:url").pathToFileURL(process.argv[1]).href).catch((e) => { console.error(e); process.exit(1); });`;
@@ -355,7 +355,7 @@ export class Children {
   }
 }
 
-function repoRoot(): string {
+export function repoRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const pkg = join(dir, "package.json");
@@ -371,7 +371,7 @@ export const portsLine = (out: string): number[] | undefined => {
   const nl = out.indexOf("\n");
   return nl < 0 ? undefined : (JSON.parse(out.slice(0, nl)) as { ports: number[] }).ports;
 };
-const proxyBanner = (_out: string, err: string): string | undefined => /proxy at (http:\/\/[^\s,]+)/.exec(err)?.[1];
+export const proxyBanner = (_out: string, err: string): string | undefined => /proxy at (http:\/\/[^\s,]+)/.exec(err)?.[1];
 
 // ---- load generator ----------------------------------------------------------------------------------------------
 

@@ -55,6 +55,8 @@ export interface ServeConfig {
     queue_timeout_ms: number;
     retry_after_s: number;
     backlog: number;
+    /** Smoothed event-loop lag above which new requests are shed (more the further above); 0: never. */
+    max_event_loop_lag_ms: number;
   };
   /** A failed worker call is retried once on another worker while retries in flight stay under this budget. */
   retries: { budget_share: number; min_concurrent: number };
@@ -99,7 +101,14 @@ export const DEFAULTS = {
   heartbeat: { interval_s: 10, expiry_s: 30 },
   health: { probe_interval_s: 5, check_interval_s: 1, check_timeout_ms: 1_000, unhealthy_after: 2 },
   outlier: { consecutive_failures: 5, max_ejected_share: 0.5, base_ejection_s: 1 },
-  admission: { max_inflight: 1_024, max_queued: 2_048, queue_timeout_ms: 5_000, retry_after_s: 1, backlog: 4_096 },
+  admission: {
+    max_inflight: 1_024,
+    max_queued: 2_048,
+    queue_timeout_ms: 5_000,
+    retry_after_s: 1,
+    backlog: 4_096,
+    max_event_loop_lag_ms: 500,
+  },
   retries: { budget_share: 0.2, min_concurrent: 10 },
   sessions: { idle_s: 3_600, max: 100_000 },
   max_body_bytes: 8 << 20,
@@ -257,6 +266,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     "queue_timeout_ms",
     "retry_after_s",
     "backlog",
+    "max_event_loop_lag_ms",
   ]);
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
@@ -317,6 +327,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       queue_timeout_ms: admissionNumber("queue_timeout_ms", { min: 1, integer: true }),
       retry_after_s: admissionNumber("retry_after_s", { min: 1, max: 3600, integer: true }),
       backlog: admissionNumber("backlog", { min: 1, max: 65535, integer: true }),
+      max_event_loop_lag_ms: admissionNumber("max_event_loop_lag_ms", { min: 0, max: 60_000, integer: true }),
     },
     retries: {
       budget_share: retriesNumber("budget_share", { min: 0, max: 1 }),
