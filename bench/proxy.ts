@@ -371,7 +371,8 @@ export const portsLine = (out: string): number[] | undefined => {
   const nl = out.indexOf("\n");
   return nl < 0 ? undefined : (JSON.parse(out.slice(0, nl)) as { ports: number[] }).ports;
 };
-export const proxyBanner = (_out: string, err: string): string | undefined => /proxy at (http:\/\/[^\s,]+)/.exec(err)?.[1];
+export const proxyBanner = (_out: string, err: string): string | undefined =>
+  /proxy at (http:\/\/[^\s,]+)/.exec(err)?.[1];
 
 // ---- load generator ----------------------------------------------------------------------------------------------
 
