@@ -105,6 +105,9 @@ export interface Target {
 
 export interface ProxyBenchResult extends ModeResult {
   streaming: ModeResult;
+  /** With `runs` > 1: each run's result; every figure above is then the median of the runs' (counts of failed
+   *  requests are summed, the target is judged on the medians of its two figures). */
+  runs?: ProxyBenchResult[];
   /** always-remote: one prefill call then one decode call through the proxy, non-streaming, same rounds. */
   remote_path: { latency_ms: Quantiles; added_latency_ms: Quantiles; requests: number; failed: number };
   /** Every failed request of the run, all paths and modes (0 in a healthy run). */
@@ -116,6 +119,8 @@ export interface ProxyBenchResult extends ModeResult {
     cpus: number;
     cpu_model: string;
     quick: boolean;
+    /** Whole measurements, each with fresh processes; the figures are their medians. */
+    runs: number;
     rounds: number;
     warmup_per_path: number;
     step_s: number;
@@ -131,6 +136,8 @@ export interface ProxyBenchOptions {
   rate?: number;
   /** A short run: small warm-up, two rounds, a two-step rate search, no pass-through search. Not for figures. */
   quick?: boolean;
+  /** Whole measurements to run one after another (default 1); the result holds their medians (see `runs`). */
+  runs?: number;
   /** Extra node flags for the proxy children (e.g. ["--cpu-prof", "--cpu-prof-dir", dir] to profile). */
   proxyNodeArgs?: string[];
   /** Progress lines (default: none). */
@@ -249,7 +256,7 @@ listenAll(1, (req, res) => {
 
 // `node bin/dolphin.js serve --config <file>`, run through a launcher that also exits when its stdin closes, so a
 // proxy never outlives a bench killed outright (SIGKILL, or SIGTERM to the bench alone).
-const LAUNCH_SCRIPT = `
+export const LAUNCH_SCRIPT = `
 process.stdin.on("end", () => process.exit(0)); process.stdin.resume();
 process.argv = [process.argv[0], ...JSON.parse(process.env.DOLPHIN_BENCH_ARGV)];
 import(require("node:url").pathToFileURL(process.argv[1]).href).catch((e) => { console.error(e); process.exit(1); });`;
@@ -348,7 +355,7 @@ export class Children {
   }
 }
 
-function repoRoot(): string {
+export function repoRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const pkg = join(dir, "package.json");
@@ -364,7 +371,8 @@ export const portsLine = (out: string): number[] | undefined => {
   const nl = out.indexOf("\n");
   return nl < 0 ? undefined : (JSON.parse(out.slice(0, nl)) as { ports: number[] }).ports;
 };
-const proxyBanner = (_out: string, err: string): string | undefined => /proxy at (http:\/\/[^\s,]+)/.exec(err)?.[1];
+export const proxyBanner = (_out: string, err: string): string | undefined =>
+  /proxy at (http:\/\/[^\s,]+)/.exec(err)?.[1];
 
 // ---- load generator ----------------------------------------------------------------------------------------------
 
@@ -668,7 +676,7 @@ async function measureMode(
   return { mode, remote, direct };
 }
 
-export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<ProxyBenchResult> {
+async function runOnce(opts: ProxyBenchOptions): Promise<ProxyBenchResult> {
   const quick = opts.quick ?? false;
   const plan: Plan = {
     requests: opts.requests ?? (quick ? 300 : 3000),
@@ -763,6 +771,7 @@ export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<Proxy
         cpus: cpus.length,
         cpu_model: cpus[0]?.model.trim() ?? "unknown",
         quick,
+        runs: 1,
         rounds: plan.rounds,
         warmup_per_path: plan.warmup,
         step_s: plan.stepS,
@@ -777,6 +786,89 @@ export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<Proxy
     await children.closeAll();
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/** The proxy bench, `runs` times over (default once): one run's result, or the medians of several (see `runs`). */
+export async function runProxyBench(opts: ProxyBenchOptions = {}): Promise<ProxyBenchResult> {
+  const runs = opts.runs ?? 1;
+  if (!(Number.isInteger(runs) && runs >= 1)) throw new Error("bench proxy: runs must be an integer ≥ 1");
+  const progress = opts.progress ?? (() => undefined);
+  const results: ProxyBenchResult[] = [];
+  for (let i = 0; i < runs; i++) {
+    if (runs > 1) progress(`run ${i + 1}/${runs}`);
+    results.push(await runOnce(opts));
+  }
+  return runs === 1 ? results[0]! : medianOfRuns(results);
+}
+
+// ---- several runs ------------------------------------------------------------------------------------------------
+
+/** The median of an odd count, the mean of the two middle values of an even one. */
+function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return r3(s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2);
+}
+
+const medianQ = (qs: Quantiles[]): Quantiles => ({
+  p50: median(qs.map((q) => q.p50)),
+  p99: median(qs.map((q) => q.p99)),
+});
+
+function medianMode(ms: ModeResult[]): ModeResult {
+  const extra = median(ms.map((m) => m.target.p50_extra_ms));
+  const ratios = ms.map((m) => m.target.p99_ratio).filter((x): x is number => x !== null);
+  const ratio = ratios.length === ms.length ? Math.round(median(ratios) * 100) / 100 : null;
+  const sum = (k: keyof PathCounts): number => ms.reduce((a, m) => a + (m.failed[k] ?? 0), 0);
+  // the rate search shown is the one of the run whose highest rate is the median (the lower middle one)
+  const bySearch = [...ms].sort((a, b) => a.requests_per_s - b.requests_per_s);
+  const middle = bySearch[(bySearch.length - 1) >> 1]!;
+  const first = ms[0]!;
+  return {
+    added_latency_ms: medianQ(ms.map((m) => m.added_latency_ms)),
+    passthrough_added_latency_ms: medianQ(ms.map((m) => m.passthrough_added_latency_ms)),
+    requests_per_s: median(ms.map((m) => m.requests_per_s)),
+    rate: first.rate,
+    requests: first.requests,
+    direct_latency_ms: medianQ(ms.map((m) => m.direct_latency_ms)),
+    passthrough_latency_ms: medianQ(ms.map((m) => m.passthrough_latency_ms)),
+    proxy_latency_ms: medianQ(ms.map((m) => m.proxy_latency_ms)),
+    target: {
+      p50_extra_ms: extra,
+      p50_extra_limit_ms: P50_EXTRA_LIMIT_MS,
+      p99_ratio: ratio,
+      p99_ratio_limit: P99_RATIO_LIMIT,
+      met: extra <= P50_EXTRA_LIMIT_MS && ratio !== null && ratio <= P99_RATIO_LIMIT,
+    },
+    send_lag_p99_ms: median(ms.map((m) => m.send_lag_p99_ms)),
+    failed: {
+      direct: sum("direct"),
+      passthrough: sum("passthrough"),
+      proxy: sum("proxy"),
+      ...(first.failed.proxy_remote !== undefined ? { proxy_remote: sum("proxy_remote") } : {}),
+    },
+    rate_search: middle.rate_search,
+    ...(middle.passthrough_rate_search ? { passthrough_rate_search: middle.passthrough_rate_search } : {}),
+  };
+}
+
+/** Several runs as one result: each figure the median of the runs', failures summed, each run kept under `runs`. */
+export function medianOfRuns(rs: ProxyBenchResult[]): ProxyBenchResult {
+  const first = rs[0]!;
+  return {
+    ...medianMode(rs),
+    streaming: medianMode(rs.map((r) => r.streaming)),
+    remote_path: {
+      latency_ms: medianQ(rs.map((r) => r.remote_path.latency_ms)),
+      added_latency_ms: medianQ(rs.map((r) => r.remote_path.added_latency_ms)),
+      requests: first.remote_path.requests,
+      failed: rs.reduce((a, r) => a + r.remote_path.failed, 0),
+    },
+    failed_requests: rs.reduce((a, r) => a + r.failed_requests, 0),
+    first_failure: rs.find((r) => r.first_failure !== null)?.first_failure ?? null,
+    runtime: { ...first.runtime, runs: rs.length },
+    runs: rs,
+  };
 }
 
 export function formatProxyBench(r: ProxyBenchResult): string {
@@ -795,7 +887,8 @@ export function formatProxyBench(r: ProxyBenchResult): string {
       : "");
   const h = (s: string, w = 17): string => s.padStart(w);
   return [
-    `latency, ms, open loop at ${r.rate} req/s, ${r.requests} requests per path in ${r.runtime.rounds} rotated rounds (loopback)`,
+    `latency, ms, open loop at ${r.rate} req/s, ${r.requests} requests per path in ${r.runtime.rounds} rotated rounds (loopback)` +
+      (r.runtime.runs > 1 ? `; medians of ${r.runtime.runs} runs` : ""),
     `${"".padEnd(15)} ${h("direct p50/p99")}   ${h("pass-through")}   ${h("proxy")}   ${h("pass-thr. added")}   ${h("proxy added")}`,
     ...mode("non-streaming", r),
     ...mode("streaming", r.streaming),

@@ -3,7 +3,13 @@
 // No timing assertions: speed is the full bench's business. Needs dist/ (npm test builds it): the proxy child is
 // `node bin/dolphin.js serve`.
 import { describe, expect, it } from "vitest";
-import { formatProxyBench, runProxyBench, type ModeResult } from "../bench/proxy.js";
+import {
+  formatProxyBench,
+  medianOfRuns,
+  runProxyBench,
+  type ModeResult,
+  type ProxyBenchResult,
+} from "../bench/proxy.js";
 
 const finite = (x: unknown): boolean => typeof x === "number" && Number.isFinite(x);
 
@@ -51,5 +57,31 @@ describe("bench proxy", () => {
     const text = formatProxyBench(r);
     expect(text).toContain("non-streaming");
     expect(text).toContain("failed requests: 0");
+    checkMedians(r);
   }, 120_000);
 });
+
+/** --runs: three runs whose figures differ give their medians, failures summed, each run kept. */
+function checkMedians(r: ProxyBenchResult): void {
+  const shifted = (by: number, failed: number): ProxyBenchResult => {
+    const c = JSON.parse(JSON.stringify(r)) as ProxyBenchResult;
+    c.added_latency_ms.p50 += by;
+    c.streaming.proxy_latency_ms.p99 += by;
+    c.target.p50_extra_ms += by;
+    c.requests_per_s += by * 1000;
+    c.failed_requests = failed;
+    c.failed.proxy = failed;
+    return c;
+  };
+  const runs = [shifted(1, 0), shifted(-1, 2), shifted(0, 1)];
+  const m = medianOfRuns(runs);
+  expect(m.added_latency_ms.p50).toBeCloseTo(r.added_latency_ms.p50, 3);
+  expect(m.streaming.proxy_latency_ms.p99).toBeCloseTo(r.streaming.proxy_latency_ms.p99, 3);
+  expect(m.target.p50_extra_ms).toBeCloseTo(r.target.p50_extra_ms, 3);
+  expect(m.requests_per_s).toBe(r.requests_per_s);
+  expect(m.failed_requests).toBe(3);
+  expect(m.failed.proxy).toBe(3);
+  expect(m.runtime.runs).toBe(3);
+  expect(m.runs).toEqual(runs);
+  expect(formatProxyBench(m)).toContain("medians of 3 runs");
+}

@@ -1,4 +1,4 @@
-// `dolphin bench core | sim | proxy | envoy | bindings`: each benchmark is loaded only when asked for (the proxy and
+// `dolphin bench core | sim | proxy | overload | envoy | bindings`: each benchmark is loaded only when asked for (the proxy and
 // envoy ones start servers).
 
 import { existsSync, readFileSync } from "node:fs";
@@ -12,7 +12,8 @@ const MOONCAKE_DEV = packageFile("data", "traces", "mooncake_conversation_dev.js
 export const command: Command = {
   usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE]
-dolphin bench proxy [--json] [--quick]
+dolphin bench proxy [--json] [--quick] [--runs N]
+dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S] [--max-lag MS]
 dolphin bench envoy [--json] [--quick]
 dolphin bench bindings [--json]
 
@@ -20,6 +21,11 @@ bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trac
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
 bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
 node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
+--runs N: N whole measurements (fresh processes each); every figure is then the median of the runs' and "runs"
+holds each run's result.
+bench overload: loopback only; twice the highest rate the proxy sustains (or 2 × --rate) for --duration s (default
+60) against a worker that answers at once: counts of 200/429/503, resets and hangs (no answer within --timeout s,
+default 30), the proxy's memory; --max-lag sets admission.max_event_loop_lag_ms (0: no lag shedding).
 bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
 latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
@@ -35,6 +41,11 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     time: { type: "string" },
     trace: { type: "string" },
     quick: { type: "boolean" },
+    runs: { type: "string" },
+    rate: { type: "string" },
+    duration: { type: "string" },
+    timeout: { type: "string" },
+    "max-lag": { type: "string" },
   },
   async run(v, pos) {
     if (pos[0] === "sim") {
@@ -55,12 +66,29 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       return 0;
     }
     if (pos[0] === "proxy") {
+      const runs = intOption(v["runs"], "runs", 1, 99, 1);
       const { formatProxyBench, runProxyBench } = await import("../../bench/proxy.js");
       const r = await runProxyBench({
         ...(v["quick"] ? { quick: true } : {}),
+        runs,
         progress: (l) => process.stderr.write(l + "\n"),
       });
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatProxyBench(r) + "\n");
+      return 0;
+    }
+    if (pos[0] === "overload") {
+      const { formatOverloadBench, runOverloadBench } = await import("../../bench/overload.js");
+      const r = await runOverloadBench({
+        ...(v["quick"] ? { quick: true } : {}),
+        ...(v["rate"] !== undefined ? { rate: intOption(v["rate"], "rate", 1, 1_000_000, 0) } : {}),
+        ...(v["duration"] !== undefined ? { durationS: intOption(v["duration"], "duration", 1, 3600, 60) } : {}),
+        ...(v["timeout"] !== undefined ? { timeoutS: intOption(v["timeout"], "timeout", 1, 3600, 30) } : {}),
+        ...(v["max-lag"] !== undefined
+          ? { maxEventLoopLagMs: intOption(v["max-lag"], "max-lag", 0, 60_000, 500) }
+          : {}),
+        progress: (l) => process.stderr.write(l + "\n"),
+      });
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatOverloadBench(r) + "\n");
       return 0;
     }
     if (pos[0] === "bindings") {
@@ -79,7 +107,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       return 0;
     }
     if (pos[0] !== "core")
-      throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | envoy | bindings");
+      throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | overload | envoy | bindings");
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");
     const bytes = readFileSync(corePath());

@@ -73,6 +73,8 @@ export interface ServeConfig {
     backlog: number;
     max_inflight_per_worker: number;
     max_queued_per_worker: number;
+    /** Smoothed event-loop lag above which new requests are shed (more the further above); 0: never. */
+    max_event_loop_lag_ms: number;
   };
   /** A failed worker call is retried once on another worker while retries in flight stay under this budget. */
   retries: { budget_share: number; min_concurrent: number };
@@ -145,6 +147,7 @@ export const DEFAULTS = {
     // twice vLLM's default max_num_seqs (256): a full batch running and as many waiting in the engine
     max_inflight_per_worker: 512,
     max_queued_per_worker: 512,
+    max_event_loop_lag_ms: 500,
   },
   retries: { budget_share: 0.2, min_concurrent: 10 },
   sessions: { idle_s: 3_600, max: 100_000 },
@@ -324,6 +327,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     "backlog",
     "max_inflight_per_worker",
     "max_queued_per_worker",
+    "max_event_loop_lag_ms",
   ]);
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
@@ -392,6 +396,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       backlog: admissionNumber("backlog", { min: 1, max: 65535, integer: true }),
       max_inflight_per_worker: admissionNumber("max_inflight_per_worker", { min: 1, max: 1_000_000, integer: true }),
       max_queued_per_worker: admissionNumber("max_queued_per_worker", { min: 0, max: 1_000_000, integer: true }),
+      max_event_loop_lag_ms: admissionNumber("max_event_loop_lag_ms", { min: 0, max: 60_000, integer: true }),
     },
     retries: {
       budget_share: retriesNumber("budget_share", { min: 0, max: 1 }),

@@ -2,28 +2,90 @@
 // (first come, first served) at most `queue_timeout_ms` for a place; beyond that a request is shed at once with an
 // OpenAI-style 503 and `Retry-After`, before its body is read, so an overload costs the proxy little memory and the
 // client learns fast (rather than a reset from an overflowing accept queue, issue 14). Counted in /metrics.
+//
+// Counts alone miss one overload: the proxy's own CPU saturated (fast workers, or `--emulate`'s workers sharing its
+// event loop). Then requests wait in the kernel's accept queue, never reach the handler, and in-flight stays low
+// while clients time out (measured: the listen queue at its 4,096 limit within 8 s at 400 req/s, docs/serving.md).
+// So, like Envoy's overload manager and `toobusy`, new requests are also shed while the event loop lags: with a
+// probability rising from 0 at max_event_loop_lag_ms to 1 at twice that. A shed costs a fraction of a proxied
+// request, so the loop catches up and the queue in the kernel drains.
 
+import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
 import type { ServeConfig } from "../config.js";
 import { HttpError } from "../http-toolkit.js";
+import { scrapedGauge } from "../prometheus.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { RequestContext } from "./request-context.js";
+
+/** The lag monitor's sampling period (perf_hooks' timer, in C++, no JS callback). */
+const LAG_RESOLUTION_MS = 10;
+/** Every window this long, the window's lag is folded into the smoothed lag (toobusy's factor: a third). */
+const LAG_WINDOW_MS = 100;
+const LAG_SMOOTHING = 1 / 3;
+
+/**
+ * The event loop's lag, smoothed over 100 ms windows: the latest a 10 ms timer fired in a window, beyond its period
+ * (a mean would weigh one 1 s stall like one 10 ms tick). One per process (every proxy in it shares one loop); its
+ * timers are unref'd and run for the process's life: ten folds a second cost nothing measurable.
+ */
+class EventLoopLag {
+  private readonly histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
+  private smoothedMs = 0;
+  private primed = false;
+
+  constructor() {
+    this.histogram.enable();
+    setInterval(() => this.fold(), LAG_WINDOW_MS).unref();
+  }
+
+  /** The smoothed lag, ms. */
+  ms(): number {
+    return this.smoothedMs;
+  }
+
+  private fold(): void {
+    const h = this.histogram;
+    // the first window holds the rest of start-up (a table to load, a module to compile): no lag of serving
+    if (this.primed && h.count > 0) {
+      const lag = Math.max(0, h.max / 1e6 - LAG_RESOLUTION_MS);
+      this.smoothedMs += (lag - this.smoothedMs) * LAG_SMOOTHING;
+    }
+    this.primed = true;
+    h.reset();
+  }
+}
+
+let processLag: EventLoopLag | null = null;
 
 interface Waiter {
   admit(): void;
   timer: NodeJS.Timeout;
 }
 
-export type ShedReason = "queue_full" | "queue_timeout";
+export type ShedReason = "queue_full" | "queue_timeout" | "event_loop_lag";
 
 export class Admission {
   /** Requests admitted and not yet answered. */
   active = 0;
   private readonly queue: Waiter[] = [];
 
+  private readonly lag: EventLoopLag | null;
+
   constructor(
     private readonly limits: ServeConfig["admission"],
     private readonly metrics: ProxyMetrics,
-  ) {}
+  ) {
+    this.lag = limits.max_event_loop_lag_ms > 0 ? (processLag ??= new EventLoopLag()) : null;
+    const lag = this.lag;
+    if (lag)
+      scrapedGauge(
+        metrics.registry,
+        "dolphin_event_loop_lag_seconds",
+        "The proxy's event-loop lag, smoothed (admission.max_event_loop_lag_ms sheds above it)",
+        [],
+        () => [[{}, Math.round(lag.ms()) / 1000]],
+      );
+  }
 
   get queued(): number {
     return this.queue.length;
@@ -34,6 +96,10 @@ export class Admission {
    * answer when the queue is full or the wait runs out. A client that leaves while queued gives its place up.
    */
   async enter(ctx: RequestContext): Promise<void> {
+    if (this.lag) {
+      const over = this.lag.ms() / this.limits.max_event_loop_lag_ms - 1;
+      if (over > 0 && Math.random() < over) throw this.shed("event_loop_lag");
+    }
     if (this.active < this.limits.max_inflight && this.queue.length === 0) {
       this.take(ctx);
       return;
@@ -102,7 +168,9 @@ export class Admission {
       503,
       reason === "queue_full"
         ? `the proxy is at capacity (${this.limits.max_inflight} requests in flight, ${this.limits.max_queued} queued); retry after ${this.limits.retry_after_s} s`
-        : `no capacity freed up within ${this.limits.queue_timeout_ms} ms; retry after ${this.limits.retry_after_s} s`,
+        : reason === "event_loop_lag"
+          ? `the proxy is saturated (its event loop ${Math.round(this.lag?.ms() ?? 0)} ms behind); retry after ${this.limits.retry_after_s} s`
+          : `no capacity freed up within ${this.limits.queue_timeout_ms} ms; retry after ${this.limits.retry_after_s} s`,
       "server_error",
       "overloaded",
     );

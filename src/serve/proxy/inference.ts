@@ -173,8 +173,10 @@ export class Inference {
         this.metrics.cacheReportedTokens.inc(labels, ctx.reportedTokens);
       }
     }
+    const level = status >= 500 ? "warn" : "info";
+    if (!this.log.enabled(level)) return; // the line's fields are not even gathered
     const d = ctx.decision;
-    this.log.log(status >= 500 ? "warn" : "info", "request", {
+    this.log.log(level, "request", {
       id: ctx.id,
       path,
       status,

@@ -1,7 +1,7 @@
 // The OpenAI API as the proxy reads it: its two inference endpoints, its error dialect, request validation, the
 // prompt text the approximate index hashes, and the conversation a request belongs to.
 
-import { createHash } from "node:crypto";
+import crypto from "node:crypto";
 import { isPlainObject } from "../../values.js";
 import { HttpError, type ErrorDialect } from "../http-toolkit.js";
 
@@ -148,8 +148,14 @@ export function sessionKey(model: string, endpoint: Endpoint, body: Record<strin
     first = typeof one === "string" ? one.slice(0, 512) : JSON.stringify((one as number[]).slice(0, 128));
   }
   const user = typeof body["user"] === "string" ? body["user"] : "";
-  return createHash("sha1").update(`${model}\0${endpoint}\0${user}\0${first}`).digest("base64");
+  return sha1Base64(`${model}\0${endpoint}\0${user}\0${first}`);
 }
+
+/** crypto.hash, one call without a Hash object, where Node has it (20.12+, 21.7+); the same digest either way. */
+const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: "base64") => string }).hash;
+const sha1Base64 = oneShotHash
+  ? (s: string): string => oneShotHash("sha1", s, "base64")
+  : (s: string): string => crypto.createHash("sha1").update(s).digest("base64");
 
 export function positiveInt(v: unknown): number | undefined {
   return typeof v === "number" && Number.isInteger(v) && v > 0 ? v : undefined;

@@ -20,6 +20,7 @@ import {
   UpstreamError,
   upstreamRequest,
   usageOf,
+  usageOfAnswer,
   UsageSniffer,
   type Agents,
 } from "./upstream.js";
@@ -354,7 +355,7 @@ export class WorkerCalls {
       this.registry.upstreamFailed(w, "decode", new UpstreamError("status", `answered ${status}`, status));
       throw new DecodeFailure(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "decode_failed", true);
     }
-    const usage = usageOf(parseJson(buf));
+    const usage = usageOfAnswer(buf);
     if (usage) noteUsage(ctx, usage);
     ctx.res.writeHead(status, { "content-type": contentType, "content-length": buf.length });
     ctx.res.end(buf);
@@ -382,7 +383,8 @@ export class WorkerCalls {
       "content-type": String(upstream.headers["content-type"]),
       "cache-control": "no-cache",
     });
-    res.flushHeaders();
+    // the headers leave alone only when no body byte is in yet (else with the first chunk: one write less)
+    if (upstream.readableLength === 0) res.flushHeaders();
     const sniffer = new UsageSniffer();
     const idleMs = this.config.timeouts.request_ms;
     let tail = "\n\n";

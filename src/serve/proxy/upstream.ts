@@ -73,6 +73,8 @@ export interface UpstreamCall {
   /** Until the response headers arrive. */
   responseMs: number;
   signal?: AbortSignal;
+  /** Given each ClientRequest the call makes (a retry on a fresh connection makes a second), so it can be cut. */
+  onRequest?: (req: http.ClientRequest) => void;
 }
 
 export const CONNECT_CODES = new Set([
@@ -97,6 +99,35 @@ export function classify(e: unknown, where: string): UpstreamError {
   return new UpstreamError("reset", `${where}: connection lost (${err?.code ?? err?.message ?? String(e)})`);
 }
 
+/** Where a URL points, as http.request's options: parsed once per URL (the workers' few), not once per call. */
+interface RequestTarget {
+  protocol: string;
+  hostname: string;
+  port: string;
+  path: string;
+  auth?: string;
+}
+const targets = new Map<string, RequestTarget>();
+/** Bound on the parsed-URL cache (a worker has a handful of URLs; registrations may come and go). */
+const MAX_CACHED_TARGETS = 4096;
+
+function requestTarget(url: string): RequestTarget {
+  let t = targets.get(url);
+  if (t) return t;
+  const u = new URL(url);
+  // as Node's urlToHttpOptions: brackets off an IPv6 host, the default port when none is given
+  t = {
+    protocol: u.protocol,
+    hostname: u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname,
+    port: u.port,
+    path: `${u.pathname}${u.search}`,
+  };
+  if (u.username || u.password) t.auth = `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`;
+  if (targets.size >= MAX_CACHED_TARGETS) targets.clear();
+  targets.set(url, t);
+  return t;
+}
+
 /** One request to a worker; resolves with the response once its headers are in. */
 export function upstreamRequest(
   agents: Agents,
@@ -105,16 +136,18 @@ export function upstreamRequest(
   retried = false,
 ): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const target = new URL(url);
+    const target = requestTarget(url);
     const secure = target.protocol === "https:";
     const headers: Record<string, string | number> = { ...call.headers };
     if (call.body !== undefined) headers["content-length"] = Buffer.byteLength(call.body);
-    const req = (secure ? https : http).request(target, {
+    const req = (secure ? https : http).request({
+      ...target,
       method: call.method,
       headers,
       agent: secure ? agents.https : agents.http,
       ...(call.signal ? { signal: call.signal } : {}),
     });
+    call.onRequest?.(req);
     let settled = false;
     let connectTimer: NodeJS.Timeout | undefined;
     const responseTimer = setTimeout(
@@ -162,32 +195,40 @@ export function upstreamRequest(
   });
 }
 
-/** The whole body of a worker's response, with an idle timeout between chunks. */
-export async function readUpstream(
-  res: IncomingMessage,
-  idleMs: number,
-  limit = MAX_UPSTREAM_BODY_BYTES,
-): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let timer = setTimeout(onIdle, idleMs);
-  function onIdle(): void {
-    res.destroy(new UpstreamError("timeout", `response body stalled for ${idleMs} ms`));
-  }
-  try {
-    for await (const chunk of res as AsyncIterable<Buffer>) {
+/**
+ * The whole body of a worker's response, with an idle timeout between chunks. Read with 'data' listeners rather than
+ * an async iterator (whose promise per chunk showed in the proxy's profile); one timer, refreshed per chunk.
+ */
+export function readUpstream(res: IncomingMessage, idleMs: number, limit = MAX_UPSTREAM_BODY_BYTES): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let ended = false;
+    const timer = setTimeout(
+      () => res.destroy(new UpstreamError("timeout", `response body stalled for ${idleMs} ms`)),
+      idleMs,
+    );
+    const fail = (e: unknown): void => {
       clearTimeout(timer);
-      timer = setTimeout(onIdle, idleMs);
+      reject(classify(e, "response body"));
+    };
+    res.on("data", (chunk: Buffer) => {
+      timer.refresh();
       size += chunk.length;
-      if (size > limit) throw new UpstreamError("protocol", `response larger than ${limit} bytes`);
-      chunks.push(chunk);
-    }
-  } catch (e) {
-    throw classify(e, "response body");
-  } finally {
-    clearTimeout(timer);
-  }
-  return Buffer.concat(chunks);
+      if (size > limit) res.destroy(new UpstreamError("protocol", `response larger than ${limit} bytes`));
+      else chunks.push(chunk);
+    });
+    res.once("end", () => {
+      ended = true;
+      clearTimeout(timer);
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    });
+    res.once("error", fail);
+    // closed without an end or an error (what an async iterator reports as a premature close)
+    res.once("close", () => {
+      if (!ended) fail(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
+    });
+  });
 }
 
 export function parseJson(buf: Buffer): unknown {
@@ -208,25 +249,93 @@ export function usageOf(v: unknown): { cached: number | null; completion: number
   return { cached, completion: typeof u["completion_tokens"] === "number" ? u["completion_tokens"] : null };
 }
 
-/** Watches SSE bytes as they pass for a `data:` line carrying usage (stream_options.include_usage). */
+const USAGE_KEY = Buffer.from('"usage"');
+const NEWLINE = 0x0a;
+const CLOSING_BRACE = 0x7d;
+
+/**
+ * usageOf a worker's JSON answer without parsing all of it when it can: vLLM and OpenAI write `usage` last, so the
+ * answer's last `"usage"` is found, the object after it read by itself, and taken when only the answer's closing
+ * brace follows it (then it is a key of the answer itself: a key inside a string or a nested object would leave
+ * more after it). Otherwise the whole answer is parsed.
+ */
+export function usageOfAnswer(buf: Buffer): ReturnType<typeof usageOf> {
+  const at = buf.lastIndexOf(USAGE_KEY);
+  if (at < 0) return usageOf(parseJson(buf));
+  const start = skipSpace(buf, at + USAGE_KEY.length);
+  const valueStart = buf[start] === 0x3a /* : */ ? skipSpace(buf, start + 1) : -1;
+  const valueEnd = valueStart < 0 ? -1 : objectEnd(buf, valueStart);
+  if (valueEnd > 0) {
+    const close = skipSpace(buf, valueEnd);
+    if (buf[close] === CLOSING_BRACE && skipSpace(buf, close + 1) === buf.length && keyPosition(buf, at)) {
+      try {
+        return usageOf({ usage: JSON.parse(buf.toString("utf8", valueStart, valueEnd)) });
+      } catch {
+        // not what it looked like: the whole answer decides
+      }
+    }
+  }
+  return usageOf(parseJson(buf));
+}
+
+function skipSpace(buf: Buffer, i: number): number {
+  while (i < buf.length && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i++;
+  return i;
+}
+
+/** A `"` at `at` that follows `{` or `,` (whitespace aside) opens a key. */
+function keyPosition(buf: Buffer, at: number): boolean {
+  let i = at - 1;
+  while (i >= 0 && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i--;
+  return i >= 0 && (buf[i] === 0x2c /* , */ || buf[i] === 0x7b); /* { */
+}
+
+/** The end (exclusive) of the JSON object starting at `i`, strings skipped; -1 when there is none. */
+function objectEnd(buf: Buffer, i: number): number {
+  if (buf[i] !== 0x7b) return -1;
+  let depth = 0;
+  for (; i < buf.length; i++) {
+    const c = buf[i];
+    if (c === 0x22 /* " */) {
+      for (i++; i < buf.length && buf[i] !== 0x22; i++) if (buf[i] === 0x5c /* \ */) i++;
+    } else if (c === 0x7b || c === 0x5b) depth++;
+    else if (c === CLOSING_BRACE || c === 0x5d) {
+      if (--depth === 0) return i + 1;
+    }
+  }
+  return -1;
+}
+
+/**
+ * Watches SSE bytes as they pass for a `data:` line carrying usage (stream_options.include_usage). Works on bytes:
+ * only a line holding `"usage"` is decoded and parsed (a byte search per chunk); a line cut between chunks is kept.
+ */
 export class UsageSniffer {
-  private partial = "";
-  private readonly decoder = new TextDecoder();
+  /** The start of a line whose end has not come yet. */
+  private partial: Buffer | null = null;
   usage: { cached: number | null; completion: number | null } | null = null;
 
   push(chunk: Buffer): void {
-    const text = this.partial + this.decoder.decode(chunk, { stream: true });
-    const lines = text.split("\n");
-    this.partial = lines.pop() ?? "";
-    if (this.partial.length > SSE_SNIFF_LINE_BYTES) this.partial = "";
-    for (const line of lines) {
-      if (!line.startsWith("data:") || !line.includes('"usage"')) continue;
-      try {
-        const u = usageOf(JSON.parse(line.slice(5)));
-        if (u) this.usage = u;
-      } catch {
-        // not JSON: [DONE] or a partial event; nothing to learn
-      }
+    const buf = this.partial ? Buffer.concat([this.partial, chunk]) : chunk;
+    this.partial = null;
+    let at = buf.indexOf(USAGE_KEY);
+    while (at >= 0) {
+      const end = buf.indexOf(NEWLINE, at);
+      if (end < 0) break;
+      this.line(buf.subarray(buf.lastIndexOf(NEWLINE, at) + 1, end));
+      at = buf.indexOf(USAGE_KEY, end);
+    }
+    const rest = buf.lastIndexOf(NEWLINE) + 1;
+    if (rest < buf.length && buf.length - rest <= SSE_SNIFF_LINE_BYTES) this.partial = Buffer.from(buf.subarray(rest));
+  }
+
+  private line(line: Buffer): void {
+    if (line.length < 5 || line.toString("latin1", 0, 5) !== "data:") return;
+    try {
+      const u = usageOf(JSON.parse(line.toString("utf8", 5)));
+      if (u) this.usage = u;
+    } catch {
+      // not JSON: a partial event; nothing to learn
     }
   }
 }
