@@ -10,29 +10,39 @@
 //      With B = requests that meet the SLO only under the candidate and W = only under the current table, McNemar's
 //      one-sided test accepts when (B − W) / √(B + W) ≥ z. A pass tries 2 moves per cluster, so z is Bonferroni's
 //      for a 5% family-wise error over the 16 moves of K = 8: z = Φ⁻¹(1 − 0.05/16) = 2.74. Pairs are taken over
-//      the whole workload, because a cluster's move changes the queues every other request sees. The test controls
-//      noise within the training arrivals only: on the main job's 3P1D it accepts (at 1.645 and at 2.74 alike) a
-//      move that loses 3.3 points on the evaluation arrivals, so it does not yet guard against the shift between
-//      training and evaluation arrivals (a held-out check of each move is the next step);
+//      the whole workload, because a cluster's move changes the queues every other request sees;
 //   3. reward "both" (the default): the candidate's P90 TTFT and P90 TPOT are each at most (1 + latencySlack) × the
 //      all-rule table's, so the table never buys attainment with either latency. Reward "paper" drops this check and
-//      keeps the paper's end-to-end attainment alone.
+//      keeps the paper's end-to-end attainment alone;
+//   4. replication (with `heldOut`): the test in 2 controls noise within one set of arrivals, not the shift between
+//      sets, so a move that passes is run again on held-out arrivals (disjoint from the search's and from the
+//      evaluation's) and taken only if it gains there too: McNemar at z ≥ 1.645 (one test per surviving move), a
+//      higher attainment, and the latency check of 3 against the all-rule table on those arrivals.
 //
 // Of a cluster's two moves, the one with the larger B − W that passes is taken; passes over the clusters (largest
-// first) repeat until one accepts nothing or the round budget is spent.
+// first) repeat until one accepts nothing or the round budget is spent. Before them, with `fallbacks`, the all-rule
+// table under each candidate fallback rule is tested the same way against the default (Dynamo's isl_bounding).
+// After them, under reward "both", the lexicographic tie-break: latency moves (any cluster to either other value)
+// that keep attainment (no fewer requests met, B ≥ W) and lower the P90s' ratios to the rule's (the larger one by
+// ≥ latencyGain, or the sum with the larger no higher), on the search's arrivals and again on the held-out ones.
 //
 // Out-of-distribution bounds come from the training features: per cluster, the `oodQuantile` quantile of its
 // training requests' scores (kmeans: squared standardized distance, upper quantile; gmm: log-likelihood, lower).
 
 import { meetsE2e, quantile, type RequestRecord, type Slo } from "../sim/metrics.js";
-import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "../table.js";
+import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, DEFAULT_FALLBACK, type Fallback, type Table } from "../table.js";
 import type { Environment, Evaluation, SearchStep } from "./train.js";
 
 /** Φ⁻¹(1 − 0.05 / 16): one-sided, 5% family-wise over the 2 × 8 moves of a pass at the default K = 8. */
 export const BONFERRONI_Z = 2.74;
+/** Φ⁻¹(0.95): the held-out replication's one-sided 5% test (one test per move that already passed the search's). */
+export const REPLICATION_Z = 1.645;
 
 export type RewardForm = "paper" | "both";
 export const REWARD_FORMS: readonly RewardForm[] = ["paper", "both"];
+
+/** Makes the table with these cluster values (and fallback rule, where the search tries one other than the default). */
+export type GuardedTableMaker = (values: number[], fallback?: Fallback) => Table;
 
 export interface GuardOptions {
   /** a cluster moves off `rule` only with at least this many requests in the run (default 30) */
@@ -43,18 +53,58 @@ export interface GuardOptions {
   reward?: RewardForm;
   /** allowed relative P90 excess over the all-rule table under reward "both" (default 0.02) */
   latencySlack?: number;
+  /**
+   * Held-out arrivals (disjoint from the search's, never the evaluation's): a move that passes on the search's
+   * arrivals is taken only if it replicates here too (McNemar at `heldOutZ`, a higher attainment, and under reward
+   * "both" the latency check against the all-rule table's on these arrivals). Absent: no replication check.
+   */
+  heldOut?: Environment;
+  /** the held-out replication's critical value (default 1.645: one-sided 5%) */
+  heldOutZ?: number;
+  /**
+   * Fallback rules to try before any cluster moves: the all-rule table under each, accepted over the default by the
+   * same test as a move (paired gain, latency check against the default rule's, replication). Default: none.
+   */
+  fallbacks?: Fallback[];
+  /**
+   * Whole tables to try as one group move from the all-rule table (e.g. the paper's search's table on the same
+   * clusters), tested as a move is: clusters that only gain together, which single moves from the rule cannot find.
+   */
+  proposals?: number[][];
+  /**
+   * Under reward "both", after the attainment moves: latency moves, the lexicographic tie-break (header comment).
+   * Default true.
+   */
+  latencyMoves?: boolean;
+  /** the relative drop of the P90 ratios to the rule's (the larger, or the sum) a latency move needs (default 0.01) */
+  latencyGain?: number;
   maxRounds?: number;
   onProgress?: (step: SearchStep, total: { rounds: number; best: number }) => void;
 }
 
+export interface GuardMove {
+  /** "fallback": the fallback rule changed; "group": a whole proposed table; "cluster": one cluster on attainment;
+   *  "latency": one cluster on the latency tie-break (attainment kept, not raised: its statistic may be 0) */
+  kind: "fallback" | "group" | "cluster" | "latency";
+  cluster: number;
+  value: number;
+  improved: number;
+  worsened: number;
+  statistic: number;
+}
+
 export interface GuardedSearch {
   values: number[];
+  /** the fallback rule the table carries (DEFAULT_FALLBACK unless the search found a better one) */
+  fallback: Fallback;
   reward: number;
-  /** the all-rule table's reward: the floor the search never goes below */
+  /** the all-rule table's reward (default fallback): the floor the search never goes below */
   ruleReward: number;
   log: SearchStep[];
-  /** each accepted move: cluster, value, B, W and the test statistic */
-  moves: { cluster: number; value: number; improved: number; worsened: number; statistic: number }[];
+  /** each accepted move: what kind, its cluster and new value (−1 for the fallback and group moves), B, W, statistic */
+  moves: GuardMove[];
+  /** moves that passed on the search's arrivals and failed to replicate on the held-out ones */
+  rejectedOnHeldOut: number;
 }
 
 /** P90 of TTFT and of TPOT over the requests that finished. */
@@ -94,22 +144,46 @@ export function pairedGain(
   return { improved, worsened, statistic: n === 0 ? 0 : (improved - worsened) / Math.sqrt(n) };
 }
 
+/**
+ * The environment with reward "both"'s constraint folded into its reward, for a search that proposes tables to the
+ * guard: a table whose P90 TTFT or P90 TPOT exceeds (1 + slack) × the all-rule table's scores its attainment − 1.
+ */
+export async function latencyConstrained(
+  env: Environment,
+  allRule: Table,
+  slack = 0.02,
+): Promise<Environment & { readonly evaluations: number }> {
+  const rule = p90Latencies((await env.evaluate(allRule)).records);
+  return {
+    get evaluations() {
+      return env.evaluations;
+    },
+    async evaluate(t: Table): Promise<Evaluation> {
+      const e = await env.evaluate(t);
+      const p = p90Latencies(e.records);
+      const within = p.ttft <= rule.ttft * (1 + slack) && p.tpot <= rule.tpot * (1 + slack);
+      return within ? e : { ...e, reward: e.reward - 1 };
+    },
+  };
+}
+
 /** Starts every cluster at `rule`; moves a cluster off it only on a significant paired gain (header comment). */
 export async function searchGuarded(
   env: Environment,
-  makeTable: (values: number[]) => Table,
+  makeTable: GuardedTableMaker,
   k: number,
   slo: Slo,
   opts: GuardOptions = {},
 ): Promise<GuardedSearch> {
   const minRequests = opts.minRequests ?? 30;
   const z = opts.z ?? BONFERRONI_Z;
+  const heldOutZ = opts.heldOutZ ?? REPLICATION_Z;
   const reward = opts.reward ?? "both";
   const slack = opts.latencySlack ?? 0.02;
   const maxRounds = opts.maxRounds ?? 80;
   const log: SearchStep[] = [];
-  const evaluate = async (values: number[], phase: SearchStep["phase"]): Promise<Evaluation> => {
-    const e = await env.evaluate(makeTable(values));
+  const evaluate = async (values: number[], fallback: Fallback, phase: SearchStep["phase"]): Promise<Evaluation> => {
+    const e = await env.evaluate(makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback));
     const step: SearchStep = { round: log.length + 1, phase, bits: [...values], reward: e.reward, accepted: false };
     log.push(step);
     opts.onProgress?.(step, {
@@ -118,18 +192,139 @@ export async function searchGuarded(
     });
     return e;
   };
+  const heldOut = opts.heldOut;
+  const evaluateHeldOut = (values: number[], fallback: Fallback): Promise<Evaluation> =>
+    heldOut!.evaluate(makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback));
 
   let values = new Array<number>(k).fill(CLUSTER_RULE);
-  let current = await evaluate(values, "init");
+  let fallback = DEFAULT_FALLBACK;
+  let current = await evaluate(values, fallback, "init");
   log[0]!.accepted = true;
   const ruleReward = current.reward;
   const ruleLatency = p90Latencies(current.records);
+  let currentHeld = heldOut ? await evaluateHeldOut(values, fallback) : null;
+  const ruleLatencyHeld = currentHeld ? p90Latencies(currentHeld.records) : null;
   const moves: GuardedSearch["moves"] = [];
-  const withinLatency = (e: Evaluation): boolean => {
+  let rejectedOnHeldOut = 0;
+  const withinLatency = (e: Evaluation, rule: { ttft: number; tpot: number }): boolean => {
     if (reward === "paper") return true;
     const p = p90Latencies(e.records);
-    return p.ttft <= ruleLatency.ttft * (1 + slack) && p.tpot <= ruleLatency.tpot * (1 + slack);
+    return p.ttft <= rule.ttft * (1 + slack) && p.tpot <= rule.tpot * (1 + slack);
   };
+  const passes = (e: Evaluation, gain: ReturnType<typeof pairedGain>): boolean =>
+    gain.statistic >= z && e.reward > current.reward && withinLatency(e, ruleLatency);
+  /** the held-out check of a move that passed on the search's arrivals: its held-out run, or null if it fails */
+  const replicates = async (cand: number[], candFallback: Fallback): Promise<Evaluation | null | undefined> => {
+    if (!heldOut || !currentHeld) return undefined;
+    const h = await evaluateHeldOut(cand, candFallback);
+    const gain = pairedGain(h.records, currentHeld.records, slo);
+    const ok = gain.statistic >= heldOutZ && h.reward > currentHeld.reward && withinLatency(h, ruleLatencyHeld!);
+    if (!ok) rejectedOnHeldOut++;
+    return ok ? h : null;
+  };
+  const markAccepted = (): void => {
+    for (let i = log.length - 1; i >= 0; i--)
+      if (log[i]!.bits.join("") === values.join("") && log[i]!.reward === current.reward) {
+        log[i]!.accepted = true;
+        return;
+      }
+  };
+
+  // the fallback rule: the all-rule table under each candidate, taken over the default only on the same test as a move
+  if (opts.fallbacks?.length) {
+    let pick: { fallback: Fallback; e: Evaluation; gain: ReturnType<typeof pairedGain> } | null = null;
+    for (const f of opts.fallbacks) {
+      if (log.length + 1 > maxRounds) break;
+      const e = await evaluate(values, f, "scan");
+      const gain = pairedGain(e.records, current.records, slo);
+      if (passes(e, gain) && (!pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened))
+        pick = { fallback: f, e, gain };
+    }
+    if (pick) {
+      const h = await replicates(values, pick.fallback);
+      if (h !== null) {
+        fallback = pick.fallback;
+        current = pick.e;
+        if (h) currentHeld = h;
+        markAccepted();
+        moves.push({ kind: "fallback", cluster: -1, value: -1, ...pick.gain });
+      }
+    }
+  }
+
+  // the latency tie-break: the P90 ratios to the all-rule table's on the same arrivals, the larger one first, then
+  // their sum (so a move that lowers one and leaves the other counts too)
+  const latencyScore = (e: Evaluation, rule: { ttft: number; tpot: number }): { max: number; sum: number } => {
+    const p = p90Latencies(e.records);
+    return { max: Math.max(p.ttft / rule.ttft, p.tpot / rule.tpot), sum: p.ttft / rule.ttft + p.tpot / rule.tpot };
+  };
+  const latencyGain = opts.latencyGain ?? 0.01;
+  /** lower by `margin` (relative): the larger ratio, or the sum with the larger ratio no higher */
+  const lowers = (a: { max: number; sum: number }, b: { max: number; sum: number }, margin: number): boolean =>
+    a.max < b.max * (1 - margin) || (a.max <= b.max && a.sum < b.sum * (1 - margin));
+  const latencyPhase = async (): Promise<boolean> => {
+    let any = false;
+    for (let c = 0; c < k; c++) {
+      if ((current.byCluster.get(c)?.requests ?? 0) < minRequests) continue;
+      if (log.length + 2 > maxRounds) break;
+      const now = latencyScore(current, ruleLatency);
+      let pick: {
+        values: number[];
+        e: Evaluation;
+        score: ReturnType<typeof latencyScore>;
+        gain: ReturnType<typeof pairedGain>;
+      } | null = null;
+      for (const value of [CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE]) {
+        if (value === values[c]) continue;
+        const cand = [...values];
+        cand[c] = value;
+        const e = await evaluate(cand, fallback, "refine");
+        const gain = pairedGain(e.records, current.records, slo);
+        const score = latencyScore(e, ruleLatency);
+        const keeps = e.reward >= current.reward && gain.improved >= gain.worsened && withinLatency(e, ruleLatency);
+        if (keeps && lowers(score, now, latencyGain) && (!pick || lowers(score, pick.score, 0)))
+          pick = { values: cand, e, score, gain };
+      }
+      if (!pick) continue;
+      if (heldOut && currentHeld) {
+        const h = await evaluateHeldOut(pick.values, fallback);
+        const gain = pairedGain(h.records, currentHeld.records, slo);
+        const ok =
+          h.reward >= currentHeld.reward &&
+          gain.improved >= gain.worsened &&
+          lowers(latencyScore(h, ruleLatencyHeld!), latencyScore(currentHeld, ruleLatencyHeld!), 0) &&
+          withinLatency(h, ruleLatencyHeld!);
+        if (!ok) {
+          rejectedOnHeldOut++;
+          continue;
+        }
+        currentHeld = h;
+      }
+      values = pick.values;
+      current = pick.e;
+      markAccepted();
+      moves.push({ kind: "latency", cluster: c, value: values[c]!, ...pick.gain });
+      any = true;
+    }
+    return any;
+  };
+
+  // group moves: whole proposed tables, each tested against the current one as a single move is
+  for (const proposal of opts.proposals ?? []) {
+    if (proposal.length !== k)
+      throw new RangeError(`searchGuarded: a proposal has ${proposal.length} values, K = ${k}`);
+    if (log.length + 1 > maxRounds || proposal.join("") === values.join("")) continue;
+    const e = await evaluate(proposal, fallback, "scan");
+    const gain = pairedGain(e.records, current.records, slo);
+    if (!passes(e, gain)) continue;
+    const h = await replicates(proposal, fallback);
+    if (h === null) continue;
+    values = [...proposal];
+    current = e;
+    if (h) currentHeld = h;
+    markAccepted();
+    moves.push({ kind: "group", cluster: -1, value: -1, ...gain });
+  }
 
   let accepted = true;
   while (accepted && log.length < maxRounds) {
@@ -143,22 +338,25 @@ export async function searchGuarded(
       for (const value of [CLUSTER_LOCAL, CLUSTER_REMOTE]) {
         const cand = [...values];
         cand[c] = value;
-        const e = await evaluate(cand, "scan");
+        const e = await evaluate(cand, fallback, "scan");
         const gain = pairedGain(e.records, current.records, slo);
-        const passes = gain.statistic >= z && e.reward > current.reward && withinLatency(e);
-        if (passes && (!pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened)) {
+        if (passes(e, gain) && (!pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened)) {
           pick = { values: cand, e, gain, value };
         }
       }
       if (!pick) continue;
+      const h = await replicates(pick.values, fallback);
+      if (h === null) continue;
       values = pick.values;
       current = pick.e;
-      log.find((s) => s.bits.join("") === values.join("") && s.reward === current.reward)!.accepted = true;
-      moves.push({ cluster: c, value: pick.value, ...pick.gain });
+      if (h) currentHeld = h;
+      markAccepted();
+      moves.push({ kind: "cluster", cluster: c, value: pick.value, ...pick.gain });
       accepted = true;
     }
   }
-  return { values, reward: current.reward, ruleReward, log, moves };
+  if (reward === "both" && (opts.latencyMoves ?? true)) while (log.length + 2 <= maxRounds && (await latencyPhase()));
+  return { values, fallback, reward: current.reward, ruleReward, log, moves, rejectedOnHeldOut };
 }
 
 /**

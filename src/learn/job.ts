@@ -15,7 +15,7 @@ import { ruleTableFor } from "../sim/rule-table.js";
 import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "./policies.js";
 import type { EvalLoad, EvalOutput } from "../eval-output.js";
 import { noisyOslPredictor } from "./osl.js";
-import { SimEnvironment, train, type OslMode, type TrainResult } from "./train.js";
+import { SimEnvironment, train, type GuardTraining, type OslMode, type TrainResult } from "./train.js";
 
 export interface JobOptions {
   workload: string;
@@ -90,6 +90,8 @@ export interface TrainJobOptions extends JobOptions {
   scanInit?: boolean;
   /** "both": the guarded search (src/learn/guard.ts); "paper": the paper's unguarded search for attainment alone */
   reward?: RewardForm;
+  /** the guarded search's settings (reward "both"); `holdOut: false` drops the held-out replication check */
+  guard?: Omit<GuardTraining, "heldOut" | "reward" | "maxRounds" | "onProgress"> & { holdOut?: boolean };
   maxRounds?: number;
 }
 
@@ -102,10 +104,34 @@ export interface TrainJobResult {
   wallS: number;
 }
 
+/**
+ * The guarded search's arrivals: where it searches and where it re-checks each move (src/learn/guard.ts), both
+ * disjoint from the evaluation part. A generator: the training draw (seed s) and another draw at seed s + 2 (s + 1
+ * evaluates). A trace: its training half split in time again, the first quarter to search, the second to re-check.
+ */
+export function guardParts(o: Pick<JobOptions, "workload" | "format" | "seed" | "requests">, parts: Parts): Parts {
+  const seed = o.seed ?? 1;
+  const generated = (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
+  if (generated)
+    return {
+      train: parts.train,
+      eval: loadWorkload(o.workload, "auto", { seed: seed + 2, requests: o.requests ?? 2000 }),
+    };
+  return splitInTime(parts.train);
+}
+
+const withoutHoldOut = (g: TrainJobOptions["guard"]): Omit<GuardTraining, "heldOut"> => {
+  const { holdOut: _, ...rest } = g ?? {};
+  return rest;
+};
+
 export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const t0 = performance.now();
   const s = setup(o);
-  const w = atScale(s.parts.train, s.scale);
+  const guarded = o.reward === "both";
+  const holdOut = guarded && (o.guard?.holdOut ?? true);
+  const searchParts = holdOut ? guardParts(o, s.parts) : null;
+  const w = atScale(searchParts?.train ?? s.parts.train, s.scale);
   const env = new SimEnvironment(w, s.base);
   o.progress?.(
     `learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`,
@@ -118,7 +144,15 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     ...(o.osl !== undefined ? { osl: o.osl } : {}),
     ...(o.features ? { features: o.features } : {}),
     ...(o.scanInit !== undefined ? { scanInit: o.scanInit } : {}),
-    ...(o.reward === "both" ? { guard: { reward: "both" as const } } : {}),
+    ...(guarded
+      ? {
+          guard: {
+            ...withoutHoldOut(o.guard),
+            reward: "both" as const,
+            ...(searchParts ? { heldOut: new SimEnvironment(atScale(searchParts.eval, s.scale), s.base) } : {}),
+          },
+        }
+      : {}),
     ...(o.maxRounds !== undefined ? { maxRounds: o.maxRounds } : {}),
     provenance: { workload: `${s.parts.train.name} at ${w.rate.toFixed(3)} req/s (${s.loadSpec})`, split: o.split },
     onProgress: (step, total) =>

@@ -9,9 +9,27 @@ import { Rng } from "../sim/rng.js";
 import { attainmentByCluster, meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import { classOf, simulate, type OslPredictor, type SimConfig } from "../sim/simulator.js";
 import type { SimRequest, Workload } from "../sim/types.js";
-import { FEATURE_NAMES, ruleTable, validateTable, versionNeeded, type FeatureName, type Table } from "../table.js";
+import {
+  CLUSTER_RULE,
+  DEFAULT_FALLBACK,
+  FEATURE_NAMES,
+  ruleTable,
+  validateTable,
+  versionNeeded,
+  type Fallback,
+  type FeatureName,
+  type Table,
+} from "../table.js";
 import { fitGmm, fitKMeans, fitScaler, standardize } from "./cluster.js";
-import { oodBounds, searchGuarded, type GuardOptions, type GuardedSearch } from "./guard.js";
+import {
+  latencyConstrained,
+  oodBounds,
+  searchGuarded,
+  type GuardOptions,
+  type GuardedSearch,
+  type GuardedTableMaker,
+  type RewardForm,
+} from "./guard.js";
 import { noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample, type OslTraining } from "./osl.js";
 
 /**
@@ -115,6 +133,20 @@ export class SimEnvironment implements LearningEnvironment {
   }
 }
 
+/** The guarded search's settings as `train` takes them (GuardOptions, with held-out arrivals and proposed tables). */
+export type GuardTraining = Omit<GuardOptions, "heldOut" | "proposals"> & {
+  oodQuantile?: number;
+  /** held-out arrivals for the replication check (GuardOptions.heldOut), given the chosen output-length predictor */
+  heldOut?: Environment & Pick<LearningEnvironment, "withOslPredictor">;
+  /**
+   * Tables proposed to the guard as group moves (GuardOptions.proposals): used where their clusters are the ones
+   * learned here (same features, scaler and centroids). Absent: the paper's search proposes one, run under reward
+   * "both"'s latency constraint for `proposalRounds` rounds (default 40; 0: no proposal).
+   */
+  proposals?: Table[];
+  proposalRounds?: number;
+};
+
 export type OslMode = "model" | "oracle" | { noisy: number };
 
 export interface TrainOptions {
@@ -134,7 +166,7 @@ export interface TrainOptions {
    * The guarded search (src/learn/guard.ts): every cluster starts at `rule` and moves off it only on a significant
    * paired gain; the table carries out-of-distribution bounds. Absent: the paper's unguarded bit search.
    */
-  guard?: GuardOptions & { oodQuantile?: number };
+  guard?: GuardTraining;
   /** what the table says about itself */
   provenance?: { workload: string; split?: string; notes?: string };
   onProgress?: (step: SearchStep, total: { rounds: number; best: number }) => void;
@@ -179,11 +211,14 @@ function previousOutputs(requests: SimRequest[]): Map<number, number> {
 
 /** Everything before the search: features, classifier, clusters, the table maker and the initial bits. */
 export interface Prepared {
-  /** a table with these cluster values (0 local, 1 remote, 2 rule: with `guard`, plus the out-of-distribution bounds) */
-  makeTable: (bits: number[]) => Table;
+  /** a table with these cluster values (0 local, 1 remote, 2 rule: with `guard`, plus the out-of-distribution bounds)
+   *  and, where given, this fallback rule (absent: the default, Dynamo's isl_bounding) */
+  makeTable: GuardedTableMaker;
   initial: number[];
   /** the environment the search runs in (with the output-length predictor of the chosen mode) */
   env: Environment;
+  /** another environment (the guard's held-out arrivals) with the same output-length predictor */
+  withPredictor: (e: Environment & Pick<LearningEnvironment, "withOslPredictor">) => Environment;
   /** null where the environment observes no output lengths (a live cluster) */
   osl: OslTraining | null;
   clusterSizes: number[];
@@ -243,16 +278,17 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
   const { tool, slo } = env.describe;
   const oslNote = osl ? `; osl ${typeof oslMode === "string" ? oslMode : `noisy(${oslMode.noisy})`}` : "";
   const oodBound = opts.guard ? oodBounds(z, model, opts.guard.oodQuantile ?? 0.99) : undefined;
-  const makeTable = (bits: number[]): Table =>
+  const makeTable = (bits: number[], fallback?: Fallback): Table =>
     validateTable({
       format: "dolphin-routing.table",
-      version: versionNeeded({ bits, ood_bound: oodBound }),
+      version: versionNeeded({ bits, ood_bound: oodBound, fallback }),
       kind: algo,
       features,
       scaler,
       centroids: model.kind === "kmeans" ? model.centroids : model.means,
       ...(model.kind === "gmm" ? { variances: model.variances, weights: model.weights } : {}),
       bits,
+      ...(fallback ? { fallback } : {}),
       ...(oodBound ? { ood_bound: oodBound } : {}),
       ...(osl ? { osl_classes: osl.classes } : {}),
       ...(osl && oslMode === "model" ? { osl_model: osl.model } : {}),
@@ -268,18 +304,20 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
       checksum: PLACEHOLDER_CHECKSUM,
     });
 
-  // the environment sees the predictor this mode stands for
-  let envFor: Environment = env;
-  if (osl && oslMode !== "model") {
-    if (!env.withOslPredictor)
+  // the environment (and the guard's held-out one) sees the predictor this mode stands for
+  const withPredictor = (e: Environment & Pick<LearningEnvironment, "withOslPredictor">): Environment => {
+    if (!osl || oslMode === "model") return e;
+    if (!e.withOslPredictor)
       throw new Error(`train: ${env.describe.tool} cannot replace the router's output-length predictor`);
-    envFor = env.withOslPredictor(predictorFor(oslMode, osl, seed));
-  }
+    return e.withOslPredictor(predictorFor(oslMode, osl, seed));
+  };
+  const envFor = withPredictor(env);
 
   return {
     makeTable,
     initial,
     env: envFor,
+    withPredictor,
     osl,
     clusterSizes,
     featureRun: { policy: log.policy, requests: logged.length },
@@ -290,14 +328,24 @@ export async function prepare(env: LearningEnvironment, opts: TrainOptions = {})
 export async function train(env: LearningEnvironment, opts: TrainOptions = {}): Promise<TrainResult> {
   const p = await prepare(env, opts);
   if (opts.guard) {
+    const { proposals, proposalRounds, ...guard } = opts.guard;
     const g = await searchGuarded(p.env, p.makeTable, p.initial.length, env.describe.slo, {
-      ...opts.guard,
+      ...guard,
+      proposals: await guardProposals(
+        p,
+        proposals,
+        proposalRounds ?? 40,
+        guard.reward ?? "both",
+        guard.latencySlack,
+        opts,
+      ),
+      ...(opts.guard.heldOut ? { heldOut: p.withPredictor(opts.guard.heldOut) } : {}),
       maxRounds: opts.maxRounds,
       onProgress: opts.onProgress,
     });
     const bestRound = g.log.findIndex((s) => s.accepted && s.bits.join("") === g.values.join("")) + 1;
     return {
-      table: p.makeTable(g.values),
+      table: p.makeTable(g.values, g.fallback === DEFAULT_FALLBACK ? undefined : g.fallback),
       log: g.log,
       rounds: g.log.length,
       bestReward: g.reward,
@@ -319,6 +367,27 @@ export async function train(env: LearningEnvironment, opts: TrainOptions = {}): 
     clusterSizes: p.clusterSizes,
     featureRun: p.featureRun,
   };
+}
+
+/** The guard's group-move proposals: the given tables whose clusters are these, or the paper's search's table. */
+async function guardProposals(
+  p: Prepared,
+  given: Table[] | undefined,
+  rounds: number,
+  reward: RewardForm,
+  slack: number | undefined,
+  opts: TrainOptions,
+): Promise<number[][]> {
+  const mine = p.makeTable(p.initial);
+  const same = (t: Table): boolean =>
+    JSON.stringify([t.kind, t.features, t.scaler, t.centroids]) ===
+    JSON.stringify([mine.kind, mine.features, mine.scaler, mine.centroids]);
+  if (given) return given.filter((t) => same(t) && t.bits).map((t) => [...t.bits!]);
+  if (rounds <= 0) return [];
+  const allRule = p.makeTable(p.initial.map(() => CLUSTER_RULE));
+  const env = reward === "both" ? await latencyConstrained(p.env, allRule, slack) : p.env;
+  const s = await searchBits(env, p.makeTable, p.initial, { ...opts, maxRounds: rounds, seed: opts.seed ?? 1 });
+  return [s.best];
 }
 
 function predictorFor(mode: OslMode, osl: OslTraining, seed: number): OslPredictor {
