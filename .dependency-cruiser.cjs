@@ -33,6 +33,8 @@ const NODE_EDGES = [
   "^src/learn/robustness\\.ts$",
   // `npm start`: runs the jobs and writes tables, evaluation JSON and the report into out/
   "^src/learn/main-job\\.ts$",
+  // the learner's worker pool and its worker thread: evaluations and main-job parts on worker_threads
+  "^src/learn/pool(-worker)?\\.ts$",
   // writes the report's files (markdown, SVG charts) into a folder; src/report.ts builds them and is browser-safe
   "^src/report-files\\.ts$",
 ];

@@ -11,7 +11,7 @@ const MOONCAKE_DEV = packageFile("data", "traces", "mooncake_conversation_dev.js
 
 export const command: Command = {
   usage: `dolphin bench core [--json] [--time MS]
-dolphin bench sim [--json] [--trace FILE]
+dolphin bench sim [--json] [--trace FILE] [--scale]
 dolphin bench proxy [--json] [--quick] [--runs N]
 dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S] [--max-lag MS]
 dolphin bench envoy [--json] [--quick]
@@ -19,6 +19,10 @@ dolphin bench bindings [--json]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
+bench sim --scale: the trace resampled (seeded: copies shifted in time with salted prefixes, whole conversations
+drawn) to 6,250, 25,000 and 100,000 requests over the same span of time, on 2P2D, 8P8D and 32P32D, so each
+instance sees about the same load; prints {"scale": [{"split", "requests", "simulated_s", "wall_s",
+"events_per_s", "speedup_vs_realtime"}, ...]}.
 bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
 node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
 --runs N: N whole measurements (fresh processes each); every figure is then the median of the runs' and "runs"
@@ -46,6 +50,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     duration: { type: "string" },
     timeout: { type: "string" },
     "max-lag": { type: "string" },
+    scale: { type: "boolean" },
   },
   async run(v, pos) {
     if (pos[0] === "sim") {
@@ -55,6 +60,22 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       // the shipped trace missing is a broken install, not a usage error
       if (!existsSync(trace))
         throw new Error(`the default trace is missing: ${trace} (see data/README.md), or give --trace FILE`);
+      if (v["scale"]) {
+        const { runSimScaleBench } = await import("../../bench/sim.js");
+        const r = runSimScaleBench(trace, loadCoreModule());
+        process.stdout.write(
+          v["json"]
+            ? JSON.stringify(r, null, 2) + "\n"
+            : r.scale
+                .map(
+                  (x) =>
+                    `${x.split.padEnd(7)} ${String(x.requests).padStart(7)} requests: ${x.simulated_s} s of cluster time in ${x.wall_s} s wall ` +
+                    `(${x.events_per_s} events/s, ${x.speedup_vs_realtime}× real time)`,
+                )
+                .join("\n") + "\n",
+        );
+        return 0;
+      }
       const { runSimBench } = await import("../../bench/sim.js");
       const r = runSimBench(trace, loadCoreModule());
       process.stdout.write(

@@ -4,6 +4,7 @@ import { writeFileSync } from "node:fs";
 import { REWARD_FORMS, type RewardForm } from "../learn/guard.js";
 import { trainJob } from "../learn/job.js";
 import { FEATURE_NAMES, type FeatureName } from "../table.js";
+import { defaultJobs, PooledSimEnvironment, WorkerPool } from "../learn/pool.js";
 import { intOption, UsageError, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
@@ -11,7 +12,7 @@ export const command: Command = {
   usage: `dolphin train --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
              --split <nPmD> [--slo <preset|ttft_ms,tpot_ms>] [--k 8] [--algo kmeans|gmm] [--seed N]
              [--load saturated|trace|xS|R] [--requests N] [--osl model|oracle|noisy:P] [--features isl,eff_P,eff_D,osl_hat]
-             [--no-scan] [--reward both|paper] --out table.msgpack [--json]
+             [--no-scan] [--reward both|paper] [--jobs N] --out table.msgpack [--json]
 
 Logs the four features under Dynamo's rule, learns the output-length classifier and the clusters, then searches one
 bit per cluster (per-cluster scanning, then epsilon-greedy refinement) for the best end-to-end SLO attainment at the
@@ -26,7 +27,11 @@ each within 2% of the rule's, and the same gain again on held-out arrivals (z â‰
 trace's training half split in time: search on the first quarter, re-check on the second). Then moves that keep
 attainment and lower the P90s' ratios to the rule's. Requests beyond each cluster's training range (99th
 percentile) go to the rule.
---reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.`,
+--reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.
+
+--jobs N (default: the number of cores) evaluates independent candidate tables side by side on N worker threads
+(the guarded search's two moves per cluster); --jobs 1 evaluates them in turn in one thread. The simulator is
+deterministic, so the table is the same for every N.`,
   options: {
     ...jobOptionSpecs,
     k: { type: "string" },
@@ -37,6 +42,7 @@ percentile) go to the rule.
     reward: { type: "string" },
     out: { type: "string" },
     json: { type: "boolean" },
+    jobs: { type: "string" },
   },
   async run(v) {
     if (!v["out"]) throw new UsageError("--out is required (where to write the table)");
@@ -45,15 +51,20 @@ percentile) go to the rule.
     const reward = String(v["reward"] ?? "both");
     if (!(REWARD_FORMS as readonly string[]).includes(reward))
       throw new UsageError(`--reward must be ${REWARD_FORMS.join(" or ")}, got ${reward}`);
+    const options = jobOptions(v);
+    const jobs = jobsOption(v["jobs"]);
+    // one thread needs no pool: the search evaluates in turn, exactly as in the browser
+    const pool = jobs > 1 ? new WorkerPool(jobs, options.module!) : null;
     const r = await trainJob({
-      ...jobOptions(v),
+      ...options,
+      ...(pool ? { environment: (w, base) => new PooledSimEnvironment(pool, w, base) } : {}),
       k: intOption(v["k"], "k", 1, 256, 8),
       algo,
       ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),
       ...(v["features"] !== undefined ? { features: parseFeatures(String(v["features"])) } : {}),
       ...(v["no-scan"] ? { scanInit: false } : {}),
       reward: reward as RewardForm,
-    });
+    }).finally(() => pool?.close());
     writeFileSync(String(v["out"]), r.bytes);
     const report = {
       out: String(v["out"]),
@@ -99,4 +110,9 @@ function parseFeatures(s: string): FeatureName[] {
     if (!(FEATURE_NAMES as readonly string[]).includes(n))
       throw new UsageError(`--features: unknown feature ${n} (known: ${FEATURE_NAMES.join(", ")})`);
   return names as FeatureName[];
+}
+
+/** --jobs: worker threads for the evaluations (default: every core this process may use). */
+export function jobsOption(v: unknown): number {
+  return intOption(v, "jobs", 1, 256, defaultJobs());
 }

@@ -31,7 +31,7 @@
 
 import { meetsE2e, quantile, type RequestRecord, type Slo } from "../sim/metrics.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, DEFAULT_FALLBACK, type Fallback, type Table } from "../table.js";
-import type { Environment, Evaluation, SearchStep } from "./train.js";
+import { evaluateAll, type Environment, type Evaluation, type SearchStep } from "./train.js";
 
 /** Φ⁻¹(1 − 0.05 / 16): one-sided, 5% family-wise over the 2 × 8 moves of a pass at the default K = 8. */
 export const BONFERRONI_Z = 2.74;
@@ -182,8 +182,7 @@ export async function searchGuarded(
   const slack = opts.latencySlack ?? 0.02;
   const maxRounds = opts.maxRounds ?? 80;
   const log: SearchStep[] = [];
-  const evaluate = async (values: number[], fallback: Fallback, phase: SearchStep["phase"]): Promise<Evaluation> => {
-    const e = await env.evaluate(makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback));
+  const record = (values: number[], phase: SearchStep["phase"], e: Evaluation): Evaluation => {
     const step: SearchStep = { round: log.length + 1, phase, bits: [...values], reward: e.reward, accepted: false };
     log.push(step);
     opts.onProgress?.(step, {
@@ -192,9 +191,13 @@ export async function searchGuarded(
     });
     return e;
   };
+  const tableOf = (values: number[], fallback: Fallback): Table =>
+    makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback);
+  const evaluate = async (values: number[], fallback: Fallback, phase: SearchStep["phase"]): Promise<Evaluation> =>
+    record(values, phase, await env.evaluate(tableOf(values, fallback)));
   const heldOut = opts.heldOut;
   const evaluateHeldOut = (values: number[], fallback: Fallback): Promise<Evaluation> =>
-    heldOut!.evaluate(makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback));
+    heldOut!.evaluate(tableOf(values, fallback));
 
   let values = new Array<number>(k).fill(CLUSTER_RULE);
   let fallback = DEFAULT_FALLBACK;
@@ -335,10 +338,16 @@ export async function searchGuarded(
     for (const c of order) {
       if (log.length + 2 > maxRounds) break;
       let pick: { values: number[]; e: Evaluation; gain: ReturnType<typeof pairedGain>; value: number } | null = null;
-      for (const value of [CLUSTER_LOCAL, CLUSTER_REMOTE]) {
-        const cand = [...values];
-        cand[c] = value;
-        const e = await evaluate(cand, fallback, "scan");
+      // the cluster's two moves are independent: evaluated together (in parallel on a pool), logged in order
+      const moveValues = [CLUSTER_LOCAL, CLUSTER_REMOTE];
+      const cands = moveValues.map((value) => values.map((v, i) => (i === c ? value : v)));
+      const evals = await evaluateAll(
+        env,
+        cands.map((v) => tableOf(v, fallback)),
+      );
+      for (const [i, value] of moveValues.entries()) {
+        const cand = cands[i]!;
+        const e = record(cand, "scan", evals[i]!);
         const gain = pairedGain(e.records, current.records, slo);
         if (passes(e, gain) && (!pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened)) {
           pick = { values: cand, e, gain, value };

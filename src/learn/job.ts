@@ -29,6 +29,8 @@ export interface JobOptions {
   requests?: number;
   load?: string;
   module?: WebAssembly.Module;
+  /** the load scale when the caller already found it (`load` still names how: the main job finds it once a split) */
+  scale?: number;
   /** progress lines (to stderr) */
   progress?: (line: string, done: boolean) => void;
 }
@@ -77,6 +79,7 @@ export function setup(o: JobOptions): Setup {
   const parts = workloadParts(o);
   const loadSpec = o.load ?? "saturated";
   const load = parseLoad(loadSpec);
+  if (o.scale !== undefined) return { base, parts, scale: o.scale, loadSpec };
   if (load.kind === "saturated")
     o.progress?.(`finding the saturated load of ${parts.train.name} on ${preset.name} ${o.split}…`, false);
   return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
@@ -93,6 +96,8 @@ export interface TrainJobOptions extends JobOptions {
   /** the guarded search's settings (reward "both"); `holdOut: false` drops the held-out replication check */
   guard?: Omit<GuardTraining, "heldOut" | "reward" | "maxRounds" | "onProgress"> & { holdOut?: boolean };
   maxRounds?: number;
+  /** where candidate tables are evaluated (src/learn/pool.ts: on worker threads); default SimEnvironment, in turn */
+  environment?: (workload: Workload, base: Omit<SimConfig, "table">) => SimEnvironment;
 }
 
 export interface TrainJobResult {
@@ -132,7 +137,7 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const holdOut = guarded && (o.guard?.holdOut ?? true);
   const searchParts = holdOut ? guardParts(o, s.parts) : null;
   const w = atScale(searchParts?.train ?? s.parts.train, s.scale);
-  const env = new SimEnvironment(w, s.base);
+  const env = o.environment?.(w, s.base) ?? new SimEnvironment(w, s.base);
   o.progress?.(
     `learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`,
     false,

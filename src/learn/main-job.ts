@@ -5,12 +5,12 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { EvalOutput } from "../eval-output.js";
+import type { EvalLoad, EvalOutput } from "../eval-output.js";
 import { PAPER_DELTAS } from "../report.js";
 import { writeReport } from "../report-files.js";
-import { CLUSTER_RULE } from "../table.js";
+import { CLUSTER_RULE, decodeTable } from "../table.js";
 import { guardCounts, type GuardMove } from "./guard.js";
-import { evalJob, evalRecords, trainJob } from "./job.js";
+import { evalJob, evalRecords, setup, trainJob } from "./job.js";
 
 export interface MainJobOptions {
   module: WebAssembly.Module;
@@ -23,6 +23,11 @@ export interface MainJobOptions {
   seed?: number;
   progress: (line: string, done: boolean) => void;
   print: (text: string) => void;
+  /**
+   * Where the job's parts run (src/learn/pool.ts runs them on worker threads, several at once); absent: one after
+   * another in this thread. The printed figures and written files are the same either way.
+   */
+  parts?: PartRunner;
 }
 
 /** the guarded search's round budget in the main job (each round is one simulation of the training part) */
@@ -43,31 +48,150 @@ function describeMoves(moves: GuardMove[]): string {
 
 const pct = (x: number): string => `${x >= 0 ? "+" : "−"}${Math.abs(100 * x).toFixed(1)}%`;
 
+/** The options every part of the main job shares: plain data, so a part can run on a worker thread. */
+export interface MainJobCommon {
+  workload: string;
+  split: string;
+  slo: string;
+  seed: number;
+  requests: number;
+  cluster?: string;
+}
+
+/**
+ * The main job in independent parts, per split: the saturated load ("scale"), then, at that load, the paper's
+ * table with every policy's evaluation ("paper") and the guarded table with its own ("guarded").
+ */
+export type MainJobPart =
+  | { kind: "scale"; common: MainJobCommon }
+  | { kind: "paper"; common: MainJobCommon; scale: number }
+  | { kind: "guarded"; common: MainJobCommon; scale: number; proposal: Uint8Array };
+
+interface PaperPart {
+  bytes: Uint8Array;
+  rounds: number;
+  wallS: number;
+  oslHeldOut: number;
+  oslMajority: number;
+  ev: EvalOutput<EvalLoad>;
+}
+
+interface GuardedPart {
+  bytes: Uint8Array;
+  values: number[];
+  /** the fallback rule's kind */
+  fallback: string;
+  /** the moves taken, in words (describeMoves) */
+  moves: string;
+  rejectedOnHeldOut: number;
+  rounds: number;
+  dolphin: PolicySummary;
+  counts: ReturnType<typeof guardCounts>;
+}
+
+type PolicySummary = EvalOutput["policies"][string];
+
+/** Runs the main job's parts: in order in this thread, or elsewhere (a worker pool). */
+export interface PartRunner {
+  run(part: MainJobPart): Promise<unknown>;
+}
+
+/** One part of the main job, with the compiled core and a progress sink (in this thread or a worker's). */
+export async function runMainJobPart(
+  part: MainJobPart,
+  module: WebAssembly.Module,
+  progress: (line: string, done: boolean) => void,
+): Promise<number | PaperPart | GuardedPart> {
+  const common = { ...part.common, module, progress };
+  if (part.kind === "scale") return setup(common).scale;
+  if (part.kind === "paper") {
+    const trained = await trainJob({ ...common, scale: part.scale });
+    // evaluate at the load the table was learned at (found once, on the training part)
+    const ev = evalJob({ ...common, table: trained.table, load: `x${trained.scale}` });
+    ev.load.spec = "saturated";
+    return {
+      bytes: trained.bytes,
+      rounds: trained.result.rounds,
+      wallS: trained.wallS,
+      oslHeldOut: trained.result.osl?.accuracy.heldOut ?? NaN,
+      oslMajority: trained.result.osl?.accuracy.majorityBaseline ?? NaN,
+      ev,
+    };
+  }
+  // the guarded table (issue 11): starts at Dynamo's rule, moves a cluster (or, as one group move, the whole table
+  // just learned, passed here as its bytes: same clusters) only on a significant paired gain that replicates on
+  // held-out arrivals
+  const load = `x${part.scale}`;
+  const guarded = await trainJob({
+    ...common,
+    load,
+    reward: "both",
+    guard: { proposals: [decodeTable(part.proposal)] },
+    maxRounds: GUARDED_ROUNDS,
+  });
+  const gev = evalJob({ ...common, table: guarded.table, load, policies: ["dolphin"] });
+  return {
+    bytes: guarded.bytes,
+    values: guarded.table.bits ?? [],
+    fallback: guarded.table.fallback?.kind ?? "dynamo-isl",
+    moves: describeMoves(guarded.result.guarded?.moves ?? []),
+    rejectedOnHeldOut: guarded.result.guarded?.rejectedOnHeldOut ?? 0,
+    rounds: guarded.result.rounds,
+    dolphin: gev.policies["dolphin"]!,
+    counts: guardCounts(guarded.table, evalRecords({ ...common, table: guarded.table, load })),
+  };
+}
+
+/** Runs the parts one after another in this thread, in the order asked for. */
+function serialParts(module: WebAssembly.Module, progress: (line: string, done: boolean) => void): PartRunner {
+  let tail: Promise<unknown> = Promise.resolve();
+  return {
+    run(part) {
+      const next = tail.then(() => runMainJobPart(part, module, progress));
+      tail = next.catch(() => undefined);
+      return next;
+    },
+  };
+}
+
 export async function runMainJob(o: MainJobOptions): Promise<number> {
   const t0 = performance.now();
   const splits = o.splits ?? ["3P1D", "2P2D"];
   const workload = o.workload ?? "hybrid";
-  const common = {
+  const common: MainJobCommon = {
     workload,
     split: "",
     slo: o.slo ?? "default",
     seed: o.seed ?? 1,
     requests: o.requests ?? 2000,
-    module: o.module,
     ...(o.cluster !== undefined ? { cluster: o.cluster } : {}),
-    progress: o.progress,
   };
+  const runner = o.parts ?? serialParts(o.module, o.progress);
   mkdirSync(o.outDir, { recursive: true });
   const results: EvalOutput[] = [];
   o.print(
     `dolphin-routing main job: ${workload} on a SIMULATED ${o.cluster ?? "h20-72b"} cluster (no GPU here: every figure below comes from the calibrated simulator, ±25% step-time error).\n`,
   );
-  for (const split of splits) {
-    const trained = await trainJob({ ...common, split });
+  // every part is asked for at once (a pool runs them side by side); the results are printed in the splits' order
+  const pending = splits.map((split) => {
+    const c = { ...common, split };
+    const scale = runner.run({ kind: "scale", common: c }) as Promise<number>;
+    const paper = scale.then((s) => runner.run({ kind: "paper", common: c, scale: s }) as Promise<PaperPart>);
+    // the guarded search tries the paper's table as one group move, so it starts once that table exists
+    const guarded = Promise.all([scale, paper]).then(
+      ([s, p]) => runner.run({ kind: "guarded", common: c, scale: s, proposal: p.bytes }) as Promise<GuardedPart>,
+    );
+    return { split, paper, guarded };
+  });
+  // a failed part fails the job once, not again as an unhandled rejection of the parts not awaited yet
+  for (const p of pending) {
+    p.paper.catch(() => undefined);
+    p.guarded.catch(() => undefined);
+  }
+  for (const { split, paper, guarded: guardedPart } of pending) {
+    const trained = await paper;
     writeFileSync(join(o.outDir, `table-${workload}-${split}.msgpack`), trained.bytes);
-    // evaluate at the load the table was learned at (found once, on the training part)
-    const ev = evalJob({ ...common, split, table: trained.table, load: `x${trained.scale}` });
-    ev.load.spec = "saturated";
+    const ev = trained.ev;
     writeFileSync(join(o.outDir, `eval-${workload}-${split}.json`), JSON.stringify(ev, null, 2) + "\n");
     results.push(ev);
     const rows = Object.entries(ev.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment);
@@ -76,7 +200,7 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
     o.print(
       [
         ``,
-        `${split}: ${ev.requests} evaluation requests at ${ev.load.rps.toFixed(2)} req/s (saturated load), SLO ${ev.slo.ttft_ms} ms TTFT / ${ev.slo.tpot_ms} ms TPOT; table learned in ${trained.result.rounds} rounds (${trained.wallS.toFixed(1)} s), output-length classifier accuracy ${(100 * (trained.result.osl?.accuracy.heldOut ?? NaN)).toFixed(0)}% (majority class ${(100 * (trained.result.osl?.accuracy.majorityBaseline ?? NaN)).toFixed(0)}%)`,
+        `${split}: ${ev.requests} evaluation requests at ${ev.load.rps.toFixed(2)} req/s (saturated load), SLO ${ev.slo.ttft_ms} ms TTFT / ${ev.slo.tpot_ms} ms TPOT; table learned in ${trained.rounds} rounds (${trained.wallS.toFixed(1)} s), output-length classifier accuracy ${(100 * trained.oslHeldOut).toFixed(0)}% (majority class ${(100 * trained.oslMajority).toFixed(0)}%)`,
         `${"policy".padEnd(14)} ${"SLO att.".padStart(8)} ${"P90 TTFT ms".padStart(12)} ${"P90 TPOT ms".padStart(12)} ${"local".padStart(6)}`,
         ...rows.map(
           ([name, p]) =>
@@ -89,27 +213,14 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
       ].join("\n") + "\n",
     );
 
-    // the guarded table (issue 11): starts at Dynamo's rule, moves a cluster (or, as one group move, the whole table
-    // just learned: same clusters) only on a significant paired gain that replicates on held-out arrivals
-    const guarded = await trainJob({
-      ...common,
-      split,
-      load: `x${trained.scale}`,
-      reward: "both",
-      guard: { proposals: [trained.table] },
-      maxRounds: GUARDED_ROUNDS,
-    });
+    const guarded = await guardedPart;
     writeFileSync(join(o.outDir, `table-${workload}-${split}-guarded.msgpack`), guarded.bytes);
-    const gev = evalJob({ ...common, split, table: guarded.table, load: `x${trained.scale}`, policies: ["dolphin"] });
-    const g = gev.policies["dolphin"]!;
-    const counts = guardCounts(
-      guarded.table,
-      evalRecords({ ...common, split, table: guarded.table, load: `x${trained.scale}` }),
-    );
-    const values = guarded.table.bits ?? [];
+    const g = guarded.dolphin;
+    const counts = guarded.counts;
+    const values = guarded.values;
     o.print(
       [
-        `guarded table (${values.map((v) => "LR-"[v]).join("")}: L local, R remote, - rule; fallback ${guarded.table.fallback?.kind ?? "dynamo-isl"}): ${values.filter((v) => v !== CLUSTER_RULE).length} of ${values.length} clusters off the rule after ${describeMoves(guarded.result.guarded?.moves ?? [])} in ${guarded.result.rounds} rounds; ${guarded.result.guarded?.rejectedOnHeldOut ?? 0} moves significant on the training arrivals failed to replicate on held-out ones`,
+        `guarded table (${values.map((v) => "LR-"[v]).join("")}: L local, R remote, - rule; fallback ${guarded.fallback}): ${values.filter((v) => v !== CLUSTER_RULE).length} of ${values.length} clusters off the rule after ${guarded.moves} in ${guarded.rounds} rounds; ${guarded.rejectedOnHeldOut} moves significant on the training arrivals failed to replicate on held-out ones`,
         `${"dolphin-guard".padEnd(14)} ${(100 * g.slo_attainment).toFixed(1).padStart(7)}% ${g.ttft_ms.p90.toFixed(0).padStart(12)} ${g.tpot_ms.p90.toFixed(1).padStart(12)} ${(100 * g.local_fraction).toFixed(0).padStart(5)}%`,
         dyn
           ? `dolphin-guard vs dynamo-isl: P90 TTFT ${pct(g.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(g.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((g.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points`

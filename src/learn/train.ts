@@ -39,7 +39,20 @@ import { noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample,
 export interface Environment {
   /** Runs a candidate table and reports per-cluster SLO attainment. */
   evaluate(table: Table): Promise<Evaluation>;
+  /**
+   * Runs independent candidates at once where the environment can (a worker pool, src/learn/pool.ts); results in
+   * the tables' order, each the same as `evaluate` gives. Absent: the search evaluates them in turn.
+   */
+  evaluateMany?(tables: Table[]): Promise<Evaluation[]>;
   readonly evaluations: number;
+}
+
+/** Evaluates independent candidates: together where the environment can, otherwise one after another. */
+export async function evaluateAll(env: Environment, tables: Table[]): Promise<Evaluation[]> {
+  if (env.evaluateMany) return env.evaluateMany(tables);
+  const out: Evaluation[] = [];
+  for (const t of tables) out.push(await env.evaluate(t));
+  return out;
 }
 
 /** An environment the learner also logs features in and names in its tables: what `prepare` needs. */

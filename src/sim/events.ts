@@ -30,6 +30,11 @@ export class EventQueue {
     return this.heap.length;
   }
 
+  /** Events scheduled so far (after `run`, every one of them has been handled): a simulation's amount of work. */
+  get scheduled(): number {
+    return this.nextSeq;
+  }
+
   schedule(timeMs: number, priority: number, handle: () => void): SimEvent {
     if (!(timeMs >= this.nowMs)) throw new Error(`sim: event scheduled in the past (${timeMs} < ${this.nowMs})`);
     const e: SimEvent = { timeMs, priority, seq: this.nextSeq++, handle };

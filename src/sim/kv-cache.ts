@@ -76,16 +76,31 @@ export class BlockIds {
 }
 
 const ABSENT = -1;
+const EMPTY = -1;
 
+/**
+ * One instance's KV cache. Block ids are global to the simulation (every instance's blocks), so arrays indexed by
+ * id would cost every instance memory in proportion to the whole cluster's distinct blocks (tens of millions at
+ * 32P32D); instead each resident block takes a local slot (at most about the capacity), found through a small
+ * open-addressing table from id to slot. The behaviour is the same; only the storage is per instance.
+ */
 export class KvCache {
   readonly capacityBlocks: number;
   private readonly ids: BlockIds;
   private readonly sink: KvEventSink | null;
-  /** pin count per block id; ABSENT when not resident */
-  private refs = new Int32Array(0);
-  /** LRU list of resident unpinned blocks: head = least recently used */
-  private prev = new Int32Array(0);
-  private next = new Int32Array(0);
+  /** id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2 */
+  private keys = new Int32Array(2048).fill(EMPTY);
+  private vals = new Int32Array(2048);
+  private tableShift = 32 - 11;
+  /** per slot: pin count, LRU links (slots), and the block id it holds */
+  private refs = new Int32Array(1024);
+  private prev = new Int32Array(1024);
+  private next = new Int32Array(1024);
+  private idOf = new Int32Array(1024);
+  /** slots given back by evictions, reused first */
+  private freeSlots: number[] = [];
+  private slotCount = 0;
+  /** LRU list of resident unpinned blocks (slots): head = least recently used */
   private head = -1;
   private tail = -1;
   private resident = 0;
@@ -108,27 +123,92 @@ export class KvCache {
     return this.capacityBlocks - this.usedBlocks + this.evictableCount;
   }
 
-  private ensure(id: number): void {
-    if (id < this.refs.length) return;
-    const n = Math.max(id + 1, this.refs.length * 2, 1024);
-    const refs = new Int32Array(n).fill(ABSENT);
-    refs.set(this.refs);
-    this.refs = refs;
-    const prev = new Int32Array(n);
-    prev.set(this.prev);
-    this.prev = prev;
-    const next = new Int32Array(n);
-    next.set(this.next);
-    this.next = next;
+  // ---- the id → slot table ---------------------------------------------------------------------------------
+
+  private home(id: number): number {
+    return Math.imul(id, 0x9e3779b1) >>> this.tableShift; // Fibonacci hashing: the product's top bits
   }
 
-  private refOf(id: number): number {
-    return id < this.refs.length ? this.refs[id]! : ABSENT;
+  /** The slot holding block `id`, or ABSENT when it is not resident. */
+  private slotOf(id: number): number {
+    const keys = this.keys;
+    const mask = keys.length - 1;
+    for (let p = this.home(id); ; p = (p + 1) & mask) {
+      const k = keys[p]!;
+      if (k === id) return this.vals[p]!;
+      if (k === EMPTY) return ABSENT;
+    }
   }
 
-  private unlink(id: number): void {
-    const p = this.prev[id]!;
-    const n = this.next[id]!;
+  /** A fresh slot for block `id` (not resident), entered in the table. */
+  private addSlot(id: number): number {
+    let slot = this.freeSlots.pop();
+    if (slot === undefined) {
+      slot = this.slotCount++;
+      if (slot >= this.refs.length) this.growSlots();
+      if (this.slotCount * 2 > this.keys.length) this.growTable();
+    }
+    this.idOf[slot] = id;
+    const keys = this.keys;
+    const mask = keys.length - 1;
+    let p = this.home(id);
+    while (keys[p] !== EMPTY) p = (p + 1) & mask;
+    keys[p] = id;
+    this.vals[p] = slot;
+    return slot;
+  }
+
+  /** Takes block `id` out of the table and frees its slot (backward-shift deletion keeps probe runs whole). */
+  private dropSlot(id: number, slot: number): void {
+    const keys = this.keys;
+    const vals = this.vals;
+    const mask = keys.length - 1;
+    let i = this.home(id);
+    while (keys[i] !== id) i = (i + 1) & mask;
+    for (let j = (i + 1) & mask; keys[j] !== EMPTY; j = (j + 1) & mask) {
+      const h = this.home(keys[j]!);
+      // the entry at j may move back to i unless its home lies cyclically in (i, j]
+      if (i <= j ? h <= i || h > j : h <= i && h > j) {
+        keys[i] = keys[j]!;
+        vals[i] = vals[j]!;
+        i = j;
+      }
+    }
+    keys[i] = EMPTY;
+    this.freeSlots.push(slot);
+  }
+
+  private growSlots(): void {
+    const n = this.refs.length * 2;
+    for (const name of ["refs", "prev", "next", "idOf"] as const) {
+      const a = new Int32Array(n);
+      a.set(this[name]);
+      this[name] = a;
+    }
+  }
+
+  private growTable(): void {
+    const oldKeys = this.keys;
+    const oldVals = this.vals;
+    this.keys = new Int32Array(oldKeys.length * 2).fill(EMPTY);
+    this.vals = new Int32Array(oldKeys.length * 2);
+    this.tableShift--;
+    const mask = this.keys.length - 1;
+    for (let q = 0; q < oldKeys.length; q++) {
+      const id = oldKeys[q]!;
+      if (id === EMPTY) continue;
+      let p = this.home(id);
+      while (this.keys[p] !== EMPTY) p = (p + 1) & mask;
+      this.keys[p] = id;
+      this.vals[p] = oldVals[q]!;
+    }
+  }
+
+  // ---- the LRU list (of slots) -----------------------------------------------------------------------------
+
+  private unlink(slot: number): void {
+    const p = this.prev[slot]!;
+    const n = this.next[slot]!;
     if (p >= 0) this.next[p] = n;
     else this.head = n;
     if (n >= 0) this.prev[n] = p;
@@ -136,19 +216,21 @@ export class KvCache {
     this.evictableCount--;
   }
 
-  private pushMostRecent(id: number): void {
-    this.prev[id] = this.tail;
-    this.next[id] = -1;
-    if (this.tail >= 0) this.next[this.tail] = id;
-    else this.head = id;
-    this.tail = id;
+  private pushMostRecent(slot: number): void {
+    this.prev[slot] = this.tail;
+    this.next[slot] = -1;
+    if (this.tail >= 0) this.next[this.tail] = slot;
+    else this.head = slot;
+    this.tail = slot;
     this.evictableCount++;
   }
+
+  // ---- the cache -------------------------------------------------------------------------------------------
 
   /** Leading blocks of `ids` that are resident (the prefix-cache hit, in blocks). */
   prefixHit(ids: Int32Array, nBlocks: number): number {
     let i = 0;
-    while (i < nBlocks && this.refOf(ids[i]!) !== ABSENT) i++;
+    while (i < nBlocks && this.slotOf(ids[i]!) !== ABSENT) i++;
     return i;
   }
 
@@ -160,9 +242,10 @@ export class KvCache {
     if (need > this.evictableCount) return false;
     const gone = new Int32Array(need);
     for (let i = 0; i < need; i++) {
-      const id = this.head;
-      this.unlink(id);
-      this.refs[id] = ABSENT;
+      const slot = this.head;
+      const id = this.idOf[slot]!;
+      this.unlink(slot);
+      this.dropSlot(id, slot);
       gone[i] = id;
     }
     this.resident -= need;
@@ -178,12 +261,15 @@ export class KvCache {
   admit(ids: Int32Array, hit: number, reserve: number): boolean {
     // the hit blocks stop being evictable, so room must come from the others
     let hitEvictable = 0;
-    for (let i = 0; i < hit; i++) if (this.refs[ids[i]!] === 0) hitEvictable++;
+    for (let i = 0; i < hit; i++) {
+      const slot = this.slotOf(ids[i]!);
+      if (slot !== ABSENT && this.refs[slot] === 0) hitEvictable++;
+    }
     if (reserve > this.capacityBlocks - this.usedBlocks + this.evictableCount - hitEvictable) return false;
     for (let i = 0; i < hit; i++) {
-      const id = ids[i]!;
-      if (this.refs[id] === 0) this.unlink(id);
-      this.refs[id]!++;
+      const slot = this.slotOf(ids[i]!); // resident: `hit` comes from prefixHit just before
+      if (this.refs[slot] === 0) this.unlink(slot);
+      this.refs[slot]!++;
     }
     this.makeRoom(reserve);
     this.privateBlocks += reserve;
@@ -198,14 +284,15 @@ export class KvCache {
     let fresh: number[] | null = null;
     for (let i = from; i < to; i++) {
       const id = ids[i]!;
-      this.ensure(id);
-      const r = this.refs[id]!;
+      const slot = this.slotOf(id);
       this.privateBlocks--;
-      if (r !== ABSENT) {
-        if (r === 0) this.unlink(id);
-        this.refs[id] = r + 1;
+      if (slot !== ABSENT) {
+        const r = this.refs[slot]!;
+        if (r === 0) this.unlink(slot);
+        this.refs[slot] = r + 1;
       } else {
-        this.refs[id] = 1;
+        const added = this.addSlot(id); // before indexing: adding a slot may replace this.refs
+        this.refs[added] = 1;
         this.resident++;
         (fresh ??= []).push(id);
       }
@@ -216,14 +303,14 @@ export class KvCache {
   /** A request is done with blocks [0, n) of `ids` and with `reserved` private blocks. */
   release(ids: Int32Array, n: number, reserved: number): void {
     for (let i = 0; i < n; i++) {
-      const id = ids[i]!;
-      const r = this.refOf(id);
-      if (r === ABSENT) continue;
+      const slot = this.slotOf(ids[i]!);
+      if (slot === ABSENT) continue;
+      const r = this.refs[slot]!;
       if (r <= 1) {
-        if (r === 0) this.unlink(id); // touch: most recently used goes last
-        this.refs[id] = 0;
-        this.pushMostRecent(id);
-      } else this.refs[id] = r - 1;
+        if (r === 0) this.unlink(slot); // touch: most recently used goes last
+        this.refs[slot] = 0;
+        this.pushMostRecent(slot);
+      } else this.refs[slot] = r - 1;
     }
     this.privateBlocks -= reserved;
   }
@@ -233,12 +320,12 @@ export class KvCache {
     const stored: number[] = [];
     for (let i = from; i < to; i++) {
       const id = ids[i]!;
-      if (this.refOf(id) !== ABSENT) continue;
+      if (this.slotOf(id) !== ABSENT) continue;
       if (!this.makeRoom(1)) break;
-      this.ensure(id);
-      this.refs[id] = 0;
+      const slot = this.addSlot(id);
+      this.refs[slot] = 0;
       this.resident++;
-      this.pushMostRecent(id);
+      this.pushMostRecent(slot);
       stored.push(id);
     }
     if (stored.length > 0) this.sink?.stored(this.ids.pairs(stored));

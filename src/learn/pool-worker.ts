@@ -1,0 +1,59 @@
+// The worker thread of src/learn/pool.ts (Node only): holds the compiled core it was started with and the workloads
+// it has been sent, and runs one task at a time: a candidate table's evaluation (SimEnvironment.evaluate, the same
+// code the serial search runs) or a part of the main job (src/learn/main-job.ts).
+
+import { parentPort, workerData } from "node:worker_threads";
+import type { Workload } from "../sim/types.js";
+import type { Table } from "../table.js";
+import { runMainJobPart, type MainJobPart } from "./main-job.js";
+import type { PortableSimConfig } from "./pool.js";
+import { SimEnvironment } from "./train.js";
+
+export type PoolTask =
+  | { kind: "evaluate"; workload: number; base: PortableSimConfig; table: Table }
+  | { kind: "main-part"; part: MainJobPart };
+
+/** What the pool sends: a task, with the workloads it names that this worker does not hold yet. */
+export interface PoolRequest {
+  task: PoolTask;
+  workloads: [number, Workload][];
+}
+
+/** What a worker answers: progress lines while a task runs, then its value or its error. */
+export type PoolReply =
+  | { kind: "progress"; line: string; done: boolean }
+  | { kind: "result"; ok: true; value: unknown }
+  | { kind: "result"; ok: false; message: string; stack?: string };
+
+const module = (workerData as { module: WebAssembly.Module }).module;
+const workloads = new Map<number, Workload>();
+const port = parentPort;
+if (!port) throw new Error("pool-worker: not started as a worker thread (src/learn/pool.ts starts it)");
+
+async function run(task: PoolTask): Promise<unknown> {
+  switch (task.kind) {
+    case "evaluate": {
+      const w = workloads.get(task.workload);
+      if (!w) throw new Error(`pool-worker: workload ${task.workload} was never sent to this worker`);
+      return new SimEnvironment(w, { ...task.base, module }).evaluate(task.table);
+    }
+    case "main-part":
+      return runMainJobPart(task.part, module, (line, done) =>
+        port!.postMessage({ kind: "progress", line, done } satisfies PoolReply),
+      );
+  }
+}
+
+port.on("message", (request: PoolRequest) => {
+  for (const [id, w] of request.workloads) workloads.set(id, w);
+  run(request.task).then(
+    (value) => port.postMessage({ kind: "result", ok: true, value } satisfies PoolReply),
+    (e: Error) =>
+      port.postMessage({
+        kind: "result",
+        ok: false,
+        message: String(e?.message ?? e),
+        stack: e?.stack,
+      } satisfies PoolReply),
+  );
+});
