@@ -100,6 +100,7 @@ describe("dolphin train, eval, report", () => {
     ];
     const t = dolphin(["train", ...common, "--k", "3", "--out", table, "--json"]);
     expect(t.code, t.err).toBe(0);
+    expect(t.err).toBe(""); // quiet under --json: no progress lines
     const tj = JSON.parse(t.out);
     expect(tj.bits).toHaveLength(3);
     expect(tj.log.length).toBe(tj.rounds);
@@ -107,6 +108,7 @@ describe("dolphin train, eval, report", () => {
     expect(dolphin(["table", table]).out).toMatch(/kmeans table: K = 3/);
     const e = dolphin(["eval", ...common, "--table", table, "--json"]);
     expect(e.code, e.err).toBe(0);
+    expect(e.err).toBe("");
     const ej = JSON.parse(e.out);
     expect(Object.keys(ej.policies)).toContain("dolphin");
     expect(Object.keys(ej.policies)).toHaveLength(9);

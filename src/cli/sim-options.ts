@@ -53,7 +53,8 @@ export function jobOptions(v: Values): JobOptions {
     split: String(v["split"]),
     slo: String(v["slo"] ?? "default"),
     module: loadCoreModule(),
-    progress,
+    // quiet under --json: the output is for a program, and a log collecting stderr should hold only errors
+    progress: v["json"] ? () => undefined : progress,
     seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 1),
     ...(v["cluster"] !== undefined ? { cluster: String(v["cluster"]) } : {}),
     ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
