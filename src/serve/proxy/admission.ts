@@ -57,9 +57,50 @@ class EventLoopLag {
 
 let processLag: EventLoopLag | null = null;
 
-interface Waiter {
+/** A request waiting in a FIFO queue for a place; `admit` is called by whoever frees one (it counts the place). */
+export interface Waiter {
   admit(): void;
   timer: NodeJS.Timeout;
+}
+
+/**
+ * Waits in `queue` for a place, for the global queue here and each worker's (worker-admission.ts): resolves true once
+ * admitted, false when the client leaves first (its entry removed, the handler sees ctx.clientGone and stops); rejects
+ * with `timedOut()` after `timeoutMs` (its entry removed).
+ */
+export function waitForPlace(
+  queue: Waiter[],
+  ctx: RequestContext,
+  timeoutMs: number,
+  timedOut: () => Error,
+): Promise<boolean> {
+  return new Promise<boolean>((resolve, reject) => {
+    const waiter: Waiter = {
+      admit: () => {
+        clearTimeout(waiter.timer);
+        resolve(true);
+      },
+      timer: setTimeout(() => {
+        leaveQueue(queue, waiter);
+        reject(timedOut());
+      }, timeoutMs),
+    };
+    queue.push(waiter);
+    ctx.res.once("close", () => {
+      if (leaveQueue(queue, waiter)) {
+        clearTimeout(waiter.timer);
+        resolve(false);
+      }
+    });
+  });
+}
+
+/** Takes `waiter` out of `queue`; false if it had left already (admitted, timed out or gone). */
+function leaveQueue(queue: Waiter[], waiter: Waiter): boolean {
+  const i = queue.indexOf(waiter);
+  if (i < 0) return false;
+  queue.splice(i, 1);
+  return true;
 }
 
 export type ShedReason = "queue_full" | "queue_timeout" | "event_loop_lag";
@@ -105,25 +146,9 @@ export class Admission {
       return;
     }
     if (this.queue.length >= this.limits.max_queued) throw this.shed("queue_full");
-    const admitted = await new Promise<boolean>((resolve, reject) => {
-      const waiter: Waiter = {
-        admit: () => {
-          clearTimeout(waiter.timer);
-          resolve(true);
-        },
-        timer: setTimeout(() => {
-          this.leaveQueue(waiter);
-          reject(this.shed("queue_timeout"));
-        }, this.limits.queue_timeout_ms),
-      };
-      this.queue.push(waiter);
-      ctx.res.once("close", () => {
-        if (this.leaveQueue(waiter)) {
-          clearTimeout(waiter.timer);
-          resolve(false); // the handler sees ctx.clientGone and stops
-        }
-      });
-    });
+    const admitted = await waitForPlace(this.queue, ctx, this.limits.queue_timeout_ms, () =>
+      this.shed("queue_timeout"),
+    );
     // next() counted the place already, so no newcomer could take it meanwhile
     if (admitted) this.hold(ctx);
   }
@@ -153,13 +178,6 @@ export class Admission {
     if (!waiter) return;
     this.active++;
     waiter.admit();
-  }
-
-  private leaveQueue(waiter: Waiter): boolean {
-    const i = this.queue.indexOf(waiter);
-    if (i < 0) return false;
-    this.queue.splice(i, 1);
-    return true;
   }
 
   private shed(reason: ShedReason): HttpError {

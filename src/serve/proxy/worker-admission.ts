@@ -14,16 +14,12 @@
 
 import type { ServeConfig } from "../config.js";
 import { HttpError } from "../http-toolkit.js";
+import { waitForPlace, type Waiter } from "./admission.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { WorkerState } from "./registry.js";
 import type { RequestContext } from "./request-context.js";
 
 export type WorkerStage = "decode" | "prefill";
-
-interface Waiter {
-  admit(): void;
-  timer: NodeJS.Timeout;
-}
 
 /** One worker's places: those taken, and the requests waiting for one (FIFO). */
 class WorkerPlaces {
@@ -88,25 +84,9 @@ export class WorkerAdmission {
       throw this.shed("worker_queue_full", id);
     }
     this.metrics.workerFull.inc({ outcome: "queued", stage });
-    const admitted = await new Promise<boolean>((resolve, reject) => {
-      const waiter: Waiter = {
-        admit: () => {
-          clearTimeout(waiter.timer);
-          resolve(true);
-        },
-        timer: setTimeout(() => {
-          leave(p, waiter);
-          reject(this.shed("worker_queue_timeout", id));
-        }, this.limits.queue_timeout_ms),
-      };
-      p.queue.push(waiter);
-      ctx.res.once("close", () => {
-        if (leave(p, waiter)) {
-          clearTimeout(waiter.timer);
-          resolve(false); // the caller sees ctx.clientGone and stops
-        }
-      });
-    });
+    const admitted = await waitForPlace(p.queue, ctx, this.limits.queue_timeout_ms, () =>
+      this.shed("worker_queue_timeout", id),
+    );
     // next() counted the place already
     return admitted ? this.hold(ctx, id, p) : null;
   }
@@ -191,11 +171,4 @@ export class WorkerAdmission {
     err.headers = { "retry-after": String(retry_after_s) };
     return err;
   }
-}
-
-function leave(p: WorkerPlaces, waiter: Waiter): boolean {
-  const i = p.queue.indexOf(waiter);
-  if (i < 0) return false;
-  p.queue.splice(i, 1);
-  return true;
 }
