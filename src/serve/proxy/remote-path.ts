@@ -124,6 +124,28 @@ export class WorkerCalls {
     }
   }
 
+  /**
+   * A place for a retry on one of `others` (a worker with room at once: a retry never waits behind the queue) and a
+   * retry from the budget; null, counted in dolphin_retries_skipped_total, when there is no other worker, none has
+   * room or the budget is spent (the caller then answers the failure).
+   */
+  private retryPlace(ctx: RequestContext, stage: "prefill" | "decode", others: WorkerState[]): WorkerPlace | null {
+    if (others.length === 0) {
+      this.metrics.retriesSkipped.inc({ reason: "no_other_worker", stage });
+      return null;
+    }
+    const other = this.places.tryEnter(ctx, others);
+    if (!other) {
+      this.metrics.retriesSkipped.inc({ reason: "worker_full", stage });
+      return null;
+    }
+    if (!this.takeRetry(stage)) {
+      other.release();
+      return null;
+    }
+    return other;
+  }
+
   /** Takes a retry from the budget; false when it is spent (the caller then answers the failure). */
   private takeRetry(stage: string): boolean {
     const { budget_share, min_concurrent } = this.config.retries;
@@ -163,20 +185,8 @@ export class WorkerCalls {
       place.release();
       const err = e as UpstreamError;
       if (ctx.clientGone || !err.retryable) throw e;
-      const others = this.registry.otherPrefillWorkers(first);
-      if (others.length === 0) {
-        this.metrics.retriesSkipped.inc({ reason: "no_other_worker", stage: "prefill" });
-        throw e;
-      }
-      const other = this.places.tryEnter(ctx, others);
-      if (!other) {
-        this.metrics.retriesSkipped.inc({ reason: "worker_full", stage: "prefill" });
-        throw e;
-      }
-      if (!this.takeRetry("prefill")) {
-        other.release();
-        throw e;
-      }
+      const other = this.retryPlace(ctx, "prefill", this.registry.otherPrefillWorkers(first));
+      if (!other) throw e;
       try {
         return { ...(await this.prefill(ctx, endpoint, other.worker, body, effP)), worker: other.worker };
       } finally {
@@ -265,21 +275,8 @@ export class WorkerCalls {
       return;
     } catch (e) {
       if (!(e instanceof DecodeFailure) || !e.retryable || ctx.clientGone || ctx.res.headersSent) throw e;
-      const others = this.registry.otherDecodeWorkers(id);
-      if (others.length === 0) {
-        this.metrics.retriesSkipped.inc({ reason: "no_other_worker", stage: "decode" });
-        throw e;
-      }
-      // a retry takes a place on a worker with room at once; it never waits behind the queue
-      const other = this.places.tryEnter(ctx, others);
-      if (!other) {
-        this.metrics.retriesSkipped.inc({ reason: "worker_full", stage: "decode" });
-        throw e;
-      }
-      if (!this.takeRetry("decode")) {
-        other.release();
-        throw e;
-      }
+      const other = this.retryPlace(ctx, "decode", this.registry.otherDecodeWorkers(id));
+      if (!other) throw e;
       place.release();
       const to = other.worker;
       ctx.res.setHeader("x-dolphin-decode-worker", to);
