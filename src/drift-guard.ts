@@ -32,6 +32,7 @@
 // only once a window with minSamples in each arm shows the learned arm's attainment at least the control's.
 
 import type { Decision, RouteRequest, Router } from "./router.js";
+import { SPLITMIX_GAMMA, splitmix32 } from "./splitmix.js";
 import { stageTable, type StagedTable } from "./staging.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "./table.js";
 
@@ -443,8 +444,8 @@ export class DriftGuard {
 
 /**
  * The control coin: SplitMix32 (Steele, Lea & Flood's SplitMix, 32-bit) over a Weyl counter started from the seed.
- * Its own few lines rather than src/sim/rng.ts, so the package's entry (src/index.ts), which `dolphin hash` and
- * `dolphin route` load, does not pull in the simulator.
+ * It shares the mixing step (src/splitmix.ts) with src/sim/rng.ts, not the generator: the package's entry
+ * (src/index.ts), which `dolphin hash` and `dolphin route` load, does not pull in the simulator.
  */
 class ControlCoin {
   private state: number;
@@ -453,10 +454,9 @@ class ControlCoin {
   }
   /** Uniform in [0, 1). */
   next(): number {
-    let z = (this.state = (this.state + 0x9e3779b9) | 0);
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
-    return ((z ^ (z >>> 16)) >>> 0) / 0x100000000;
+    const word = splitmix32(this.state); // the counter's current value, mixed
+    this.state = (this.state + SPLITMIX_GAMMA) | 0;
+    return word / 0x100000000;
   }
 }
 

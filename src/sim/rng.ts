@@ -4,13 +4,7 @@
 // Generator: xoshiro128** 1.0 (Blackman & Vigna, prng.di.unimi.it), 32-bit state words, period 2^128 − 1; state
 // seeded by splitmix32 over (seed, stream) so that distinct streams of one seed are independent for our purposes.
 
-/** splitmix32 step (a 32-bit variant of Steele, Lea & Flood's SplitMix): the next well-mixed word of a counter. */
-function splitmix32(x: number): number {
-  let z = (x + 0x9e3779b9) | 0;
-  z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
-  z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
-  return (z ^ (z >>> 16)) >>> 0;
-}
+import { splitmix32 } from "../splitmix.js";
 
 const TWO_POW_32 = 0x100000000;
 
