@@ -1,7 +1,8 @@
 // dolphin tune --live, demonstrated end to end against emulated workers behind the proxy.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulated, type Emulated } from "../src/serve/emulate.js";
-import { promptFor, tuneLive } from "../src/serve/tune.js";
+import { followedCandidate, promptFor, tuneLive } from "../src/serve/tune.js";
+import { CLUSTER_RULE, type Table } from "../src/table.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { generate } from "../src/sim/workload.js";
 import { coreModule } from "./helpers.js";
@@ -37,6 +38,19 @@ describe("live tuning", () => {
     expect(firstTwo(b)).toBe(firstTwo(a));
     expect(b).not.toBe(a);
     expect(c.split(" ")[0]).not.toBe(a.split(" ")[0]);
+  });
+
+  it("judges a candidate only by the requests routed by it, not by the drift guard's control arm", () => {
+    const table = { kind: "kmeans", bits: [0, 1, CLUSTER_RULE] } as unknown as Table;
+    // learned arm, and requests outside any cluster's choice (rule kinds, out of distribution): judged
+    expect(followedCandidate({ cluster: 0, reason: "cluster" }, table)).toBe(true);
+    expect(followedCandidate({ cluster: 1, reason: "out-of-distribution" }, table)).toBe(true);
+    expect(followedCandidate({ cluster: null, reason: "rule" }, table)).toBe(true);
+    // the rule in a cluster the candidate sent local or remote is the control arm: not the candidate's doing
+    expect(followedCandidate({ cluster: 0, reason: "rule-fallback" }, table)).toBe(false);
+    expect(followedCandidate({ cluster: 1, reason: "rule-fallback" }, table)).toBe(false);
+    // a cluster whose value is the rule is routed by it on every request
+    expect(followedCandidate({ cluster: 2, reason: "rule-fallback" }, table)).toBe(true);
   });
 
   it("searches bits through the admin API, replaying the workload, and leaves the best table in place", async () => {

@@ -19,7 +19,7 @@ import {
 } from "../learn/train.js";
 import { meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import type { SimRequest, Workload } from "../sim/types.js";
-import { encodeTable, type Table } from "../table.js";
+import { CLUSTER_RULE, encodeTable, type Table } from "../table.js";
 
 export interface LiveOptions {
   proxyUrl: string;
@@ -179,6 +179,7 @@ interface LoggedDecision {
   id: string;
   cluster: number | null;
   path: string;
+  reason: string;
   features: { isl: number; effP: number; effD: number; oslHat: number };
 }
 
@@ -186,6 +187,17 @@ async function decisionsFor(o: LiveOptions, ids: Set<string>): Promise<Map<strin
   const res = await admin(o, `/admin/decisions?n=${Math.max(1000, ids.size * 2)}`);
   const all = ((await res.json()) as { decisions: LoggedDecision[] }).decisions;
   return new Map(all.filter((d) => ids.has(d.id)).map((d) => [d.id, d]));
+}
+
+/**
+ * Whether the proxy routed a request by the candidate table. The proxy's drift guard routes a share of each learned
+ * cluster's requests (its control arm) by the table's fallback rule, recorded as reason `rule-fallback` in a cluster
+ * whose value is local or remote: those requests did not try the candidate, so counting them would blur its reward
+ * by the rule's. A cluster whose value is the rule (CLUSTER_RULE) is routed by the rule on every request.
+ */
+export function followedCandidate(d: Pick<LoggedDecision, "cluster" | "reason">, table: Table): boolean {
+  if (d.reason !== "rule-fallback" || d.cluster === null) return true;
+  return table.bits?.[d.cluster] === CLUSTER_RULE;
 }
 
 /** The proxy as the search's environment. */
@@ -202,7 +214,10 @@ export class LiveEnvironment implements LearningEnvironment {
     };
   }
 
-  /** Swaps the table in, replays the workload, and joins each outcome with the proxy's decision record. */
+  /**
+   * Swaps the table in, replays the workload, and joins each outcome with the proxy's decision record. Requests the
+   * drift guard's control arm routed by the rule are replayed (they are load like any other) but not judged.
+   */
   async evaluate(table: Table): Promise<Evaluation> {
     this.evaluations++;
     await putTable(this.o, table);
@@ -211,8 +226,11 @@ export class LiveEnvironment implements LearningEnvironment {
     const byCluster = new Map<number, { requests: number; met: number }>();
     const records: RequestRecord[] = [];
     let met = 0;
+    let judged = 0;
     for (const x of outcomes) {
       const d = decisions.get(x.id);
+      if (d && !followedCandidate(d, table)) continue;
+      judged++;
       const cluster = d?.cluster ?? -1;
       const rec = {
         failed: !x.ok,
@@ -230,7 +248,7 @@ export class LiveEnvironment implements LearningEnvironment {
       byCluster.set(cluster, c);
       records.push(rec);
     }
-    return { reward: outcomes.length ? met / outcomes.length : 0, byCluster, records };
+    return { reward: judged ? met / judged : 0, byCluster, records };
   }
 
   /** A replay under the proxy's current table: each answered request's features and path, from its decision record. */
