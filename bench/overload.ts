@@ -460,7 +460,8 @@ class GaugeWatch {
           p.inflight = Math.max(p.inflight, now.inflight);
           p.queued = Math.max(p.queued, now.queued);
           p.event_loop_lag_ms = Math.max(p.event_loop_lag_ms, now.lag);
-          if (++this.n % 3 === 0) progress(`  proxy: ${now.inflight} in flight, ${now.queued} queued, lag ${now.lag} ms`);
+          if (++this.n % 3 === 0)
+            progress(`  proxy: ${now.inflight} in flight, ${now.queued} queued, lag ${now.lag} ms`);
         })
         .catch(() => undefined);
     };
@@ -508,7 +509,9 @@ export function formatOverloadBench(r: OverloadBenchResult): string {
     `scheduled ${r.scheduled}, sent ${r.sent} (${r.offered_per_s}/s), not sent (generator > ${g.late_ms} ms late) ${r.late}`,
     `answers: ${Object.entries(r.statuses)
       .map(([k, v]) => `${v} × ${k}`)
-      .join(", ")} ${JSON.stringify(r.answers_by_code)}; resets ${r.resets}, hangs ${r.hangs}, other errors ${r.errors}${r.first_error ? ` (${r.first_error})` : ""}`,
+      .join(
+        ", ",
+      )} ${JSON.stringify(r.answers_by_code)}; resets ${r.resets}, hangs ${r.hangs}, other errors ${r.errors}${r.first_error ? ` (${r.first_error})` : ""}`,
     `latency 200: ${l(r.latency_ms.ok)}; 503/429: ${l(r.latency_ms.shed)}`,
     `shed by reason: ${JSON.stringify(r.shed_by_reason)}; the proxy's answers by status ${JSON.stringify(r.proxy_answers_by_status)}`,
     `proxy peaks: ${r.proxy_peaks.inflight} in flight, ${r.proxy_peaks.queued} queued, lag ${r.proxy_peaks.event_loop_lag_ms} ms (${r.proxy_peaks.scrapes} scrapes); CPU cores: proxy ${r.cpu_cores.proxy}, workers ${r.cpu_cores.workers.join(", ")}`,

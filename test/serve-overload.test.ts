@@ -1,8 +1,13 @@
+// Overload: shedding on event-loop lag, and connections that end in an answer, never a reset (below).
 // Shedding on event-loop lag (admission.ts): while the proxy's event loop lags past admission.max_event_loop_lag_ms,
 // new requests get a fast 503 `overloaded` with Retry-After, counted as reason "event_loop_lag"; once it has caught
 // up, requests go through again. The proxy runs in this process, so blocking this thread is lagging its loop.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import os from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { coreModule } from "./helpers.js";
@@ -95,7 +100,11 @@ describe("dolphin serve: overload without resets", () => {
       req.resume();
       req.on("end", () =>
         setTimeout(() => {
-          const body = JSON.stringify({ id: "c", choices: [{ index: 0, text: "ok" }], usage: { completion_tokens: 1 } });
+          const body = JSON.stringify({
+            id: "c",
+            choices: [{ index: 0, text: "ok" }],
+            usage: { completion_tokens: 1 },
+          });
           res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
           res.end(body);
         }, ms),
@@ -218,4 +227,66 @@ describe("dolphin serve: overload without resets", () => {
     expect(second.every((a) => a.reused)).toBe(true);
     expect(second.map((a) => a.status).sort()).toEqual([200, 200, 503, 503, 503, 503]);
   }, 30_000);
+
+  // The cause of issue 14's resets, at a small scale: a process out of file descriptors has libuv accept and close
+  // each pending connection (a reset), and its calls to workers fail (502, then the worker is ejected). The proxy runs
+  // as `dolphin serve` under `ulimit -n 256`; 400 connections come over 2 s, each with a request its worker holds for
+  // 2 s. With the limit from the fd limit (the default), the first connections are served and the rest answered 503
+  // (with `max_connections: 1000000` instead: 502s, resets and 503 no_decode_worker).
+  it.runIf(process.platform === "linux")(
+    "stays short of its open-file limit: 400 connections against 256 fds end in 200 or 503, no reset, no 502",
+    async () => {
+      const worker = await slowWorker(2000);
+      const dir = mkdtempSync(join(os.tmpdir(), "dolphin-fd-limit-"));
+      closers.push(async () => rmSync(dir, { recursive: true, force: true }));
+      const config = join(dir, "serve.json");
+      writeFileSync(
+        config,
+        JSON.stringify({
+          model: MODEL,
+          table: "always-local",
+          mode: "approximate",
+          listen: { host: "127.0.0.1", port: 0 },
+          workers: [{ id: "d0", url: worker, role: "decode" }],
+          admission: { max_event_loop_lag_ms: 0 },
+          log_level: "warn",
+        }),
+      );
+      const bin = new URL("../bin/dolphin.js", import.meta.url).pathname;
+      const child = spawn(
+        "sh",
+        ["-c", `ulimit -n 256 && exec "${process.execPath}" "${bin}" serve --config "${config}"`],
+        {
+          stdio: ["ignore", "ignore", "pipe"],
+        },
+      );
+      closers.push(async () => {
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      });
+      const url = await new Promise<string>((resolve, reject) => {
+        let err = "";
+        const t = setTimeout(() => reject(new Error(`dolphin serve did not start: ${err}`)), 15_000);
+        child.stderr!.on("data", (c: Buffer) => {
+          err += c.toString();
+          const m = /proxy at (http:\/\/[^\s,]+)/.exec(err);
+          if (m) {
+            clearTimeout(t);
+            resolve(m[1]!);
+          }
+        });
+      });
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 400 });
+      closers.push(async () => agent.destroy());
+      const got = await Promise.all(
+        Array.from({ length: 400 }, (_, i) =>
+          new Promise((r) => setTimeout(r, i * 5)).then(async () => (await burst(url, agent, 1))[0]!),
+        ),
+      );
+      const count: Record<string, number> = {};
+      for (const a of got) count[String(a.status)] = (count[String(a.status)] ?? 0) + 1;
+      expect(Object.keys(count).sort()).toEqual(["200", "503"]);
+      expect(count["200"]).toBeGreaterThanOrEqual(32);
+    },
+    60_000,
+  );
 });
