@@ -80,7 +80,8 @@ export interface Latency {
 
 export interface OverloadBenchResult {
   sustained_per_s: number;
-  sustained_from: "search" | "given";
+  /** "first_step_failed": the search's first step was not sustained, so the overload starts from it anyway. */
+  sustained_from: "search" | "given" | "first_step_failed";
   /** The overload rate, requests/s (scheduled). */
   rate: number;
   duration_s: number;
@@ -123,6 +124,12 @@ export interface OverloadBenchResult {
   shed_by_reason: Record<string, number>;
   /** dolphin_requests_total by status after the overload (499: the client left first, e.g. a hang cut by the generator). */
   proxy_answers_by_status: Record<string, number>;
+  /**
+   * The proxy's own view of its inference answers' time (dolphin_request_duration_seconds, from the handler's start):
+   * the bucket bounds under which 50 % and 99 % fall, whole run. Next to latency_ms, it tells how long requests waited
+   * before the proxy read them (accept queue, socket buffers) or after it answered (the generator's own loop).
+   */
+  proxy_duration_le_s: { p50: number | null; p99: number | null };
   /** CPU used during the overload, in cores (CPU seconds / wall seconds), by the proxy and each worker process. */
   cpu_cores: { proxy: number | null; workers: Array<number | null> };
   /** The highest of the proxy's gauges, scraped from /metrics every 2 s during the overload. */
@@ -226,6 +233,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     }
     const search: OverloadBenchResult["search"] = [];
     let sustained = opts.rate ?? 0;
+    let sustainedFrom: OverloadBenchResult["sustained_from"] = opts.rate === undefined ? "search" : "given";
     const steps = split ? EMULATED_STEPS : FAKE_STEPS;
     if (opts.rate === undefined) {
       const stepS = quick ? 1 : 2;
@@ -250,7 +258,10 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
         }
         break;
       }
-      if (sustained === 0) sustained = steps[0]!; // not even the first step: overload from there
+      if (sustained === 0) {
+        sustained = steps[0]!; // not even the first step: overload from there, and say so
+        sustainedFrom = "first_step_failed";
+      }
     }
     const rate = Math.round(sustained * factor);
     progress(`overload: ${rate} req/s (${factor}× ${sustained}) for ${durationS} s`);
@@ -271,14 +282,14 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     };
     const rssMb = rss.stop();
     const peaks = gauges.stop();
-    const { shed, byStatus } = await proxyCounts(url);
+    const { shed, byStatus, durationLe } = await proxyCounts(url);
     const statuses = run.statuses;
     const answeredOk = (statuses["200"] ?? 0) + (statuses["429"] ?? 0) + (statuses["503"] ?? 0);
     const allAnswered = answeredOk === run.sent;
     const generators = opts.generators ?? Math.min(4, Math.max(1, Math.ceil(rate / 1500)));
     return {
       sustained_per_s: sustained,
-      sustained_from: opts.rate === undefined ? "search" : "given",
+      sustained_from: sustainedFrom,
       rate,
       duration_s: durationS,
       timeout_s: timeoutS,
@@ -299,6 +310,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
       proxy_rss_mb: rssMb,
       shed_by_reason: shed,
       proxy_answers_by_status: byStatus,
+      proxy_duration_le_s: durationLe,
       proxy_peaks: peaks,
       cpu_cores: cpu,
       generator: {
@@ -492,14 +504,27 @@ class GaugeWatch {
 }
 
 /** dolphin_shed_total by reason, and dolphin_requests_total by status, from the proxy's /metrics. */
-async function proxyCounts(url: string): Promise<{ shed: Record<string, number>; byStatus: Record<string, number> }> {
+async function proxyCounts(url: string): Promise<{
+  shed: Record<string, number>;
+  byStatus: Record<string, number>;
+  durationLe: { p50: number | null; p99: number | null };
+}> {
   const text = await (await fetch(`${url}/metrics`)).text();
+  // dolphin_request_duration_seconds: the bucket bound under which 50 % and 99 % of the answers took
+  const buckets = new Map<number, number>();
+  for (const m of text.matchAll(/^dolphin_request_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$/gm)) {
+    const le = m[1] === "+Inf" ? Infinity : Number(m[1]);
+    buckets.set(le, (buckets.get(le) ?? 0) + Number(m[2]));
+  }
+  const sorted = [...buckets].sort((a, b) => a[0] - b[0]);
+  const total = sorted.at(-1)?.[1] ?? 0;
+  const le = (q: number): number | null => (total === 0 ? null : (sorted.find(([, n]) => n >= q * total)?.[0] ?? null));
   const shed: Record<string, number> = {};
   for (const m of text.matchAll(/^dolphin_shed_total\{reason="([^"]+)"\} (\S+)$/gm)) shed[m[1]!] = Number(m[2]);
   const byStatus: Record<string, number> = {};
   for (const m of text.matchAll(/^dolphin_requests_total\{[^}]*status="(\d+)"[^}]*\} (\S+)$/gm))
     byStatus[m[1]!] = (byStatus[m[1]!] ?? 0) + Number(m[2]);
-  return { shed, byStatus };
+  return { shed, byStatus, durationLe: { p50: le(0.5), p99: le(0.99) } };
 }
 
 /** CPU seconds (user + system) a process has used, from /proc/<pid>/stat (Linux; null elsewhere). */
@@ -527,7 +552,7 @@ export function formatOverloadBench(r: OverloadBenchResult): string {
       .join(
         ", ",
       )} ${JSON.stringify(r.answers_by_code)}; resets ${r.resets}, hangs ${r.hangs}, other errors ${r.errors}${r.first_error ? ` (${r.first_error})` : ""}`,
-    `latency 200: ${l(r.latency_ms.ok)}; 503/429: ${l(r.latency_ms.shed)}`,
+    `latency 200: ${l(r.latency_ms.ok)}; 503/429: ${l(r.latency_ms.shed)}; the proxy's own: p50 ≤ ${r.proxy_duration_le_s.p50} s, p99 ≤ ${r.proxy_duration_le_s.p99} s`,
     `shed by reason: ${JSON.stringify(r.shed_by_reason)}; the proxy's answers by status ${JSON.stringify(r.proxy_answers_by_status)}`,
     `proxy peaks: ${r.proxy_peaks.inflight} in flight, ${r.proxy_peaks.queued} queued, lag ${r.proxy_peaks.event_loop_lag_ms} ms (${r.proxy_peaks.scrapes} scrapes); CPU cores: proxy ${r.cpu_cores.proxy}, workers ${r.cpu_cores.workers.join(", ")}`,
     `proxy RSS ${m.start} → peak ${m.peak} → end ${m.end} MB (growth ${m.growth} MB; the last third rose ${m.last_third_rise} MB: ${m.bounded ? "levelled off" : "NOT levelled off"})`,
