@@ -69,6 +69,13 @@ export interface LoadResult {
  * where no server could. Far below the usual open-file limits (checked in each child).
  */
 export const DEFAULT_CONNECTIONS = 4096;
+/** A request more behind schedule than this is not sent (late). */
+export const DEFAULT_LATE_MS = 200;
+
+/** Generator processes for a rate: one per 1,500 requests/s (what one sustains beside the proxy), at most 4. */
+export function defaultProcesses(rate: number): number {
+  return Math.min(4, Math.max(1, Math.ceil(rate / 1500)));
+}
 
 /** Per-child counts and samples, as one JSON line on stdout when its share of the schedule has ended. */
 const GENERATOR_SCRIPT = `
@@ -157,9 +164,9 @@ setTimeout(tick, Math.max(0, cfg.startMs - now()));
 
 /** Runs the schedule from `processes` children and merges what they saw. */
 export async function generateLoad(o: LoadOptions): Promise<LoadResult> {
-  const processes = o.processes ?? Math.min(4, Math.max(1, Math.ceil(o.rate / 1500)));
+  const processes = o.processes ?? defaultProcesses(o.rate);
   const maxSockets = Math.ceil((o.connections ?? DEFAULT_CONNECTIONS) / processes);
-  const lateMs = o.lateMs ?? 200;
+  const lateMs = o.lateMs ?? DEFAULT_LATE_MS;
   const children = new Children();
   try {
     // everyone starts together, far enough ahead for the children to load

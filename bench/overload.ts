@@ -26,7 +26,13 @@ import os from "node:os";
 import { join } from "node:path";
 import { parseSplit } from "../src/sim/simulator.js";
 import { quantile } from "../src/sim/metrics.js";
-import { DEFAULT_CONNECTIONS, generateLoad, type LoadResult } from "./overload-load.js";
+import {
+  DEFAULT_CONNECTIONS,
+  DEFAULT_LATE_MS,
+  defaultProcesses,
+  generateLoad,
+  type LoadResult,
+} from "./overload-load.js";
 import {
   Children,
   JSON_ANSWER,
@@ -190,6 +196,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
   const progress = opts.progress ?? (() => undefined);
   const tmp = mkdtempSync(join(os.tmpdir(), "dolphin-bench-overload-"));
   const children = new Children();
+  let url = ""; // the proxy's, once it listens
   const load = (rate: number, seconds: number, timeoutMs: number): Promise<LoadResult> =>
     generateLoad({
       url,
@@ -201,7 +208,6 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
       ...(opts.connections !== undefined ? { connections: opts.connections } : {}),
       progress,
     });
-  let url = "";
   try {
     const workerList = split ? await startEmulatedWorkers(children, split, timeScale) : await startFake(children);
     const workerPids = workerList.map((w) => w.pid);
@@ -286,7 +292,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     const statuses = run.statuses;
     const answeredOk = (statuses["200"] ?? 0) + (statuses["429"] ?? 0) + (statuses["503"] ?? 0);
     const allAnswered = answeredOk === run.sent;
-    const generators = opts.generators ?? Math.min(4, Math.max(1, Math.ceil(rate / 1500)));
+    const generators = opts.generators ?? defaultProcesses(rate);
     return {
       sustained_per_s: sustained,
       sustained_from: sustainedFrom,
@@ -316,7 +322,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
       generator: {
         processes: generators,
         connections: opts.connections ?? DEFAULT_CONNECTIONS,
-        late_ms: 200,
+        late_ms: DEFAULT_LATE_MS,
         send_lag_ms: latency(run.lagMs),
         pool_wait_ms: latency(run.poolWaitMs),
         connections_opened: run.connections,
