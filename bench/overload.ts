@@ -11,7 +11,8 @@
 //              table dynamo-isl; no KV events), with the fake worker approximate mode, always-local.
 //   generator  overload-load.ts: open-loop children with bounded keep-alive pools, their own lag reported apart.
 //
-// 1. Sustained rate (unless `--rate`): open-loop steps through the proxy, `stepS` each; a step is good when every
+// 1. Sustained rate (unless `--rate`): after a warm-up at the first step's rate (not counted), open-loop steps
+//    through the proxy, `stepS` each; a step is good when every
 //    request is a 200, none was sent late, the p99 is within the limit (50 ms, or for emulated workers twice the
 //    unloaded p99 plus 50 ms: their latency is simulated model time) and ≥ 95 % of the rate completed; the answer is
 //    the last good step before a step bad twice.
@@ -230,6 +231,9 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     });
     url = await children.ready(proxy, proxyBanner);
 
+    const steps = split ? EMULATED_STEPS : FAKE_STEPS;
+    // a warm-up at the first step's rate, not counted: the processes' first seconds (JIT, pools) are not their rate
+    if (opts.rate === undefined) await load(steps[0]!, quick ? 1 : 2, 10_000);
     // the p99 a step may have: emulated workers answer in simulated model time, so twice their unloaded p99 + 50 ms
     let p99LimitMs = P99_LIMIT_MS;
     if (split && opts.rate === undefined) {
@@ -240,7 +244,6 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     const search: OverloadBenchResult["search"] = [];
     let sustained = opts.rate ?? 0;
     let sustainedFrom: OverloadBenchResult["sustained_from"] = opts.rate === undefined ? "search" : "given";
-    const steps = split ? EMULATED_STEPS : FAKE_STEPS;
     if (opts.rate === undefined) {
       const stepS = quick ? 1 : 2;
       steps: for (const rate of quick ? steps.slice(0, 2) : steps) {

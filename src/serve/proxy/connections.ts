@@ -71,10 +71,7 @@ export class ConnectionGuard {
     ]);
   }
 
-  /**
-   * True when `req` came on a connection opened past the limit; then its 503 has been thrown by the promise's
-   * rejection once the body is in. Call before anything else reads the request.
-   */
+  /** True when `req` came on a connection opened past the limit: answer it with shed(), before anything reads it. */
   refuses(req: IncomingMessage): boolean {
     return overLimit.has(req.socket);
   }
