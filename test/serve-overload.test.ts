@@ -1,8 +1,13 @@
+// Overload: shedding on event-loop lag, and connections that end in an answer, never a reset (below).
 // Shedding on event-loop lag (admission.ts): while the proxy's event loop lags past admission.max_event_loop_lag_ms,
 // new requests get a fast 503 `overloaded` with Retry-After, counted as reason "event_loop_lag"; once it has caught
 // up, requests go through again. The proxy runs in this process, so blocking this thread is lagging its loop.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import os from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { coreModule } from "./helpers.js";
@@ -83,4 +88,205 @@ describe("dolphin serve: shedding on event-loop lag", () => {
     expect((await post(p)).status).toBe(200);
     expect(await metric(p, /^dolphin_event_loop_lag_seconds (\S+)$/m)).toBeLessThan(0.05);
   }, 30_000);
+});
+
+// Connections (connections.ts, proxy.ts): no client of an overloaded proxy sees a reset. Requests shed by admission
+// keep their keep-alive connection; a connection opened past admission.max_connections gets a 503 with Retry-After
+// and `connection: close` after its body was read, then a clean close. Every request ends as 200 or 503.
+describe("dolphin serve: overload without resets", () => {
+  /** A decode worker that answers after `ms`. */
+  async function slowWorker(ms: number): Promise<string> {
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () =>
+        setTimeout(() => {
+          const body = JSON.stringify({
+            id: "c",
+            choices: [{ index: 0, text: "ok" }],
+            usage: { completion_tokens: 1 },
+          });
+          res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+          res.end(body);
+        }, ms),
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    closers.push(
+      () =>
+        new Promise((r) => {
+          server.closeAllConnections();
+          server.close(() => r());
+        }),
+    );
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  interface Answer {
+    status: number | string;
+    retryAfter?: string | undefined;
+    connection?: string | undefined;
+    reused?: boolean;
+  }
+
+  /** `n` POSTs at once over `agent`; each ends as its status and headers, or its error code (a reset shows here). */
+  function burst(url: string, agent: http.Agent, n: number): Promise<Answer[]> {
+    const u = new URL(url);
+    const body = JSON.stringify({ model: MODEL, prompt: "hello", max_tokens: 4 });
+    return Promise.all(
+      Array.from(
+        { length: n },
+        () =>
+          new Promise<Answer>((resolve) => {
+            const req = http.request(
+              {
+                host: u.hostname,
+                port: u.port,
+                path: "/v1/completions",
+                method: "POST",
+                agent,
+                headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+              },
+              (res) => {
+                res.resume();
+                res.on("end", () =>
+                  resolve({
+                    status: res.statusCode ?? 0,
+                    retryAfter: res.headers["retry-after"],
+                    connection: res.headers.connection,
+                    reused: req.reusedSocket,
+                  }),
+                );
+              },
+            );
+            req.on("error", (e: NodeJS.ErrnoException) => resolve({ status: e.code ?? e.message }));
+            req.end(body);
+          }),
+      ),
+    );
+  }
+
+  it("answers requests on connections past max_connections 503 with Retry-After and closes them cleanly", async () => {
+    const p = await startProxy(
+      {
+        model: MODEL,
+        table: "always-local",
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "d0", url: await slowWorker(300), role: "decode" }],
+        admission: { max_connections: 8, max_event_loop_lag_ms: 0 },
+        log_level: "silent",
+      },
+      { module: coreModule() },
+    );
+    closers.push(() => p.close());
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 30 });
+    closers.push(async () => agent.destroy());
+    const got = await burst(p.url, agent, 30);
+    const ok = got.filter((a) => a.status === 200);
+    const shed = got.filter((a) => a.status === 503);
+    expect(ok.length + shed.length).toBe(30); // no reset, no other error
+    expect(ok.length).toBeGreaterThanOrEqual(8); // the first eight connections are served
+    expect(shed.length).toBeGreaterThan(0);
+    expect(shed.every((a) => a.retryAfter === "1" && a.connection === "close")).toBe(true);
+    // the served connections stay in the pool and are reused
+    const again = await burst(p.url, agent, 8);
+    expect(again.map((a) => a.status)).toEqual(Array(8).fill(200));
+    expect(again.every((a) => a.reused)).toBe(true);
+    // once the client closes them, a new connection is under the limit again (until then, /metrics too gets 503)
+    agent.destroy();
+    let shedCount = NaN;
+    let refusedScrapes = 0;
+    for (const until = performance.now() + 5000; performance.now() < until; refusedScrapes++) {
+      shedCount = await metric(p, /^dolphin_shed_total\{reason="max_connections"\} (\S+)$/m);
+      if (!Number.isNaN(shedCount)) break;
+    }
+    expect(shedCount).toBe(shed.length + refusedScrapes);
+  }, 30_000);
+
+  it("keeps the connection of a request shed by admission open for the next request", async () => {
+    const p = await startProxy(
+      {
+        model: MODEL,
+        table: "always-local",
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "d0", url: await slowWorker(200), role: "decode" }],
+        admission: { max_inflight: 2, max_queued: 0, max_event_loop_lag_ms: 0 },
+        log_level: "silent",
+      },
+      { module: coreModule() },
+    );
+    closers.push(() => p.close());
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 6 });
+    closers.push(async () => agent.destroy());
+    const first = await burst(p.url, agent, 6);
+    expect(first.filter((a) => a.status === 200)).toHaveLength(2);
+    const shed = first.filter((a) => a.status === 503);
+    expect(shed).toHaveLength(4);
+    expect(shed.every((a) => a.retryAfter === "1" && a.connection === "keep-alive")).toBe(true);
+    // the six connections stay in the pool: the next round goes out on them, and is answered the same way
+    const second = await burst(p.url, agent, 6);
+    expect(second.every((a) => a.reused)).toBe(true);
+    expect(second.map((a) => a.status).sort()).toEqual([200, 200, 503, 503, 503, 503]);
+  }, 30_000);
+
+  // The cause of issue 14's resets, at a small scale: a process out of file descriptors has libuv accept and close
+  // each pending connection (a reset), and its calls to workers fail (502, then the worker is ejected). The proxy runs
+  // as `dolphin serve` under `ulimit -n 256`; 400 connections come over 2 s, each with a request its worker holds for
+  // 2 s. With the limit from the fd limit (the default), the first connections are served and the rest answered 503
+  // (with `max_connections: 1000000` instead: 502s, resets and 503 no_decode_worker).
+  it.runIf(process.platform === "linux")(
+    "stays short of its open-file limit: 400 connections against 256 fds end in 200 or 503, no reset, no 502",
+    async () => {
+      const worker = await slowWorker(2000);
+      const dir = mkdtempSync(join(os.tmpdir(), "dolphin-fd-limit-"));
+      closers.push(async () => rmSync(dir, { recursive: true, force: true }));
+      const config = join(dir, "serve.json");
+      writeFileSync(
+        config,
+        JSON.stringify({
+          model: MODEL,
+          table: "always-local",
+          mode: "approximate",
+          listen: { host: "127.0.0.1", port: 0 },
+          workers: [{ id: "d0", url: worker, role: "decode" }],
+          admission: { max_event_loop_lag_ms: 0 },
+          log_level: "warn",
+        }),
+      );
+      const bin = new URL("../bin/dolphin.js", import.meta.url).pathname;
+      const child = spawn(
+        "sh",
+        ["-c", `ulimit -n 256 && exec "${process.execPath}" "${bin}" serve --config "${config}"`],
+        {
+          stdio: ["ignore", "ignore", "pipe"],
+        },
+      );
+      closers.push(async () => {
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      });
+      const url = await new Promise<string>((resolve, reject) => {
+        let err = "";
+        const t = setTimeout(() => reject(new Error(`dolphin serve did not start: ${err}`)), 15_000);
+        child.stderr!.on("data", (c: Buffer) => {
+          err += c.toString();
+          const m = /proxy at (http:\/\/[^\s,]+)/.exec(err);
+          if (m) {
+            clearTimeout(t);
+            resolve(m[1]!);
+          }
+        });
+      });
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 400 });
+      closers.push(async () => agent.destroy());
+      const got = await Promise.all(
+        Array.from({ length: 400 }, (_, i) =>
+          new Promise((r) => setTimeout(r, i * 5)).then(async () => (await burst(url, agent, 1))[0]!),
+        ),
+      );
+      const count: Record<string, number> = {};
+      for (const a of got) count[String(a.status)] = (count[String(a.status)] ?? 0) + 1;
+      expect(Object.keys(count).sort()).toEqual(["200", "503"]);
+      expect(count["200"]).toBeGreaterThanOrEqual(32);
+    },
+    60_000,
+  );
 });

@@ -6,6 +6,13 @@ import { corePath, loadCoreModule } from "../../bindings/node/index.js";
 import { packageFile } from "../package-root.js";
 import { intOption, UsageError, type Command } from "./args.js";
 
+/** --time-scale of bench overload's emulated workers: a number > 0. */
+function timeScaleOption(v: unknown): number {
+  const n = Number(v);
+  if (!(n > 0 && Number.isFinite(n))) throw new UsageError(`--time-scale must be a number > 0, got ${String(v)}`);
+  return n;
+}
+
 /** The trace `bench sim` runs by default; shipped in the package (data/README.md). */
 const MOONCAKE_DEV = packageFile("data", "traces", "mooncake_conversation_dev.jsonl");
 
@@ -14,6 +21,7 @@ export const command: Command = {
 dolphin bench sim [--json] [--trace FILE] [--scale]
 dolphin bench proxy [--json] [--quick] [--runs N]
 dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S] [--max-lag MS]
+                       [--workers fake|SPLIT] [--time-scale S] [--generators N] [--connections N]
 dolphin bench envoy [--json] [--quick]
 dolphin bench bindings [--json]
 
@@ -28,8 +36,11 @@ node:http pass-through adds, at 500 requests/s, plus the highest sustained rate,
 --runs N: N whole measurements (fresh processes each); every figure is then the median of the runs' and "runs"
 holds each run's result.
 bench overload: loopback only; twice the highest rate the proxy sustains (or 2 × --rate) for --duration s (default
-60) against a worker that answers at once: counts of 200/429/503, resets and hangs (no answer within --timeout s,
-default 30), the proxy's memory; --max-lag sets admission.max_event_loop_lag_ms (0: no lag shedding).
+60), against emulated workers in their own processes (--workers, default 1P2D; --time-scale, default 1) or a worker
+that answers at once (--workers fake): counts of 200/429/503, resets and hangs (no answer within --timeout s,
+default 30), the proxy's memory, and the load generator's own lag (--generators processes, keep-alive pools of
+--connections in all, default 4,096; a request it could not send on time is counted apart, not sent);
+--max-lag sets admission.max_event_loop_lag_ms (0: no lag shedding).
 bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
 latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
@@ -50,6 +61,10 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     duration: { type: "string" },
     timeout: { type: "string" },
     "max-lag": { type: "string" },
+    workers: { type: "string" },
+    "time-scale": { type: "string" },
+    generators: { type: "string" },
+    connections: { type: "string" },
     scale: { type: "boolean" },
   },
   async run(v, pos) {
@@ -106,6 +121,12 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
         ...(v["timeout"] !== undefined ? { timeoutS: intOption(v["timeout"], "timeout", 1, 3600, 30) } : {}),
         ...(v["max-lag"] !== undefined
           ? { maxEventLoopLagMs: intOption(v["max-lag"], "max-lag", 0, 60_000, 500) }
+          : {}),
+        ...(v["workers"] !== undefined ? { workers: String(v["workers"]) } : {}),
+        ...(v["time-scale"] !== undefined ? { timeScale: timeScaleOption(v["time-scale"]) } : {}),
+        ...(v["generators"] !== undefined ? { generators: intOption(v["generators"], "generators", 1, 16, 1) } : {}),
+        ...(v["connections"] !== undefined
+          ? { connections: intOption(v["connections"], "connections", 1, 65_536, 4096) }
           : {}),
         progress: (l) => process.stderr.write(l + "\n"),
       });

@@ -43,8 +43,18 @@ export interface ServeConfig {
   fallback_local: boolean;
   /** Bearer token of the /admin endpoints; null disables them (403). */
   admin_token: string | null;
-  /** headers_ms: a client's request headers; body_ms: the gap between two chunks of its body (408 beyond either). */
-  timeouts: { connect_ms: number; request_ms: number; tokenize_ms: number; headers_ms: number; body_ms: number };
+  /**
+   * headers_ms: a client's request headers; body_ms: the gap between two chunks of its body (408 beyond either);
+   * keep_alive_ms: how long an idle client connection is kept open.
+   */
+  timeouts: {
+    connect_ms: number;
+    request_ms: number;
+    tokenize_ms: number;
+    headers_ms: number;
+    body_ms: number;
+    keep_alive_ms: number;
+  };
   heartbeat: { interval_s: number; expiry_s: number };
   /** probe_interval_s: probes of workers out of rotation; check_interval_s, check_timeout_ms, unhealthy_after: active checks of those in it. */
   health: { probe_interval_s: number; check_interval_s: number; check_timeout_ms: number; unhealthy_after: number };
@@ -75,6 +85,8 @@ export interface ServeConfig {
     max_queued_per_worker: number;
     /** Smoothed event-loop lag above which new requests are shed (more the further above); 0: never. */
     max_event_loop_lag_ms: number;
+    /** Client connections open at once; past it a connection's request gets 503 and it is closed. 0: from the fd limit. */
+    max_connections: number;
   };
   /** A failed worker call is retried once on another worker while retries in flight stay under this budget. */
   retries: { budget_share: number; min_concurrent: number };
@@ -127,7 +139,16 @@ export const DEFAULTS = {
   max_workers: 32,
   fallback_local: true,
   admin_token: null,
-  timeouts: { connect_ms: 5_000, request_ms: 600_000, tokenize_ms: 10_000, headers_ms: 10_000, body_ms: 30_000 },
+  timeouts: {
+    connect_ms: 5_000,
+    request_ms: 600_000,
+    tokenize_ms: 10_000,
+    headers_ms: 10_000,
+    body_ms: 30_000,
+    // longer than clients keep an idle pooled connection (Node's agent 5 s, httpx 5 s, Go 90 s is the exception), so
+    // the client closes it first and never sends a request on a connection the proxy is closing (a reset)
+    keep_alive_ms: 65_000,
+  },
   heartbeat: { interval_s: 10, expiry_s: 30 },
   health: { probe_interval_s: 5, check_interval_s: 1, check_timeout_ms: 1_000, unhealthy_after: 2 },
   outlier: {
@@ -148,6 +169,7 @@ export const DEFAULTS = {
     max_inflight_per_worker: 512,
     max_queued_per_worker: 512,
     max_event_loop_lag_ms: 500,
+    max_connections: 0,
   },
   retries: { budget_share: 0.2, min_concurrent: 10 },
   sessions: { idle_s: 3_600, max: 100_000 },
@@ -303,6 +325,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     "tokenize_ms",
     "headers_ms",
     "body_ms",
+    "keep_alive_ms",
   ]);
   const heartbeat = section(o["heartbeat"], "heartbeat", ["interval_s", "expiry_s"]);
   const health = section(o["health"], "health", [
@@ -328,6 +351,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     "max_inflight_per_worker",
     "max_queued_per_worker",
     "max_event_loop_lag_ms",
+    "max_connections",
   ]);
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
   const sessions = section(o["sessions"], "sessions", ["idle_s", "max"]);
@@ -368,6 +392,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       tokenize_ms: timeoutsNumber("tokenize_ms", { min: 1, integer: true }),
       headers_ms: timeoutsNumber("headers_ms", { min: 1, integer: true }),
       body_ms: timeoutsNumber("body_ms", { min: 1, integer: true }),
+      keep_alive_ms: timeoutsNumber("keep_alive_ms", { min: 1, integer: true }),
     },
     heartbeat: {
       interval_s: heartbeatNumber("interval_s", { min: 0, exclusiveMin: true }),
@@ -397,6 +422,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       max_inflight_per_worker: admissionNumber("max_inflight_per_worker", { min: 1, max: 1_000_000, integer: true }),
       max_queued_per_worker: admissionNumber("max_queued_per_worker", { min: 0, max: 1_000_000, integer: true }),
       max_event_loop_lag_ms: admissionNumber("max_event_loop_lag_ms", { min: 0, max: 60_000, integer: true }),
+      max_connections: admissionNumber("max_connections", { min: 0, max: 10_000_000, integer: true }),
     },
     retries: {
       budget_share: retriesNumber("budget_share", { min: 0, max: 1 }),

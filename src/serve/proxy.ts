@@ -11,6 +11,7 @@
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
 //   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
 //   worker-admission.ts the same per worker: a full worker's request goes to another with room, or waits
+//   connections.ts      the client-connection limit (short of the fd limit): past it, 503 and close
 //   inference.ts        an inference request from body to answer, its log line and metrics
 //   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
 //   admin.ts            /admin/*
@@ -37,6 +38,7 @@ import { checkWorkers, expireWorkers, probeDownWorkers } from "./proxy/health.js
 import { Inference } from "./proxy/inference.js";
 import { Admission } from "./proxy/admission.js";
 import { WorkerAdmission } from "./proxy/worker-admission.js";
+import { ConnectionGuard } from "./proxy/connections.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
 import { ProxyMetrics } from "./proxy/metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS } from "./proxy/openai.js";
@@ -81,6 +83,7 @@ class ServeProxy {
   private readonly agents = keepAliveAgents();
   private readonly routes = new RouteTable<RequestContext>(OPENAI_ERRORS);
   private readonly timers: NodeJS.Timeout[] = [];
+  private connections: ConnectionGuard | null = null;
 
   constructor(
     private readonly config: ServeConfig,
@@ -141,6 +144,11 @@ class ServeProxy {
       .on("/metrics", { GET: (c) => sendMetrics(c.res, metrics.registry) })
       .on("/admin/*", { "*": (c) => admin.handle(c) });
     for (const w of config.workers) registry.add(w, "config");
+  }
+
+  /** Counts `server`'s client connections; requests on those past admission.max_connections get 503 and close. */
+  guardConnections(server: http.Server): void {
+    this.connections = new ConnectionGuard(server, this.config.admission, this.metrics);
   }
 
   startTimers(): void {
@@ -205,7 +213,10 @@ class ServeProxy {
       }
     });
     ctx.endpoint = pathOf(req);
-    const run = async (): Promise<void> => this.routes.find(req.method ?? "GET", ctx.endpoint)(ctx);
+    const run = async (): Promise<void> =>
+      this.connections?.refuses(req)
+        ? this.connections.shed(req)
+        : this.routes.find(req.method ?? "GET", ctx.endpoint)(ctx);
     run().catch((e: unknown) => this.fail(ctx, e));
   }
 
@@ -300,6 +311,8 @@ export async function startProxy(
     },
     (req, res) => proxy.handle(req, res),
   );
+  server.keepAliveTimeout = t.keep_alive_ms;
+  proxy.guardConnections(server);
   server.on("clientError", (e: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket) => {
     if (socket.writable) socket.end(clientErrorAnswer(e));
     else socket.destroy();

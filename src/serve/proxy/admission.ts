@@ -104,6 +104,7 @@ function leaveQueue(queue: Waiter[], waiter: Waiter): boolean {
 }
 
 export type ShedReason = "queue_full" | "queue_timeout" | "event_loop_lag";
+// (connections.ts sheds with reason "max_connections", worker-admission.ts with "worker_queue_full" and "_timeout")
 
 export class Admission {
   /** Requests admitted and not yet answered. */
