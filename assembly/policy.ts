@@ -405,21 +405,17 @@ function classify(): void {
   let bestScore: f64 = 0;
   if (kind == KIND_KMEANS) {
     // Two centroids per f64x2 (centroidPairs), two pairs per step into two running minima (A: pairs 0, 2, 4, …; B:
-    // 1, 3, 5, …), so no step waits on the previous one's comparison. Each of the four lanes keeps its first strict
-    // minimum (`<`, in index order); of the four, the smallest wins, on a tie the lowest index: the first strict
-    // minimum over all clusters, as the one scalar scan found it. The NaN in an odd K's padding lane never
-    // compares below anything.
+    // 1, 3, 5, …), so no step waits on the previous one's comparison; then the nearest cluster is the first whose
+    // score is the minimum, found four scores at a time. That is the first strict minimum over all clusters, as the
+    // one scalar scan with `<` found it: pmin returns one of its operands, so the minimum is one of the scores,
+    // bits and all; ties go to the lowest index; the NaN in an odd K's padding lane never compares below anything
+    // (pmin keeps the running minimum) nor equal to it (the search stops at K).
     const x0 = f64x2.splat(load<f64>(standardized));
     const x1 = f64x2.splat(load<f64>(standardized, 8)); // the lanes past dims are 0: see standardize()
     const x2 = f64x2.splat(load<f64>(standardized, 16));
     const x3 = f64x2.splat(load<f64>(standardized, 24));
     let minA = f64x2.splat(Infinity);
     let minB = minA;
-    let idxA = i64x2.splat(0);
-    let idxB = idxA;
-    let atA = i64x2(0, 1);
-    let atB = i64x2(2, 3);
-    const step = i64x2.splat(4);
     let row = centroidPairs;
     let out = scores;
     const end = scores + (<usize>((k + 1) >> 1) << 4); // bounded by the pairs: (K + 1) / 2 of them
@@ -428,36 +424,32 @@ function classify(): void {
       const dB = pairDistances(row + 64, x0, x1, x2, x3);
       v128.store(out, dA);
       v128.store(out, dB, 16);
-      const closerA = f64x2.lt(dA, minA);
-      const closerB = f64x2.lt(dB, minB);
       minA = f64x2.pmin(minA, dA);
       minB = f64x2.pmin(minB, dB);
-      idxA = v128.bitselect(atA, idxA, closerA);
-      idxB = v128.bitselect(atB, idxB, closerB);
-      atA = i64x2.add(atA, step);
-      atB = i64x2.add(atB, step);
       row += 128;
       out += 32;
     }
     if (out < end) {
       const dA = pairDistances(row, x0, x1, x2, x3);
       v128.store(out, dA);
-      const closerA = f64x2.lt(dA, minA);
       minA = f64x2.pmin(minA, dA);
-      idxA = v128.bitselect(atA, idxA, closerA);
     }
-    // the four lanes' first strict minima: the smallest, on a tie the lowest index
-    bestScore = f64x2.extract_lane(minA, 0);
-    best = <i32>i64x2.extract_lane(idxA, 0);
-    let v = f64x2.extract_lane(minA, 1);
-    let i = <i32>i64x2.extract_lane(idxA, 1);
-    if (v < bestScore || (v == bestScore && i < best)) { bestScore = v; best = i; }
-    v = f64x2.extract_lane(minB, 0);
-    i = <i32>i64x2.extract_lane(idxB, 0);
-    if (v < bestScore || (v == bestScore && i < best)) { bestScore = v; best = i; }
-    v = f64x2.extract_lane(minB, 1);
-    i = <i32>i64x2.extract_lane(idxB, 1);
-    if (v < bestScore || (v == bestScore && i < best)) { bestScore = v; best = i; }
+    const m = f64x2.pmin(minA, minB);
+    const m0 = f64x2.extract_lane(m, 0);
+    const m1 = f64x2.extract_lane(m, 1);
+    bestScore = m1 < m0 ? m1 : m0;
+    // the first four scores holding it (may read 16 bytes past the pairs: scores has MAX_K + 1 slots and the heap
+    // goes on after it; what lies past K is never taken, as the scalar step below stops at K)
+    const splatBest = f64x2.splat(bestScore);
+    let at = scores;
+    while (at < end && !v128.any_true(v128.or(f64x2.eq(v128.load(at), splatBest), f64x2.eq(v128.load(at, 16), splatBest)))) {
+      at += 32;
+    }
+    best = <i32>((at - scores) >> 3);
+    while (best < k && load<f64>(scores + (<usize>best << 3)) != bestScore) best++;
+    // the minimum is always one of the scores (distances are ≥ 0, never NaN; all +∞ gives cluster 0 as the scalar
+    // scan did): a guard
+    if (best >= k) best = 0;
   } else {
     bestScore = -Infinity;
     for (let c = 0; c < k; c++) {
