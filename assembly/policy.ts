@@ -438,15 +438,20 @@ function classify(): void {
     const m0 = f64x2.extract_lane(m, 0);
     const m1 = f64x2.extract_lane(m, 1);
     bestScore = m1 < m0 ? m1 : m0;
-    // the first four scores holding it (may read 16 bytes past the pairs: scores has MAX_K + 1 slots and the heap
-    // goes on after it; what lies past K is never taken, as the scalar step below stops at K)
+    // the first of the scores equal to it, four at a time (may read 16 bytes past the pairs: scores has MAX_K + 1
+    // slots and the heap goes on after it). Within the four, the lowest lane that matches (ctz of the lane mask):
+    // the minimum is one of the scores below K, so a match past K is never the lowest.
     const splatBest = f64x2.splat(bestScore);
     let at = scores;
-    while (at < end && !v128.any_true(v128.or(f64x2.eq(v128.load(at), splatBest), f64x2.eq(v128.load(at, 16), splatBest)))) {
+    let lanes = 0;
+    while (at < end) {
+      const eqLo = f64x2.eq(v128.load(at), splatBest);
+      const eqHi = f64x2.eq(v128.load(at, 16), splatBest);
+      lanes = i64x2.bitmask(eqLo) | (i64x2.bitmask(eqHi) << 2);
+      if (lanes != 0) break;
       at += 32;
     }
-    best = <i32>((at - scores) >> 3);
-    while (best < k && load<f64>(scores + (<usize>best << 3)) != bestScore) best++;
+    best = <i32>((at - scores) >> 3) + ctz(lanes);
     // the minimum is always one of the scores (distances are ≥ 0, never NaN; all +∞ gives cluster 0 as the scalar
     // scan did): a guard
     if (best >= k) best = 0;
