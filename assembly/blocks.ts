@@ -6,7 +6,7 @@
 // are already the bytes the scheme hashes.
 
 import { LIMIT_TEXT_BLOCK_BYTES } from "./generated/abi";
-import { xxh64, xxh64Block64, xxh64Pair, xxh64Two64 } from "./xxh64";
+import { xxh64, xxh64Block64, xxh64Of64, xxh64Pair } from "./xxh64";
 
 // @ts-ignore: decorator
 @inline export const TEXT_BLOCK_BYTES: i32 = LIMIT_TEXT_BLOCK_BYTES;
@@ -29,30 +29,57 @@ export function setBlockSizeValue(n: i32): bool {
 /**
  * Hashes the full blocks of `nTokens` u32 ids at `ptr` into `out` (u64 each); returns the block count.
  * Each block's own hash c_i is independent of the others; only the chain h_i = xxh64(c_i ‖ h_{i−1}) is
- * sequential. At the default 16-id blocks two c_i are computed interleaved (xxh64Two64), then chained.
+ * sequential.
  */
 export function hashTokenBlocks(ptr: usize, nTokens: i32, out: usize): i32 {
   const bs = blockSize;
   const blocks = nTokens / bs;
+  if (bs == 16) {
+    hash64ByteBlocks(ptr, blocks, out);
+    return blocks;
+  }
   const blockBytes = <usize>bs << 2;
   let prev = root;
-  let i = 0;
-  if (bs == 16) {
-    for (; i + 1 < blocks; i += 2) {
-      const at = out + (<usize>i << 3);
-      const p = ptr + (<usize>i << 6);
-      xxh64Two64(p, p + 64, at);
-      prev = xxh64Pair(load<u64>(at), prev);
-      store<u64>(at, prev);
-      prev = xxh64Pair(load<u64>(at, 8), prev);
-      store<u64>(at, prev, 8);
-    }
-  }
-  for (; i < blocks; i++) {
+  for (let i = 0; i < blocks; i++) {
     prev = xxh64Pair(xxh64(ptr + <usize>i * blockBytes, blockBytes, 0), prev);
     store<u64>(out + (<usize>i << 3), prev);
   }
   return blocks;
+}
+
+/**
+ * The default 16-id (64-byte) blocks, software-pipelined two blocks ahead: iteration i hashes block i+2 (c_{i+2})
+ * while it chains block i. The chain step is a ~25-cycle dependency from h_{i−1} to h_i; hashing a block is a
+ * longer one of its own (~50 cycles) but independent of the chain, so with c_i ready two iterations early the CPU
+ * overlaps the two instead of waiting on each block's hash before its chain step. Measured against the
+ * interleave-two-then-chain loop this replaced: 10% less time for 1,250 blocks (V8, x86-64); one block ahead or
+ * three, four blocks interleaved, or the stripes in i64x2 lanes were all slower.
+ */
+function hash64ByteBlocks(ptr: usize, blocks: i32, out: usize): void {
+  let prev = root;
+  let j = 0;
+  if (blocks >= 2) {
+    let c0 = xxh64Of64(ptr);
+    let c1 = xxh64Of64(ptr + 64);
+    for (; j + 2 < blocks; j++) {
+      const c2 = xxh64Of64(ptr + (<usize>(j + 2) << 6)); // bounded by blocks: j + 2 < blocks
+      prev = xxh64Pair(c0, prev);
+      store<u64>(out + (<usize>j << 3), prev);
+      c0 = c1;
+      c1 = c2;
+    }
+    prev = xxh64Pair(c0, prev);
+    store<u64>(out + (<usize>j << 3), prev);
+    j++;
+    prev = xxh64Pair(c1, prev);
+    store<u64>(out + (<usize>j << 3), prev);
+    j++;
+  }
+  // fewer than two blocks (the form of this tail changes how V8 allocates the loop's registers: keep it, measure)
+  for (; j < blocks; j++) {
+    prev = xxh64Pair(xxh64Of64(ptr + (<usize>j << 6)), prev);
+    store<u64>(out + (<usize>j << 3), prev);
+  }
 }
 
 /** Hashes the full 64-byte blocks of `nBytes` UTF-8 bytes at `ptr` into `out`; returns the block count. */

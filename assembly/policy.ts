@@ -298,19 +298,26 @@ export let outCluster: i32 = -1;
 export let outReason: i32 = REASON_RULE;
 export let outScore: f64 = 0;
 
+/** Whether either lane of x is negative (−0 included), infinite or NaN: not a feature, for Math.log1p instead. */
+// @ts-ignore: decorator
+@inline function notFeatureLanes(x: v128): v128 {
+  return v128.or(i64x2.shr_u(x, 63), i64x2.gt_s(i64x2.shr_u(x, 32), i64x2.splat(0x7FEFFFFF)));
+}
+
+/** Math.log1p of each lane: the fallback of log1pLanes for what no feature is (but never a wrong answer either). */
+function log1pEachLane(x: v128): v128 {
+  return f64x2(Math.log1p(f64x2.extract_lane(x, 0)), Math.log1p(f64x2.extract_lane(x, 1)));
+}
+
 /**
  * log1p of both lanes, bit-identical to Math.log1p (AssemblyScript's port of musl's log1p.c) for finite x ≥ 0 (the
- * only features there are; anything else goes to Math.log1p lane by lane): the same operations in the same order,
+ * only features there are; the caller sends anything else to log1pEachLane): the same operations in the same order,
  * its three branches (x < 2^−53: x itself; x < 0.4142: f = x, k = c = 0; else the reduction of 1 + x) computed for
  * both lanes and selected. Two lanes share each division, the costliest step (two per log1p).
  */
 // @ts-ignore: decorator
 @inline function log1pLanes(x: v128): v128 {
   const hx = i64x2.shr_u(x, 32);
-  // negative, infinite or NaN: not a feature, but never a wrong answer either
-  if (v128.any_true(v128.or(i64x2.shr_u(x, 63), i64x2.ge_s(hx, i64x2.splat(0x7FF00000))))) {
-    return f64x2(Math.log1p(f64x2.extract_lane(x, 0)), Math.log1p(f64x2.extract_lane(x, 1)));
-  }
   const one = f64x2.splat(1.0);
   // x ≥ 0.4142…: 1 + x = 2^k × (1 + f) with √2/2 ≤ 1 + f < √2, and c corrects the rounding of 1 + x
   const uf = f64x2.add(one, x);
@@ -351,8 +358,16 @@ export let outScore: f64 = 0;
  * std 1 give 0).
  */
 function standardize(): void {
-  const lo = log1pLanes(v128.load(features));
-  const hi = log1pLanes(v128.load(features, 16));
+  const a = v128.load(features);
+  const b = v128.load(features, 16);
+  let lo: v128, hi: v128;
+  if (v128.any_true(v128.or(notFeatureLanes(a), notFeatureLanes(b)))) {
+    lo = log1pEachLane(a);
+    hi = log1pEachLane(b);
+  } else {
+    lo = log1pLanes(a);
+    hi = log1pLanes(b);
+  }
   let x01 = lo;
   let x23 = hi;
   if (!naturalOrder) {
@@ -369,44 +384,77 @@ function standardize(): void {
   v128.store(standardized, f64x2.div(f64x2.sub(x23, v128.load(mean, 16)), v128.load(std, 16)), 16);
 }
 
+/**
+ * Squared distances of the standardized features (x0..x3, each splat) to the centroid pair at `row`, one centroid per
+ * lane, summed as the scalar loop did: ((e0² + e1²) + e2²) + e3² (the scalar 0 + e0² is e0² exactly, and the padded
+ * dims past the table's add +0), so the scores are bit-identical.
+ */
+// @ts-ignore: decorator
+@inline function pairDistances(row: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
+  const e0 = f64x2.sub(x0, v128.load(row));
+  const e1 = f64x2.sub(x1, v128.load(row, 16));
+  const e2 = f64x2.sub(x2, v128.load(row, 32));
+  const e3 = f64x2.sub(x3, v128.load(row, 48));
+  return f64x2.add(f64x2.add(f64x2.add(f64x2.mul(e0, e0), f64x2.mul(e1, e1)), f64x2.mul(e2, e2)), f64x2.mul(e3, e3));
+}
+
 /** Standardized log1p features, then the nearest centroid or most likely component. Sets outCluster/outScore. */
 function classify(): void {
   standardize();
   let best = 0;
   let bestScore: f64 = 0;
   if (kind == KIND_KMEANS) {
-    // two centroids per step, one per f64x2 lane (centroidPairs). Each lane computes its centroid's distance as the
-    // scalar loop did, ((e0² + e1²) + e2²) + e3² (the scalar 0 + e0² is e0² exactly, and padded dims add +0), so
-    // scores are bit-identical; each lane keeps its first strict minimum, and of the two lanes' the smaller wins,
-    // on a tie the lower index: the first strict minimum over all clusters, as before.
+    // Two centroids per f64x2 (centroidPairs), two pairs per step into two running minima (A: pairs 0, 2, 4, …; B:
+    // 1, 3, 5, …), so no step waits on the previous one's comparison; then the nearest cluster is the first whose
+    // score is the minimum, found four scores at a time. That is the first strict minimum over all clusters, as the
+    // one scalar scan with `<` found it: pmin returns one of its operands, so the minimum is one of the scores,
+    // bits and all; ties go to the lowest index; the NaN in an odd K's padding lane never compares below anything
+    // (pmin keeps the running minimum) nor equal to it (the search stops at K).
     const x0 = f64x2.splat(load<f64>(standardized));
-    const x1 = f64x2.splat(dims > 1 ? load<f64>(standardized, 8) : 0.0);
-    const x2 = f64x2.splat(dims > 2 ? load<f64>(standardized, 16) : 0.0);
-    const x3 = f64x2.splat(dims > 3 ? load<f64>(standardized, 24) : 0.0);
-    let bestV = f64x2.splat(Infinity);
-    let bestIdx = i64x2.splat(0);
-    let idx = i64x2(0, 1);
-    const step = i64x2.splat(2);
+    const x1 = f64x2.splat(load<f64>(standardized, 8)); // the lanes past dims are 0: see standardize()
+    const x2 = f64x2.splat(load<f64>(standardized, 16));
+    const x3 = f64x2.splat(load<f64>(standardized, 24));
+    let minA = f64x2.splat(Infinity);
+    let minB = minA;
     let row = centroidPairs;
     let out = scores;
-    const end = out + (<usize>((k + 1) >> 1) << 4);
-    while (out < end) {
-      const e0 = f64x2.sub(x0, v128.load(row));
-      const e1 = f64x2.sub(x1, v128.load(row, 16));
-      const e2 = f64x2.sub(x2, v128.load(row, 32));
-      const e3 = f64x2.sub(x3, v128.load(row, 48));
-      const d = f64x2.add(f64x2.add(f64x2.add(f64x2.mul(e0, e0), f64x2.mul(e1, e1)), f64x2.mul(e2, e2)), f64x2.mul(e3, e3));
-      v128.store(out, d);
-      const closer = f64x2.lt(d, bestV);
-      bestV = v128.bitselect(d, bestV, closer);
-      bestIdx = v128.bitselect(idx, bestIdx, closer);
-      idx = i64x2.add(idx, step);
-      row += 64;
-      out += 16;
+    const end = scores + (<usize>((k + 1) >> 1) << 4); // bounded by the pairs: (K + 1) / 2 of them
+    while (out + 16 < end) {
+      const dA = pairDistances(row, x0, x1, x2, x3);
+      const dB = pairDistances(row + 64, x0, x1, x2, x3);
+      v128.store(out, dA);
+      v128.store(out, dB, 16);
+      minA = f64x2.pmin(minA, dA);
+      minB = f64x2.pmin(minB, dB);
+      row += 128;
+      out += 32;
     }
-    const b0 = f64x2.extract_lane(bestV, 0), b1 = f64x2.extract_lane(bestV, 1);
-    const i0 = <i32>i64x2.extract_lane(bestIdx, 0), i1 = <i32>i64x2.extract_lane(bestIdx, 1);
-    if (b1 < b0 || (b1 == b0 && i1 < i0)) { bestScore = b1; best = i1; } else { bestScore = b0; best = i0; }
+    if (out < end) {
+      const dA = pairDistances(row, x0, x1, x2, x3);
+      v128.store(out, dA);
+      minA = f64x2.pmin(minA, dA);
+    }
+    const m = f64x2.pmin(minA, minB);
+    const m0 = f64x2.extract_lane(m, 0);
+    const m1 = f64x2.extract_lane(m, 1);
+    bestScore = m1 < m0 ? m1 : m0;
+    // the first of the scores equal to it, four at a time (may read 16 bytes past the pairs: scores has MAX_K + 1
+    // slots and the heap goes on after it). Within the four, the lowest lane that matches (ctz of the lane mask):
+    // the minimum is one of the scores below K, so a match past K is never the lowest.
+    const splatBest = f64x2.splat(bestScore);
+    let at = scores;
+    let lanes = 0;
+    while (at < end) {
+      const eqLo = f64x2.eq(v128.load(at), splatBest);
+      const eqHi = f64x2.eq(v128.load(at, 16), splatBest);
+      lanes = i64x2.bitmask(eqLo) | (i64x2.bitmask(eqHi) << 2);
+      if (lanes != 0) break;
+      at += 32;
+    }
+    best = <i32>((at - scores) >> 3) + ctz(lanes);
+    // the minimum is always one of the scores (distances are ≥ 0, never NaN; all +∞ gives cluster 0 as the scalar
+    // scan did): a guard
+    if (best >= k) best = 0;
   } else {
     bestScore = -Infinity;
     for (let c = 0; c < k; c++) {

@@ -1,6 +1,7 @@
 // XXH64 (Yann Collet's xxHash, 64-bit variant; spec: github.com/Cyan4973/xxHash doc/xxhash_spec.md).
-// Three entry points: general bytes, the 16-byte chaining step LE64(a) ‖ LE64(b), and the 72-byte
-// text-block step (64 bytes ‖ LE64(prev)). The specialised forms avoid copying into a scratch buffer.
+// Entry points: general bytes, the 64-byte token block (xxh64Of64), the 16-byte chaining step LE64(a) ‖ LE64(b),
+// and the 72-byte text-block step (64 bytes ‖ LE64(prev)). The specialised forms avoid copying into a scratch
+// buffer and are inlined into blocks.ts's loops.
 
 // @ts-ignore: decorator
 @inline export const P1: u64 = 11400714785074694791;
@@ -94,55 +95,35 @@ export function xxh64(ptr: usize, len: usize, seed: u64): u64 {
 }
 
 // @ts-ignore: decorator
-@inline function stripe(v1: u64, v2: u64, v3: u64, v4: u64): u64 {
-  let h = rotl<u64>(v1, 1) + rotl<u64>(v2, 7) + rotl<u64>(v3, 12) + rotl<u64>(v4, 18);
-  h = mergeRound(h, v1);
-  h = mergeRound(h, v2);
-  h = mergeRound(h, v3);
-  return mergeRound(h, v4);
-}
+@inline const P1P2: u64 = P1 * P2; // mod 2^64
 
 /**
- * xxh64 (seed 0) of the two 64-byte inputs at `a` and `b`, written as u64 to `out` and `out + 8`: the token-mode
- * block hash c_i at the default block size (16 ids). The two computations are independent, so their multiplies
- * are interleaved by hand: each one alone is a long dependency chain (the merge rounds) that leaves the
- * multiplier idle, and two in flight hide each other's latency.
+ * xxh64 (seed 0) of the 64 bytes at `p`: the token-mode block hash c_i at the default block size (16 ids). The
+ * same value as xxh64(p, 64, 0), computed with a shorter dependency chain: each lane's second round stops before
+ * its multiply by P1 (r), and the merge round's round(0, v) = rotl(v × P2, 31) × P1 with v = r × P1 becomes
+ * rotl(r × (P1·P2), 31) × P1, so v and round(0, v) are two independent multiplies of r instead of three in a row.
  */
-export function xxh64Two64(a: usize, b: usize, out: usize): void {
-  let a1: u64 = P1 + P2, a2: u64 = P2, a3: u64 = 0, a4: u64 = 0 - P1;
-  let b1: u64 = P1 + P2, b2: u64 = P2, b3: u64 = 0, b4: u64 = 0 - P1;
-  a1 = round(a1, load<u64>(a));
-  b1 = round(b1, load<u64>(b));
-  a2 = round(a2, load<u64>(a, 8));
-  b2 = round(b2, load<u64>(b, 8));
-  a3 = round(a3, load<u64>(a, 16));
-  b3 = round(b3, load<u64>(b, 16));
-  a4 = round(a4, load<u64>(a, 24));
-  b4 = round(b4, load<u64>(b, 24));
-  a1 = round(a1, load<u64>(a, 32));
-  b1 = round(b1, load<u64>(b, 32));
-  a2 = round(a2, load<u64>(a, 40));
-  b2 = round(b2, load<u64>(b, 40));
-  a3 = round(a3, load<u64>(a, 48));
-  b3 = round(b3, load<u64>(b, 48));
-  a4 = round(a4, load<u64>(a, 56));
-  b4 = round(b4, load<u64>(b, 56));
-  let ha = rotl<u64>(a1, 1) + rotl<u64>(a2, 7) + rotl<u64>(a3, 12) + rotl<u64>(a4, 18);
-  let hb = rotl<u64>(b1, 1) + rotl<u64>(b2, 7) + rotl<u64>(b3, 12) + rotl<u64>(b4, 18);
-  ha = mergeRound(ha, a1);
-  hb = mergeRound(hb, b1);
-  ha = mergeRound(ha, a2);
-  hb = mergeRound(hb, b2);
-  ha = mergeRound(ha, a3);
-  hb = mergeRound(hb, b3);
-  ha = mergeRound(ha, a4);
-  hb = mergeRound(hb, b4);
-  store<u64>(out, avalanche(ha + 64));
-  store<u64>(out, avalanche(hb + 64), 8);
+// @ts-ignore: decorator
+@inline export function xxh64Of64(p: usize): u64 {
+  const v1 = round(P1 + P2, load<u64>(p));
+  const v2 = round(P2, load<u64>(p, 8));
+  const v3 = round(0, load<u64>(p, 16));
+  const v4 = round(0 - P1, load<u64>(p, 24));
+  const r1 = rotl<u64>(v1 + load<u64>(p, 32) * P2, 31);
+  const r2 = rotl<u64>(v2 + load<u64>(p, 40) * P2, 31);
+  const r3 = rotl<u64>(v3 + load<u64>(p, 48) * P2, 31);
+  const r4 = rotl<u64>(v4 + load<u64>(p, 56) * P2, 31);
+  let h = rotl<u64>(r1 * P1, 1) + rotl<u64>(r2 * P1, 7) + rotl<u64>(r3 * P1, 12) + rotl<u64>(r4 * P1, 18);
+  h = (h ^ (rotl<u64>(r1 * P1P2, 31) * P1)) * P1 + P4;
+  h = (h ^ (rotl<u64>(r2 * P1P2, 31) * P1)) * P1 + P4;
+  h = (h ^ (rotl<u64>(r3 * P1P2, 31) * P1)) * P1 + P4;
+  h = (h ^ (rotl<u64>(r4 * P1P2, 31) * P1)) * P1 + P4;
+  return avalanche(h + 64);
 }
 
 /** xxh64(LE64(a) ‖ LE64(b), seed 0): the chaining step of token-mode block hashing. */
-export function xxh64Pair(a: u64, b: u64): u64 {
+// @ts-ignore: decorator
+@inline export function xxh64Pair(a: u64, b: u64): u64 {
   let h: u64 = P5 + 16;
   h = mix8(h, a);
   h = mix8(h, b);
