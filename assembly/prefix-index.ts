@@ -123,20 +123,6 @@ export function indexInit(workers: i32, pool: u32): void {
   const slots = max(MIN_SLOTS, <u32>min(<u64>pool + (<u64>pool >> 2) + 1, <u64>0xfffffffe));
   holderSlots = slots;
   memberSlots = slots;
-  // one allocation for both tables: the stub runtime at least doubles memory on each growth, so one large request
-  // grows it once by what it needs instead of leaving a doubled tail behind (two when one would pass its 1 GiB limit)
-  const holderBytes = <usize>slots * HOLDERS_SLOT_BYTES;
-  const memberBytes = <usize>slots * MEMBER_SLOT_BYTES;
-  if (holderBytes + memberBytes <= ONE_ALLOCATION_BYTES) {
-    holders = heap.alloc(holderBytes + memberBytes);
-    members = holders + holderBytes;
-  } else {
-    holders = heap.alloc(holderBytes);
-    members = heap.alloc(memberBytes);
-  }
-  memory.fill(holders, 0, holderBytes);
-  memory.fill(members, 0, memberBytes);
-  members -= MEMBER_SLOT_BYTES; // node n (1 … slots) lives at members + n × 14; node 0 is never read
   const w = <usize>workers << 2;
   workerHead = heap.alloc(w << 2); // head, tail, count, capacity: u32[workers] each
   workerTail = workerHead + w;
@@ -149,6 +135,21 @@ export function indexInit(workers: i32, pool: u32): void {
   seenAt = heap.alloc(g << 2);
   liveGroups = heap.alloc(g << 2);
   memory.fill(holdingMask, 0, g << 3);
+  // the tables last, in one allocation (two when one would pass the stub runtime's 1 GiB block): that runtime at
+  // least doubles memory on each growth, so one large request grows it once by what it needs, where a small one
+  // after it would double the whole (index.ts calls indexInit after the other allocations for the same reason)
+  const holderBytes = <usize>slots * HOLDERS_SLOT_BYTES;
+  const memberBytes = <usize>slots * MEMBER_SLOT_BYTES;
+  if (holderBytes + memberBytes <= ONE_ALLOCATION_BYTES) {
+    holders = heap.alloc(holderBytes + memberBytes);
+    members = holders + holderBytes;
+  } else {
+    holders = heap.alloc(holderBytes);
+    members = heap.alloc(memberBytes);
+  }
+  memory.fill(holders, 0, holderBytes);
+  memory.fill(members, 0, memberBytes);
+  members -= MEMBER_SLOT_BYTES; // node n (1 … slots) lives at members + n × 14; node 0 is never read
 }
 
 // ---- holders table ---------------------------------------------------------------------------------------
