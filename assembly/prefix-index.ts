@@ -135,6 +135,7 @@ export function indexInit(workers: i32, pool: u32): void {
   seenAt = heap.alloc(g << 2);
   liveGroups = heap.alloc(g << 2);
   memory.fill(holdingMask, 0, g << 3);
+  memory.fill(aliveMask, 0, g << 3);
   // the tables last, in one allocation (two when one would pass the stub runtime's 1 GiB block): that runtime at
   // least doubles memory on each growth, so one large request grows it once by what it needs, where a small one
   // after it would double the whole (index.ts calls indexInit after the other allocations for the same reason)
@@ -397,6 +398,7 @@ export function holds(worker: u32, hash: u64): bool {
  * leaves the survivors in aliveMask[0], and returns where the walk stopped.
  */
 function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
+  const otherGroups = ~maskAll; // a group-0 slot has none of these bits set, so its word is its mask
   let alive = load<u64>(aliveMask);
   let i = 0;
   while (i < n) {
@@ -408,13 +410,13 @@ function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
       const s = holdersAt(slot);
       const word = load<u64>(s, 8);
       if (word == 0) break;
-      if (load<u64>(s) == hash && groupOf(word) == 0) {
-        held = word & maskAll;
+      if (load<u64>(s) == hash && (word & otherGroups) == 0) {
+        held = word;
         break;
       }
       slot = nextSlot(slot, holderSlots);
     }
-    dropAll(out, 0, alive & ~held, i);
+    if ((alive & ~held) != 0) dropAll(out, 0, alive & ~held, i);
     alive &= held;
     if (alive == 0) break; // a block nobody holds ends every match here
     i++;
@@ -460,16 +462,16 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
       if (word == 0) break;
       if (load<u64>(s) == hash) {
         const g = groupOf(word);
-        if (<i32>g < groups) {
-          const alive = u64At(aliveMask, g);
-          if (alive != 0) {
-            const held = word & maskAll;
-            dropAll(out, g, alive & ~held, i);
-            setU64(aliveMask, g, alive & held);
-            setU32(seenAt, g, stamp);
-            emptied |= (alive & held) == 0;
-            if (++found == live) break;
+        const alive = u64At(aliveMask, g); // 0 for groups outside the span: see the last loop
+        if (alive != 0) {
+          const still = alive & word; // alive has no bits in the group field
+          setU64(aliveMask, g, still);
+          setU32(seenAt, g, stamp);
+          if (still != alive) {
+            dropAll(out, g, alive ^ still, i);
+            emptied |= still == 0;
           }
+          if (++found == live) break;
         }
       }
       slot = nextSlot(slot, holderSlots);
@@ -492,12 +494,13 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
     // a block nobody holds ends every match here; otherwise the survivors matched it too
     if (live > 0) i++;
   }
-  // workers still alive matched every block
+  // workers still alive matched every block; aliveMask is left all 0, so the walk needs no range check on a group
   let longest = 0;
   for (let g = 0; g < groups; g++) {
     const alive = u64At(aliveMask, g);
     if (alive != 0) longest = i;
     dropAll(out, <u32>g, alive, i);
+    setU64(aliveMask, g, 0);
   }
   if (longest == 0) {
     for (let w = 0; w < workers; w++) longest = max(longest, <i32>load<u32>(out + (<usize>w << 2)));
