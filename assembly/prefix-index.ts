@@ -1,17 +1,19 @@
 // Per-worker prefix index: which block hashes each worker holds, with a capacity in blocks and LRU eviction.
 //
-// Two open-addressing tables (linear probing, backward-shift deletion, load ≤ 4/5 at a full pool; sized by
-// multiply-shift range reduction, so no power-of-two rounding doubles them) in one allocation, 37.5 bytes per pool
-// block in all:
+// Two open-addressing tables with linear probing, at load ≤ 4/5 when the pool is full (sized by multiply-shift
+// range reduction, so no power-of-two rounding doubles them), in one allocation: 37.5 bytes per pool block in all.
 //  - holders, 16-byte slots: (hash, group) → which workers of a group of `groupSize` hold the block. The slot is
 //    the full hash and one word: the mask in its low `groupSize` bits and the group above them, so a slot is exact
-//    and a run of slots packs four to a cache line. groupSize is 64 minus the bits the group id needs (64 up to
-//    64 workers, 59 at 1,024). A slot's home depends on the hash alone, so the entries of every group holding a
-//    block sit in one run: `match` reads them with one scan (one cache miss, then sequential lines).
-//  - members, 14-byte slots: (hash, worker) → the node itself, stored in the slot (no separate pool): the holders
-//    slot it belongs to (which gives the hash once, instead of a copy per worker), the worker, and its links in the
-//    worker's doubly linked LRU list (head = most recent). A node is named by its slot, so when deletion shifts a
-//    node its neighbours' links are re-pointed, and when a holders slot shifts its nodes' references are.
+//    and a run packs four slots to a cache line. groupSize is 64 minus the bits the group id needs (64 up to 64
+//    workers, 59 at 1,024). A slot's home depends on the hash alone, so the entries of every group holding a block
+//    sit in one run: `match` reads them with one scan (one cache miss, then sequential lines). A slot whose mask
+//    empties is deleted by backward shift (Knuth 6.4, algorithm R), since absent hashes must meet an empty slot.
+//  - members, 14-byte slots: (hash, worker) → the node itself, stored in its slot (no separate pool): the holders
+//    slot + 1 it belongs to (which gives the hash once, instead of a copy per worker), the worker, and its links in
+//    the worker's doubly linked LRU list (head = most recent). Whether a worker holds a hash is read from the
+//    holders mask, so members is only searched for nodes that exist: a deleted node leaves a DELETED mark that
+//    searches pass and inserts reuse, and nodes never move. When a holders slot moves, its nodes (one per mask bit)
+//    are re-pointed to it.
 // `match` walks the prompt's blocks once and ANDs group masks, so a 1,250-block prompt against 16 workers costs
 // 1,250 probes, not 20,000. Memory is fixed at init: the sum of the workers' capacities may not exceed the pool,
 // and each table has room for a pool of distinct entries.
@@ -28,7 +30,9 @@ import { fail } from "./errors";
 // @ts-ignore: decorator
 @inline const HOLDERS_SLOT_BYTES: usize = 16; // hash u64 @0, mask | group << groupSize u64 @8 (0 = empty)
 // @ts-ignore: decorator
-@inline const MEMBER_SLOT_BYTES: usize = 14; // holders slot + 1 u32 @0 (0 = empty), prev u32 @4, next u32 @8, worker u16 @12
+@inline const MEMBER_SLOT_BYTES: usize = 14; // holders slot + 1 u32 @0 (0 = empty, DELETED), prev u32 @4, next u32 @8, worker u16 @12
+// @ts-ignore: decorator
+@inline const DELETED: u32 = 0xffffffff;
 // @ts-ignore: decorator
 @inline const MIN_SLOTS: u32 = 16;
 // @ts-ignore: decorator
@@ -105,8 +109,6 @@ let touched: u64 = 0;
 @inline function nodeNext(n: u32): u32 { return load<u32>(node(n), 8); }
 // @ts-ignore: decorator
 @inline function nodeWorker(n: u32): u32 { return <u32>load<u16>(node(n), 12); }
-// @ts-ignore: decorator
-@inline function nodeHash(n: u32): u64 { return load<u64>(holdersAt(nodeHolders(n) - 1)); }
 
 /** Allocates every structure once. `pool` is the most blocks all workers together may hold. */
 export function indexInit(workers: i32, pool: u32): void {
@@ -227,7 +229,10 @@ function repointNodes(from: u32, to: u32): void {
 
 // ---- members table (the nodes) ---------------------------------------------------------------------------
 
-/** The node of (hash, worker) whose holders reference is `ref`; present by construction (its mask bit is set). */
+/**
+ * The node of (hash, worker) whose holders reference is `ref`. Only asked for nodes that exist (their mask bit is
+ * set), so it ends at them: a node is never beyond an empty slot, since it took the first free one of its run.
+ */
 function memberFind(hash: u64, worker: u32, ref: u32): u32 {
   let i = memberHome(hash, worker);
   while (true) {
@@ -243,38 +248,15 @@ function memberFind(hash: u64, worker: u32, ref: u32): u32 {
 /** A new node for (hash, worker) in holders slot + 1 `ref`, at the front of the worker's list. */
 function memberInsert(hash: u64, worker: u32, ref: u32): void {
   let i = memberHome(hash, worker);
-  while (nodeHolders(i + 1) != 0) i = nextSlot(i, memberSlots);
+  while (true) {
+    const h = nodeHolders(i + 1);
+    if (h == 0 || h == DELETED) break;
+    i = nextSlot(i, memberSlots);
+  }
   const n = i + 1;
   store<u32>(node(n), ref);
   store<u16>(node(n), <u16>worker, 12);
   pushFront(n, worker);
-}
-
-/** Frees node n's slot, shifting later nodes of its run back (Knuth 6.4, algorithm R) and re-pointing their links. */
-function memberDelete(n: u32): void {
-  let i = n - 1;
-  let j = i;
-  while (true) {
-    j = nextSlot(j, memberSlots);
-    const m = j + 1;
-    if (nodeHolders(m) == 0) break;
-    const k = memberHome(nodeHash(m), nodeWorker(m));
-    if (ahead(k, j, memberSlots) >= ahead(i, j, memberSlots)) {
-      moveNode(m, i + 1);
-      i = j;
-    }
-  }
-  store<u32>(node(i + 1), 0);
-}
-
-/** Moves node `from` to the free slot of node `to`; whoever linked to it now links to `to`. */
-function moveNode(from: u32, to: u32): void {
-  memory.copy(node(to), node(from), MEMBER_SLOT_BYTES);
-  const worker = nodeWorker(to);
-  const prev = nodePrev(to);
-  const next = nodeNext(to);
-  if (prev != 0) store<u32>(node(prev), to, 8); else setU32(workerHead, worker, to);
-  if (next != 0) store<u32>(node(next), to, 4); else setU32(workerTail, worker, to);
 }
 
 // ---- per-worker LRU lists ------------------------------------------------------------------------------
@@ -305,7 +287,7 @@ function setHolding(worker: u32, holds: bool): void {
 function dropNode(n: u32, worker: u32): void {
   const ref = nodeHolders(n);
   unlink(n, worker);
-  memberDelete(n); // before the holders slot can move: re-homing its run reads hashes through holders references
+  store<u32>(node(n), DELETED);
   holdersRemove(ref - 1, <u64>1 << (worker % groupSize));
   const count = u32At(workerCount, worker) - 1;
   setU32(workerCount, worker, count);
