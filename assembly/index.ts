@@ -48,11 +48,11 @@ export function init(maxWorkers: i32, maxInputBytes: i32, indexBlocks: i32): i32
   if (indexBlocks < 0 || indexBlocks > MAX_INDEX_BLOCKS) return fail(E_BAD_CONFIG, 2);
   const bytes = (maxInputBytes + 7) & ~7;
   routeInit(bytes, maxWorkers);
-  indexInit(maxWorkers, <u32>indexBlocks);
   workersInit(maxWorkers);
   policyInit();
   oslInit();
   tableDecoderInit();
+  indexInit(maxWorkers, <u32>indexBlocks); // last: its tables are the one large allocation (prefix-index.ts)
   ready = true;
   return OK;
 }

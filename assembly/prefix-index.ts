@@ -1,19 +1,26 @@
 // Per-worker prefix index: which block hashes each worker holds, with a capacity in blocks and LRU eviction.
 //
-// Two open-addressing tables (linear probing, backward-shift deletion, load factor ≤ 1/2) over one node pool:
-//  - members: (hash, worker) → node; a node sits in its worker's doubly linked LRU list (head = most recent);
-//  - groups:  (hash, worker >> 6) → 64-bit mask of the workers of that group holding the block. A slot's home
-//    depends on the hash alone, so the entries of every group holding one block sit in one run of adjacent
-//    slots: `match` reads them all with one scan (one cache miss, then sequential lines) instead of one random
-//    probe per group of 64 workers, which is what keeps 1,024 workers (16 groups) near the cost of 16.
+// Two open-addressing tables with linear probing, at load ≤ 4/5 when the pool is full (sized by multiply-shift
+// range reduction, so no power-of-two rounding doubles them), in one allocation: 37.5 bytes per pool block in all.
+//  - holders, 16-byte slots: (hash, group) → which workers of a group of `groupSize` hold the block. The slot is
+//    the full hash and one word: the mask in its low `groupSize` bits and the group above them, so a slot is exact
+//    and a run packs four slots to a cache line. groupSize is 64 minus the bits the group id needs (64 up to 64
+//    workers, 59 at 1,024). A slot's home depends on the hash alone, so the entries of every group holding a block
+//    sit in one run: `match` reads them with one scan (one cache miss, then sequential lines). A slot whose mask
+//    empties is deleted by backward shift (Knuth 6.4, algorithm R), since absent hashes must meet an empty slot.
+//  - members, 14-byte slots: (hash, worker) → the node itself, stored in its slot (no separate pool): the holders
+//    slot + 1 it belongs to (which gives the hash once, instead of a copy per worker), the worker, and its links in
+//    the worker's doubly linked LRU list (head = most recent). Whether a worker holds a hash is read from the
+//    holders mask, so members is only searched for nodes that exist: a deleted node leaves a DELETED mark that
+//    searches pass and inserts reuse, and nodes never move. When a holders slot moves, its nodes (one per mask bit)
+//    are re-pointed to it.
 // `match` walks the prompt's blocks once and ANDs group masks, so a 1,250-block prompt against 16 workers costs
-// 1,250 probes, not 20,000. Memory is fixed at init: the sum of the workers' capacities may not exceed the pool.
+// 1,250 probes, not 20,000. Memory is fixed at init: the sum of the workers' capacities may not exceed the pool,
+// and each table has room for a pool of distinct entries.
 
 import { E_INDEX_FULL, E_UNKNOWN_WORKER, OK } from "./generated/abi";
 import { fail } from "./errors";
 
-// @ts-ignore: decorator
-@inline const EMPTY_GROUP: u32 = 0xffffffff;
 // @ts-ignore: decorator
 @inline const GOLDEN: u64 = 0x9e3779b97f4a7c15;
 // @ts-ignore: decorator
@@ -21,42 +28,48 @@ import { fail } from "./errors";
 // @ts-ignore: decorator
 @inline const GROUP_SALT: u64 = 0xa0761d6478bd642f;
 // @ts-ignore: decorator
-@inline const GROUP_SLOT_BYTES: usize = 24; // hash u64 @0, mask u64 @8, group u32 @16
+@inline const HOLDERS_SLOT_BYTES: usize = 16; // hash u64 @0, mask | group << groupSize u64 @8 (0 = empty)
+// @ts-ignore: decorator
+@inline const MEMBER_SLOT_BYTES: usize = 14; // holders slot + 1 u32 @0 (0 = empty, DELETED), prev u32 @4, next u32 @8, worker u16 @12
+// @ts-ignore: decorator
+@inline const DELETED: u32 = 0xffffffff;
+// @ts-ignore: decorator
+@inline const MIN_SLOTS: u32 = 16;
+// @ts-ignore: decorator
+@inline const ONE_ALLOCATION_BYTES: usize = 1 << 29; // well below the stub runtime's largest block (1 GiB)
+// WebAssembly has no prefetch: match touches the home slot of a block PREFETCH_AHEAD blocks ahead with a plain
+// load whose value lands in `touched` (so the load is kept), and that cache miss overlaps the current block's work
+// @ts-ignore: decorator
+@inline const PREFETCH_AHEAD: i32 = 8;
 
 let maxWorkers: i32 = 0;
 let poolBlocks: u32 = 0;
 let capacitySum: u64 = 0;
 
-// node pool: index 0 is the null node
-let nodeHash: usize = 0; // u64[pool + 1]
-let nodePrev: usize = 0; // u32[pool + 1]
-let nodeNext: usize = 0; // u32[pool + 1]
-let nodeWorker: usize = 0; // u32[pool + 1]
-let freeHead: u32 = 0;
+// groups: worker w is bit w % groupSize of group w / groupSize
+let groupSize: u32 = 64;
+let maskAll: u64 = 0; // the low groupSize bits
+let groupField: u64 = 0; // the group id's bits, once shifted down by groupSize (0 when there is one group)
+let groupCount: i32 = 0;
 
-// tables
-let slotBits: i32 = 0;
-let slotMask: u32 = 0;
-let memberSlots: usize = 0; // u32[slots], node id or 0
-let groupSlots: usize = 0; // GROUP_SLOT_BYTES * slots
+// holders table; node ids are members slot + 1 (0 = none), holders references are holders slot + 1
+let holderSlots: u32 = 0;
+let holders: usize = 0;
+let memberSlots: u32 = 0;
+let members: usize = 0; // address of node 0: node n lives at members + n × MEMBER_SLOT_BYTES
 
-// per worker
-let workerHead: usize = 0; // u32[maxWorkers]
+// per worker: LRU list ends (node ids), blocks held, capacity
+let workerHead: usize = 0;
 let workerTail: usize = 0;
 let workerCount: usize = 0;
 let workerCapacity: usize = 0;
-// per group of 64 workers: which workers hold at least one block
+// per group: which workers hold at least one block
 let holdingMask: usize = 0; // u64[groups]
-let groupCount: i32 = 0;
-// scratch for match: alive workers per group, and this block's holders per group
+// scratch for match: the still-matching workers per group, the block each group was last seen at, the live groups
 let aliveMask: usize = 0; // u64[groups]
-let heldMask: usize = 0; // u64[groups]
-let liveGroups: usize = 0; // u32[groups]: the groups with an alive worker, ascending
-// WebAssembly has no prefetch: match touches the home slot of a block PREFETCH_AHEAD blocks ahead with a plain
-// load whose value lands here (so the load is kept), and that cache miss overlaps the current block's work
-let touched: u32 = 0;
-// @ts-ignore: decorator
-@inline const PREFETCH_AHEAD: i32 = 8;
+let seenAt: usize = 0; // u32[groups]
+let liveGroups: usize = 0; // u32[groups], ascending
+let touched: u64 = 0;
 
 // @ts-ignore: decorator
 @inline function u32At(base: usize, i: u32): u32 { return load<u32>(base + (<usize>i << 2)); }
@@ -67,184 +80,215 @@ let touched: u32 = 0;
 // @ts-ignore: decorator
 @inline function setU64(base: usize, i: u32, v: u64): void { store<u64>(base + (<usize>i << 3), v); }
 
+/** Lemire's multiply-shift: a 32-bit value onto [0, n) without division or a power-of-two table. */
+// @ts-ignore: decorator
+@inline function reduce(h32: u64, n: u32): u32 { return <u32>((h32 * <u64>n) >> 32); }
+// @ts-ignore: decorator
+@inline function holdersHome(hash: u64): u32 { return reduce(((hash ^ GROUP_SALT) * GOLDEN) >> 32, holderSlots); }
 // @ts-ignore: decorator
 @inline function memberHome(hash: u64, worker: u32): u32 {
-  return <u32>(((hash ^ ((<u64>worker + 1) * MEMBER_SALT)) * GOLDEN) >> (64 - slotBits));
+  return reduce(((hash ^ ((<u64>worker + 1) * MEMBER_SALT)) * GOLDEN) >> 32, memberSlots);
 }
 // @ts-ignore: decorator
-@inline function groupHome(hash: u64): u32 {
-  return <u32>(((hash ^ GROUP_SALT) * GOLDEN) >> (64 - slotBits));
-}
+@inline function nextSlot(i: u32, slots: u32): u32 { return i + 1 == slots ? 0 : i + 1; }
+/** Cyclic distance from a to b going forward. */
 // @ts-ignore: decorator
-@inline function groupSlot(i: u32): usize { return groupSlots + <usize>i * GROUP_SLOT_BYTES; }
+@inline function ahead(a: u32, b: u32, slots: u32): u32 { return b >= a ? b - a : b + slots - a; }
+
+// @ts-ignore: decorator
+@inline function holdersAt(i: u32): usize { return holders + <usize>i * HOLDERS_SLOT_BYTES; }
+// @ts-ignore: decorator
+@inline function groupOf(word: u64): u32 { return <u32>((word >> (<u64>groupSize & 63)) & groupField); }
+// @ts-ignore: decorator
+@inline function node(n: u32): usize { return members + <usize>n * MEMBER_SLOT_BYTES; }
+// @ts-ignore: decorator
+@inline function nodeHolders(n: u32): u32 { return load<u32>(node(n)); }
+// @ts-ignore: decorator
+@inline function nodePrev(n: u32): u32 { return load<u32>(node(n), 4); }
+// @ts-ignore: decorator
+@inline function nodeNext(n: u32): u32 { return load<u32>(node(n), 8); }
+// @ts-ignore: decorator
+@inline function nodeWorker(n: u32): u32 { return <u32>load<u16>(node(n), 12); }
 
 /** Allocates every structure once. `pool` is the most blocks all workers together may hold. */
 export function indexInit(workers: i32, pool: u32): void {
   maxWorkers = workers;
   poolBlocks = pool;
-  groupCount = (workers + 63) >> 6;
-  let slots: u32 = 16;
-  slotBits = 4;
-  while (slots < pool * 2) { slots <<= 1; slotBits++; }
-  slotMask = slots - 1;
-  const nodes = <usize>pool + 1;
-  nodeHash = heap.alloc(nodes << 3);
-  nodePrev = heap.alloc(nodes << 2);
-  nodeNext = heap.alloc(nodes << 2);
-  nodeWorker = heap.alloc(nodes << 2);
-  memberSlots = heap.alloc(<usize>slots << 2);
-  memory.fill(memberSlots, 0, <usize>slots << 2);
-  groupSlots = heap.alloc(<usize>slots * GROUP_SLOT_BYTES);
-  for (let i: u32 = 0; i < slots; i++) store<u32>(groupSlot(i), EMPTY_GROUP, 16);
-  // free list: 1 → 2 → … → pool → 0
-  for (let i: u32 = 1; i <= pool; i++) setU32(nodeNext, i, i < pool ? i + 1 : 0);
-  freeHead = pool > 0 ? 1 : 0;
-  const w = <usize>workers;
-  workerHead = heap.alloc(w << 2);
-  workerTail = heap.alloc(w << 2);
-  workerCount = heap.alloc(w << 2);
-  workerCapacity = heap.alloc(w << 2);
+  // the fewest group-id bits b with (64 − b) × 2^b ≥ workers: one 64-bit group up to 64 workers
+  let bits: u32 = 0;
+  while ((<u64>(64 - bits) << <u64>bits) < <u64>workers) bits++;
+  groupSize = 64 - bits;
+  maskAll = bits == 0 ? <u64>-1 : (<u64>1 << groupSize) - 1;
+  groupField = (<u64>1 << bits) - 1;
+  groupCount = <i32>((<u32>workers + groupSize - 1) / groupSize);
+  // load ≤ 4/5 when every pool block is a distinct entry (the worst case both tables must hold)
+  const slots = max(MIN_SLOTS, <u32>min(<u64>pool + (<u64>pool >> 2) + 1, <u64>0xfffffffe));
+  holderSlots = slots;
+  memberSlots = slots;
+  const w = <usize>workers << 2;
+  workerHead = heap.alloc(w << 2); // head, tail, count, capacity: u32[workers] each
+  workerTail = workerHead + w;
+  workerCount = workerTail + w;
+  workerCapacity = workerCount + w;
   memory.fill(workerHead, 0, w << 2);
-  memory.fill(workerTail, 0, w << 2);
-  memory.fill(workerCount, 0, w << 2);
-  memory.fill(workerCapacity, 0, w << 2);
-  holdingMask = heap.alloc(<usize>groupCount << 3);
-  aliveMask = heap.alloc(<usize>groupCount << 3);
-  heldMask = heap.alloc(<usize>groupCount << 3);
-  liveGroups = heap.alloc(<usize>groupCount << 2);
-  memory.fill(holdingMask, 0, <usize>groupCount << 3);
-}
-
-// ---- members table -------------------------------------------------------------------------------------
-
-function memberFind(hash: u64, worker: u32): u32 {
-  let i = memberHome(hash, worker);
-  while (true) {
-    const node = u32At(memberSlots, i);
-    if (node == 0) return 0;
-    if (u64At(nodeHash, node) == hash && u32At(nodeWorker, node) == worker) return node;
-    i = (i + 1) & slotMask;
+  const g = <usize>groupCount;
+  holdingMask = heap.alloc(g << 3);
+  aliveMask = heap.alloc(g << 3);
+  seenAt = heap.alloc(g << 2);
+  liveGroups = heap.alloc(g << 2);
+  memory.fill(holdingMask, 0, g << 3);
+  memory.fill(aliveMask, 0, g << 3);
+  // the tables last, in one allocation (two when one would pass the stub runtime's 1 GiB block): that runtime at
+  // least doubles memory on each growth, so one large request grows it once by what it needs, where a small one
+  // after it would double the whole (index.ts calls indexInit after the other allocations for the same reason)
+  const holderBytes = <usize>slots * HOLDERS_SLOT_BYTES;
+  const memberBytes = <usize>slots * MEMBER_SLOT_BYTES;
+  if (holderBytes + memberBytes <= ONE_ALLOCATION_BYTES) {
+    holders = heap.alloc(holderBytes + memberBytes);
+    members = holders + holderBytes;
+  } else {
+    holders = heap.alloc(holderBytes);
+    members = heap.alloc(memberBytes);
   }
-  return 0;
+  memory.fill(holders, 0, holderBytes);
+  memory.fill(members, 0, memberBytes);
+  members -= MEMBER_SLOT_BYTES; // node n (1 … slots) lives at members + n × 14; node 0 is never read
 }
 
-function memberInsert(node: u32): void {
-  let i = memberHome(u64At(nodeHash, node), u32At(nodeWorker, node));
-  while (u32At(memberSlots, i) != 0) i = (i + 1) & slotMask;
-  setU32(memberSlots, i, node);
-}
+// ---- holders table ---------------------------------------------------------------------------------------
 
-function memberDelete(node: u32): void {
-  let i = memberHome(u64At(nodeHash, node), u32At(nodeWorker, node));
-  while (u32At(memberSlots, i) != node) i = (i + 1) & slotMask; // present by construction
-  // backward-shift deletion (Knuth 6.4, algorithm R)
-  let j = i;
+/** The holders slot of (hash, group), or −1. */
+function holdersFind(hash: u64, group: u32): i32 {
+  let i = holdersHome(hash);
   while (true) {
-    j = (j + 1) & slotMask;
-    const other = u32At(memberSlots, j);
-    if (other == 0) break;
-    const k = memberHome(u64At(nodeHash, other), u32At(nodeWorker, other));
-    // move `other` back to i unless its home lies cyclically in (i, j]
-    if (((j - k) & slotMask) >= ((j - i) & slotMask)) {
-      setU32(memberSlots, i, other);
-      i = j;
-    }
+    const s = holdersAt(i);
+    const word = load<u64>(s, 8);
+    if (word == 0) return -1;
+    if (load<u64>(s) == hash && groupOf(word) == group) return <i32>i;
+    i = nextSlot(i, holderSlots);
   }
-  setU32(memberSlots, i, 0);
+  return -1;
 }
 
-// ---- groups table --------------------------------------------------------------------------------------
-
-// @ts-ignore: decorator
-@inline function groupFind(hash: u64, group: u32): usize {
-  let i = groupHome(hash);
+/** Sets `bit` in the mask of (hash, group), adding the slot if needed; returns the slot. */
+function holdersAdd(hash: u64, group: u32, bit: u64): u32 {
+  let i = holdersHome(hash);
   while (true) {
-    const s = groupSlot(i);
-    const g = load<u32>(s, 16);
-    if (g == EMPTY_GROUP) return 0;
-    if (g == group && load<u64>(s) == hash) return s;
-    i = (i + 1) & slotMask;
-  }
-  return 0;
-}
-
-function groupSet(hash: u64, worker: u32): void {
-  const group = worker >> 6;
-  const bit: u64 = <u64>1 << (worker & 63);
-  let i = groupHome(hash);
-  while (true) {
-    const s = groupSlot(i);
-    const g = load<u32>(s, 16);
-    if (g == EMPTY_GROUP) {
+    const s = holdersAt(i);
+    const word = load<u64>(s, 8);
+    if (word == 0) {
       store<u64>(s, hash);
-      store<u64>(s, bit, 8);
-      store<u32>(s, group, 16);
-      return;
+      store<u64>(s, bit | (<u64>group << (<u64>groupSize & 63)), 8);
+      return i;
     }
-    if (g == group && load<u64>(s) == hash) {
-      store<u64>(s, load<u64>(s, 8) | bit, 8);
-      return;
+    if (load<u64>(s) == hash && groupOf(word) == group) {
+      store<u64>(s, word | bit, 8);
+      return i;
     }
-    i = (i + 1) & slotMask;
+    i = nextSlot(i, holderSlots);
   }
+  return 0;
 }
 
-function groupClear(hash: u64, worker: u32): void {
-  const group = worker >> 6;
-  const s0 = groupFind(hash, group);
-  if (s0 == 0) return;
-  const mask = load<u64>(s0, 8) & ~(<u64>1 << (worker & 63));
-  if (mask != 0) {
-    store<u64>(s0, mask, 8);
+/** Clears `bit` of holders slot `i`; an empty mask frees the slot (backward shift, Knuth 6.4 algorithm R). */
+function holdersRemove(i: u32, bit: u64): void {
+  const word = load<u64>(holdersAt(i), 8) & ~bit;
+  if ((word & maskAll) != 0) {
+    store<u64>(holdersAt(i), word, 8);
     return;
   }
-  let i = <u32>((s0 - groupSlots) / GROUP_SLOT_BYTES);
   let j = i;
   while (true) {
-    j = (j + 1) & slotMask;
-    const sj = groupSlot(j);
-    const g = load<u32>(sj, 16);
-    if (g == EMPTY_GROUP) break;
-    const k = groupHome(load<u64>(sj));
-    if (((j - k) & slotMask) >= ((j - i) & slotMask)) {
-      memory.copy(groupSlot(i), sj, GROUP_SLOT_BYTES);
+    j = nextSlot(j, holderSlots);
+    const sj = holdersAt(j);
+    if (load<u64>(sj, 8) == 0) break;
+    const k = holdersHome(load<u64>(sj));
+    // move j back to i unless its home lies cyclically in (i, j]
+    if (ahead(k, j, holderSlots) >= ahead(i, j, holderSlots)) {
+      memory.copy(holdersAt(i), sj, HOLDERS_SLOT_BYTES);
+      repointNodes(j, i);
       i = j;
     }
   }
-  store<u32>(groupSlot(i), EMPTY_GROUP, 16);
+  store<u64>(holdersAt(i), 0, 8);
+}
+
+/** The holders entry now at slot `to` moved from `from`: its nodes (one per mask bit) must name the new slot. */
+function repointNodes(from: u32, to: u32): void {
+  const s = holdersAt(to);
+  const hash = load<u64>(s);
+  const word = load<u64>(s, 8);
+  const first = groupOf(word) * groupSize;
+  let mask = word & maskAll;
+  while (mask != 0) {
+    const n = memberFind(hash, first + <u32>ctz<u64>(mask), from + 1);
+    store<u32>(node(n), to + 1);
+    mask &= mask - 1;
+  }
+}
+
+// ---- members table (the nodes) ---------------------------------------------------------------------------
+
+/**
+ * The node of (hash, worker) whose holders reference is `ref`. Only asked for nodes that exist (their mask bit is
+ * set), so it ends at them: a node is never beyond an empty slot, since it took the first free one of its run.
+ */
+function memberFind(hash: u64, worker: u32, ref: u32): u32 {
+  let i = memberHome(hash, worker);
+  while (true) {
+    const n = i + 1;
+    const h = nodeHolders(n);
+    if (h == 0) return 0;
+    if (h == ref && nodeWorker(n) == worker) return n;
+    i = nextSlot(i, memberSlots);
+  }
+  return 0;
+}
+
+/** A new node for (hash, worker) in holders slot + 1 `ref`, at the front of the worker's list. */
+function memberInsert(hash: u64, worker: u32, ref: u32): void {
+  let i = memberHome(hash, worker);
+  while (true) {
+    const h = nodeHolders(i + 1);
+    if (h == 0 || h == DELETED) break;
+    i = nextSlot(i, memberSlots);
+  }
+  const n = i + 1;
+  store<u32>(node(n), ref);
+  store<u16>(node(n), <u16>worker, 12);
+  pushFront(n, worker);
 }
 
 // ---- per-worker LRU lists ------------------------------------------------------------------------------
 
-function unlink(node: u32, worker: u32): void {
-  const prev = u32At(nodePrev, node);
-  const next = u32At(nodeNext, node);
-  if (prev != 0) setU32(nodeNext, prev, next); else setU32(workerHead, worker, next);
-  if (next != 0) setU32(nodePrev, next, prev); else setU32(workerTail, worker, prev);
+function unlink(n: u32, worker: u32): void {
+  const prev = nodePrev(n);
+  const next = nodeNext(n);
+  if (prev != 0) store<u32>(node(prev), next, 8); else setU32(workerHead, worker, next);
+  if (next != 0) store<u32>(node(next), prev, 4); else setU32(workerTail, worker, prev);
 }
 
-function pushFront(node: u32, worker: u32): void {
+function pushFront(n: u32, worker: u32): void {
   const head = u32At(workerHead, worker);
-  setU32(nodePrev, node, 0);
-  setU32(nodeNext, node, head);
-  if (head != 0) setU32(nodePrev, head, node); else setU32(workerTail, worker, node);
-  setU32(workerHead, worker, node);
+  store<u32>(node(n), 0, 4);
+  store<u32>(node(n), head, 8);
+  if (head != 0) store<u32>(node(head), n, 4); else setU32(workerTail, worker, n);
+  setU32(workerHead, worker, n);
 }
 
 function setHolding(worker: u32, holds: bool): void {
-  const g = worker >> 6;
-  const bit: u64 = <u64>1 << (worker & 63);
+  const g = worker / groupSize;
+  const bit: u64 = <u64>1 << (worker % groupSize);
   const m = u64At(holdingMask, g);
   setU64(holdingMask, g, holds ? m | bit : m & ~bit);
 }
 
-/** Drops one node held by `worker`: both tables, its list, the pool. */
-function dropNode(node: u32, worker: u32): void {
-  unlink(node, worker);
-  memberDelete(node);
-  groupClear(u64At(nodeHash, node), worker);
-  setU32(nodeNext, node, freeHead);
-  freeHead = node;
+/** Drops node n held by `worker`: its list, its slot, its bit in the holders table. */
+function dropNode(n: u32, worker: u32): void {
+  const ref = nodeHolders(n);
+  unlink(n, worker);
+  store<u32>(node(n), DELETED);
+  holdersRemove(ref - 1, <u64>1 << (worker % groupSize));
   const count = u32At(workerCount, worker) - 1;
   setU32(workerCount, worker, count);
   if (count == 0) setHolding(worker, false);
@@ -277,22 +321,21 @@ export function freeCapacity(): f64 { return <f64>(<u64>poolBlocks - capacitySum
 export function storeBlocks(worker: u32, ptr: usize, n: i32): void {
   const capacity = u32At(workerCapacity, worker);
   if (capacity == 0) return;
+  const group = worker / groupSize;
+  const bit: u64 = <u64>1 << (worker % groupSize);
   for (let i = 0; i < n; i++) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    let node = memberFind(hash, worker);
-    if (node != 0) {
+    const slot = holdersFind(hash, group);
+    if (slot >= 0 && (load<u64>(holdersAt(<u32>slot), 8) & bit) != 0) {
+      // held already: now the most recent
+      const node = memberFind(hash, worker, <u32>slot + 1);
       unlink(node, worker);
       pushFront(node, worker);
       continue;
     }
+    // evicting first may shift the holders slot found above, so the bit is added after it
     if (u32At(workerCount, worker) >= capacity) dropNode(u32At(workerTail, worker), worker);
-    node = freeHead; // non-zero: the sum of capacities never exceeds the pool
-    freeHead = u32At(nodeNext, node);
-    setU64(nodeHash, node, hash);
-    setU32(nodeWorker, node, worker);
-    pushFront(node, worker);
-    memberInsert(node);
-    groupSet(hash, worker);
+    memberInsert(hash, worker, holdersAdd(hash, group, bit) + 1); // room: the sum of capacities ≤ pool < slots
     const count = u32At(workerCount, worker) + 1;
     setU32(workerCount, worker, count);
     if (count == 1) setHolding(worker, true);
@@ -301,9 +344,13 @@ export function storeBlocks(worker: u32, ptr: usize, n: i32): void {
 
 /** Forgets the `n` hashes at `ptr` for `worker`; hashes it does not hold are ignored. */
 export function removeBlocks(worker: u32, ptr: usize, n: i32): void {
+  const group = worker / groupSize;
+  const bit: u64 = <u64>1 << (worker % groupSize);
   for (let i = 0; i < n; i++) {
-    const node = memberFind(load<u64>(ptr + (<usize>i << 3)), worker);
-    if (node != 0) dropNode(node, worker);
+    const hash = load<u64>(ptr + (<usize>i << 3));
+    const slot = holdersFind(hash, group);
+    if (slot < 0 || (load<u64>(holdersAt(<u32>slot), 8) & bit) == 0) continue;
+    dropNode(memberFind(hash, worker, <u32>slot + 1), worker);
   }
 }
 
@@ -314,37 +361,44 @@ export function clearWorker(worker: u32): void {
 
 /** True if `worker` holds `hash` (for tests and explain). */
 export function holds(worker: u32, hash: u64): bool {
-  return memberFind(hash, worker) != 0;
+  const slot = holdersFind(hash, worker / groupSize);
+  return slot >= 0 && (load<u64>(holdersAt(<u32>slot), 8) & (<u64>1 << (worker % groupSize))) != 0;
+}
+
+// @ts-ignore: decorator
+@inline function dropAll(out: usize, group: u32, dropped: u64, at: i32): void {
+  const first = group * groupSize;
+  while (dropped != 0) {
+    store<u32>(out + (<usize>(first + <u32>ctz<u64>(dropped)) << 2), at);
+    dropped &= dropped - 1;
+  }
 }
 
 /**
- * matchPrefix's walk when every worker is in group 0 (up to 64 workers, the common case): one slot per block, no
+ * matchPrefix's walk when there is one group (up to groupSize workers, the common case): one slot per block, no
  * per-group bookkeeping. The same result as the general walk: writes each worker's length when it stops matching,
  * leaves the survivors in aliveMask[0], and returns where the walk stopped.
  */
 function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
+  const otherGroups = ~maskAll; // a group-0 slot has none of these bits set, so its word is its mask
   let alive = load<u64>(aliveMask);
   let i = 0;
   while (i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    if (i + PREFETCH_AHEAD < n) touched ^= load<u32>(groupSlot(groupHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)))), 16);
+    if (i + PREFETCH_AHEAD < n) touched ^= load<u64>(holdersAt(holdersHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)))));
     let held: u64 = 0;
-    let slot = groupHome(hash);
+    let slot = holdersHome(hash);
     while (true) {
-      const s = groupSlot(slot);
-      const g = load<u32>(s, 16);
-      if (g == EMPTY_GROUP) break;
-      if (g == 0 && load<u64>(s) == hash) {
-        held = load<u64>(s, 8);
+      const s = holdersAt(slot);
+      const word = load<u64>(s, 8);
+      if (word == 0) break;
+      if (load<u64>(s) == hash && (word & otherGroups) == 0) {
+        held = word;
         break;
       }
-      slot = (slot + 1) & slotMask;
+      slot = nextSlot(slot, holderSlots);
     }
-    let dropped = alive & ~held;
-    while (dropped != 0) {
-      store<u32>(out + (<usize>ctz<u64>(dropped) << 2), i);
-      dropped &= dropped - 1;
-    }
+    if ((alive & ~held) != 0) dropAll(out, 0, alive & ~held, i);
     alive &= held;
     if (alive == 0) break; // a block nobody holds ends every match here
     i++;
@@ -359,11 +413,12 @@ function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
  */
 export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
   memory.fill(out, 0, <usize>workers << 2);
-  const groups = (workers + 63) >> 6;
+  const groups = <i32>((<u32>workers + groupSize - 1) / groupSize);
   let live = 0; // groups still alive, listed in liveGroups: the per-block work shrinks as groups stop matching
   for (let g = 0; g < groups; g++) {
     const m = u64At(holdingMask, g);
     setU64(aliveMask, g, m);
+    setU32(seenAt, g, 0);
     if (m != 0) { setU32(liveGroups, live, g); live++; }
   }
   let i = 0;
@@ -373,54 +428,61 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
     if (i + PREFETCH_AHEAD < n) {
       // the run of a block ahead holds about one slot per live group: touch each of its cache lines, not only the
       // first (at 1,024 workers a run spans several lines, and each line left untouched is a miss in the scan)
-      const home = groupSlot(groupHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3))));
-      const runEnd = min(home + <usize>live * GROUP_SLOT_BYTES, groupSlot(slotMask) + GROUP_SLOT_BYTES);
-      for (let at = home; at < runEnd; at += 64) touched ^= load<u32>(at);
-      touched ^= load<u32>(runEnd - 4);
+      const home = holdersHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)));
+      const last = min(home + <u32>live, holderSlots) - 1;
+      for (let at = holdersAt(home); at < holdersAt(last); at += 64) touched ^= load<u64>(at);
+      touched ^= load<u64>(holdersAt(last));
     }
-    // every live group's holders of this block, from one scan of the hash's run
-    for (let l = 0; l < live; l++) setU64(heldMask, u32At(liveGroups, l), 0);
-    let wanted = live;
-    let slot = groupHome(hash);
+    // one scan of the hash's run: each live group's slot narrows its survivors; `seenAt` marks the groups found
+    const stamp = <u32>i + 1;
+    let found = 0;
+    let emptied = false;
+    let slot = holdersHome(hash);
     while (true) {
-      const s = groupSlot(slot);
-      const g = load<u32>(s, 16);
-      if (g == EMPTY_GROUP) break;
-      if (load<u64>(s) == hash && <i32>g < groups && u64At(aliveMask, g) != 0) {
-        setU64(heldMask, g, load<u64>(s, 8));
-        if (--wanted == 0) break;
+      const s = holdersAt(slot);
+      const word = load<u64>(s, 8);
+      if (word == 0) break;
+      if (load<u64>(s) == hash) {
+        const g = groupOf(word);
+        const alive = u64At(aliveMask, g); // 0 for groups outside the span: see the last loop
+        if (alive != 0) {
+          const still = alive & word; // alive has no bits in the group field
+          setU64(aliveMask, g, still);
+          setU32(seenAt, g, stamp);
+          if (still != alive) {
+            dropAll(out, g, alive ^ still, i);
+            emptied |= still == 0;
+          }
+          if (++found == live) break;
+        }
       }
-      slot = (slot + 1) & slotMask;
+      slot = nextSlot(slot, holderSlots);
     }
-    let kept = 0;
-    for (let l = 0; l < live; l++) {
-      const g = u32At(liveGroups, l);
-      const alive = u64At(aliveMask, g);
-      const held = u64At(heldMask, g);
-      let dropped = alive & ~held;
-      while (dropped != 0) {
-        const w = (<i32>g << 6) + <i32>ctz<u64>(dropped);
-        store<u32>(out + (<usize>w << 2), i);
-        dropped &= dropped - 1;
+    if (found < live || emptied) {
+      // a live group without a slot for this block stops matching here; emptied groups leave the list
+      let kept = 0;
+      for (let l = 0; l < live; l++) {
+        const g = u32At(liveGroups, l);
+        if (u32At(seenAt, g) != stamp) {
+          dropAll(out, g, u64At(aliveMask, g), i);
+          setU64(aliveMask, g, 0);
+        } else if (u64At(aliveMask, g) != 0) {
+          setU32(liveGroups, kept, g);
+          kept++;
+        }
       }
-      const still = alive & held;
-      setU64(aliveMask, g, still);
-      if (still != 0) { setU32(liveGroups, kept, g); kept++; }
+      live = kept;
     }
     // a block nobody holds ends every match here; otherwise the survivors matched it too
-    if (kept > 0) i++;
-    live = kept;
+    if (live > 0) i++;
   }
-  // workers still alive matched every block
+  // workers still alive matched every block; aliveMask is left all 0, so the walk needs no range check on a group
   let longest = 0;
   for (let g = 0; g < groups; g++) {
-    let alive = u64At(aliveMask, g);
+    const alive = u64At(aliveMask, g);
     if (alive != 0) longest = i;
-    while (alive != 0) {
-      const w = (g << 6) + <i32>ctz<u64>(alive);
-      store<u32>(out + (<usize>w << 2), i);
-      alive &= alive - 1;
-    }
+    dropAll(out, <u32>g, alive, i);
+    setU64(aliveMask, g, 0);
   }
   if (longest == 0) {
     for (let w = 0; w < workers; w++) longest = max(longest, <i32>load<u32>(out + (<usize>w << 2)));

@@ -33,7 +33,7 @@ export interface CoreBenchResult {
   native_hash_20k_tokens_us?: number;
   /** Router.route of the 20k-token prompt (wasm) by worker count, every worker holding a prefix of a different depth. */
   route_us_by_workers: Record<"16" | "256" | "1024", number>;
-  /** The core's index memory per cached block (all its tables and the node pool), measured on 2^20 blocks. */
+  /** The core's index memory per cached block (all its tables), at 2^20 blocks: see indexBytesPerBlock. */
   index_bytes_per_block: number;
   wasm_bytes: number;
   runtime: { node: string; platform: string; cpus: number; time_ms_per_task: number };
@@ -228,7 +228,13 @@ async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, p
   return out as Record<"16" | "256" | "1024", number>;
 }
 
-/** Memory the core allocates for an index of 2^20 blocks, less the same core without one, per block. */
+/**
+ * Memory per cached block of the core's index at 2^20 blocks: what a core with twice the pool allocates beyond
+ * one with 2^20 blocks, per added block (all the index's tables; they grow with the pool, nothing else does).
+ * Measured between two large pools rather than against a core without an index, because the stub runtime at least
+ * doubles memory on each growth: the slack it leaves in the rest of the core would otherwise be absorbed by (or,
+ * allocated after the index, added to) the index's figure.
+ */
 function indexBytesPerBlock(module: WebAssembly.Module): number {
   const blocks = 1 << 20;
   const bytes = (indexBlocks: number) => {
@@ -236,7 +242,7 @@ function indexBytesPerBlock(module: WebAssembly.Module): number {
     createCore(x, { maxWorkers: 1024, maxInputBytes: 1 << 20, indexBlocks });
     return (x.exports["memory"] as WebAssembly.Memory).buffer.byteLength;
   };
-  return round((bytes(blocks) - bytes(0)) / blocks);
+  return round((bytes(2 * blocks) - bytes(blocks)) / blocks);
 }
 
 function routerOptions(engine: "wasm" | "reference", module?: WebAssembly.Module, workers = WORKERS) {

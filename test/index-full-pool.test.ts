@@ -1,0 +1,67 @@
+// The prefix index at a full pool = the TypeScript reference: every capacity summing to the pool and hashes drawn
+// from a small set, so blocks are shared by many workers across several worker groups, the tables run at their
+// highest load, and deletion shifts both nodes (whose LRU neighbours must follow) and group slots (whose nodes must
+// follow). Counts and every worker's match are compared after each operation.
+import { describe, expect, it } from "vitest";
+import { Role, type Engine } from "../src/core-api.js";
+import { createCore, instantiateCore } from "../src/core.js";
+import { ReferenceEngine } from "../src/reference/engine.js";
+import { coreModule } from "./helpers.js";
+
+function splitmix(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x9e3779b9) >>> 0;
+    let z = s;
+    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
+    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
+    return (z ^ (z >>> 16)) >>> 0;
+  };
+}
+
+describe.each([
+  { workers: 150, pool: 600, distinct: 240 }, // three groups of 62
+  { workers: 64, pool: 512, distinct: 90 }, // one group of 64
+])("index at a full pool ($workers workers, $pool blocks)", ({ workers, pool, distinct }) => {
+  it("evicts, removes and matches like the reference", () => {
+    const config = { maxWorkers: workers, maxInputBytes: 1 << 14, indexBlocks: pool };
+    const engines: Engine[] = [createCore(instantiateCore(coreModule("debug")), config), new ReferenceEngine(config)];
+    const rnd = splitmix(workers * 7919 + pool);
+    const capacity = pool / workers;
+    for (const e of engines)
+      for (let w = 0; w < workers; w++) e.setWorker(w, w % 2 ? Role.decode : Role.prefill, Math.floor(capacity));
+    // a few workers hold more, so the capacities add up to the whole pool
+    const spare = pool - Math.floor(capacity) * workers;
+    for (const e of engines) if (spare > 0) e.setWorker(0, Role.prefill, Math.floor(capacity) + spare);
+    const hashes = (from: number, len: number): Uint32Array => {
+      const out = new Uint32Array(2 * len);
+      for (let i = 0; i < len; i++) {
+        const id = (from + i) % distinct;
+        out[2 * i] = Math.imul(id + 1, 2654435761) >>> 0;
+        out[2 * i + 1] = id & 3;
+      }
+      return out;
+    };
+    for (let step = 0; step < 3000; step++) {
+      const w = rnd() % workers;
+      const from = rnd() % distinct;
+      const len = 1 + (rnd() % 12);
+      const op = rnd() % 10;
+      const h = hashes(from, len);
+      const newCapacity = rnd() % (Math.floor(capacity) + 1);
+      for (const e of engines) {
+        if (op < 6) e.indexStore(w, h);
+        else if (op < 8) e.indexRemove(w, h);
+        else if (op < 9) e.indexClear(w);
+        else e.setWorker(w, Role.decode, newCapacity);
+      }
+      if (step % 7 === 0) {
+        const probe = hashes(rnd() % distinct, 20);
+        const [a, b] = engines.map((e) => Array.from(e.match(probe)));
+        expect(a, `match after step ${step}`).toEqual(b);
+      }
+      const [ca, cb] = engines.map((e) => Array.from({ length: workers }, (_, x) => e.indexCount(x)));
+      expect(ca, `counts after step ${step}`).toEqual(cb);
+    }
+  });
+});
