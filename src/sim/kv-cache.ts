@@ -227,10 +227,17 @@ export class KvCache {
 
   // ---- the cache -------------------------------------------------------------------------------------------
 
-  /** Leading blocks of `ids` that are resident (the prefix-cache hit, in blocks). */
-  prefixHit(ids: Int32Array, nBlocks: number): number {
+  /**
+   * Leading blocks of `ids` that are resident (the prefix-cache hit, in blocks); with `slots`, each hit block's slot
+   * is written there, for `admit` (a resident block keeps its slot until evicted, and a pinned one cannot be).
+   */
+  prefixHit(ids: Int32Array, nBlocks: number, slots?: Int32Array): number {
     let i = 0;
-    while (i < nBlocks && this.slotOf(ids[i]!) !== ABSENT) i++;
+    for (; i < nBlocks; i++) {
+      const slot = this.slotOf(ids[i]!);
+      if (slot === ABSENT) break;
+      if (slots) slots[i] = slot;
+    }
     return i;
   }
 
@@ -258,16 +265,18 @@ export class KvCache {
    * Admits a request: pins its first `hit` blocks (resident), and reserves `reserve` more blocks (the rest of its
    * prompt and whatever else it will hold). False, with nothing changed, when the cache cannot make room.
    */
-  admit(ids: Int32Array, hit: number, reserve: number): boolean {
-    // the hit blocks stop being evictable, so room must come from the others
+  admit(ids: Int32Array, hit: number, reserve: number, slots?: Int32Array): boolean {
+    // the hit blocks stop being evictable, so room must come from the others; `slots` (filled by prefixHit just
+    // before, or null) saves finding each hit block's slot twice more
+    const slotAt = (i: number): number => (slots ? slots[i]! : this.slotOf(ids[i]!));
     let hitEvictable = 0;
     for (let i = 0; i < hit; i++) {
-      const slot = this.slotOf(ids[i]!);
+      const slot = slotAt(i);
       if (slot !== ABSENT && this.refs[slot] === 0) hitEvictable++;
     }
     if (reserve > this.capacityBlocks - this.usedBlocks + this.evictableCount - hitEvictable) return false;
     for (let i = 0; i < hit; i++) {
-      const slot = this.slotOf(ids[i]!); // resident: `hit` comes from prefixHit just before
+      const slot = slotAt(i); // resident: `hit` comes from prefixHit just before
       if (this.refs[slot] === 0) this.unlink(slot);
       this.refs[slot]!++;
     }
@@ -280,30 +289,34 @@ export class KvCache {
    * Blocks [from, to) of `ids` are now computed: each turns one reserved block into a pinned hashed block (or,
    * when another request computed the same block meanwhile, shares it and gives the reservation back).
    */
-  commit(ids: Int32Array, from: number, to: number): void {
+  commit(ids: Int32Array, from: number, to: number, slots?: Int32Array): void {
     let fresh: number[] | null = null;
     for (let i = from; i < to; i++) {
       const id = ids[i]!;
-      const slot = this.slotOf(id);
+      let slot = this.slotOf(id);
       this.privateBlocks--;
       if (slot !== ABSENT) {
         const r = this.refs[slot]!;
         if (r === 0) this.unlink(slot);
         this.refs[slot] = r + 1;
       } else {
-        const added = this.addSlot(id); // before indexing: adding a slot may replace this.refs
-        this.refs[added] = 1;
+        slot = this.addSlot(id); // before indexing: adding a slot may replace this.refs
+        this.refs[slot] = 1;
         this.resident++;
         (fresh ??= []).push(id);
       }
+      if (slots) slots[i] = slot;
     }
     if (fresh && this.sink) this.sink.stored(this.ids.pairs(fresh));
   }
 
-  /** A request is done with blocks [0, n) of `ids` and with `reserved` private blocks. */
-  release(ids: Int32Array, n: number, reserved: number): void {
+  /**
+   * A request is done with blocks [0, n) of `ids` and with `reserved` private blocks. `slots`: where admit and
+   * commit wrote the pinned blocks' slots (they stay put while pinned), so none is looked up again.
+   */
+  release(ids: Int32Array, n: number, reserved: number, slots?: Int32Array): void {
     for (let i = 0; i < n; i++) {
-      const slot = this.slotOf(ids[i]!);
+      const slot = slots ? slots[i]! : this.slotOf(ids[i]!);
       if (slot === ABSENT) continue;
       const r = this.refs[slot]!;
       if (r <= 1) {
