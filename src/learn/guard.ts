@@ -169,9 +169,43 @@ export async function latencyConstrained(
   };
 }
 
+/**
+ * The environment with each distinct table of one search evaluated once: the tables of one search differ only in
+ * their values and fallback (one makeTable), and the simulator gives the same run for the same table.
+ */
+function onceEach(env: Environment): Environment {
+  const runs = new Map<string, Promise<Evaluation>>();
+  const key = (t: Table): string => JSON.stringify([t.bits, t.fallback ?? null]);
+  return {
+    get evaluations() {
+      return env.evaluations;
+    },
+    evaluate(t: Table): Promise<Evaluation> {
+      const k = key(t);
+      let run = runs.get(k);
+      if (!run) runs.set(k, (run = env.evaluate(t)));
+      return run;
+    },
+    async evaluateMany(tables: Table[]): Promise<Evaluation[]> {
+      const keys = tables.map(key);
+      const fresh = tables.filter((_, i) => !runs.has(keys[i]!) && keys.indexOf(keys[i]!) === i);
+      if (fresh.length > 0) {
+        const evals = evaluateAll(env, fresh);
+        fresh.forEach((t, i) =>
+          runs.set(
+            key(t),
+            evals.then((e) => e[i]!),
+          ),
+        );
+      }
+      return Promise.all(keys.map((k) => runs.get(k)!));
+    },
+  };
+}
+
 /** Starts every cluster at `rule`; moves a cluster off it only on a significant paired gain (header comment). */
 export async function searchGuarded(
-  env: Environment,
+  searchEnv: Environment,
   makeTable: GuardedTableMaker,
   k: number,
   slo: Slo,
@@ -183,6 +217,8 @@ export async function searchGuarded(
   const reward = opts.reward ?? "both";
   const slack = opts.latencySlack ?? 0.02;
   const maxRounds = opts.maxRounds ?? 80;
+  // a candidate can come back (the latency moves revisit the last pass's cluster moves): each is run once
+  const env = onceEach(searchEnv);
   const log: SearchStep[] = [];
   const record = (values: number[], phase: SearchStep["phase"], e: Evaluation): Evaluation => {
     const step: SearchStep = { round: log.length + 1, phase, bits: [...values], reward: e.reward, accepted: false };
@@ -197,7 +233,7 @@ export async function searchGuarded(
     makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback);
   const evaluate = async (values: number[], fallback: Fallback, phase: SearchStep["phase"]): Promise<Evaluation> =>
     record(values, phase, await env.evaluate(tableOf(values, fallback)));
-  const heldOut = opts.heldOut;
+  const heldOut = opts.heldOut && onceEach(opts.heldOut);
   const evaluateHeldOut = (values: number[], fallback: Fallback): Promise<Evaluation> =>
     heldOut!.evaluate(tableOf(values, fallback));
 

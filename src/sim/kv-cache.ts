@@ -15,10 +15,17 @@ export interface KvEventSink {
 
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
 export class BlockIds {
-  private lo = new Uint32Array(1 << 16);
-  private hi = new Uint32Array(1 << 16);
-  private slots = new Int32Array(1 << 17).fill(-1); // id per slot, −1 empty; load ≤ 1/2
+  /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
+  private hashes: Uint32Array;
+  private slots: Int32Array; // id per slot, −1 empty; load ≤ 1/2
   count = 0;
+
+  /** `expected`: about how many distinct blocks will be interned (room made at once instead of by doubling) */
+  constructor(expected = 1 << 16) {
+    const n = Math.min(Math.max(expected, 1 << 16), MAX_PRESIZED_IDS);
+    this.hashes = new Uint32Array(2 * n);
+    this.slots = new Int32Array(1 << (32 - Math.clz32(2 * n - 1))).fill(-1);
+  }
 
   /** Ids of the first `n` pairs of `pairs`. */
   intern(pairs: Uint32Array, n = pairs.length >>> 1): Int32Array {
@@ -30,24 +37,22 @@ export class BlockIds {
   id(lo: number, hi: number): number {
     if (this.count * 2 >= this.slots.length) this.grow();
     const mask = this.slots.length - 1;
+    const hashes = this.hashes;
     let s = (Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b) >>> 0) & mask;
     for (;;) {
       const id = this.slots[s]!;
       if (id < 0) break;
-      if (this.lo[id] === lo && this.hi[id] === hi) return id;
+      if (hashes[2 * id] === lo && hashes[2 * id + 1] === hi) return id;
       s = (s + 1) & mask;
     }
     const id = this.count++;
-    if (id >= this.lo.length) {
-      const lo2 = new Uint32Array(this.lo.length * 2);
-      lo2.set(this.lo);
-      this.lo = lo2;
-      const hi2 = new Uint32Array(this.hi.length * 2);
-      hi2.set(this.hi);
-      this.hi = hi2;
+    if (2 * id >= this.hashes.length) {
+      const grown = new Uint32Array(this.hashes.length * 2);
+      grown.set(this.hashes);
+      this.hashes = grown;
     }
-    this.lo[id] = lo;
-    this.hi[id] = hi;
+    this.hashes[2 * id] = lo;
+    this.hashes[2 * id + 1] = hi;
     this.slots[s] = id;
     return id;
   }
@@ -55,10 +60,11 @@ export class BlockIds {
   /** The (lo, hi) pairs of some ids (for KV events). */
   pairs(ids: ArrayLike<number>, n = ids.length): Uint32Array {
     const out = new Uint32Array(2 * n);
+    const hashes = this.hashes;
     for (let i = 0; i < n; i++) {
       const id = ids[i]!;
-      out[2 * i] = this.lo[id]!;
-      out[2 * i + 1] = this.hi[id]!;
+      out[2 * i] = hashes[2 * id]!;
+      out[2 * i + 1] = hashes[2 * id + 1]!;
     }
     return out;
   }
@@ -66,14 +72,18 @@ export class BlockIds {
   private grow(): void {
     const slots = new Int32Array(this.slots.length * 2).fill(-1);
     const mask = slots.length - 1;
+    const hashes = this.hashes;
     for (let id = 0; id < this.count; id++) {
-      let s = (Math.imul(this.lo[id]! ^ Math.imul(this.hi[id]!, 0x9e3779b1), 0x85ebca6b) >>> 0) & mask;
+      let s = (Math.imul(hashes[2 * id]! ^ Math.imul(hashes[2 * id + 1]!, 0x9e3779b1), 0x85ebca6b) >>> 0) & mask;
       while (slots[s]! >= 0) s = (s + 1) & mask;
       slots[s] = id;
     }
     this.slots = slots;
   }
 }
+
+/** the most ids room is made for at once (64 MB of tables); more grow by doubling */
+const MAX_PRESIZED_IDS = 1 << 22;
 
 const ABSENT = -1;
 const EMPTY = -1;
@@ -88,9 +98,11 @@ export class KvCache {
   readonly capacityBlocks: number;
   private readonly ids: BlockIds;
   private readonly sink: KvEventSink | null;
-  /** id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2 */
-  private keys = new Int32Array(2048).fill(EMPTY);
-  private vals = new Int32Array(2048);
+  /**
+   * id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2. Entry p is
+   * (entries[2p], entries[2p + 1]) = (id, slot): a probe that finds its id reads the slot from the same cache line.
+   */
+  private entries = new Int32Array(2 * 2048).fill(EMPTY);
   private tableShift = 32 - 11;
   /** per slot: pin count, LRU links (slots), and the block id it holds */
   private refs = new Int32Array(1024);
@@ -131,11 +143,11 @@ export class KvCache {
 
   /** The slot holding block `id`, or ABSENT when it is not resident. */
   private slotOf(id: number): number {
-    const keys = this.keys;
-    const mask = keys.length - 1;
+    const e = this.entries;
+    const mask = (e.length >>> 1) - 1;
     for (let p = this.home(id); ; p = (p + 1) & mask) {
-      const k = keys[p]!;
-      if (k === id) return this.vals[p]!;
+      const k = e[2 * p]!;
+      if (k === id) return e[2 * p + 1]!;
       if (k === EMPTY) return ABSENT;
     }
   }
@@ -146,35 +158,34 @@ export class KvCache {
     if (slot === undefined) {
       slot = this.slotCount++;
       if (slot >= this.refs.length) this.growSlots();
-      if (this.slotCount * 2 > this.keys.length) this.growTable();
+      if (this.slotCount * 4 > this.entries.length) this.growTable();
     }
     this.idOf[slot] = id;
-    const keys = this.keys;
-    const mask = keys.length - 1;
+    const e = this.entries;
+    const mask = (e.length >>> 1) - 1;
     let p = this.home(id);
-    while (keys[p] !== EMPTY) p = (p + 1) & mask;
-    keys[p] = id;
-    this.vals[p] = slot;
+    while (e[2 * p] !== EMPTY) p = (p + 1) & mask;
+    e[2 * p] = id;
+    e[2 * p + 1] = slot;
     return slot;
   }
 
   /** Takes block `id` out of the table and frees its slot (backward-shift deletion keeps probe runs whole). */
   private dropSlot(id: number, slot: number): void {
-    const keys = this.keys;
-    const vals = this.vals;
-    const mask = keys.length - 1;
+    const e = this.entries;
+    const mask = (e.length >>> 1) - 1;
     let i = this.home(id);
-    while (keys[i] !== id) i = (i + 1) & mask;
-    for (let j = (i + 1) & mask; keys[j] !== EMPTY; j = (j + 1) & mask) {
-      const h = this.home(keys[j]!);
+    while (e[2 * i] !== id) i = (i + 1) & mask;
+    for (let j = (i + 1) & mask; e[2 * j] !== EMPTY; j = (j + 1) & mask) {
+      const h = this.home(e[2 * j]!);
       // the entry at j may move back to i unless its home lies cyclically in (i, j]
       if (i <= j ? h <= i || h > j : h <= i && h > j) {
-        keys[i] = keys[j]!;
-        vals[i] = vals[j]!;
+        e[2 * i] = e[2 * j]!;
+        e[2 * i + 1] = e[2 * j + 1]!;
         i = j;
       }
     }
-    keys[i] = EMPTY;
+    e[2 * i] = EMPTY;
     this.freeSlots.push(slot);
   }
 
@@ -188,19 +199,17 @@ export class KvCache {
   }
 
   private growTable(): void {
-    const oldKeys = this.keys;
-    const oldVals = this.vals;
-    this.keys = new Int32Array(oldKeys.length * 2).fill(EMPTY);
-    this.vals = new Int32Array(oldKeys.length * 2);
+    const old = this.entries;
+    const e = (this.entries = new Int32Array(old.length * 2).fill(EMPTY));
     this.tableShift--;
-    const mask = this.keys.length - 1;
-    for (let q = 0; q < oldKeys.length; q++) {
-      const id = oldKeys[q]!;
+    const mask = (e.length >>> 1) - 1;
+    for (let q = 0; q < old.length; q += 2) {
+      const id = old[q]!;
       if (id === EMPTY) continue;
       let p = this.home(id);
-      while (this.keys[p] !== EMPTY) p = (p + 1) & mask;
-      this.keys[p] = id;
-      this.vals[p] = oldVals[q]!;
+      while (e[2 * p] !== EMPTY) p = (p + 1) & mask;
+      e[2 * p] = id;
+      e[2 * p + 1] = old[q + 1]!;
     }
   }
 
