@@ -16,16 +16,9 @@ export interface KvEventSink {
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
 export class BlockIds {
   /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
-  private hashes: Uint32Array;
-  private slots: Int32Array; // id per slot, −1 empty; load ≤ 1/2
+  private hashes = new Uint32Array(2 << 16);
+  private slots = new Int32Array(1 << 17).fill(-1); // id per slot, −1 empty; load ≤ 1/2
   count = 0;
-
-  /** `expected`: about how many distinct blocks will be interned (room made at once instead of by doubling) */
-  constructor(expected = 1 << 16) {
-    const n = Math.min(Math.max(expected, 1 << 16), MAX_PRESIZED_IDS);
-    this.hashes = new Uint32Array(2 * n);
-    this.slots = new Int32Array(1 << (32 - Math.clz32(2 * n - 1))).fill(-1);
-  }
 
   /** Ids of the first `n` pairs of `pairs`. */
   intern(pairs: Uint32Array, n = pairs.length >>> 1): Int32Array {
@@ -81,9 +74,6 @@ export class BlockIds {
     this.slots = slots;
   }
 }
-
-/** the most ids room is made for at once (64 MB of tables); more grow by doubling */
-const MAX_PRESIZED_IDS = 1 << 22;
 
 const ABSENT = -1;
 const EMPTY = -1;

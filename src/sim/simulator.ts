@@ -451,14 +451,13 @@ export function classOf(tokens: number, thresholds: readonly number[]): number {
 
 const interned = new WeakMap<Uint32Array, { owner: BlockIds; ids: Int32Array }>();
 
-/** The BlockIds the first request's blocks were interned in before, or a fresh one with room for all of them. */
+/**
+ * The BlockIds the first request's blocks were interned in before, or a fresh one (grown as blocks come: sizing it
+ * by the requests' blocks up front over-allocates by their sharing, and a sparser table probes slower).
+ */
 function sharedBlockIds(requests: readonly SimRequest[]): BlockIds {
   const first = requests.find((r) => r.blocks.length > 0);
-  const known = first && interned.get(first.blocks)?.owner;
-  if (known) return known;
-  let blocks = 0;
-  for (const r of requests) blocks += r.blocks.length >>> 1;
-  return new BlockIds(blocks);
+  return (first && interned.get(first.blocks)?.owner) ?? new BlockIds();
 }
 
 /** The ids of every block of `blocks` in `owner`: interned once, then kept (a request of another family re-interns). */
