@@ -16,9 +16,10 @@ load, evaluates them against every baseline on other arrivals of the same worklo
 with the paper's published deltas, and writes the tables, the evaluation JSON and the report (markdown + SVG) into
 --out (default out/). Every figure is simulated.
 
---jobs N (default: the number of cores) runs the job's independent parts (per split: the saturated load, then the
-paper's table with every policy's evaluation, and the guarded table) on N worker threads; --jobs 1 runs them in
-turn in one thread. The figures and files are the same for every N.`,
+--jobs N (default: the number of cores) runs the job's simulations on N worker threads, each as soon as what it
+needs exists: both splits at once, every baseline's evaluation as soon as the load is known, the two searches side
+by side with their candidates one task each; --jobs 1 runs them in turn in one thread. The figures and files are
+the same for every N.`,
   options: {
     out: { type: "string" },
     requests: { type: "string" },

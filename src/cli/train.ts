@@ -30,7 +30,7 @@ percentile) go to the rule.
 --reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.
 
 --jobs N (default: the number of cores) evaluates independent candidate tables side by side on N worker threads
-(the guarded search's two moves per cluster); --jobs 1 evaluates them in turn in one thread. The simulator is
+(the guarded search's moves of one cluster, its runs on the held-out arrivals beside the training ones); --jobs 1 evaluates them in turn in one thread. The simulator is
 deterministic, so the table is the same for every N.`,
   options: {
     ...jobOptionSpecs,

@@ -69,8 +69,10 @@ export interface GuardOptions {
   /**
    * Whole tables to try as one group move from the all-rule table (e.g. the paper's search's table on the same
    * clusters), tested as a move is: clusters that only gain together, which single moves from the rule cannot find.
+   * A promise when the tables are still being learned (the main job learns the paper's table meanwhile): the search
+   * waits for it only when it reaches the group moves.
    */
-  proposals?: number[][];
+  proposals?: number[][] | Promise<number[][]>;
   /**
    * Under reward "both", after the attainment moves: latency moves, the lexicographic tie-break (header comment).
    * Default true.
@@ -167,9 +169,43 @@ export async function latencyConstrained(
   };
 }
 
+/**
+ * The environment with each distinct table of one search evaluated once: the tables of one search differ only in
+ * their values and fallback (one makeTable), and the simulator gives the same run for the same table.
+ */
+function onceEach(env: Environment): Environment {
+  const runs = new Map<string, Promise<Evaluation>>();
+  const key = (t: Table): string => JSON.stringify([t.bits, t.fallback ?? null]);
+  return {
+    get evaluations() {
+      return env.evaluations;
+    },
+    evaluate(t: Table): Promise<Evaluation> {
+      const k = key(t);
+      let run = runs.get(k);
+      if (!run) runs.set(k, (run = env.evaluate(t)));
+      return run;
+    },
+    async evaluateMany(tables: Table[]): Promise<Evaluation[]> {
+      const keys = tables.map(key);
+      const fresh = tables.filter((_, i) => !runs.has(keys[i]!) && keys.indexOf(keys[i]!) === i);
+      if (fresh.length > 0) {
+        const evals = evaluateAll(env, fresh);
+        fresh.forEach((t, i) =>
+          runs.set(
+            key(t),
+            evals.then((e) => e[i]!),
+          ),
+        );
+      }
+      return Promise.all(keys.map((k) => runs.get(k)!));
+    },
+  };
+}
+
 /** Starts every cluster at `rule`; moves a cluster off it only on a significant paired gain (header comment). */
 export async function searchGuarded(
-  env: Environment,
+  searchEnv: Environment,
   makeTable: GuardedTableMaker,
   k: number,
   slo: Slo,
@@ -181,6 +217,8 @@ export async function searchGuarded(
   const reward = opts.reward ?? "both";
   const slack = opts.latencySlack ?? 0.02;
   const maxRounds = opts.maxRounds ?? 80;
+  // a candidate can come back (the latency moves revisit the last pass's cluster moves): each is run once
+  const env = onceEach(searchEnv);
   const log: SearchStep[] = [];
   const record = (values: number[], phase: SearchStep["phase"], e: Evaluation): Evaluation => {
     const step: SearchStep = { round: log.length + 1, phase, bits: [...values], reward: e.reward, accepted: false };
@@ -195,17 +233,22 @@ export async function searchGuarded(
     makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback);
   const evaluate = async (values: number[], fallback: Fallback, phase: SearchStep["phase"]): Promise<Evaluation> =>
     record(values, phase, await env.evaluate(tableOf(values, fallback)));
-  const heldOut = opts.heldOut;
+  const heldOut = opts.heldOut && onceEach(opts.heldOut);
   const evaluateHeldOut = (values: number[], fallback: Fallback): Promise<Evaluation> =>
     heldOut!.evaluate(tableOf(values, fallback));
 
   let values = new Array<number>(k).fill(CLUSTER_RULE);
   let fallback = DEFAULT_FALLBACK;
-  let current = await evaluate(values, fallback, "init");
+  // the all-rule table on both arrivals: independent runs, so asked for together (side by side on a pool)
+  const [init, initHeld] = await Promise.all([
+    env.evaluate(tableOf(values, fallback)),
+    heldOut ? evaluateHeldOut(values, fallback) : null,
+  ]);
+  let current = record(values, "init", init);
   log[0]!.accepted = true;
   const ruleReward = current.reward;
   const ruleLatency = p90Latencies(current.records);
-  let currentHeld = heldOut ? await evaluateHeldOut(values, fallback) : null;
+  let currentHeld = initHeld;
   const ruleLatencyHeld = currentHeld ? p90Latencies(currentHeld.records) : null;
   const moves: GuardedSearch["moves"] = [];
   let rejectedOnHeldOut = 0;
@@ -277,11 +320,15 @@ export async function searchGuarded(
         score: ReturnType<typeof latencyScore>;
         gain: ReturnType<typeof pairedGain>;
       } | null = null;
-      for (const value of [CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE]) {
-        if (value === values[c]) continue;
-        const cand = [...values];
-        cand[c] = value;
-        const e = await evaluate(cand, fallback, "refine");
+      // the cluster's other values are independent candidates: evaluated together, logged in order
+      const moveValues = [CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE].filter((value) => value !== values[c]);
+      const cands = moveValues.map((value) => values.map((v, i) => (i === c ? value : v)));
+      const evals = await evaluateAll(
+        env,
+        cands.map((v) => tableOf(v, fallback)),
+      );
+      for (const [i, cand] of cands.entries()) {
+        const e = record(cand, "refine", evals[i]!);
         const gain = pairedGain(e.records, current.records, slo);
         const score = latencyScore(e, ruleLatency);
         const keeps = e.reward >= current.reward && gain.improved >= gain.worsened && withinLatency(e, ruleLatency);
@@ -313,7 +360,7 @@ export async function searchGuarded(
   };
 
   // group moves: whole proposed tables, each tested against the current one as a single move is
-  for (const proposal of opts.proposals ?? []) {
+  for (const proposal of (await opts.proposals) ?? []) {
     if (proposal.length !== k)
       throw new RangeError(`searchGuarded: a proposal has ${proposal.length} values, K = ${k}`);
     if (log.length + 1 > maxRounds || proposal.join("") === values.join("")) continue;

@@ -6,7 +6,7 @@ import type { RewardForm } from "./guard.js";
 import { parseSlo, type RequestRecord } from "../sim/metrics.js";
 import { resolveCluster } from "../sim/run.js";
 import { atScale, scaleForLoad } from "../sim/saturation.js";
-import { parseSplit, simulate, type SimConfig } from "../sim/simulator.js";
+import { parseSplit, simulate, type SimConfig, type SimResult } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
 import { GENERATORS, parseLoad, splitInTime, type WorkloadFormat } from "../sim/workload.js";
 import { loadWorkload } from "../sim/workload-files.js";
@@ -40,16 +40,44 @@ export interface Parts {
   eval: Workload;
 }
 
+/**
+ * A generated workload, drawn once per (generator, seed, count) among the last few asked for: a job asks for the
+ * same draws many times (its training, evaluation and held-out parts, per split), and the simulator reuses what it
+ * derived from the same requests (their block ids). Workloads are never changed after they are made.
+ */
+function generated(name: string, seed: number, requests: number): Workload {
+  const key = `${name}\0${seed}\0${requests}`;
+  let w = drawn.get(key);
+  if (w)
+    drawn.delete(key); // re-entered below as the most recent
+  else w = loadWorkload(name, "auto", { seed, requests });
+  drawn.set(key, w);
+  if (drawn.size > DRAWS_KEPT) drawn.delete(drawn.keys().next().value!);
+  return w;
+}
+const drawn = new Map<string, Workload>();
+/** the main job uses three draws (training, evaluation, held-out); a few more for other jobs in one process */
+const DRAWS_KEPT = 8;
+
+/** A workload at a load scale, the same object for the same workload and scale (see `generated`). */
+export function scaledShared(w: Workload, scale: number): Workload {
+  let byScale = scaledCopies.get(w);
+  if (!byScale) scaledCopies.set(w, (byScale = new Map()));
+  let scaled = byScale.get(scale);
+  if (!scaled) byScale.set(scale, (scaled = atScale(w, scale)));
+  return scaled;
+}
+const scaledCopies = new WeakMap<Workload, Map<number, Workload>>();
+
+const isGenerated = (o: Pick<JobOptions, "workload" | "format">): boolean =>
+  (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
+
 /** Training and evaluation workloads that share no request. */
 export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed" | "requests">): Parts {
   const seed = o.seed ?? 1;
-  const generated = (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
-  if (generated) {
+  if (isGenerated(o)) {
     const n = o.requests ?? 2000;
-    return {
-      train: loadWorkload(o.workload, "auto", { seed, requests: n }),
-      eval: loadWorkload(o.workload, "auto", { seed: seed + 1, requests: n }),
-    };
+    return { train: generated(o.workload, seed, n), eval: generated(o.workload, seed + 1, n) };
   }
   const all = loadWorkload(o.workload, o.format ?? "auto", {
     seed,
@@ -116,12 +144,7 @@ export interface TrainJobResult {
  */
 export function guardParts(o: Pick<JobOptions, "workload" | "format" | "seed" | "requests">, parts: Parts): Parts {
   const seed = o.seed ?? 1;
-  const generated = (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
-  if (generated)
-    return {
-      train: parts.train,
-      eval: loadWorkload(o.workload, "auto", { seed: seed + 2, requests: o.requests ?? 2000 }),
-    };
+  if (isGenerated(o)) return { train: parts.train, eval: generated(o.workload, seed + 2, o.requests ?? 2000) };
   return splitInTime(parts.train);
 }
 
@@ -136,8 +159,9 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const guarded = o.reward === "both";
   const holdOut = guarded && (o.guard?.holdOut ?? true);
   const searchParts = holdOut ? guardParts(o, s.parts) : null;
-  const w = atScale(searchParts?.train ?? s.parts.train, s.scale);
-  const env = o.environment?.(w, s.base) ?? new SimEnvironment(w, s.base);
+  const w = scaledShared(searchParts?.train ?? s.parts.train, s.scale);
+  const environment = o.environment ?? ((w: Workload, base: Omit<SimConfig, "table">) => new SimEnvironment(w, base));
+  const env = environment(w, s.base);
   o.progress?.(
     `learning a ${o.algo ?? "kmeans"} table, K = ${o.k ?? 8}, on ${w.name} at ${w.rate.toFixed(2)} req/s…`,
     false,
@@ -154,7 +178,7 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
           guard: {
             ...withoutHoldOut(o.guard),
             reward: "both" as const,
-            ...(searchParts ? { heldOut: new SimEnvironment(atScale(searchParts.eval, s.scale), s.base) } : {}),
+            ...(searchParts ? { heldOut: environment(scaledShared(searchParts.eval, s.scale), s.base) } : {}),
           },
         }
       : {}),
@@ -174,10 +198,15 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   return { table: result.table, bytes, result, scale: s.scale, rps: w.rate, wallS: (performance.now() - t0) / 1000 };
 }
 
+/** One table's run on the evaluation arrivals: its records (what `guardCounts` reads) and its summary. */
+export function evalRun(o: JobOptions & { table: Table; load: string }): SimResult {
+  const s = setup(o);
+  return simulate(scaledShared(s.parts.eval, s.scale), { ...s.base, table: o.table });
+}
+
 /** Every request's record of one table on the evaluation arrivals (what `guardCounts` reads). */
 export function evalRecords(o: JobOptions & { table: Table; load: string }): RequestRecord[] {
-  const s = setup(o);
-  return simulate(atScale(s.parts.eval, s.scale), { ...s.base, table: o.table }).records;
+  return evalRun(o).records;
 }
 
 export interface EvalJobOptions extends JobOptions {
@@ -201,12 +230,12 @@ export function evalJob(
       tables.dolphin = o.table;
     } else if (p === "ppd") {
       o.progress?.("building PPD's offline table (Algorithm 1) on the training part…", false);
-      const b = buildPpdTable(atScale(s.parts.train, s.scale), s.base);
+      const b = buildPpdTable(scaledShared(s.parts.train, s.scale), s.base);
       tables.ppd = b.table;
       ppdInfo = { measured_levels: b.measuredLevels, samples: b.samples };
     } else tables[p] = ruleTableFor(p, s.base.preset);
   }
-  const w = atScale(s.parts.eval, s.scale);
+  const w = scaledShared(s.parts.eval, s.scale);
   o.progress?.(`evaluating ${policies.length} policies on ${w.name} at ${w.rate.toFixed(2)} req/s…`, true);
   const classes = o.table?.osl_classes;
   const noisy =

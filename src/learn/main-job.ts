@@ -5,12 +5,16 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { EvalLoad, EvalOutput } from "../eval-output.js";
+import type { EvalOutput } from "../eval-output.js";
 import { PAPER_DELTAS } from "../report.js";
 import { writeReport } from "../report-files.js";
-import { CLUSTER_RULE, decodeTable } from "../table.js";
+import type { SimConfig } from "../sim/simulator.js";
+import type { Workload } from "../sim/types.js";
+import { CLUSTER_RULE, decodeTable, type Table } from "../table.js";
 import { guardCounts, type GuardMove } from "./guard.js";
-import { evalJob, evalRecords, setup, trainJob } from "./job.js";
+import { evalJob, evalRun, setup, trainJob, type TrainJobResult } from "./job.js";
+import { policyOutcome, POLICY_NAMES, type PolicyName } from "./policies.js";
+import type { SimEnvironment } from "./train.js";
 
 export interface MainJobOptions {
   module: WebAssembly.Module;
@@ -59,41 +63,29 @@ export interface MainJobCommon {
 }
 
 /**
- * The main job in independent parts, per split: the saturated load ("scale"), then, at that load, the paper's
- * table with every policy's evaluation ("paper") and the guarded table with its own ("guarded").
+ * The main job's simulations outside its searches, per split: the saturated load ("scale"), then, at that load, each
+ * policy's evaluation ("policy": the baselines at once, dolphin once its table is learned) and the guarded table's
+ * ("guarded-eval"). The searches themselves run where the job runs and evaluate their candidates through
+ * PartRunner.environment (on a pool: one task per candidate, so the splits' searches and evaluations interleave).
  */
 export type MainJobPart =
   | { kind: "scale"; common: MainJobCommon }
-  | { kind: "paper"; common: MainJobCommon; scale: number }
-  | { kind: "guarded"; common: MainJobCommon; scale: number; proposal: Uint8Array };
+  | { kind: "policy"; common: MainJobCommon; scale: number; policy: PolicyName; table?: Table }
+  | { kind: "guarded-eval"; common: MainJobCommon; scale: number; table: Table };
 
-interface PaperPart {
-  bytes: Uint8Array;
-  rounds: number;
-  wallS: number;
-  oslHeldOut: number;
-  oslMajority: number;
-  ev: EvalOutput<EvalLoad>;
-}
+type PolicyEval = ReturnType<typeof evalJob>;
+type PolicySummary = EvalOutput["policies"][string];
 
-interface GuardedPart {
-  bytes: Uint8Array;
-  values: number[];
-  /** the fallback rule's kind */
-  fallback: string;
-  /** the moves taken, in words (describeMoves) */
-  moves: string;
-  rejectedOnHeldOut: number;
-  rounds: number;
+interface GuardedEval {
   dolphin: PolicySummary;
   counts: ReturnType<typeof guardCounts>;
 }
 
-type PolicySummary = EvalOutput["policies"][string];
-
-/** Runs the main job's parts: in order in this thread, or elsewhere (a worker pool). */
+/** Runs the main job's parts: in this thread, or elsewhere (a worker pool, src/learn/pool.ts). */
 export interface PartRunner {
   run(part: MainJobPart): Promise<unknown>;
+  /** where the searches evaluate their candidates; absent: in this thread, in turn (SimEnvironment) */
+  environment?: (workload: Workload, base: Omit<SimConfig, "table">) => SimEnvironment;
 }
 
 /** One part of the main job, with the compiled core and a progress sink (in this thread or a worker's). */
@@ -101,57 +93,95 @@ export async function runMainJobPart(
   part: MainJobPart,
   module: WebAssembly.Module,
   progress: (line: string, done: boolean) => void,
-): Promise<number | PaperPart | GuardedPart> {
-  const common = { ...part.common, module, progress };
-  if (part.kind === "scale") return setup(common).scale;
-  if (part.kind === "paper") {
-    const trained = await trainJob({ ...common, scale: part.scale });
-    // evaluate at the load the table was learned at (found once, on the training part)
-    const ev = evalJob({ ...common, table: trained.table, load: `x${trained.scale}` });
-    ev.load.spec = "saturated";
-    return {
-      bytes: trained.bytes,
-      rounds: trained.result.rounds,
-      wallS: trained.wallS,
-      oslHeldOut: trained.result.osl?.accuracy.heldOut ?? NaN,
-      oslMajority: trained.result.osl?.accuracy.majorityBaseline ?? NaN,
-      ev,
-    };
+): Promise<number | PolicyEval | GuardedEval> {
+  switch (part.kind) {
+    case "scale":
+      return setup({ ...part.common, module, progress }).scale;
+    case "policy":
+      // without progress lines: the job says once that the policies are being evaluated
+      return evalJob({
+        ...part.common,
+        module,
+        load: `x${part.scale}`,
+        policies: [part.policy],
+        ...(part.table ? { table: part.table } : {}),
+      });
+    case "guarded-eval": {
+      // one run gives both the figures `dolphin eval` would print and the records guardCounts reads
+      const run = evalRun({ ...part.common, module, table: part.table, load: `x${part.scale}` });
+      return { dolphin: policyOutcome(run.summary), counts: guardCounts(part.table, run.records) };
+    }
   }
-  // the guarded table (issue 11): starts at Dynamo's rule, moves a cluster (or, as one group move, the whole table
-  // just learned, passed here as its bytes: same clusters) only on a significant paired gain that replicates on
-  // held-out arrivals
-  const load = `x${part.scale}`;
-  const guarded = await trainJob({
-    ...common,
-    load,
-    reward: "both",
-    guard: { proposals: [decodeTable(part.proposal)] },
-    maxRounds: GUARDED_ROUNDS,
-  });
-  const gev = evalJob({ ...common, table: guarded.table, load, policies: ["dolphin"] });
-  return {
-    bytes: guarded.bytes,
-    values: guarded.table.bits ?? [],
-    fallback: guarded.table.fallback?.kind ?? "dynamo-isl",
-    moves: describeMoves(guarded.result.guarded?.moves ?? []),
-    rejectedOnHeldOut: guarded.result.guarded?.rejectedOnHeldOut ?? 0,
-    rounds: guarded.result.rounds,
-    dolphin: gev.policies["dolphin"]!,
-    counts: guardCounts(guarded.table, evalRecords({ ...common, table: guarded.table, load })),
-  };
 }
 
-/** Runs the parts one after another in this thread, in the order asked for. */
-function serialParts(module: WebAssembly.Module, progress: (line: string, done: boolean) => void): PartRunner {
-  let tail: Promise<unknown> = Promise.resolve();
-  return {
-    run(part) {
-      const next = tail.then(() => runMainJobPart(part, module, progress));
-      tail = next.catch(() => undefined);
-      return next;
-    },
-  };
+/** The policies' evaluations as one, as evalJob gives it for all of them (the policies in the order given). */
+function mergeEvaluations(parts: PolicyEval[]): PolicyEval {
+  const { policies: _policies, ppd: _ppd, ...meta } = parts[0]!;
+  const policies = Object.assign({}, ...parts.map((p) => p.policies)) as PolicyEval["policies"];
+  const ppd = parts.find((p) => p.ppd)?.ppd;
+  return { ...meta, policies, ...(ppd ? { ppd } : {}) };
+}
+
+/** Runs each part in this thread when asked (the simulations are synchronous: one at a time). */
+function inThreadParts(module: WebAssembly.Module, progress: (line: string, done: boolean) => void): PartRunner {
+  return { run: (part) => runMainJobPart(part, module, progress) };
+}
+
+interface PaperResult {
+  trained: TrainJobResult;
+  ev: PolicyEval;
+}
+
+interface GuardedResult {
+  trained: TrainJobResult;
+  ev: GuardedEval;
+}
+
+/**
+ * One split's work as promises, each started as soon as what it needs exists: the saturated load first; then the
+ * baselines' evaluations, the paper's search and the guarded search side by side (the guarded one waits for the
+ * paper's table only when it reaches its group move); dolphin's evaluations once their tables are learned.
+ */
+function splitJob(
+  o: MainJobOptions,
+  runner: PartRunner,
+  common: MainJobCommon,
+): { paper: Promise<PaperResult>; guarded: Promise<GuardedResult> } {
+  const env = runner.environment ? { environment: runner.environment } : {};
+  const job = { ...common, module: o.module, progress: o.progress, ...env };
+  const scale = runner.run({ kind: "scale", common }) as Promise<number>;
+  const paperTrained = scale.then((s) => trainJob({ ...job, scale: s }));
+  const evaluations = POLICY_NAMES.map(
+    (policy) =>
+      (policy === "dolphin"
+        ? paperTrained.then((t) => runner.run({ kind: "policy", common, scale: t.scale, policy, table: t.table }))
+        : scale.then((s) => runner.run({ kind: "policy", common, scale: s, policy }))) as Promise<PolicyEval>,
+  );
+  void scale.then(() =>
+    o.progress(`evaluating ${POLICY_NAMES.length} policies on the ${common.split} evaluation arrivals…`, false),
+  );
+  const paper = Promise.all([paperTrained, Promise.all(evaluations)]).then(([trained, evs]) => {
+    const ev = mergeEvaluations(evs);
+    ev.load.spec = "saturated";
+    return { trained, ev };
+  });
+  // the guarded table (issue 11): starts at Dynamo's rule, moves a cluster (or, as one group move, the whole table
+  // the paper's search learns, passed as its bytes: same clusters) only on a significant paired gain that
+  // replicates on held-out arrivals
+  const guardedTrained = scale.then((s) =>
+    trainJob({
+      ...job,
+      load: `x${s}`,
+      reward: "both",
+      guard: { proposals: paperTrained.then((t) => [decodeTable(t.bytes)]) },
+      maxRounds: GUARDED_ROUNDS,
+    }),
+  );
+  const guarded = Promise.all([scale, guardedTrained]).then(async ([s, trained]) => {
+    const ev = (await runner.run({ kind: "guarded-eval", common, scale: s, table: trained.table })) as GuardedEval;
+    return { trained, ev };
+  });
+  return { paper, guarded };
 }
 
 export async function runMainJob(o: MainJobOptions): Promise<number> {
@@ -166,32 +196,22 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
     requests: o.requests ?? 2000,
     ...(o.cluster !== undefined ? { cluster: o.cluster } : {}),
   };
-  const runner = o.parts ?? serialParts(o.module, o.progress);
+  const runner = o.parts ?? inThreadParts(o.module, o.progress);
   mkdirSync(o.outDir, { recursive: true });
   const results: EvalOutput[] = [];
   o.print(
     `dolphin-routing main job: ${workload} on a SIMULATED ${o.cluster ?? "h20-72b"} cluster (no GPU here: every figure below comes from the calibrated simulator, ±25% step-time error).\n`,
   );
-  // every part is asked for at once (a pool runs them side by side); the results are printed in the splits' order
-  const pending = splits.map((split) => {
-    const c = { ...common, split };
-    const scale = runner.run({ kind: "scale", common: c }) as Promise<number>;
-    const paper = scale.then((s) => runner.run({ kind: "paper", common: c, scale: s }) as Promise<PaperPart>);
-    // the guarded search tries the paper's table as one group move, so it starts once that table exists
-    const guarded = Promise.all([scale, paper]).then(
-      ([s, p]) => runner.run({ kind: "guarded", common: c, scale: s, proposal: p.bytes }) as Promise<GuardedPart>,
-    );
-    return { split, paper, guarded };
-  });
+  // every split's work is asked for at once (a pool runs it side by side); the results are printed in the splits' order
+  const pending = splits.map((split) => ({ split, ...splitJob(o, runner, { ...common, split }) }));
   // a failed part fails the job once, not again as an unhandled rejection of the parts not awaited yet
   for (const p of pending) {
     p.paper.catch(() => undefined);
     p.guarded.catch(() => undefined);
   }
   for (const { split, paper, guarded: guardedPart } of pending) {
-    const trained = await paper;
+    const { trained, ev } = await paper;
     writeFileSync(join(o.outDir, `table-${workload}-${split}.msgpack`), trained.bytes);
-    const ev = trained.ev;
     writeFileSync(join(o.outDir, `eval-${workload}-${split}.json`), JSON.stringify(ev, null, 2) + "\n");
     results.push(ev);
     const rows = Object.entries(ev.policies).sort((a, b) => b[1].slo_attainment - a[1].slo_attainment);
@@ -200,7 +220,7 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
     o.print(
       [
         ``,
-        `${split}: ${ev.requests} evaluation requests at ${ev.load.rps.toFixed(2)} req/s (saturated load), SLO ${ev.slo.ttft_ms} ms TTFT / ${ev.slo.tpot_ms} ms TPOT; table learned in ${trained.rounds} rounds (${trained.wallS.toFixed(1)} s), output-length classifier accuracy ${(100 * trained.oslHeldOut).toFixed(0)}% (majority class ${(100 * trained.oslMajority).toFixed(0)}%)`,
+        `${split}: ${ev.requests} evaluation requests at ${ev.load.rps.toFixed(2)} req/s (saturated load), SLO ${ev.slo.ttft_ms} ms TTFT / ${ev.slo.tpot_ms} ms TPOT; table learned in ${trained.result.rounds} rounds (${trained.wallS.toFixed(1)} s), output-length classifier accuracy ${(100 * (trained.result.osl?.accuracy.heldOut ?? NaN)).toFixed(0)}% (majority class ${(100 * (trained.result.osl?.accuracy.majorityBaseline ?? NaN)).toFixed(0)}%)`,
         `${"policy".padEnd(14)} ${"SLO att.".padStart(8)} ${"P90 TTFT ms".padStart(12)} ${"P90 TPOT ms".padStart(12)} ${"local".padStart(6)}`,
         ...rows.map(
           ([name, p]) =>
@@ -214,13 +234,14 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
     );
 
     const guarded = await guardedPart;
-    writeFileSync(join(o.outDir, `table-${workload}-${split}-guarded.msgpack`), guarded.bytes);
-    const g = guarded.dolphin;
-    const counts = guarded.counts;
-    const values = guarded.values;
+    writeFileSync(join(o.outDir, `table-${workload}-${split}-guarded.msgpack`), guarded.trained.bytes);
+    const { dolphin: g, counts } = guarded.ev;
+    const table = guarded.trained.table;
+    const search = guarded.trained.result;
+    const values = table.bits ?? [];
     o.print(
       [
-        `guarded table (${values.map((v) => "LR-"[v]).join("")}: L local, R remote, - rule; fallback ${guarded.fallback}): ${values.filter((v) => v !== CLUSTER_RULE).length} of ${values.length} clusters off the rule after ${guarded.moves} in ${guarded.rounds} rounds; ${guarded.rejectedOnHeldOut} moves significant on the training arrivals failed to replicate on held-out ones`,
+        `guarded table (${values.map((v) => "LR-"[v]).join("")}: L local, R remote, - rule; fallback ${table.fallback?.kind ?? "dynamo-isl"}): ${values.filter((v) => v !== CLUSTER_RULE).length} of ${values.length} clusters off the rule after ${describeMoves(search.guarded?.moves ?? [])} in ${search.rounds} rounds; ${search.guarded?.rejectedOnHeldOut ?? 0} moves significant on the training arrivals failed to replicate on held-out ones`,
         `${"dolphin-guard".padEnd(14)} ${(100 * g.slo_attainment).toFixed(1).padStart(7)}% ${g.ttft_ms.p90.toFixed(0).padStart(12)} ${g.tpot_ms.p90.toFixed(1).padStart(12)} ${(100 * g.local_fraction).toFixed(0).padStart(5)}%`,
         dyn
           ? `dolphin-guard vs dynamo-isl: P90 TTFT ${pct(g.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(g.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((g.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points`

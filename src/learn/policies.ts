@@ -2,6 +2,7 @@
 // shared/docs/reference-systems.md defines them, plus PPD's own offline table, built as its Algorithm 1 says on the
 // same simulator. All route through the core with the same worker choice around the bit.
 
+import type { Summary } from "../sim/metrics.js";
 import { simulate, type SimConfig } from "../sim/simulator.js";
 import type { EvalLoad, EvalOutput, PolicyOutcome } from "../eval-output.js";
 import type { Workload } from "../sim/types.js";
@@ -136,6 +137,22 @@ export function buildPpdTable(w: Workload, base: Omit<SimConfig, "table">, weigh
 
 // ---- evaluation --------------------------------------------------------------------------------------------
 
+/** What an evaluation reports of one policy's run. */
+export function policyOutcome(s: Summary): PolicyOutcome {
+  return {
+    slo_attainment: s.slo_attainment,
+    slo_attainment_per_metric: s.slo_attainment_per_metric,
+    ttft_ms: s.ttft_ms,
+    tpot_ms: s.tpot_ms,
+    e2e_ms: s.e2e_ms,
+    throughput_tokens_per_s: s.throughput_tokens_per_s,
+    local_fraction: s.local_fraction,
+    failed: s.failed,
+    kv_bytes_transferred: s.kv_bytes_transferred,
+    prefix_hit_rate: s.prefix_hit_rate,
+  };
+}
+
 /** Every policy on the same arrivals. */
 export function evaluatePolicies(
   w: Workload,
@@ -147,19 +164,7 @@ export function evaluatePolicies(
   const policies: Record<string, PolicyOutcome> = {};
   for (const [name, table] of Object.entries(tables)) {
     if (!table) continue;
-    const s = simulate(w, { ...base, ...overrides[name as PolicyName], table }).summary;
-    policies[name] = {
-      slo_attainment: s.slo_attainment,
-      slo_attainment_per_metric: s.slo_attainment_per_metric,
-      ttft_ms: s.ttft_ms,
-      tpot_ms: s.tpot_ms,
-      e2e_ms: s.e2e_ms,
-      throughput_tokens_per_s: s.throughput_tokens_per_s,
-      local_fraction: s.local_fraction,
-      failed: s.failed,
-      kv_bytes_transferred: s.kv_bytes_transferred,
-      prefix_hit_rate: s.prefix_hit_rate,
-    };
+    policies[name] = policyOutcome(simulate(w, { ...base, ...overrides[name as PolicyName], table }).summary);
   }
   return {
     workload: w.name,

@@ -11,6 +11,7 @@ import { SimEnvironment } from "./train.js";
 
 export type PoolTask =
   | { kind: "evaluate"; workload: number; base: PortableSimConfig; table: Table }
+  | { kind: "log-features"; workload: number; base: PortableSimConfig }
   | { kind: "main-part"; part: MainJobPart };
 
 /** What the pool sends: a task, with the workloads it names that this worker does not hold yet. */
@@ -30,13 +31,18 @@ const workloads = new Map<number, Workload>();
 const port = parentPort;
 if (!port) throw new Error("pool-worker: not started as a worker thread (src/learn/pool.ts starts it)");
 
+function workload(id: number): Workload {
+  const w = workloads.get(id);
+  if (!w) throw new Error(`pool-worker: workload ${id} was never sent to this worker`);
+  return w;
+}
+
 async function run(task: PoolTask): Promise<unknown> {
   switch (task.kind) {
-    case "evaluate": {
-      const w = workloads.get(task.workload);
-      if (!w) throw new Error(`pool-worker: workload ${task.workload} was never sent to this worker`);
-      return new SimEnvironment(w, { ...task.base, module }).evaluate(task.table);
-    }
+    case "evaluate":
+      return new SimEnvironment(workload(task.workload), { ...task.base, module }).evaluate(task.table);
+    case "log-features":
+      return new SimEnvironment(workload(task.workload), { ...task.base, module }).logFeatures();
     case "main-part":
       return runMainJobPart(task.part, module, (line, done) =>
         port!.postMessage({ kind: "progress", line, done } satisfies PoolReply),

@@ -11,8 +11,8 @@ import { Worker } from "node:worker_threads";
 import type { OslPredictor, SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
 import type { Table } from "../table.js";
-import { SimEnvironment, type Evaluation } from "./train.js";
-import type { PartRunner } from "./main-job.js";
+import { SimEnvironment, type Evaluation, type FeatureLog } from "./train.js";
+import type { MainJobPart, PartRunner } from "./main-job.js";
 import type { PoolReply, PoolRequest, PoolTask } from "./pool-worker.js";
 
 /** The default number of jobs: every core this process may use. */
@@ -21,8 +21,15 @@ export const defaultJobs = (): number => availableParallelism();
 /** The simulator configuration a worker can receive: no module (it has its own) and no predictor function. */
 export type PortableSimConfig = Omit<SimConfig, "table" | "module" | "osl"> & { osl?: "model" | "oracle" };
 
+/**
+ * Which tasks a free worker takes first: "chain" ones (a step of a sequential search, which everything after it
+ * waits for) before "bulk" ones (independent evaluations that can fill any gap); in order of asking within each.
+ */
+export type Urgency = "chain" | "bulk";
+
 interface Pending {
   task: PoolTask;
+  urgency: Urgency;
   workloads: Map<number, Workload>;
   progress?: ((line: string, done: boolean) => void) | undefined;
   resolve: (value: unknown) => void;
@@ -67,10 +74,15 @@ export class WorkerPool {
     task: PoolTask,
     workloads: Map<number, Workload> = new Map(),
     progress?: (line: string, done: boolean) => void,
+    urgency: Urgency = "chain",
   ): Promise<T> {
     if (this.closed) return Promise.reject(new Error("pool: closed"));
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ task, workloads, progress, resolve: resolve as (v: unknown) => void, reject });
+      const p: Pending = { task, urgency, workloads, progress, resolve: resolve as (v: unknown) => void, reject };
+      // a chain task goes ahead of every bulk one (and behind the chain tasks already waiting)
+      const at = urgency === "chain" ? this.queue.findIndex((q) => q.urgency === "bulk") : -1;
+      if (at < 0) this.queue.push(p);
+      else this.queue.splice(at, 0, p);
       this.dispatch();
     });
   }
@@ -155,6 +167,15 @@ export class PooledSimEnvironment extends SimEnvironment {
     );
   }
 
+  /** The feature-logging run on a worker (once per workload and cluster: SimEnvironment.logFeatures' memo). */
+  protected override runFeatureLog(): Promise<FeatureLog> {
+    const id = this.pool.workloadId(this.workload);
+    return this.pool.run<FeatureLog>(
+      { kind: "log-features", workload: id, base: portable(this.base) },
+      new Map([[id, this.workload]]),
+    );
+  }
+
   /** Evaluates the tables at once (as many at a time as the pool has workers); results in the tables' order. */
   async evaluateMany(tables: Table[]): Promise<Evaluation[]> {
     return Promise.all(tables.map((t) => this.evaluate(t)));
@@ -177,7 +198,15 @@ function portable(base: Omit<SimConfig, "table">): PortableSimConfig {
   return { ...rest, ...(osl !== undefined ? { osl } : {}) };
 }
 
-/** The main job's parts on the pool (src/learn/main-job.ts): as many side by side as it has workers. */
+/**
+ * The main job on the pool (src/learn/main-job.ts): its searches run in this thread and send each candidate's
+ * evaluation to the pool; its other parts (the saturated load, each policy's evaluation, the guarded table's) are
+ * pool tasks too, the policies' as bulk work that fills the gaps the sequential searches leave.
+ */
 export function poolParts(pool: WorkerPool, progress: (line: string, done: boolean) => void): PartRunner {
-  return { run: (part) => pool.run({ kind: "main-part", part }, new Map(), progress) };
+  const urgency = (part: MainJobPart): Urgency => (part.kind === "policy" ? "bulk" : "chain");
+  return {
+    run: (part) => pool.run({ kind: "main-part", part }, new Map(), progress, urgency(part)),
+    environment: (workload, base) => new PooledSimEnvironment(pool, workload, base),
+  };
 }

@@ -114,8 +114,27 @@ export class SimEnvironment implements LearningEnvironment {
     };
   }
 
-  /** Features as the core computes them, from a run under the rule people use today (Dynamo's), true output lengths. */
-  async logFeatures(): Promise<FeatureLog> {
+  /**
+   * Features as the core computes them, from a run under the rule people use today (Dynamo's), true output lengths.
+   * Run once per workload and cluster (the paper's search and the guarded one log the same run); callers only read it.
+   */
+  logFeatures(): Promise<FeatureLog> {
+    let byCluster = featureLogs.get(this.workload);
+    if (!byCluster) featureLogs.set(this.workload, (byCluster = new Map()));
+    // the run's routing and predictor are fixed (below), so the rest of the configuration names it
+    const { module: _module, osl: _osl, ...cluster } = this.base;
+    const key = JSON.stringify(cluster);
+    let log = byCluster.get(key);
+    if (!log) {
+      log = this.runFeatureLog();
+      byCluster.set(key, log);
+      log.catch(() => byCluster.delete(key)); // a failed run is not remembered
+    }
+    return log;
+  }
+
+  /** The feature-logging run itself (a pool runs it on a worker: src/learn/pool.ts). */
+  protected async runFeatureLog(): Promise<FeatureLog> {
     const logged = simulate(this.workload, {
       ...this.base,
       table: ruleTable("dynamo-isl"),
@@ -146,6 +165,9 @@ export class SimEnvironment implements LearningEnvironment {
   }
 }
 
+/** Feature logs by workload, then by cluster configuration (SimEnvironment.logFeatures). */
+const featureLogs = new WeakMap<Workload, Map<string, Promise<FeatureLog>>>();
+
 /** The guarded search's settings as `train` takes them (GuardOptions, with held-out arrivals and proposed tables). */
 export type GuardTraining = Omit<GuardOptions, "heldOut" | "proposals"> & {
   oodQuantile?: number;
@@ -154,9 +176,10 @@ export type GuardTraining = Omit<GuardOptions, "heldOut" | "proposals"> & {
   /**
    * Tables proposed to the guard as group moves (GuardOptions.proposals): used where their clusters are the ones
    * learned here (same features, scaler and centroids). Absent: the paper's search proposes one, run under reward
-   * "both"'s latency constraint for `proposalRounds` rounds (default 40; 0: no proposal).
+   * "both"'s latency constraint for `proposalRounds` rounds (default 40; 0: no proposal). A promise: the tables are
+   * still being learned, and the search waits for them only when it reaches its group moves.
    */
-  proposals?: Table[];
+  proposals?: Table[] | Promise<Table[]>;
   proposalRounds?: number;
 };
 
@@ -344,14 +367,12 @@ export async function train(env: LearningEnvironment, opts: TrainOptions = {}): 
     const { proposals, proposalRounds, ...guard } = opts.guard;
     const g = await searchGuarded(p.env, p.makeTable, p.initial.length, env.describe.slo, {
       ...guard,
-      proposals: await guardProposals(
-        p,
-        proposals,
-        proposalRounds ?? 40,
-        guard.reward ?? "both",
-        guard.latencySlack,
-        opts,
-      ),
+      // given tables may still be being learned: the search waits for them at its group moves; a proposal of its
+      // own is searched for first
+      proposals:
+        proposals !== undefined
+          ? quietUntilAwaited(givenProposals(p, proposals))
+          : await searchedProposal(p, proposalRounds ?? 40, guard.reward ?? "both", guard.latencySlack, opts),
       ...(opts.guard.heldOut ? { heldOut: p.withPredictor(opts.guard.heldOut) } : {}),
       maxRounds: opts.maxRounds,
       onProgress: opts.onProgress,
@@ -382,20 +403,29 @@ export async function train(env: LearningEnvironment, opts: TrainOptions = {}): 
   };
 }
 
-/** The guard's group-move proposals: the given tables whose clusters are these, or the paper's search's table. */
-async function guardProposals(
+/** A promise awaited later: its failure until then is not an unhandled rejection (whoever awaits it sees it). */
+function quietUntilAwaited<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
+}
+
+/** The guard's group-move proposals from given tables: those whose clusters are these (once they are learned). */
+async function givenProposals(p: Prepared, given: Table[] | Promise<Table[]>): Promise<number[][]> {
+  const mine = p.makeTable(p.initial);
+  const same = (t: Table): boolean =>
+    JSON.stringify([t.kind, t.features, t.scaler, t.centroids]) ===
+    JSON.stringify([mine.kind, mine.features, mine.scaler, mine.centroids]);
+  return (await given).filter((t) => same(t) && t.bits).map((t) => [...t.bits!]);
+}
+
+/** The guard's group-move proposal of its own: the paper's search's table, under reward "both"'s constraint. */
+async function searchedProposal(
   p: Prepared,
-  given: Table[] | undefined,
   rounds: number,
   reward: RewardForm,
   slack: number | undefined,
   opts: TrainOptions,
 ): Promise<number[][]> {
-  const mine = p.makeTable(p.initial);
-  const same = (t: Table): boolean =>
-    JSON.stringify([t.kind, t.features, t.scaler, t.centroids]) ===
-    JSON.stringify([mine.kind, mine.features, mine.scaler, mine.centroids]);
-  if (given) return given.filter((t) => same(t) && t.bits).map((t) => [...t.bits!]);
   if (rounds <= 0) return [];
   const allRule = p.makeTable(p.initial.map(() => CLUSTER_RULE));
   const env = reward === "both" ? await latencyConstrained(p.env, allRule, slack) : p.env;

@@ -31,6 +31,8 @@ export interface Job {
   req: SimRequest;
   /** the prompt's block ids (BlockIds) */
   ids: Int32Array;
+  /** the pinned prompt blocks' slots in this instance's cache (KvCache.prefixHit, commit), so release finds them */
+  slots: Int32Array;
   kind: JobKind;
   /** full prompt blocks (the hashed ones) */
   promptBlocks: number;
@@ -77,6 +79,9 @@ export interface InstanceHost {
 }
 
 const blocksOf = (tokens: number): number => Math.ceil(tokens / SIM_BLOCK_TOKENS);
+
+/** a job's slots before its admission (it pins nothing yet) */
+const NO_SLOTS = new Int32Array(0);
 
 export class Instance {
   readonly index: number;
@@ -161,6 +166,7 @@ export class Instance {
     const job: Job = {
       req,
       ids,
+      slots: NO_SLOTS,
       kind,
       promptBlocks,
       hitBlocks: 0,
@@ -204,7 +210,7 @@ export class Instance {
 
   /** Drops an aborted job that held KV here. */
   private dropAborted(job: Job): void {
-    this.cache.release(job.ids, job.pinned, job.reserved);
+    this.cache.release(job.ids, job.pinned, job.reserved, job.slots);
     job.pinned = 0;
     job.reserved = 0;
     job.state = "done";
@@ -219,7 +225,7 @@ export class Instance {
       return;
     }
     job.state = "ready";
-    this.cache.commit(job.ids, job.pinned, job.promptBlocks);
+    this.cache.commit(job.ids, job.pinned, job.promptBlocks, job.slots);
     job.reserved -= job.promptBlocks - job.pinned;
     job.pinned = job.promptBlocks;
     job.computedTokens = job.req.promptTokens;
@@ -229,7 +235,7 @@ export class Instance {
 
   /** The prefill side of a remote request is done with its KV (the transfer finished). */
   releasePrefill(job: Job): void {
-    this.cache.release(job.ids, job.pinned, job.reserved);
+    this.cache.release(job.ids, job.pinned, job.reserved, job.slots);
     job.pinned = 0;
     job.reserved = 0;
     job.state = "done";
@@ -282,10 +288,11 @@ export class Instance {
         continue;
       }
       if (job.kind !== "decode" && budget <= 0) break;
-      const hit = this.cache.prefixHit(job.ids, job.promptBlocks);
+      if (job.slots.length < job.promptBlocks) job.slots = new Int32Array(job.promptBlocks);
+      const hit = this.cache.prefixHit(job.ids, job.promptBlocks, job.slots);
       // a full hit still recomputes the last token (vLLM), so a prefill never starts with all its tokens cached
       const usable = job.kind !== "decode" && hit * SIM_BLOCK_TOKENS >= job.req.promptTokens ? hit - 1 : hit;
-      if (!this.cache.admit(job.ids, usable, this.blocksNeeded(job, usable))) {
+      if (!this.cache.admit(job.ids, usable, this.blocksNeeded(job, usable), job.slots)) {
         this.blockedOnKv = true; // head-of-line blocking, as vLLM
         break;
       }
@@ -409,7 +416,7 @@ export class Instance {
         }
         if (this.stepCounter >= j.doneAtStep) {
           this.decodeContext -= j.req.promptTokens + j.generated;
-          this.cache.release(j.ids, j.pinned, j.reserved);
+          this.cache.release(j.ids, j.pinned, j.reserved, j.slots);
           j.pinned = 0;
           j.reserved = 0;
           j.state = "done";
@@ -429,7 +436,7 @@ export class Instance {
         this.pendingPrefill -= c.tokens;
         const full = Math.min(job.promptBlocks, Math.floor(job.computedTokens / SIM_BLOCK_TOKENS));
         if (full > job.pinned) {
-          this.cache.commit(job.ids, job.pinned, full);
+          this.cache.commit(job.ids, job.pinned, full, job.slots);
           job.reserved -= full - job.pinned;
           job.pinned = full;
         }
@@ -454,7 +461,7 @@ export class Instance {
           job.firstTokenMs = now;
           this.host.firstToken(this, job, now);
           if (job.req.outputTokens <= 1) {
-            this.cache.release(job.ids, job.pinned, job.reserved);
+            this.cache.release(job.ids, job.pinned, job.reserved, job.slots);
             job.pinned = 0;
             job.reserved = 0;
             job.state = "done";

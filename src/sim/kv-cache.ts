@@ -15,8 +15,8 @@ export interface KvEventSink {
 
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
 export class BlockIds {
-  private lo = new Uint32Array(1 << 16);
-  private hi = new Uint32Array(1 << 16);
+  /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
+  private hashes = new Uint32Array(2 << 16);
   private slots = new Int32Array(1 << 17).fill(-1); // id per slot, −1 empty; load ≤ 1/2
   count = 0;
 
@@ -30,24 +30,22 @@ export class BlockIds {
   id(lo: number, hi: number): number {
     if (this.count * 2 >= this.slots.length) this.grow();
     const mask = this.slots.length - 1;
+    const hashes = this.hashes;
     let s = (Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b) >>> 0) & mask;
     for (;;) {
       const id = this.slots[s]!;
       if (id < 0) break;
-      if (this.lo[id] === lo && this.hi[id] === hi) return id;
+      if (hashes[2 * id] === lo && hashes[2 * id + 1] === hi) return id;
       s = (s + 1) & mask;
     }
     const id = this.count++;
-    if (id >= this.lo.length) {
-      const lo2 = new Uint32Array(this.lo.length * 2);
-      lo2.set(this.lo);
-      this.lo = lo2;
-      const hi2 = new Uint32Array(this.hi.length * 2);
-      hi2.set(this.hi);
-      this.hi = hi2;
+    if (2 * id >= this.hashes.length) {
+      const grown = new Uint32Array(this.hashes.length * 2);
+      grown.set(this.hashes);
+      this.hashes = grown;
     }
-    this.lo[id] = lo;
-    this.hi[id] = hi;
+    this.hashes[2 * id] = lo;
+    this.hashes[2 * id + 1] = hi;
     this.slots[s] = id;
     return id;
   }
@@ -55,10 +53,11 @@ export class BlockIds {
   /** The (lo, hi) pairs of some ids (for KV events). */
   pairs(ids: ArrayLike<number>, n = ids.length): Uint32Array {
     const out = new Uint32Array(2 * n);
+    const hashes = this.hashes;
     for (let i = 0; i < n; i++) {
       const id = ids[i]!;
-      out[2 * i] = this.lo[id]!;
-      out[2 * i + 1] = this.hi[id]!;
+      out[2 * i] = hashes[2 * id]!;
+      out[2 * i + 1] = hashes[2 * id + 1]!;
     }
     return out;
   }
@@ -66,8 +65,9 @@ export class BlockIds {
   private grow(): void {
     const slots = new Int32Array(this.slots.length * 2).fill(-1);
     const mask = slots.length - 1;
+    const hashes = this.hashes;
     for (let id = 0; id < this.count; id++) {
-      let s = (Math.imul(this.lo[id]! ^ Math.imul(this.hi[id]!, 0x9e3779b1), 0x85ebca6b) >>> 0) & mask;
+      let s = (Math.imul(hashes[2 * id]! ^ Math.imul(hashes[2 * id + 1]!, 0x9e3779b1), 0x85ebca6b) >>> 0) & mask;
       while (slots[s]! >= 0) s = (s + 1) & mask;
       slots[s] = id;
     }
@@ -88,9 +88,11 @@ export class KvCache {
   readonly capacityBlocks: number;
   private readonly ids: BlockIds;
   private readonly sink: KvEventSink | null;
-  /** id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2 */
-  private keys = new Int32Array(2048).fill(EMPTY);
-  private vals = new Int32Array(2048);
+  /**
+   * id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2. Entry p is
+   * (entries[2p], entries[2p + 1]) = (id, slot): a probe that finds its id reads the slot from the same cache line.
+   */
+  private entries = new Int32Array(2 * 2048).fill(EMPTY);
   private tableShift = 32 - 11;
   /** per slot: pin count, LRU links (slots), and the block id it holds */
   private refs = new Int32Array(1024);
@@ -131,11 +133,11 @@ export class KvCache {
 
   /** The slot holding block `id`, or ABSENT when it is not resident. */
   private slotOf(id: number): number {
-    const keys = this.keys;
-    const mask = keys.length - 1;
+    const e = this.entries;
+    const mask = (e.length >>> 1) - 1;
     for (let p = this.home(id); ; p = (p + 1) & mask) {
-      const k = keys[p]!;
-      if (k === id) return this.vals[p]!;
+      const k = e[2 * p]!;
+      if (k === id) return e[2 * p + 1]!;
       if (k === EMPTY) return ABSENT;
     }
   }
@@ -146,35 +148,34 @@ export class KvCache {
     if (slot === undefined) {
       slot = this.slotCount++;
       if (slot >= this.refs.length) this.growSlots();
-      if (this.slotCount * 2 > this.keys.length) this.growTable();
+      if (this.slotCount * 4 > this.entries.length) this.growTable();
     }
     this.idOf[slot] = id;
-    const keys = this.keys;
-    const mask = keys.length - 1;
+    const e = this.entries;
+    const mask = (e.length >>> 1) - 1;
     let p = this.home(id);
-    while (keys[p] !== EMPTY) p = (p + 1) & mask;
-    keys[p] = id;
-    this.vals[p] = slot;
+    while (e[2 * p] !== EMPTY) p = (p + 1) & mask;
+    e[2 * p] = id;
+    e[2 * p + 1] = slot;
     return slot;
   }
 
   /** Takes block `id` out of the table and frees its slot (backward-shift deletion keeps probe runs whole). */
   private dropSlot(id: number, slot: number): void {
-    const keys = this.keys;
-    const vals = this.vals;
-    const mask = keys.length - 1;
+    const e = this.entries;
+    const mask = (e.length >>> 1) - 1;
     let i = this.home(id);
-    while (keys[i] !== id) i = (i + 1) & mask;
-    for (let j = (i + 1) & mask; keys[j] !== EMPTY; j = (j + 1) & mask) {
-      const h = this.home(keys[j]!);
+    while (e[2 * i] !== id) i = (i + 1) & mask;
+    for (let j = (i + 1) & mask; e[2 * j] !== EMPTY; j = (j + 1) & mask) {
+      const h = this.home(e[2 * j]!);
       // the entry at j may move back to i unless its home lies cyclically in (i, j]
       if (i <= j ? h <= i || h > j : h <= i && h > j) {
-        keys[i] = keys[j]!;
-        vals[i] = vals[j]!;
+        e[2 * i] = e[2 * j]!;
+        e[2 * i + 1] = e[2 * j + 1]!;
         i = j;
       }
     }
-    keys[i] = EMPTY;
+    e[2 * i] = EMPTY;
     this.freeSlots.push(slot);
   }
 
@@ -188,19 +189,17 @@ export class KvCache {
   }
 
   private growTable(): void {
-    const oldKeys = this.keys;
-    const oldVals = this.vals;
-    this.keys = new Int32Array(oldKeys.length * 2).fill(EMPTY);
-    this.vals = new Int32Array(oldKeys.length * 2);
+    const old = this.entries;
+    const e = (this.entries = new Int32Array(old.length * 2).fill(EMPTY));
     this.tableShift--;
-    const mask = this.keys.length - 1;
-    for (let q = 0; q < oldKeys.length; q++) {
-      const id = oldKeys[q]!;
+    const mask = (e.length >>> 1) - 1;
+    for (let q = 0; q < old.length; q += 2) {
+      const id = old[q]!;
       if (id === EMPTY) continue;
       let p = this.home(id);
-      while (this.keys[p] !== EMPTY) p = (p + 1) & mask;
-      this.keys[p] = id;
-      this.vals[p] = oldVals[q]!;
+      while (e[2 * p] !== EMPTY) p = (p + 1) & mask;
+      e[2 * p] = id;
+      e[2 * p + 1] = old[q + 1]!;
     }
   }
 
@@ -227,10 +226,17 @@ export class KvCache {
 
   // ---- the cache -------------------------------------------------------------------------------------------
 
-  /** Leading blocks of `ids` that are resident (the prefix-cache hit, in blocks). */
-  prefixHit(ids: Int32Array, nBlocks: number): number {
+  /**
+   * Leading blocks of `ids` that are resident (the prefix-cache hit, in blocks); with `slots`, each hit block's slot
+   * is written there, for `admit` (a resident block keeps its slot until evicted, and a pinned one cannot be).
+   */
+  prefixHit(ids: Int32Array, nBlocks: number, slots?: Int32Array): number {
     let i = 0;
-    while (i < nBlocks && this.slotOf(ids[i]!) !== ABSENT) i++;
+    for (; i < nBlocks; i++) {
+      const slot = this.slotOf(ids[i]!);
+      if (slot === ABSENT) break;
+      if (slots) slots[i] = slot;
+    }
     return i;
   }
 
@@ -258,16 +264,18 @@ export class KvCache {
    * Admits a request: pins its first `hit` blocks (resident), and reserves `reserve` more blocks (the rest of its
    * prompt and whatever else it will hold). False, with nothing changed, when the cache cannot make room.
    */
-  admit(ids: Int32Array, hit: number, reserve: number): boolean {
-    // the hit blocks stop being evictable, so room must come from the others
+  admit(ids: Int32Array, hit: number, reserve: number, slots?: Int32Array): boolean {
+    // the hit blocks stop being evictable, so room must come from the others; `slots` (filled by prefixHit just
+    // before, or null) saves finding each hit block's slot twice more
+    const slotAt = (i: number): number => (slots ? slots[i]! : this.slotOf(ids[i]!));
     let hitEvictable = 0;
     for (let i = 0; i < hit; i++) {
-      const slot = this.slotOf(ids[i]!);
+      const slot = slotAt(i);
       if (slot !== ABSENT && this.refs[slot] === 0) hitEvictable++;
     }
     if (reserve > this.capacityBlocks - this.usedBlocks + this.evictableCount - hitEvictable) return false;
     for (let i = 0; i < hit; i++) {
-      const slot = this.slotOf(ids[i]!); // resident: `hit` comes from prefixHit just before
+      const slot = slotAt(i); // resident: `hit` comes from prefixHit just before
       if (this.refs[slot] === 0) this.unlink(slot);
       this.refs[slot]!++;
     }
@@ -280,30 +288,34 @@ export class KvCache {
    * Blocks [from, to) of `ids` are now computed: each turns one reserved block into a pinned hashed block (or,
    * when another request computed the same block meanwhile, shares it and gives the reservation back).
    */
-  commit(ids: Int32Array, from: number, to: number): void {
+  commit(ids: Int32Array, from: number, to: number, slots?: Int32Array): void {
     let fresh: number[] | null = null;
     for (let i = from; i < to; i++) {
       const id = ids[i]!;
-      const slot = this.slotOf(id);
+      let slot = this.slotOf(id);
       this.privateBlocks--;
       if (slot !== ABSENT) {
         const r = this.refs[slot]!;
         if (r === 0) this.unlink(slot);
         this.refs[slot] = r + 1;
       } else {
-        const added = this.addSlot(id); // before indexing: adding a slot may replace this.refs
-        this.refs[added] = 1;
+        slot = this.addSlot(id); // before indexing: adding a slot may replace this.refs
+        this.refs[slot] = 1;
         this.resident++;
         (fresh ??= []).push(id);
       }
+      if (slots) slots[i] = slot;
     }
     if (fresh && this.sink) this.sink.stored(this.ids.pairs(fresh));
   }
 
-  /** A request is done with blocks [0, n) of `ids` and with `reserved` private blocks. */
-  release(ids: Int32Array, n: number, reserved: number): void {
+  /**
+   * A request is done with blocks [0, n) of `ids` and with `reserved` private blocks. `slots`: where admit and
+   * commit wrote the pinned blocks' slots (they stay put while pinned), so none is looked up again.
+   */
+  release(ids: Int32Array, n: number, reserved: number, slots?: Int32Array): void {
     for (let i = 0; i < n; i++) {
-      const slot = this.slotOf(ids[i]!);
+      const slot = slots ? slots[i]! : this.slotOf(ids[i]!);
       if (slot === ABSENT) continue;
       const r = this.refs[slot]!;
       if (r <= 1) {

@@ -115,8 +115,10 @@ export class Simulation implements InstanceHost {
   private readonly dirty = new Set<Instance>();
   /** Approximate cache view: when the index is next cleared (simulated ms). */
   private nextIndexClearMs = NaN;
-  private readonly blockIds = new BlockIds();
-  private readonly idsOf = new Map<number, Int32Array>();
+  /** chosen in `run` (sharedBlockIds: the ids the same requests had in an earlier simulation) */
+  private blockIds!: BlockIds;
+  private readonly capacityBlocks: number;
+  private readonly specs: { name: string; role: InstanceRole }[];
 
   constructor(config: SimConfig) {
     this.config = config;
@@ -130,6 +132,8 @@ export class Simulation implements InstanceHost {
     for (let i = 0; i < prefill; i++) specs.push({ name: `P${i}`, role: "prefill" });
     for (let i = 0; i < decode; i++) specs.push({ name: `D${i}`, role: "decode" });
     const routerRole = { replica: "both", prefill: "prefill", decode: "decode" } as const;
+    this.capacityBlocks = capacity;
+    this.specs = specs;
     this.router = Router.create(config.table, {
       ...config.router,
       workers: specs.map((s) => ({ id: s.name, role: routerRole[s.role], capacityBlocks: capacity })),
@@ -139,12 +143,26 @@ export class Simulation implements InstanceHost {
       maxPromptTokens: 1 << 22,
       ...(config.module ? { module: config.module, engine: "wasm" as const } : { engine: "reference" as const }),
     });
-    specs.forEach((s, i) => {
-      const inst = new Instance(i, s.name, s.role, config.preset, capacity, this, this.blockIds, this.sinkFor(s.name));
+    this.linkFreeAt = specs.map(() => 0);
+  }
+
+  /** The instances, once the block ids they name their blocks by are known (`run`). */
+  private createInstances(): void {
+    const { preset } = this.config;
+    this.specs.forEach((s, i) => {
+      const inst = new Instance(
+        i,
+        s.name,
+        s.role,
+        preset,
+        this.capacityBlocks,
+        this,
+        this.blockIds,
+        this.sinkFor(s.name),
+      );
       this.instances.push(inst);
       this.byName.set(s.name, inst);
     });
-    this.linkFreeAt = this.instances.map(() => 0);
   }
 
   /** KV events of one instance, applied to the router's index now or after the configured lag. */
@@ -174,7 +192,10 @@ export class Simulation implements InstanceHost {
   }
 
   run(workload: Workload): SimResult {
+    if (this.instances.length > 0) throw new Error("sim: a Simulation runs one workload (make another for the next)");
     const reqs = workload.requests;
+    this.blockIds = sharedBlockIds(reqs);
+    this.createInstances();
     // later turns of a conversation extend earlier ones: a finished turn leaves its output's blocks cached
     const lastOfSession = new Map<number, SimRequest>();
     for (const r of reqs) {
@@ -183,7 +204,7 @@ export class Simulation implements InstanceHost {
       if (prev) this.nextTurn.set(prev.id, r);
       lastOfSession.set(r.session, r);
     }
-    for (const r of reqs) this.queue.schedule(r.arrivalMs, Priority.arrival, () => this.arrive(r));
+    this.scheduleArrivals(reqs);
     const first = reqs.length > 0 ? reqs[0]!.arrivalMs : 0;
     this.queue.run();
     // anything that never finished (should not happen unless a request can never fit)
@@ -202,6 +223,25 @@ export class Simulation implements InstanceHost {
       })),
       simulatedMs: this.queue.nowMs - first,
     };
+  }
+
+  /**
+   * Arrivals enter the queue one at a time, each when the one before it is handled, so the heap holds the events in
+   * flight rather than every future arrival (100,000 at scale). The order is the same as scheduling them all first:
+   * arrivals are the only events of their priority class, so among themselves they go by (time, request order),
+   * and against other events by (time, priority), neither of which depends on when they were scheduled.
+   */
+  private scheduleArrivals(reqs: readonly SimRequest[]): void {
+    const order = reqs.map((_, i) => i);
+    if (reqs.some((r, i) => i > 0 && r.arrivalMs < reqs[i - 1]!.arrivalMs))
+      order.sort((a, b) => reqs[a]!.arrivalMs - reqs[b]!.arrivalMs || a - b);
+    let next = 0;
+    const arriveNext = (): void => {
+      const r = reqs[order[next++]!]!;
+      if (next < order.length) this.queue.schedule(reqs[order[next]!]!.arrivalMs, Priority.arrival, arriveNext);
+      this.arrive(r);
+    };
+    if (order.length > 0) this.queue.schedule(reqs[order[0]!]!.arrivalMs, Priority.arrival, arriveNext);
   }
 
   // ---- routing -------------------------------------------------------------------------------------------
@@ -309,7 +349,6 @@ export class Simulation implements InstanceHost {
   }
 
   finished(inst: Instance, job: Job, timeMs: number): void {
-    if (!this.nextTurn.has(job.req.id)) this.idsOf.delete(job.req.id); // keep memory bounded by what runs
     const rec = this.recordOf(job.req);
     rec.finishMs = timeMs;
     rec.e2eMs = timeMs - job.req.arrivalMs;
@@ -324,7 +363,7 @@ export class Simulation implements InstanceHost {
         Math.floor((job.req.promptTokens + job.req.outputTokens) / SIM_BLOCK_TOKENS),
       );
       if (upTo > job.promptBlocks && sharesPrefix(next.blocks, job.req.blocks, job.promptBlocks)) {
-        inst.cache.cacheUnpinned(this.ids(next, upTo), job.promptBlocks, upTo);
+        inst.cache.cacheUnpinned(this.ids(next), job.promptBlocks, upTo);
       }
     }
   }
@@ -338,14 +377,9 @@ export class Simulation implements InstanceHost {
     this.dirty.add(inst);
   }
 
-  /** A request's block ids: interned once, when first needed (the first `atLeast` blocks at least). */
-  private ids(r: SimRequest, atLeast = r.blocks.length >>> 1): Int32Array {
-    let ids = this.idsOf.get(r.id);
-    if (!ids || ids.length < atLeast) {
-      ids = this.blockIds.intern(r.blocks);
-      this.idsOf.set(r.id, ids);
-    }
-    return ids;
+  /** A request's block ids in this simulation's BlockIds (interned once per block array: internedIds). */
+  private ids(r: SimRequest): Int32Array {
+    return internedIds(r.blocks, this.blockIds);
   }
 
   // ---- records -------------------------------------------------------------------------------------------
@@ -406,6 +440,33 @@ export function classOf(tokens: number, thresholds: readonly number[]): number {
   let c = 0;
   while (c < thresholds.length && tokens > thresholds[c]!) c++;
   return c;
+}
+
+// ---- block ids shared across simulations ----------------------------------------------------------------------
+// The learner simulates the same arrivals hundreds of times (one run per candidate table, and the same requests at
+// other loads share their block arrays: withLoad copies requests, not blocks), and interning a long prompt's blocks
+// was about a tenth of a run. So a block array's ids are kept beside it (weakly: they go when the requests go), in
+// the BlockIds they were interned in, and a simulation of requests seen before reuses that BlockIds. Which ids
+// blocks get does not change a simulation: caches find blocks by id, and order them by use, never by id.
+
+const interned = new WeakMap<Uint32Array, { owner: BlockIds; ids: Int32Array }>();
+
+/**
+ * The BlockIds the first request's blocks were interned in before, or a fresh one (grown as blocks come: sizing it
+ * by the requests' blocks up front over-allocates by their sharing, and a sparser table probes slower).
+ */
+function sharedBlockIds(requests: readonly SimRequest[]): BlockIds {
+  const first = requests.find((r) => r.blocks.length > 0);
+  return (first && interned.get(first.blocks)?.owner) ?? new BlockIds();
+}
+
+/** The ids of every block of `blocks` in `owner`: interned once, then kept (a request of another family re-interns). */
+function internedIds(blocks: Uint32Array, owner: BlockIds): Int32Array {
+  const known = interned.get(blocks);
+  if (known && known.owner === owner) return known.ids;
+  const ids = owner.intern(blocks);
+  interned.set(blocks, { owner, ids });
+  return ids;
 }
 
 function sharesPrefix(a: Uint32Array, b: Uint32Array, blocks: number): boolean {
