@@ -374,8 +374,13 @@ export class WorkerCalls {
     return new DecodeFailure(502, `decode worker ${id} ${what}: ${err.message}`, "decode_failed", err.retryable);
   }
 
-  /** Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event. */
-  private async pipeStream(
+  /**
+   * Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event.
+   * Read with 'data' listeners (StreamRelay) rather than an async iterator, whose promise per chunk and iterator
+   * machinery showed in the proxy's profile; a call cut by the client leaving or by workerEjected (its ClientRequest
+   * destroyed, see call()) reaches it as the response's error, as it reached the iterator.
+   */
+  private pipeStream(
     ctx: RequestContext,
     w: WorkerState,
     upstream: IncomingMessage,
@@ -389,43 +394,110 @@ export class WorkerCalls {
     });
     // the headers leave alone only when no body byte is in yet (else with the first chunk: one write less)
     if (upstream.readableLength === 0) res.flushHeaders();
-    const sniffer = new UsageSniffer();
-    const idleMs = this.config.timeouts.request_ms;
-    let tail = "\n\n";
-    let timer = setTimeout(onIdle, idleMs);
-    function onIdle(): void {
-      upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`));
-    }
-    try {
-      for await (const chunk of upstream as AsyncIterable<Buffer>) {
-        clearTimeout(timer);
-        timer = setTimeout(onIdle, idleMs);
-        releasePrefill();
-        if (ctx.clientGone) return;
-        sniffer.push(chunk);
-        tail = (tail + chunk.toString("latin1")).slice(-2);
-        if (!res.write(chunk)) await drained(res);
-      }
-    } catch (e) {
-      if (ctx.clientGone) return;
-      const err = classify(cutError(cut, ctx, e), `decode ${w.spec.id}`); // the message says "failed mid-stream"
-      this.registry.upstreamFailed(w, "decode-stream", err);
-      this.metrics.streamErrors.inc({ kind: err.kind });
-      ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
-      ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
-      const event = new HttpError(
-        ctx.statusOverride,
-        ctx.error,
-        "upstream_error",
-        err.kind === "timeout" ? "upstream_timeout" : "decode_failed",
-      ).body();
-      res.end(`${tail === "\n\n" ? "" : "\n\n"}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
+    return new Promise((resolve) => {
+      new StreamRelay(ctx, upstream, this.config.timeouts.request_ms, releasePrefill, (e, atLineStart) => {
+        if (e !== null) this.streamFailed(ctx, w, cut, e, atLineStart);
+        resolve();
+      });
+    });
+  }
+
+  /** The worker failed mid-stream: counted, and the client's stream ends with an SSE error event and [DONE]. */
+  private streamFailed(ctx: RequestContext, w: WorkerState, cut: Cut, e: unknown, atLineStart: boolean): void {
+    const err = classify(cutError(cut, ctx, e), `decode ${w.spec.id}`); // the message says "failed mid-stream"
+    this.registry.upstreamFailed(w, "decode-stream", err);
+    this.metrics.streamErrors.inc({ kind: err.kind });
+    ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
+    ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
+    const event = new HttpError(
+      ctx.statusOverride,
+      ctx.error,
+      "upstream_error",
+      err.kind === "timeout" ? "upstream_timeout" : "decode_failed",
+    ).body();
+    ctx.res.end(`${atLineStart ? "" : "\n\n"}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
+  }
+}
+
+const LF = 0x0a;
+
+/**
+ * One decode stream relayed to the client: each chunk written on as it arrives (the worker paused while the client's
+ * socket is full), usage sniffed from the bytes as they pass, one idle timer refreshed per chunk. `over` is called
+ * once: with null when the stream ended (the client's answer ended too) or the client left (its stream is dropped),
+ * with the error when the worker's stream failed (the caller ends the client's answer with an error event, on a line
+ * of its own: `atLineStart` says whether what was passed on ends with a blank line).
+ */
+class StreamRelay {
+  private readonly sniffer = new UsageSniffer();
+  private readonly timer: NodeJS.Timeout;
+  /** The last two bytes passed on: an error event must start on a line of its own. */
+  private last = LF;
+  private beforeLast = LF;
+  private done = false;
+
+  constructor(
+    private readonly ctx: RequestContext,
+    private readonly upstream: IncomingMessage,
+    idleMs: number,
+    private readonly releasePrefill: () => void,
+    private readonly over: (e: unknown, atLineStart: boolean) => void,
+  ) {
+    this.timer = setTimeout(
+      () => upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`)),
+      idleMs,
+    );
+    upstream.on("data", (chunk: Buffer) => this.chunk(chunk));
+    upstream.once("end", () => this.end());
+    upstream.once("error", (e) => this.failed(e));
+    // closed without an end or an error: what an async iterator reports as a premature close
+    upstream.once("close", () => {
+      if (!upstream.readableEnded)
+        this.failed(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
+    });
+  }
+
+  private chunk(chunk: Buffer): void {
+    if (this.done) return;
+    this.timer.refresh();
+    this.releasePrefill();
+    const { ctx, upstream } = this;
+    if (ctx.clientGone) {
+      this.finish(null);
+      upstream.destroy();
       return;
-    } finally {
-      clearTimeout(timer);
-      if (sniffer.usage) noteUsage(ctx, sniffer.usage);
     }
-    res.end();
+    this.sniffer.push(chunk);
+    const n = chunk.length;
+    if (n >= 2) {
+      this.beforeLast = chunk[n - 2]!;
+      this.last = chunk[n - 1]!;
+    } else if (n === 1) {
+      this.beforeLast = this.last;
+      this.last = chunk[0]!;
+    }
+    if (!ctx.res.write(chunk)) {
+      upstream.pause();
+      void drained(ctx.res).then(() => upstream.resume());
+    }
+  }
+
+  private end(): void {
+    if (this.done) return;
+    this.finish(null);
+    this.ctx.res.end();
+  }
+
+  private failed(e: unknown): void {
+    if (this.done) return;
+    this.finish(this.ctx.clientGone ? null : e);
+  }
+
+  private finish(e: unknown): void {
+    this.done = true;
+    clearTimeout(this.timer);
+    if (this.sniffer.usage) noteUsage(this.ctx, this.sniffer.usage);
+    this.over(e, this.beforeLast === LF && this.last === LF);
   }
 }
 

@@ -250,6 +250,7 @@ export function usageOf(v: unknown): { cached: number | null; completion: number
 }
 
 const USAGE_KEY = Buffer.from('"usage"');
+const DATA_FIELD = Buffer.from("data:");
 const NEWLINE = 0x0a;
 const CLOSING_BRACE = 0x7d;
 
@@ -329,13 +330,16 @@ export class UsageSniffer {
     if (rest < buf.length && buf.length - rest <= SSE_SNIFF_LINE_BYTES) this.partial = Buffer.from(buf.subarray(rest));
   }
 
+  /** A `data:` line's usage, read as an answer's (usageOfAnswer: the usage object alone when it is the last key). */
   private line(line: Buffer): void {
-    if (line.length < 5 || line.toString("latin1", 0, 5) !== "data:") return;
-    try {
-      const u = usageOf(JSON.parse(line.toString("utf8", 5)));
-      if (u) this.usage = u;
-    } catch {
-      // not JSON: a partial event; nothing to learn
-    }
+    if (!startsWithData(line)) return;
+    const u = usageOfAnswer(line.subarray(DATA_FIELD.length));
+    if (u) this.usage = u;
   }
+}
+
+function startsWithData(line: Buffer): boolean {
+  if (line.length < DATA_FIELD.length) return false;
+  for (let i = 0; i < DATA_FIELD.length; i++) if (line[i] !== DATA_FIELD[i]) return false;
+  return true;
 }
