@@ -91,6 +91,18 @@ export function pathOf(req: IncomingMessage): string {
 }
 
 /**
+ * The body of a message whose every byte is in already (a small body comes with its headers), taken at once, without
+ * listeners, a timer or a promise; null when more is to come, when it is larger than `maxBytes`, or when it is read
+ * another way already.
+ */
+export function bufferedBody(msg: IncomingMessage, maxBytes: number): Buffer | null {
+  if (!msg.complete || msg.readableFlowing !== null || msg.readableLength > maxBytes) return null;
+  const chunks: Buffer[] = []; // read() gives all that is buffered at once; the read after it ends the stream
+  for (let c = msg.read() as Buffer | null; c !== null; c = msg.read() as Buffer | null) chunks.push(c);
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+}
+
+/**
  * The request body, at most `maxBytes` (the dialect's 413 beyond it, from the declared content-length or as the bytes
  * arrive). With `idleMs`, a body whose next chunk takes longer gets 408 and its connection is closed once the answer
  * is out (the rest of the body would follow on it). The rest of an over-limit body is read and dropped, so the connection stays usable, for DISCARD_LIMIT_MS
@@ -108,12 +120,8 @@ export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorD
     discard();
     return Promise.reject(dialect.bodyTooLarge(maxBytes));
   }
-  // The whole body is in already (a small body comes with the headers): taken at once, without listeners or a timer.
-  if (req.complete && req.readableFlowing === null && req.readableLength <= maxBytes) {
-    const chunks: Buffer[] = []; // read() gives all that is buffered at once; the read after it ends the stream
-    for (let c = req.read() as Buffer | null; c !== null; c = req.read() as Buffer | null) chunks.push(c);
-    return Promise.resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-  }
+  const whole = bufferedBody(req, maxBytes);
+  if (whole) return Promise.resolve(whole);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -376,9 +376,9 @@ export class WorkerCalls {
 
   /**
    * Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event.
-   * Read with 'data' listeners (StreamRelay) rather than an async iterator, whose promise per chunk and iterator
-   * machinery showed in the proxy's profile; a call cut by the client leaving or by workerEjected (its ClientRequest
-   * destroyed, see call()) reaches it as the response's error, as it reached the iterator.
+   * Read by StreamRelay rather than an async iterator, whose promise per chunk and iterator machinery showed in the
+   * proxy's profile; a call cut by the client leaving or by workerEjected (its ClientRequest destroyed, see call())
+   * reaches it as the response's error, as it reached the iterator.
    */
   private pipeStream(
     ctx: RequestContext,
@@ -422,32 +422,32 @@ export class WorkerCalls {
 const LF = 0x0a;
 
 /**
- * One decode stream relayed to the client: each chunk written on as it arrives (the worker paused while the client's
- * socket is full), usage sniffed from the bytes as they pass, one idle timer refreshed per chunk. `over` is called
- * once: with null when the stream ended (the client's answer ended too) or the client left (its stream is dropped),
- * with the error when the worker's stream failed (the caller ends the client's answer with an error event, on a line
- * of its own: `atLineStart` says whether what was passed on ends with a blank line).
+ * One decode stream relayed to the client. What has come in is read and written on in one piece per read (`read()`
+ * gives all that is buffered), so a burst of SSE events costs one chunk to the client, not one per event; when the
+ * worker's answer is complete, the last piece goes with the end of the client's answer in the same write. The worker
+ * waits while the client's socket is full. Usage is sniffed from the bytes as they pass; one idle timer, refreshed
+ * per read. `over` is called once: with null when the stream ended (the client's answer ended too) or the client left
+ * (its stream is dropped), with the error when the worker's stream failed (the caller ends the client's answer with
+ * an error event, on a line of its own: `atLineStart` says whether what was passed on ends with a blank line).
  */
 class StreamRelay {
   private readonly sniffer = new UsageSniffer();
-  private readonly timer: NodeJS.Timeout;
-  /** The last two bytes passed on: an error event must start on a line of its own. */
+  private timer: NodeJS.Timeout | null = null;
+  /** The last two bytes passed on. */
   private last = LF;
   private beforeLast = LF;
   private done = false;
+  /** Waiting for the client's socket to drain. */
+  private blocked = false;
 
   constructor(
     private readonly ctx: RequestContext,
     private readonly upstream: IncomingMessage,
-    idleMs: number,
+    private readonly idleMs: number,
     private readonly releasePrefill: () => void,
     private readonly over: (e: unknown, atLineStart: boolean) => void,
   ) {
-    this.timer = setTimeout(
-      () => upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`)),
-      idleMs,
-    );
-    upstream.on("data", (chunk: Buffer) => this.chunk(chunk));
+    upstream.on("readable", () => this.pump());
     upstream.once("end", () => this.end());
     upstream.once("error", (e) => this.failed(e));
     // closed without an end or an error: what an async iterator reports as a premature close
@@ -455,30 +455,48 @@ class StreamRelay {
       if (!upstream.readableEnded)
         this.failed(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
     });
+    this.pump(); // what is in already (often all of it)
+    if (!this.done)
+      this.timer = setTimeout(
+        () => upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`)),
+        idleMs,
+      );
   }
 
-  private chunk(chunk: Buffer): void {
-    if (this.done) return;
-    this.timer.refresh();
-    this.releasePrefill();
+  private pump(): void {
     const { ctx, upstream } = this;
-    if (ctx.clientGone) {
-      this.finish(null);
-      upstream.destroy();
-      return;
-    }
-    this.sniffer.push(chunk);
-    const n = chunk.length;
-    if (n >= 2) {
-      this.beforeLast = chunk[n - 2]!;
-      this.last = chunk[n - 1]!;
-    } else if (n === 1) {
-      this.beforeLast = this.last;
-      this.last = chunk[0]!;
-    }
-    if (!ctx.res.write(chunk)) {
-      upstream.pause();
-      void drained(ctx.res).then(() => upstream.resume());
+    while (!this.done && !this.blocked) {
+      const chunk = upstream.read() as Buffer | null;
+      if (chunk === null) return;
+      this.timer?.refresh();
+      this.releasePrefill();
+      if (ctx.clientGone) {
+        this.finish(null);
+        upstream.destroy();
+        return;
+      }
+      this.sniffer.push(chunk);
+      const n = chunk.length;
+      if (n >= 2) {
+        this.beforeLast = chunk[n - 2]!;
+        this.last = chunk[n - 1]!;
+      } else if (n === 1) {
+        this.beforeLast = this.last;
+        this.last = chunk[0]!;
+      }
+      if (upstream.complete && upstream.readableLength === 0) {
+        // the worker's answer is all in: its last piece and the end of the client's answer in one write
+        this.finish(null);
+        ctx.res.end(chunk); // (the read that emptied the buffer of an ended stream has its 'end' emitted)
+        return;
+      }
+      if (!ctx.res.write(chunk)) {
+        this.blocked = true;
+        void drained(ctx.res).then(() => {
+          this.blocked = false;
+          this.pump();
+        });
+      }
     }
   }
 
@@ -495,7 +513,7 @@ class StreamRelay {
 
   private finish(e: unknown): void {
     this.done = true;
-    clearTimeout(this.timer);
+    if (this.timer) clearTimeout(this.timer);
     if (this.sniffer.usage) noteUsage(this.ctx, this.sniffer.usage);
     this.over(e, this.beforeLast === LF && this.last === LF);
   }

@@ -4,6 +4,7 @@
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import { isPlainObject } from "../../values.js";
+import { bufferedBody } from "../http-toolkit.js";
 
 const MAX_UPSTREAM_BODY_BYTES = 64 << 20;
 /** Longest SSE line the usage sniffer buffers. */
@@ -200,6 +201,8 @@ export function upstreamRequest(
  * an async iterator (whose promise per chunk showed in the proxy's profile); one timer, refreshed per chunk.
  */
 export function readUpstream(res: IncomingMessage, idleMs: number, limit = MAX_UPSTREAM_BODY_BYTES): Promise<Buffer> {
+  const whole = bufferedBody(res, limit); // the usual small answer: in whole with its headers
+  if (whole) return Promise.resolve(whole);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
