@@ -87,7 +87,9 @@ export function drained(res: ServerResponse): Promise<void> {
 // ---- requests --------------------------------------------------------------------------------------------------
 
 export function pathOf(req: IncomingMessage): string {
-  return (req.url ?? "/").split("?")[0]!;
+  const url = req.url ?? "/";
+  const query = url.indexOf("?");
+  return query < 0 ? url : url.slice(0, query);
 }
 
 /**
