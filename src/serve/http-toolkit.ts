@@ -127,39 +127,39 @@ export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorD
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const onData = (c: Buffer): void => {
+    /** No more bytes are kept: the body passed the limit (the rest is discarded) or went idle. */
+    let dropped = false;
+    // one idle timer, restarted by each chunk (discarded ones too)
+    const timer =
+      idleMs > 0
+        ? setTimeout(() => {
+            dropped = true;
+            reject(
+              new HttpError(
+                408,
+                `request body not received: no bytes for ${idleMs} ms`,
+                "invalid_request_error",
+                dialect.bodyTimeoutCode ?? "request_timeout",
+              ),
+            );
+            setImmediate(() => req.socket.end());
+          }, idleMs)
+        : undefined;
+    req.on("data", (c: Buffer): void => {
+      timer?.refresh();
+      if (dropped) return;
       size += c.length;
       if (size > maxBytes) {
-        req.off("data", onData);
+        dropped = true;
         discard();
         reject(dialect.bodyTooLarge(maxBytes));
         return;
       }
       chunks.push(c);
-    };
-    let timer: NodeJS.Timeout | undefined;
-    const arm = (): void => {
-      if (idleMs <= 0) return;
-      clearTimeout(timer);
-      timer = setTimeout(() => {
-        req.off("data", onData);
-        reject(
-          new HttpError(
-            408,
-            `request body not received: no bytes for ${idleMs} ms`,
-            "invalid_request_error",
-            dialect.bodyTimeoutCode ?? "request_timeout",
-          ),
-        );
-        setImmediate(() => req.socket.end());
-      }, idleMs);
-    };
-    arm();
-    req.on("data", arm);
-    req.on("data", onData);
+    });
     req.once("end", () => {
       clearTimeout(timer);
-      resolve(Buffer.concat(chunks));
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     });
     req.once("error", (e) => {
       clearTimeout(timer);
