@@ -67,7 +67,11 @@ export class Routing {
    * The decision for a validated request; null when the client left first. At once (no promise) unless the prompt
    * goes to a worker's /tokenize first (precise mode): the approximate path's awaits were CPU on every request.
    */
-  route(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Routed | null | Promise<Routed | null> {
+  route(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    body: Record<string, unknown>,
+  ): Routed | null | Promise<Routed | null> {
     const prompt = this.givenPrompt(endpoint, body);
     if (this.config.mode === "precise" && "text" in prompt) return this.routeTokenized(ctx, endpoint, body, prompt);
     if (ctx.clientGone) return null;
