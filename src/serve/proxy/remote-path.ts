@@ -353,16 +353,18 @@ export class WorkerCalls {
     } finally {
       done();
     }
-    releasePrefill();
     if (status >= 500) {
       letGo();
       this.registry.upstreamFailed(w, "decode", new UpstreamError("status", `answered ${status}`, status));
       throw new DecodeFailure(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "decode_failed", true);
     }
-    const usage = usageOfAnswer(buf);
-    if (usage) noteUsage(ctx, usage);
     ctx.res.writeHead(status, { "content-type": contentType, "content-length": buf.length });
     ctx.res.end(buf);
+    // Bookkeeping after the answer has left (end() writes it at once): the load it held and its usage are read when
+    // the response closes, never in the same tick.
+    releasePrefill();
+    const usage = usageOfAnswer(buf);
+    if (usage) noteUsage(ctx, usage);
   }
 
   /** The client's answer to a decode call that failed: 504 on a timeout, else 502. */
@@ -469,12 +471,20 @@ class StreamRelay {
       const chunk = upstream.read() as Buffer | null;
       if (chunk === null) return;
       this.timer?.refresh();
-      this.releasePrefill();
       if (ctx.clientGone) {
+        this.releasePrefill();
         this.finish(null);
         upstream.destroy();
         return;
       }
+      // the worker's answer all in: its last piece and the end of the client's answer in one write (the read that
+      // emptied an ended stream's buffer has its 'end' emitted)
+      const last = upstream.complete && upstream.readableLength === 0;
+      let full = false;
+      if (last) ctx.res.end(chunk);
+      else full = !ctx.res.write(chunk);
+      // bookkeeping once the bytes have left
+      this.releasePrefill();
       this.sniffer.push(chunk);
       const n = chunk.length;
       if (n >= 2) {
@@ -484,13 +494,11 @@ class StreamRelay {
         this.beforeLast = this.last;
         this.last = chunk[0]!;
       }
-      if (upstream.complete && upstream.readableLength === 0) {
-        // the worker's answer is all in: its last piece and the end of the client's answer in one write
+      if (last) {
         this.finish(null);
-        ctx.res.end(chunk); // (the read that emptied the buffer of an ended stream has its 'end' emitted)
         return;
       }
-      if (!ctx.res.write(chunk)) {
+      if (full) {
         this.blocked = true;
         void drained(ctx.res).then(() => {
           this.blocked = false;
