@@ -85,7 +85,7 @@ export class WorkerCalls {
    * other decode worker with room when it is full and the routing did not pin it (a spill: the caller re-points the
    * request); else waits for one, or throws 503.
    */
-  async enterDecode(ctx: RequestContext, id: string, pinned: boolean): Promise<WorkerPlace | null> {
+  enterDecode(ctx: RequestContext, id: string, pinned: boolean): Promise<WorkerPlace | null> {
     const others = pinned ? [] : this.registry.otherDecodeWorkers(id);
     return this.places.enter(ctx, "decode", id, others);
   }

@@ -141,13 +141,19 @@ export function upstreamRequest(
     const secure = target.protocol === "https:";
     const headers: Record<string, string | number> = { ...call.headers };
     if (call.body !== undefined) headers["content-length"] = Buffer.byteLength(call.body);
-    const req = (secure ? https : http).request({
-      ...target,
+    // one literal rather than spreads (of the target and of an optional signal): a call's options in one shape
+    const options: http.RequestOptions = {
+      protocol: target.protocol,
+      hostname: target.hostname,
+      port: target.port,
+      path: target.path,
       method: call.method,
       headers,
       agent: secure ? agents.https : agents.http,
-      ...(call.signal ? { signal: call.signal } : {}),
-    });
+    };
+    if (target.auth !== undefined) options.auth = target.auth;
+    if (call.signal) options.signal = call.signal;
+    const req = (secure ? https : http).request(options);
     call.onRequest?.(req);
     let settled = false;
     let connectTimer: NodeJS.Timeout | undefined;
