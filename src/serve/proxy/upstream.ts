@@ -152,6 +152,8 @@ export function upstreamRequest(
       agent: secure ? agents.https : agents.http,
     };
     if (target.auth !== undefined) options.auth = target.auth;
+    // TLS's server name means nothing to plain http: given, the agent does not work one out from the Host header
+    if (!secure) options.servername = "";
     if (call.signal) options.signal = call.signal;
     const req = (secure ? https : http).request(options);
     call.onRequest?.(req);
