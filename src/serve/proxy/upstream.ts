@@ -142,7 +142,7 @@ export function upstreamRequest(
     const headers: Record<string, string | number> = { ...call.headers };
     if (call.body !== undefined) headers["content-length"] = Buffer.byteLength(call.body);
     // one literal rather than spreads (of the target and of an optional signal): a call's options in one shape
-    const options: http.RequestOptions = {
+    const options: http.RequestOptions & { servername?: string } = {
       protocol: target.protocol,
       hostname: target.hostname,
       port: target.port,
