@@ -445,7 +445,7 @@ class StreamRelay {
   constructor(
     private readonly ctx: RequestContext,
     private readonly upstream: IncomingMessage,
-    private readonly idleMs: number,
+    idleMs: number,
     private readonly releasePrefill: () => void,
     private readonly over: (e: unknown, atLineStart: boolean) => void,
   ) {
