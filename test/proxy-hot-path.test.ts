@@ -1,9 +1,17 @@
 // The proxy's hot-path shortcuts give what the plain way gives: the answer's usage read from its tail equals the
 // usage of the parsed answer (and falls back to parsing where the tail does not prove it), the byte-level SSE sniffer
-// finds usage in a line cut anywhere between chunks, and a client leaving cuts its calls as an AbortSignal would.
-import { describe, expect, it } from "vitest";
-import { parseJson, usageOf, usageOfAnswer, UsageSniffer } from "../src/serve/proxy/upstream.js";
+// finds usage in a line cut anywhere between chunks, and a client leaving cuts its calls as an AbortSignal would; a
+// worker's answer that came whole is read at once as it would be in pieces, the stream relay passes bursts, long
+// streams and slow clients on byte for byte, and decision records get their time when read.
+import http, { type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { parseJson, readUpstream, usageOf, usageOfAnswer, UsageSniffer } from "../src/serve/proxy/upstream.js";
 import { ClientAbort } from "../src/serve/proxy/request-context.js";
+import { DecisionLog, type DecisionRecord } from "../src/serve/proxy/decisions.js";
+import { bufferedBody } from "../src/serve/http-toolkit.js";
+import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
+import { coreModule } from "./helpers.js";
 
 const usage = { prompt_tokens: 14, completion_tokens: 8, prompt_tokens_details: { cached_tokens: 5 } };
 const plain = (body: string): ReturnType<typeof usageOf> => usageOf(parseJson(Buffer.from(body)));
@@ -65,5 +73,178 @@ describe("ClientAbort", () => {
     a.onAbort(() => cuts++);
     expect(cuts).toBe(2);
     expect(a.signal.aborted).toBe(true);
+  });
+});
+
+// ---- reading and relaying worker answers ---------------------------------------------------------------------
+
+/** A worker on loopback whose handler writes the answer; closed after the test. */
+async function worker(handler: http.RequestListener): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = http.createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** The response to a GET of `url`, headers in, body not yet read. */
+function get(url: string): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => http.get(url, resolve).on("error", reject));
+}
+
+describe("readUpstream", () => {
+  it("reads an answer that came whole with its headers (at once) and one that comes in pieces alike", async () => {
+    const whole = Buffer.from(JSON.stringify({ id: "x", usage }));
+    const w = await worker(async (req, res) => {
+      if (req.url === "/whole") return void res.end(whole);
+      res.writeHead(200, { "content-type": "application/json" });
+      for (let i = 0; i < whole.length; i += 7) {
+        res.write(whole.subarray(i, i + 7));
+        await sleep(1);
+      }
+      res.end();
+    });
+    try {
+      const atOnce = await get(`${w.url}/whole`);
+      await sleep(20); // all of it is in before it is read
+      expect(atOnce.complete).toBe(true);
+      expect(await readUpstream(atOnce, 5000)).toEqual(whole);
+      const inPieces = await get(`${w.url}/pieces`);
+      expect(inPieces.complete).toBe(false);
+      expect(await readUpstream(inPieces, 5000)).toEqual(whole);
+    } finally {
+      await w.close();
+    }
+  });
+});
+
+describe("bufferedBody", () => {
+  it("takes a complete message's bytes at once, and leaves one still coming or over the limit alone", async () => {
+    const body = Buffer.from("0123456789");
+    const w = await worker(async (req, res) => {
+      res.writeHead(200);
+      if (req.url === "/slow") {
+        res.write(body);
+        await sleep(30);
+      }
+      res.end(req.url === "/slow" ? undefined : body);
+    });
+    try {
+      const complete = await get(`${w.url}/fast`);
+      await sleep(20);
+      expect(bufferedBody(complete, 5)).toBeNull(); // over the limit: read the usual way (with its 413/limit)
+      expect(bufferedBody(complete, 100)).toEqual(body);
+      const slow = await get(`${w.url}/slow`);
+      await sleep(10);
+      expect(bufferedBody(slow, 100)).toBeNull();
+      slow.resume();
+    } finally {
+      await w.close();
+    }
+  });
+});
+
+describe("the proxy's stream relay", () => {
+  const proxies: RunningProxy[] = [];
+  afterEach(async () => {
+    await Promise.all(proxies.splice(0).map((p) => p.close()));
+  });
+
+  async function through(stream: http.RequestListener): Promise<{ proxy: RunningProxy; close: () => Promise<void> }> {
+    const w = await worker((req, res) => {
+      if (req.url === "/health") return void res.end("{}");
+      req.resume();
+      req.on("end", () => stream(req, res));
+    });
+    const proxy = await startProxy(
+      {
+        listen: { host: "127.0.0.1", port: 0 },
+        model: "m",
+        table: "always-local",
+        mode: "approximate",
+        workers: [{ id: "d", url: w.url, role: "decode" }],
+        log_level: "warn",
+      },
+      { module: coreModule() },
+    );
+    proxies.push(proxy);
+    return { proxy, close: w.close };
+  }
+
+  /** A streaming chat request through the proxy, its answer read `slowly` (paused between reads) or at once. */
+  function streamed(proxy: RunningProxy, slowly: boolean): Promise<Buffer> {
+    const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], stream: true });
+    return new Promise((resolve, reject) => {
+      const req = http.request(`${proxy.url}/v1/chat/completions`, { method: "POST" }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => {
+          chunks.push(c);
+          if (slowly) {
+            res.pause();
+            setTimeout(() => res.resume(), 1);
+          }
+        });
+        res.on("end", () => resolve(Buffer.concat(chunks)));
+        res.on("error", reject);
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+  }
+
+  const event = (i: number, size = 20): string => `data: {"i":${i},"text":"${"x".repeat(size)}"}\n\n`;
+  const usageEvent = `data: ${JSON.stringify({ choices: [], usage })}\n\n`;
+
+  it("passes on a burst of events written in one tick, the end included, byte for byte", async () => {
+    const sent = [...Array.from({ length: 8 }, (_, i) => event(i)), usageEvent, "data: [DONE]\n\n"];
+    const w = await through((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      for (const e of sent.slice(0, -1)) res.write(e);
+      res.end(sent.at(-1));
+    });
+    try {
+      expect((await streamed(w.proxy, false)).toString()).toBe(sent.join(""));
+    } finally {
+      await w.close();
+    }
+  });
+
+  it("passes on a long stream that comes over many ticks to a slow client, the worker held back meanwhile", async () => {
+    const sent = Array.from({ length: 400 }, (_, i) => event(i, 4000));
+    sent.push(usageEvent, "data: [DONE]\n\n");
+    const w = await through(async (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      for (let i = 0; i < sent.length - 1; i++) {
+        if (!res.write(sent[i])) await new Promise((r) => res.once("drain", r));
+        if (i % 50 === 0) await sleep(1);
+      }
+      res.end(sent.at(-1));
+    });
+    try {
+      const got = await streamed(w.proxy, true);
+      expect(got.length).toBe(Buffer.byteLength(sent.join("")));
+      expect(got.toString()).toBe(sent.join(""));
+    } finally {
+      await w.close();
+    }
+  });
+});
+
+describe("DecisionLog", () => {
+  it("writes a record's ts from its time when it is read, and trims times with records", () => {
+    const log = new DecisionLog(2);
+    const record = (id: string): DecisionRecord => ({ id, ts: "" }) as DecisionRecord;
+    const t0 = Date.UTC(2026, 10, 30, 12, 0, 0, 5);
+    for (let i = 0; i < 5; i++) log.remember(record(`r${i}`), t0 + i);
+    const recent = log.recent(10);
+    expect(recent.map((r) => r.id)).toEqual(["r3", "r4"]);
+    expect(recent.map((r) => r.ts)).toEqual([new Date(t0 + 3).toISOString(), new Date(t0 + 4).toISOString()]);
   });
 });

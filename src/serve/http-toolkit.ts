@@ -87,7 +87,21 @@ export function drained(res: ServerResponse): Promise<void> {
 // ---- requests --------------------------------------------------------------------------------------------------
 
 export function pathOf(req: IncomingMessage): string {
-  return (req.url ?? "/").split("?")[0]!;
+  const url = req.url ?? "/";
+  const query = url.indexOf("?");
+  return query < 0 ? url : url.slice(0, query);
+}
+
+/**
+ * The body of a message whose every byte is in already (a small body comes with its headers), taken at once, without
+ * listeners, a timer or a promise; null when more is to come, when it is larger than `maxBytes`, or when it is read
+ * another way already.
+ */
+export function bufferedBody(msg: IncomingMessage, maxBytes: number): Buffer | null {
+  if (!msg.complete || msg.readableFlowing !== null || msg.readableLength > maxBytes) return null;
+  const chunks: Buffer[] = []; // read() gives all that is buffered at once; the read after it ends the stream
+  for (let c = msg.read() as Buffer | null; c !== null; c = msg.read() as Buffer | null) chunks.push(c);
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
 /**
@@ -108,42 +122,44 @@ export function readBody(req: IncomingMessage, maxBytes: number, dialect: ErrorD
     discard();
     return Promise.reject(dialect.bodyTooLarge(maxBytes));
   }
+  const whole = bufferedBody(req, maxBytes);
+  if (whole) return Promise.resolve(whole);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const onData = (c: Buffer): void => {
+    /** No more bytes are kept: the body passed the limit (the rest is discarded) or went idle. */
+    let dropped = false;
+    // one idle timer, restarted by each chunk (discarded ones too)
+    const timer =
+      idleMs > 0
+        ? setTimeout(() => {
+            dropped = true;
+            reject(
+              new HttpError(
+                408,
+                `request body not received: no bytes for ${idleMs} ms`,
+                "invalid_request_error",
+                dialect.bodyTimeoutCode ?? "request_timeout",
+              ),
+            );
+            setImmediate(() => req.socket.end());
+          }, idleMs)
+        : undefined;
+    req.on("data", (c: Buffer): void => {
+      timer?.refresh();
+      if (dropped) return;
       size += c.length;
       if (size > maxBytes) {
-        req.off("data", onData);
+        dropped = true;
         discard();
         reject(dialect.bodyTooLarge(maxBytes));
         return;
       }
       chunks.push(c);
-    };
-    let timer: NodeJS.Timeout | undefined;
-    const arm = (): void => {
-      if (idleMs <= 0) return;
-      clearTimeout(timer);
-      timer = setTimeout(() => {
-        req.off("data", onData);
-        reject(
-          new HttpError(
-            408,
-            `request body not received: no bytes for ${idleMs} ms`,
-            "invalid_request_error",
-            dialect.bodyTimeoutCode ?? "request_timeout",
-          ),
-        );
-        setImmediate(() => req.socket.end());
-      }, idleMs);
-    };
-    arm();
-    req.on("data", arm);
-    req.on("data", onData);
+    });
     req.once("end", () => {
       clearTimeout(timer);
-      resolve(Buffer.concat(chunks));
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     });
     req.once("error", (e) => {
       clearTimeout(timer);

@@ -195,29 +195,39 @@ class ServeProxy {
   handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const ctx = new RequestContext(req, res);
     res.setHeader("x-request-id", ctx.id);
-    res.on("close", () => {
-      ctx.closed = true;
-      if (!res.writableFinished) {
-        ctx.clientGone = true;
-        ctx.abort.abort();
-      }
-      for (const release of ctx.releases) release();
-      if (!ctx.record && this.log.enabled("debug")) {
-        this.log.log("debug", "request", {
-          id: ctx.id,
-          method: req.method,
-          path: ctx.endpoint,
-          status: res.statusCode,
-          latency_ms: Math.round((performance.now() - ctx.startMs) * 10) / 10,
-        });
-      }
-    });
+    res.on("close", () => this.closed(ctx));
     ctx.endpoint = pathOf(req);
-    const run = async (): Promise<void> =>
-      this.connections?.refuses(req)
+    let answer: Promise<void> | void;
+    try {
+      answer = this.connections?.refuses(req)
         ? this.connections.shed(req)
         : this.routes.find(req.method ?? "GET", ctx.endpoint)(ctx);
-    run().catch((e: unknown) => this.fail(ctx, e));
+    } catch (e) {
+      this.fail(ctx, e);
+      return;
+    }
+    answer?.catch((e: unknown) => this.fail(ctx, e));
+  }
+
+  /** The response is over (sent, or the client left): the request's holds go, then what waits for its end. */
+  private closed(ctx: RequestContext): void {
+    const { req, res } = ctx;
+    ctx.closed = true;
+    if (!res.writableFinished) {
+      ctx.clientGone = true;
+      ctx.abort.abort();
+    }
+    for (const release of ctx.releases) release();
+    if (!ctx.record && this.log.enabled("debug")) {
+      this.log.log("debug", "request", {
+        id: ctx.id,
+        method: req.method,
+        path: ctx.endpoint,
+        status: res.statusCode,
+        latency_ms: Math.round((performance.now() - ctx.startMs) * 10) / 10,
+      });
+    }
+    for (const then of ctx.afterClose) then();
   }
 
   private health(ctx: RequestContext): void {

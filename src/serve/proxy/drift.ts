@@ -35,7 +35,7 @@ export class ServeDriftGuard {
   /** The guard's decision; an armed request reports its outcome when its response closes. */
   route(ctx: RequestContext, request: RouteRequest): Decision {
     const { decision, ticket } = this.guard.route(request);
-    if (ticket) ctx.res.once("close", () => this.observe(ctx, ticket));
+    if (ticket) ctx.afterClose.push(() => this.observe(ctx, ticket));
     return decision;
   }
 

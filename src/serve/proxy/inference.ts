@@ -19,6 +19,8 @@ import type { Admission } from "./admission.js";
 export class Inference {
   /** Inference requests in flight (a gauge). */
   inflight = 0;
+  private viewOf: Router["table"] | null = null;
+  private view: DecisionRecord["table"] | null = null;
 
   constructor(
     private readonly config: ServeConfig,
@@ -33,7 +35,7 @@ export class Inference {
 
   async handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
     this.inflight++;
-    ctx.res.once("close", () => {
+    ctx.afterClose.push(() => {
       this.inflight--;
       this.finish(ctx, endpoint);
     });
@@ -49,18 +51,18 @@ export class Inference {
         "invalid_json",
       );
     validateInference(endpoint, body, this.config.model);
-    const routed = await this.routing.route(ctx, endpoint, body);
+    const routing = this.routing.route(ctx, endpoint, body);
+    const routed = routing instanceof Promise ? await routing : routing;
     if (!routed) return;
     const { decision: d, session, turn, pinned } = routed;
     ctx.decision = d;
     ctx.isl = d.features.isl;
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
-    const table = this.router.table;
     const record: DecisionRecord = {
       id: ctx.id,
-      ts: new Date().toISOString(),
+      ts: "", // written when the record is read (DecisionLog.recent)
       endpoint: ENDPOINT_PATHS[endpoint],
-      table: { kind: table.kind, checksum: table.checksum },
+      table: this.tableView(),
       turn,
       path: d.path,
       route: remote ? "remote" : "local",
@@ -76,7 +78,7 @@ export class Inference {
       latency_ms: null,
     };
     ctx.record = record;
-    this.decisions.remember(record);
+    this.decisions.remember(record, Date.now());
     this.metrics.decisions.inc({ path: d.path, reason: d.reason });
     // A place on the decode worker before the prefill step, so that a full worker's request spills to another
     // before any KV handoff is made for it (worker-admission.ts).
@@ -148,6 +150,16 @@ export class Inference {
       raw,
     );
     if (ctx.completionTokens !== null) session.prevOutputTokens = ctx.completionTokens;
+  }
+
+  /** The table's kind and checksum as records show them: one object per table, shared by its records. */
+  private tableView(): DecisionRecord["table"] {
+    const table = this.router.table;
+    if (this.viewOf !== table) {
+      this.viewOf = table;
+      this.view = { kind: table.kind, checksum: table.checksum };
+    }
+    return this.view!;
   }
 
   /** One log line and the metrics of a finished inference request. */

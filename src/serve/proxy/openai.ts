@@ -98,29 +98,42 @@ export function validateInference(endpoint: Endpoint, body: Record<string, unkno
   }
 }
 
-/** The nesting depth of a JSON value, counted up to `limit + 1` (iterative: a deep body cannot overflow the stack). */
+/**
+ * The nesting depth of a JSON value, counted up to `limit + 1`: the walk stops there, so its recursion is at most
+ * `limit + 1` deep whatever the body (and allocates nothing, unlike a stack of pairs).
+ */
 export function nestingDepth(value: unknown, limit: number): number {
-  let deepest = 0;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, d] = stack.pop()!;
-    if (v === null || typeof v !== "object") continue;
-    if (d > deepest) deepest = d;
-    if (deepest > limit) return deepest;
-    for (const child of Array.isArray(v) ? v : Object.values(v))
-      if (child !== null && typeof child === "object") stack.push([child, d + 1]);
+  return depthFrom(value, 1, limit);
+}
+
+/** The depth of `v` when it sits at depth `d`: 0 for a scalar, else the deepest of `d` and its children's. */
+function depthFrom(v: unknown, d: number, limit: number): number {
+  if (v === null || typeof v !== "object") return 0;
+  let deepest = d;
+  if (deepest > limit) return deepest;
+  if (Array.isArray(v)) {
+    for (const child of v) {
+      const c = depthFrom(child, d + 1, limit);
+      if (c > deepest && (deepest = c) > limit) return deepest;
+    }
+  } else {
+    const o = v as Record<string, unknown>;
+    for (const k in o) {
+      const c = depthFrom(o[k], d + 1, limit);
+      if (c > deepest && (deepest = c) > limit) return deepest;
+    }
   }
   return deepest;
 }
 
 /** Chat messages as the text the approximate index hashes: "role\ncontent\n" per message, text parts joined. */
 export function chatText(messages: unknown[]): string {
-  return messages
-    .map((m) => {
-      const msg = m as Record<string, unknown>;
-      return `${String(msg["role"] ?? "")}\n${contentText(msg["content"])}\n`;
-    })
-    .join("");
+  let text = "";
+  for (const m of messages) {
+    const msg = m as Record<string, unknown>;
+    text += `${String(msg["role"] ?? "")}\n${contentText(msg["content"])}\n`;
+  }
+  return text;
 }
 
 function contentText(content: unknown): string {
@@ -148,8 +161,14 @@ export function sessionKey(model: string, endpoint: Endpoint, body: Record<strin
     first = typeof one === "string" ? one.slice(0, 512) : JSON.stringify((one as number[]).slice(0, 128));
   }
   const user = typeof body["user"] === "string" ? body["user"] : "";
-  return sha1Base64(`${model}\0${endpoint}\0${user}\0${first}`);
+  const key = `${model}\0${endpoint}\0${user}\0${first}`;
+  // A short key is kept as it is (the sessions Map hashes it faster than sha1 digests it: ~1 % of the proxy's CPU per
+  // request); "\u0001" marks it, which starts no base64 digest, so a raw key and a digest never collide.
+  return key.length <= RAW_SESSION_KEY_CHARS ? `\u0001${key}` : sha1Base64(key);
 }
+
+/** The longest session key kept raw; longer ones are digested, so a session's key costs at most about this much. */
+const RAW_SESSION_KEY_CHARS = 96;
 
 /** crypto.hash, one call without a Hash object, where Node has it (20.12+, 21.7+); the same digest either way. */
 const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: "base64") => string }).hash;

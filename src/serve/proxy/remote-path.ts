@@ -85,7 +85,7 @@ export class WorkerCalls {
    * other decode worker with room when it is full and the routing did not pin it (a spill: the caller re-points the
    * request); else waits for one, or throws 503.
    */
-  async enterDecode(ctx: RequestContext, id: string, pinned: boolean): Promise<WorkerPlace | null> {
+  enterDecode(ctx: RequestContext, id: string, pinned: boolean): Promise<WorkerPlace | null> {
     const others = pinned ? [] : this.registry.otherDecodeWorkers(id);
     return this.places.enter(ctx, "decode", id, others);
   }
@@ -353,16 +353,18 @@ export class WorkerCalls {
     } finally {
       done();
     }
-    releasePrefill();
     if (status >= 500) {
       letGo();
       this.registry.upstreamFailed(w, "decode", new UpstreamError("status", `answered ${status}`, status));
       throw new DecodeFailure(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "decode_failed", true);
     }
-    const usage = usageOfAnswer(buf);
-    if (usage) noteUsage(ctx, usage);
     ctx.res.writeHead(status, { "content-type": contentType, "content-length": buf.length });
     ctx.res.end(buf);
+    // Bookkeeping after the answer has left (end() writes it at once): the load it held and its usage are read when
+    // the response closes, never in the same tick.
+    releasePrefill();
+    const usage = usageOfAnswer(buf);
+    if (usage) noteUsage(ctx, usage);
   }
 
   /** The client's answer to a decode call that failed: 504 on a timeout, else 502. */
@@ -374,8 +376,13 @@ export class WorkerCalls {
     return new DecodeFailure(502, `decode worker ${id} ${what}: ${err.message}`, "decode_failed", err.retryable);
   }
 
-  /** Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event. */
-  private async pipeStream(
+  /**
+   * Passes the decode worker's SSE bytes through as they arrive; a worker dying mid-stream ends it with an error event.
+   * Read by StreamRelay rather than an async iterator, whose promise per chunk and iterator machinery showed in the
+   * proxy's profile; a call cut by the client leaving or by workerEjected (its ClientRequest destroyed, see call())
+   * reaches it as the response's error, as it reached the iterator.
+   */
+  private pipeStream(
     ctx: RequestContext,
     w: WorkerState,
     upstream: IncomingMessage,
@@ -389,43 +396,134 @@ export class WorkerCalls {
     });
     // the headers leave alone only when no body byte is in yet (else with the first chunk: one write less)
     if (upstream.readableLength === 0) res.flushHeaders();
-    const sniffer = new UsageSniffer();
-    const idleMs = this.config.timeouts.request_ms;
-    let tail = "\n\n";
-    let timer = setTimeout(onIdle, idleMs);
-    function onIdle(): void {
-      upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`));
-    }
-    try {
-      for await (const chunk of upstream as AsyncIterable<Buffer>) {
-        clearTimeout(timer);
-        timer = setTimeout(onIdle, idleMs);
-        releasePrefill();
-        if (ctx.clientGone) return;
-        sniffer.push(chunk);
-        tail = (tail + chunk.toString("latin1")).slice(-2);
-        if (!res.write(chunk)) await drained(res);
+    return new Promise((resolve) => {
+      new StreamRelay(ctx, upstream, this.config.timeouts.request_ms, releasePrefill, (e, atLineStart) => {
+        if (e !== null) this.streamFailed(ctx, w, cut, e, atLineStart);
+        resolve();
+      });
+    });
+  }
+
+  /** The worker failed mid-stream: counted, and the client's stream ends with an SSE error event and [DONE]. */
+  private streamFailed(ctx: RequestContext, w: WorkerState, cut: Cut, e: unknown, atLineStart: boolean): void {
+    const err = classify(cutError(cut, ctx, e), `decode ${w.spec.id}`); // the message says "failed mid-stream"
+    this.registry.upstreamFailed(w, "decode-stream", err);
+    this.metrics.streamErrors.inc({ kind: err.kind });
+    ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
+    ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
+    const event = new HttpError(
+      ctx.statusOverride,
+      ctx.error,
+      "upstream_error",
+      err.kind === "timeout" ? "upstream_timeout" : "decode_failed",
+    ).body();
+    ctx.res.end(`${atLineStart ? "" : "\n\n"}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
+  }
+}
+
+const LF = 0x0a;
+
+/**
+ * One decode stream relayed to the client. What has come in is read and written on in one piece per read (`read()`
+ * gives all that is buffered), so a burst of SSE events costs one chunk to the client, not one per event; when the
+ * worker's answer is complete, the last piece goes with the end of the client's answer in the same write. The worker
+ * waits while the client's socket is full. Usage is sniffed from the bytes as they pass; one idle timer, refreshed
+ * per read. `over` is called once: with null when the stream ended (the client's answer ended too) or the client left
+ * (its stream is dropped), with the error when the worker's stream failed (the caller ends the client's answer with
+ * an error event, on a line of its own: `atLineStart` says whether what was passed on ends with a blank line).
+ */
+class StreamRelay {
+  private readonly sniffer = new UsageSniffer();
+  private timer: NodeJS.Timeout | null = null;
+  /** The last two bytes passed on. */
+  private last = LF;
+  private beforeLast = LF;
+  private done = false;
+  /** Waiting for the client's socket to drain. */
+  private blocked = false;
+
+  constructor(
+    private readonly ctx: RequestContext,
+    private readonly upstream: IncomingMessage,
+    idleMs: number,
+    private readonly releasePrefill: () => void,
+    private readonly over: (e: unknown, atLineStart: boolean) => void,
+  ) {
+    upstream.on("readable", () => this.pump());
+    upstream.once("end", () => this.end());
+    upstream.once("error", (e) => this.failed(e));
+    // closed without an end or an error: what an async iterator reports as a premature close
+    upstream.once("close", () => {
+      if (!upstream.readableEnded)
+        this.failed(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
+    });
+    this.pump(); // what is in already (often all of it)
+    if (!this.done)
+      this.timer = setTimeout(
+        () => upstream.destroy(new UpstreamError("timeout", `stream stalled for ${idleMs} ms`)),
+        idleMs,
+      );
+  }
+
+  private pump(): void {
+    const { ctx, upstream } = this;
+    while (!this.done && !this.blocked) {
+      const chunk = upstream.read() as Buffer | null;
+      if (chunk === null) return;
+      this.timer?.refresh();
+      if (ctx.clientGone) {
+        this.releasePrefill();
+        this.finish(null);
+        upstream.destroy();
+        return;
       }
-    } catch (e) {
-      if (ctx.clientGone) return;
-      const err = classify(cutError(cut, ctx, e), `decode ${w.spec.id}`); // the message says "failed mid-stream"
-      this.registry.upstreamFailed(w, "decode-stream", err);
-      this.metrics.streamErrors.inc({ kind: err.kind });
-      ctx.statusOverride = err.kind === "timeout" ? 504 : 502;
-      ctx.error = `decode worker ${w.spec.id} failed mid-stream: ${err.message}`;
-      const event = new HttpError(
-        ctx.statusOverride,
-        ctx.error,
-        "upstream_error",
-        err.kind === "timeout" ? "upstream_timeout" : "decode_failed",
-      ).body();
-      res.end(`${tail === "\n\n" ? "" : "\n\n"}data: ${event}\n\ndata: [DONE]\n\n`, () => ctx.req.socket.end());
-      return;
-    } finally {
-      clearTimeout(timer);
-      if (sniffer.usage) noteUsage(ctx, sniffer.usage);
+      // the worker's answer all in: its last piece and the end of the client's answer in one write (the read that
+      // emptied an ended stream's buffer has its 'end' emitted)
+      const last = upstream.complete && upstream.readableLength === 0;
+      let full = false;
+      if (last) ctx.res.end(chunk);
+      else full = !ctx.res.write(chunk);
+      // bookkeeping once the bytes have left
+      this.releasePrefill();
+      this.sniffer.push(chunk);
+      const n = chunk.length;
+      if (n >= 2) {
+        this.beforeLast = chunk[n - 2]!;
+        this.last = chunk[n - 1]!;
+      } else if (n === 1) {
+        this.beforeLast = this.last;
+        this.last = chunk[0]!;
+      }
+      if (last) {
+        this.finish(null);
+        return;
+      }
+      if (full) {
+        this.blocked = true;
+        void drained(ctx.res).then(() => {
+          this.blocked = false;
+          this.pump();
+        });
+      }
     }
-    res.end();
+  }
+
+  private end(): void {
+    if (this.done) return;
+    this.finish(null);
+    this.ctx.res.end();
+  }
+
+  private failed(e: unknown): void {
+    if (this.done) return;
+    this.finish(this.ctx.clientGone ? null : e);
+  }
+
+  private finish(e: unknown): void {
+    this.done = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.sniffer.usage) noteUsage(this.ctx, this.sniffer.usage);
+    this.over(e, this.beforeLast === LF && this.last === LF);
   }
 }
 

@@ -59,6 +59,11 @@ export class RequestContext {
   completionTokens: number | null = null;
   /** Load held on workers for this request, released when the response closes. */
   releases: Array<() => void> = [];
+  /**
+   * Run once the response has closed, after the releases, in the order added (its log line and metrics, the drift
+   * guard's outcome): one 'close' listener per response rather than one each.
+   */
+  afterClose: Array<() => void> = [];
 
   constructor(
     readonly req: IncomingMessage,

@@ -63,19 +63,35 @@ export class Routing {
     this.drift = config.drift.enabled ? new ServeDriftGuard(config.drift, router, metrics, log) : null;
   }
 
-  /** The decision for a validated request; null when the client left while its prompt was tokenized. */
-  async route(ctx: RequestContext, endpoint: Endpoint, body: Record<string, unknown>): Promise<Routed | null> {
-    const prompt = await this.routingPrompt(ctx, endpoint, body);
+  /**
+   * The decision for a validated request; null when the client left first. At once (no promise) unless the prompt
+   * goes to a worker's /tokenize first (precise mode): the approximate path's awaits were CPU on every request.
+   */
+  route(
+    ctx: RequestContext,
+    endpoint: Endpoint,
+    body: Record<string, unknown>,
+  ): Routed | null | Promise<Routed | null> {
+    const prompt = this.givenPrompt(endpoint, body);
+    if (this.config.mode === "precise" && "text" in prompt) return this.routeTokenized(ctx, endpoint, body, prompt);
     if (ctx.clientGone) return null;
     return this.decide(ctx, endpoint, body, prompt);
   }
 
-  /** The prompt as the router reads it: token ids (precise mode, or ids the client gave) or text. */
-  private async routingPrompt(
+  /** Precise mode: the prompt as the workers' tokenizer reads it (its text when /tokenize fails). */
+  private async routeTokenized(
     ctx: RequestContext,
     endpoint: Endpoint,
     body: Record<string, unknown>,
-  ): Promise<RoutingPrompt> {
+    text: { text: string },
+  ): Promise<Routed | null> {
+    const tokens = await this.tokenize(ctx, endpoint, body);
+    if (ctx.clientGone) return null;
+    return this.decide(ctx, endpoint, body, tokens ? { tokens } : text);
+  }
+
+  /** The prompt as the request gives it: the token ids a completions request gave, else its text. */
+  private givenPrompt(endpoint: Endpoint, body: Record<string, unknown>): RoutingPrompt {
     const prompt = body["prompt"];
     if (endpoint === "completions") {
       const first =
@@ -86,9 +102,7 @@ export class Routing {
       endpoint === "chat"
         ? chatText(body["messages"] as unknown[])
         : String(Array.isArray(prompt) ? prompt[0] : prompt);
-    if (this.config.mode !== "precise") return { text };
-    const tokens = await this.tokenize(ctx, endpoint, body);
-    return tokens ? { tokens } : { text };
+    return { text };
   }
 
   /** Precise mode: the decode workers' own tokenizer (vLLM's POST /tokenize), in turn. Null when it fails. */
@@ -150,22 +164,32 @@ export class Routing {
   ): Routed {
     const now = Date.now();
     const session = this.sessions.touch(sessionKey(this.config.model, endpoint, body), now);
-    const userTurns =
-      endpoint === "chat"
-        ? (body["messages"] as unknown[]).filter((m) => isPlainObject(m) && m["role"] === "user").length
-        : 0;
+    let userTurns = 0;
+    if (endpoint === "chat")
+      for (const m of body["messages"] as unknown[]) if (isPlainObject(m) && m["role"] === "user") userTurns++;
     session.turns = Math.max(session.turns + 1, userTurns);
     const turn = userTurns > 0 ? userTurns : session.turns;
     const table = this.router.table;
     const maxTokens = positiveInt(body["max_tokens"]) ?? positiveInt(body["max_completion_tokens"]);
-    const request: RouteRequest = { ...prompt, turn, prevOutputTokens: session.prevOutputTokens };
-    if (maxTokens !== undefined) request.maxTokens = maxTokens;
-    if (!table.osl_model && table.features?.includes("osl_hat"))
-      request.oslHat = Math.min(maxTokens ?? Infinity, this.config.default_osl_hat);
     // PPD: later turns stay on the conversation's decode worker, which holds its context.
     const pinned = session.decodeWorker ? this.registry.get(session.decodeWorker) : undefined;
-    if (table.kind === "ppd" && turn >= 2 && pinned?.healthy && pinned.spec.role !== "prefill")
-      request.decodeWorker = pinned.spec.id;
+    // One shape for every request (the router reads an undefined field as an absent one): a spread of the prompt and
+    // fields added one by one made each request's object a slow, shape-changing one (the proxy's CPU profile).
+    const request: RouteRequest = {
+      tokens: "tokens" in prompt ? prompt.tokens : undefined,
+      text: "text" in prompt ? prompt.text : undefined,
+      turn,
+      prevOutputTokens: session.prevOutputTokens,
+      maxTokens,
+      oslHat:
+        !table.osl_model && table.features?.includes("osl_hat")
+          ? Math.min(maxTokens ?? Infinity, this.config.default_osl_hat)
+          : undefined,
+      decodeWorker:
+        table.kind === "ppd" && turn >= 2 && pinned?.healthy && pinned.spec.role !== "prefill"
+          ? pinned.spec.id
+          : undefined,
+    };
     this.router.setSignals({ prefillQueue: this.registry.prefillsInFlight, qps: this.qps.arrive(performance.now()) });
     let decision: Decision;
     try {

@@ -29,10 +29,11 @@ export class Sessions {
     s.lastSeenMs = now;
     if (this.max > 0) {
       this.map.set(key, s);
-      for (const k of this.map.keys()) {
-        if (this.map.size <= this.max) break;
-        this.map.delete(k);
-      }
+      if (this.map.size > this.max)
+        for (const k of this.map.keys()) {
+          if (this.map.size <= this.max) break;
+          this.map.delete(k);
+        }
     }
     return s;
   }

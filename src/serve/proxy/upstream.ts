@@ -4,6 +4,7 @@
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import { isPlainObject } from "../../values.js";
+import { bufferedBody } from "../http-toolkit.js";
 
 const MAX_UPSTREAM_BODY_BYTES = 64 << 20;
 /** Longest SSE line the usage sniffer buffers. */
@@ -140,13 +141,21 @@ export function upstreamRequest(
     const secure = target.protocol === "https:";
     const headers: Record<string, string | number> = { ...call.headers };
     if (call.body !== undefined) headers["content-length"] = Buffer.byteLength(call.body);
-    const req = (secure ? https : http).request({
-      ...target,
+    // one literal rather than spreads (of the target and of an optional signal): a call's options in one shape
+    const options: http.RequestOptions & { servername?: string } = {
+      protocol: target.protocol,
+      hostname: target.hostname,
+      port: target.port,
+      path: target.path,
       method: call.method,
       headers,
       agent: secure ? agents.https : agents.http,
-      ...(call.signal ? { signal: call.signal } : {}),
-    });
+    };
+    if (target.auth !== undefined) options.auth = target.auth;
+    // TLS's server name means nothing to plain http: given, the agent does not work one out from the Host header
+    if (!secure) options.servername = "";
+    if (call.signal) options.signal = call.signal;
+    const req = (secure ? https : http).request(options);
     call.onRequest?.(req);
     let settled = false;
     let connectTimer: NodeJS.Timeout | undefined;
@@ -200,6 +209,8 @@ export function upstreamRequest(
  * an async iterator (whose promise per chunk showed in the proxy's profile); one timer, refreshed per chunk.
  */
 export function readUpstream(res: IncomingMessage, idleMs: number, limit = MAX_UPSTREAM_BODY_BYTES): Promise<Buffer> {
+  const whole = bufferedBody(res, limit); // the usual small answer: in whole with its headers
+  if (whole) return Promise.resolve(whole);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -250,6 +261,7 @@ export function usageOf(v: unknown): { cached: number | null; completion: number
 }
 
 const USAGE_KEY = Buffer.from('"usage"');
+const DATA_FIELD = Buffer.from("data:");
 const NEWLINE = 0x0a;
 const CLOSING_BRACE = 0x7d;
 
@@ -329,13 +341,16 @@ export class UsageSniffer {
     if (rest < buf.length && buf.length - rest <= SSE_SNIFF_LINE_BYTES) this.partial = Buffer.from(buf.subarray(rest));
   }
 
+  /** A `data:` line's usage, read as an answer's (usageOfAnswer: the usage object alone when it is the last key). */
   private line(line: Buffer): void {
-    if (line.length < 5 || line.toString("latin1", 0, 5) !== "data:") return;
-    try {
-      const u = usageOf(JSON.parse(line.toString("utf8", 5)));
-      if (u) this.usage = u;
-    } catch {
-      // not JSON: a partial event; nothing to learn
-    }
+    if (!startsWithData(line)) return;
+    const u = usageOfAnswer(line.subarray(DATA_FIELD.length));
+    if (u) this.usage = u;
   }
+}
+
+function startsWithData(line: Buffer): boolean {
+  if (line.length < DATA_FIELD.length) return false;
+  for (let i = 0; i < DATA_FIELD.length; i++) if (line[i] !== DATA_FIELD[i]) return false;
+  return true;
 }
