@@ -40,11 +40,15 @@ export interface LoadResult {
   sent: number;
   /** Not sent: more than late_ms behind schedule when their turn came (the generator's shortfall). */
   late: number;
+  /** Answers by status: "200", "429", "503", and any other status under its own key. */
   statuses: Record<string, number>;
-  /** Answers other than 200 by "status error.code" (e.g. "503 overloaded"). */
+  /** Answers other than 200 by "status error.code" ("503 overloaded", "502 decode_failed", …). */
   answers_by_code: Record<string, number>;
+  /** Connection reset (ECONNRESET, EPIPE, ECONNREFUSED, socket hang up) before a whole answer. */
   resets: number;
+  /** No whole answer within the timeout. */
   hangs: number;
+  /** Any other client error, by code (first one in first_error). */
   errors: number;
   errors_by_code: Record<string, number>;
   first_error: string | null;

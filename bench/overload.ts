@@ -85,7 +85,22 @@ export interface Latency {
   max: number;
 }
 
-export interface OverloadBenchResult {
+/** The generator's counts, as the load run reported them (their meanings are documented on LoadResult). */
+type LoadCounts = Pick<
+  LoadResult,
+  | "scheduled"
+  | "sent"
+  | "late"
+  | "statuses"
+  | "answers_by_code"
+  | "resets"
+  | "hangs"
+  | "errors"
+  | "errors_by_code"
+  | "first_error"
+>;
+
+export interface OverloadBenchResult extends LoadCounts {
   sustained_per_s: number;
   /** "first_step_failed": the search's first step was not sustained, so the overload starts from it anyway. */
   sustained_from: "search" | "given" | "first_step_failed";
@@ -93,24 +108,8 @@ export interface OverloadBenchResult {
   rate: number;
   duration_s: number;
   timeout_s: number;
-  /** Requests on the schedule; sent; not sent because the generator was more than late_ms behind (its shortfall). */
-  scheduled: number;
-  sent: number;
-  late: number;
   /** Requests sent per second of the overload: the rate the proxy was offered. */
   offered_per_s: number;
-  /** Answers by status: "200", "429", "503", and any other status under its own key. */
-  statuses: Record<string, number>;
-  /** Answers other than 200 by "status error.code" ("503 overloaded", "502 decode_failed", …). */
-  answers_by_code: Record<string, number>;
-  /** Connection reset (ECONNRESET, EPIPE, ECONNREFUSED, socket hang up) before a whole answer. */
-  resets: number;
-  /** No whole answer within timeout_s. */
-  hangs: number;
-  /** Any other client error, by code (first one in first_error). */
-  errors: number;
-  errors_by_code: Record<string, number>;
-  first_error: string | null;
   /** Every request sent answered 200, 429 or 503 within its timeout. */
   all_answered: boolean;
   /** The target: all_answered (so 0 resets, 0 hangs) and memory bounded. */
