@@ -65,6 +65,8 @@ export interface LoadResult {
   max_open_sockets: number;
   /** From the schedule's start to the last request's end, ms. */
   span_ms: number;
+  /** CPU seconds (user + system) the children used in all, start-up included: is the generator itself starved? */
+  cpu_s: number;
 }
 
 /**
@@ -99,7 +101,7 @@ if (fdLimit !== null && cfg.maxSockets + 64 > fdLimit) {
 const agent = new http.Agent({ keepAlive: true, maxSockets: cfg.maxSockets, maxFreeSockets: cfg.maxSockets, timeout: 4000, scheduling: "lifo" });
 const RESET = new Set(["ECONNRESET", "EPIPE", "ECONNREFUSED"]);
 const r = { scheduled: 0, sent: 0, late: 0, statuses: {}, resets: 0, hangs: 0, errors: 0, errors_by_code: {}, first_error: null,
-  answers_by_code: {}, okMs: [], shedMs: [], lagMs: [], poolWaitMs: [], connections: 0, fd_limit: fdLimit, max_open_sockets: 0, span_ms: 0 };
+  answers_by_code: {}, okMs: [], shedMs: [], lagMs: [], poolWaitMs: [], connections: 0, fd_limit: fdLimit, max_open_sockets: 0, span_ms: 0, cpu_s: 0 };
 let open = 0, ended = 0;
 const periodMs = 1000 / cfg.rate;
 const total = Math.round(cfg.rate * cfg.seconds);
@@ -109,6 +111,8 @@ const now = () => performance.timeOrigin + performance.now();
 const finishIfDone = () => {
   if (next === mine.length && ended === r.sent) {
     agent.destroy();
+    const cpu = process.cpuUsage();
+    r.cpu_s = (cpu.user + cpu.system) / 1e6;
     process.stdout.write(JSON.stringify(r) + "\\n", () => process.exit(0));
   }
 };
@@ -227,7 +231,7 @@ export async function generateLoad(o: LoadOptions): Promise<LoadResult> {
 }
 
 function merge(parts: LoadResult[]): LoadResult {
-  const sum = (k: "scheduled" | "sent" | "late" | "resets" | "hangs" | "errors" | "connections"): number =>
+  const sum = (k: "scheduled" | "sent" | "late" | "resets" | "hangs" | "errors" | "connections" | "cpu_s"): number =>
     parts.reduce((a, p) => a + p[k], 0);
   const counts = (k: "statuses" | "answers_by_code" | "errors_by_code"): Record<string, number> => {
     const out: Record<string, number> = {};
@@ -253,5 +257,6 @@ function merge(parts: LoadResult[]): LoadResult {
     fd_limit: parts[0]?.fd_limit ?? null,
     max_open_sockets: Math.max(0, ...parts.map((p) => p.max_open_sockets)),
     span_ms: Math.max(0, ...parts.map((p) => p.span_ms)),
+    cpu_s: sum("cpu_s"),
   };
 }

@@ -137,7 +137,8 @@ export interface OverloadBenchResult extends LoadCounts {
    */
   proxy_duration_le_s: { p50: number | null; p99: number | null };
   /** CPU used during the overload, in cores (CPU seconds / wall seconds), by the proxy and each worker process. */
-  cpu_cores: { proxy: number | null; workers: Array<number | null> };
+  /** CPU used over the overload, in cores: the proxy, each worker, and the generator's processes together. */
+  cpu_cores: { proxy: number | null; workers: Array<number | null>; generator: number };
   /** The highest of the proxy's gauges, scraped from /metrics every 2 s during the overload. */
   proxy_peaks: Peaks;
   /** The generator itself: send lag and pool wait (ms), connections opened, most open at once, fd limit. */
@@ -287,6 +288,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     const cpu = {
       proxy: cpuShare(pids.proxy, cpuBefore.proxy),
       workers: pids.workers.map((pid, i) => cpuShare(pid, cpuBefore.workers[i]!)),
+      generator: Math.round((run.cpu_s / wallS) * 100) / 100,
     };
     const rssMb = rss.stop();
     const peaks = gauges.stop();
@@ -562,7 +564,7 @@ export function formatOverloadBench(r: OverloadBenchResult): string {
       )} ${JSON.stringify(r.answers_by_code)}; resets ${r.resets}, hangs ${r.hangs}, other errors ${r.errors}${r.first_error ? ` (${r.first_error})` : ""}`,
     `latency 200: ${l(r.latency_ms.ok)}; 503/429: ${l(r.latency_ms.shed)}; the proxy's own: p50 ≤ ${r.proxy_duration_le_s.p50} s, p99 ≤ ${r.proxy_duration_le_s.p99} s`,
     `shed by reason: ${JSON.stringify(r.shed_by_reason)}; the proxy's answers by status ${JSON.stringify(r.proxy_answers_by_status)}`,
-    `proxy peaks: ${r.proxy_peaks.inflight} in flight, ${r.proxy_peaks.queued} queued, lag ${r.proxy_peaks.event_loop_lag_ms} ms (${r.proxy_peaks.scrapes} scrapes); CPU cores: proxy ${r.cpu_cores.proxy}, workers ${r.cpu_cores.workers.join(", ")}`,
+    `proxy peaks: ${r.proxy_peaks.inflight} in flight, ${r.proxy_peaks.queued} queued, lag ${r.proxy_peaks.event_loop_lag_ms} ms (${r.proxy_peaks.scrapes} scrapes); CPU cores: proxy ${r.cpu_cores.proxy}, workers ${r.cpu_cores.workers.join(", ")}, generator ${r.cpu_cores.generator}`,
     `proxy RSS ${m.start} → peak ${m.peak} → end ${m.end} MB (growth ${m.growth} MB; the last third rose ${m.last_third_rise} MB: ${m.bounded ? "levelled off" : "NOT levelled off"})`,
     `generator: ${g.processes} process(es), ≤ ${g.connections} connections in all (opened ${g.connections_opened}, ` +
       `most open ${g.max_open_per_process}, fd limit ${g.fd_limit}); send lag ${l(g.send_lag_ms)}; pool wait ${l(g.pool_wait_ms)}; ` +
