@@ -103,6 +103,18 @@ function leaveQueue(queue: Waiter[], waiter: Waiter): boolean {
   return true;
 }
 
+/**
+ * The answer to a request shed for want of capacity, whoever sheds it (here, worker-admission.ts, connections.ts):
+ * counted in dolphin_shed_total under `reason`, an OpenAI-style 503 `overloaded` whose message ends with when to retry,
+ * and a `Retry-After` header saying the same.
+ */
+export function overloaded(metrics: ProxyMetrics, reason: string, message: string, retryAfterS: number): HttpError {
+  metrics.shed.inc({ reason });
+  const err = new HttpError(503, `${message}; retry after ${retryAfterS} s`, "server_error", "overloaded");
+  err.headers = { "retry-after": String(retryAfterS) };
+  return err;
+}
+
 export type ShedReason = "queue_full" | "queue_timeout" | "event_loop_lag";
 // (connections.ts sheds with reason "max_connections", worker-admission.ts with "worker_queue_full" and "_timeout")
 
@@ -182,18 +194,16 @@ export class Admission {
   }
 
   private shed(reason: ShedReason): HttpError {
-    this.metrics.shed.inc({ reason });
-    const err = new HttpError(
-      503,
+    const { max_inflight, max_queued, queue_timeout_ms, retry_after_s } = this.limits;
+    return overloaded(
+      this.metrics,
+      reason,
       reason === "queue_full"
-        ? `the proxy is at capacity (${this.limits.max_inflight} requests in flight, ${this.limits.max_queued} queued); retry after ${this.limits.retry_after_s} s`
+        ? `the proxy is at capacity (${max_inflight} requests in flight, ${max_queued} queued)`
         : reason === "event_loop_lag"
-          ? `the proxy is saturated (its event loop ${Math.round(this.lag?.ms() ?? 0)} ms behind); retry after ${this.limits.retry_after_s} s`
-          : `no capacity freed up within ${this.limits.queue_timeout_ms} ms; retry after ${this.limits.retry_after_s} s`,
-      "server_error",
-      "overloaded",
+          ? `the proxy is saturated (its event loop ${Math.round(this.lag?.ms() ?? 0)} ms behind)`
+          : `no capacity freed up within ${queue_timeout_ms} ms`,
+      retry_after_s,
     );
-    err.headers = { "retry-after": String(this.limits.retry_after_s) };
-    return err;
   }
 }

@@ -13,8 +13,8 @@ import { readFileSync } from "node:fs";
 import type { IncomingMessage, Server } from "node:http";
 import type { Socket } from "node:net";
 import type { ServeConfig } from "../config.js";
-import { HttpError } from "../http-toolkit.js";
 import { scrapedGauge } from "../prometheus.js";
+import { overloaded } from "./admission.js";
 import type { ProxyMetrics } from "./metrics.js";
 
 /** Descriptors kept for what is not a client connection or a worker call (see above). */
@@ -90,15 +90,13 @@ export class ConnectionGuard {
         req.once("end", done);
         req.once("close", done);
       });
-    this.metrics.shed.inc({ reason: "max_connections" });
-    const { retry_after_s } = this.admission;
-    const err = new HttpError(
-      503,
-      `the proxy has ${this.limit} connections open; this one closes after this answer; retry after ${retry_after_s} s`,
-      "server_error",
-      "overloaded",
+    const err = overloaded(
+      this.metrics,
+      "max_connections",
+      `the proxy has ${this.limit} connections open; this one closes after this answer`,
+      this.admission.retry_after_s,
     );
-    err.headers = { "retry-after": String(retry_after_s), connection: "close" };
+    err.headers = { ...err.headers, connection: "close" };
     throw err;
   }
 }

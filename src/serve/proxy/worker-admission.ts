@@ -14,7 +14,7 @@
 
 import type { ServeConfig } from "../config.js";
 import { HttpError } from "../http-toolkit.js";
-import { waitForPlace, type Waiter } from "./admission.js";
+import { overloaded, waitForPlace, type Waiter } from "./admission.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { WorkerState } from "./registry.js";
 import type { RequestContext } from "./request-context.js";
@@ -153,22 +153,19 @@ export class WorkerAdmission {
   }
 
   private shed(reason: "worker_queue_full" | "worker_queue_timeout", id: string): HttpError {
-    this.metrics.shed.inc({ reason });
     const {
       max_inflight_per_worker: most,
       max_queued_per_worker: queue,
       queue_timeout_ms,
       retry_after_s,
     } = this.limits;
-    const err = new HttpError(
-      503,
+    return overloaded(
+      this.metrics,
+      reason,
       reason === "worker_queue_full"
-        ? `worker ${id} is at capacity (${most} requests in flight, ${queue} queued) and no other worker can take the request; retry after ${retry_after_s} s`
-        : `no place on worker ${id} freed up within ${queue_timeout_ms} ms; retry after ${retry_after_s} s`,
-      "server_error",
-      "overloaded",
+        ? `worker ${id} is at capacity (${most} requests in flight, ${queue} queued) and no other worker can take the request`
+        : `no place on worker ${id} freed up within ${queue_timeout_ms} ms`,
+      retry_after_s,
     );
-    err.headers = { "retry-after": String(retry_after_s) };
-    return err;
   }
 }
