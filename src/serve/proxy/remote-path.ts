@@ -16,6 +16,7 @@ import { drained, HttpError } from "../http-toolkit.js";
 import {
   classify,
   parseJson,
+  prematureClose,
   readUpstream,
   UpstreamError,
   upstreamRequest,
@@ -454,8 +455,7 @@ class StreamRelay {
     upstream.once("error", (e) => this.failed(e));
     // closed without an end or an error: what an async iterator reports as a premature close
     upstream.once("close", () => {
-      if (!upstream.readableEnded)
-        this.failed(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
+      if (!upstream.readableEnded) this.failed(prematureClose());
     });
     this.pump(); // what is in already (often all of it)
     if (!this.done)

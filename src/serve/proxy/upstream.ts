@@ -235,11 +235,15 @@ export function readUpstream(res: IncomingMessage, idleMs: number, limit = MAX_U
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     });
     res.once("error", fail);
-    // closed without an end or an error (what an async iterator reports as a premature close)
     res.once("close", () => {
-      if (!ended) fail(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
+      if (!ended) fail(prematureClose());
     });
   });
+}
+
+/** A worker's response closed without an end or an error: what an async iterator reports as a premature close. */
+export function prematureClose(): Error {
+  return Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" });
 }
 
 export function parseJson(buf: Buffer): unknown {
@@ -290,15 +294,20 @@ export function usageOfAnswer(buf: Buffer): ReturnType<typeof usageOf> {
   return usageOf(parseJson(buf));
 }
 
+/** JSON's whitespace: space, line feed, carriage return, tab. */
+function isJsonSpace(c: number | undefined): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
 function skipSpace(buf: Buffer, i: number): number {
-  while (i < buf.length && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i++;
+  while (i < buf.length && isJsonSpace(buf[i])) i++;
   return i;
 }
 
 /** A `"` at `at` that follows `{` or `,` (whitespace aside) opens a key. */
 function keyPosition(buf: Buffer, at: number): boolean {
   let i = at - 1;
-  while (i >= 0 && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i--;
+  while (i >= 0 && isJsonSpace(buf[i])) i--;
   return i >= 0 && (buf[i] === 0x2c /* , */ || buf[i] === 0x7b); /* { */
 }
 
@@ -343,14 +352,8 @@ export class UsageSniffer {
 
   /** A `data:` line's usage, read as an answer's (usageOfAnswer: the usage object alone when it is the last key). */
   private line(line: Buffer): void {
-    if (!startsWithData(line)) return;
+    if (!DATA_FIELD.equals(line.subarray(0, DATA_FIELD.length))) return;
     const u = usageOfAnswer(line.subarray(DATA_FIELD.length));
     if (u) this.usage = u;
   }
-}
-
-function startsWithData(line: Buffer): boolean {
-  if (line.length < DATA_FIELD.length) return false;
-  for (let i = 0; i < DATA_FIELD.length; i++) if (line[i] !== DATA_FIELD[i]) return false;
-  return true;
 }
