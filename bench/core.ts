@@ -5,6 +5,11 @@
 // through the Router against 16, 256 and 1,024 workers, each holding a prefix of it at a different depth, and
 // the index's memory per cached block. The native yardstick: bench/native-hash.c (libxxhash, -O3 -march=native)
 // hashes the same prompt in the same run when `cc` and xxhash.h exist; otherwise the figure is absent.
+// Hashing is timed like for like with the native program, which hashes ids already in its own memory:
+// `hash_20k_tokens_us.wasm` (and `.ts`) hash a prompt already in the engine's input buffer (Engine.inputTokens /
+// hashInputTokens: in core memory for the WebAssembly engine), and `.wasm_with_copy` is the whole JS call
+// hashTokens(tokens), which also copies the 80 KB of ids in and the 1,250 hashes out into a fresh array.
+// `hash_vs_native` is each of the two over the native figure (present with it).
 
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -24,8 +29,14 @@ export interface Timing {
   ts: number;
   speedup: number;
 }
+/** Hashing: `wasm` and `ts` hash ids already in the engine's input buffer; `wasm_with_copy` is hashTokens(tokens). */
+export interface HashTiming extends Timing {
+  wasm_with_copy: number;
+}
 export interface CoreBenchResult {
-  hash_20k_tokens_us: Timing;
+  hash_20k_tokens_us: HashTiming;
+  /** hash_20k_tokens_us.wasm and .wasm_with_copy over native_hash_20k_tokens_us; absent when it is. */
+  hash_vs_native?: { wasm: number; wasm_with_copy: number };
   match_1250_blocks_16_workers_us: Timing;
   decide_ns: { k8: Timing; k64: Timing };
   route_20k_tokens_us: Timing;
@@ -101,6 +112,18 @@ export async function runCoreBench(
   };
   const pairs = engines.ts.hashTokens(tokens);
   for (const e of Object.values(engines)) populate(e, pairs);
+  // hashing in place: the prompt written once into each engine's input buffer (engines of their own: match and
+  // the index calls write theirs)
+  const hashConfig = { maxWorkers: 1, maxInputBytes: PROMPT_TOKENS * 4, indexBlocks: 0 };
+  const hashEngines = {
+    wasm: createCore(instantiateCore(module), hashConfig) as Engine,
+    ts: new ReferenceEngine(hashConfig) as Engine,
+  };
+  for (const e of Object.values(hashEngines)) {
+    e.inputTokens(PROMPT_TOKENS).set(tokens);
+    if (e.hashInputTokens(PROMPT_TOKENS).join() !== pairs.join())
+      throw new Error(`bench: the ${e.name} engine's hashes of the prompt in its input buffer differ from hashTokens'`);
+  }
 
   const decideEngines = { k8: makeDecide(module, 8), k64: makeDecide(module, 64) };
   const routers = {
@@ -130,8 +153,10 @@ export async function runCoreBench(
   const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs / 2) });
   for (const side of ["wasm", "ts"] as const) {
     const e = engines[side];
+    const h = hashEngines[side];
+    // the wasm side's figures come from alternatedHashing (with the native program); this warms it up
     bench.add(`hash:${side}`, () => {
-      sink += e.hashTokens(tokens).length;
+      sink += h.hashInputTokens(PROMPT_TOKENS).length;
     });
     bench.add(`match:${side}`, () => {
       sink += e.match(pairs)[0]!;
@@ -153,10 +178,29 @@ export async function runCoreBench(
   };
   const hashCheck = engines.wasm.hashTokens(tokens);
   const lastHash = hashHex(hashCheck[hashCheck.length - 2]!, hashCheck[hashCheck.length - 1]!);
-  const native = nativeHash(lastHash);
+  const hw = hashEngines.wasm;
+  const alternated = alternatedHashing(
+    () => hw.hashInputTokens(PROMPT_TOKENS).length,
+    () => engines.wasm.hashTokens(tokens).length,
+    lastHash,
+    Math.max(3, Math.min(15, Math.round(timeMs / 60))),
+  );
+  const native = alternated.native;
+  const ts = median(bench, "hash:ts");
+  const hash: HashTiming = {
+    wasm: round(alternated.wasm),
+    ts: round(ts),
+    speedup: round(ts / alternated.wasm),
+    wasm_with_copy: round(alternated.wasm_with_copy),
+  };
   return {
-    hash_20k_tokens_us: timing("hash"),
-    ...(native !== undefined ? { native_hash_20k_tokens_us: round(native) } : {}),
+    hash_20k_tokens_us: hash,
+    ...(native !== undefined
+      ? {
+          native_hash_20k_tokens_us: round(native),
+          hash_vs_native: { wasm: round(hash.wasm / native), wasm_with_copy: round(hash.wasm_with_copy / native) },
+        }
+      : {}),
     route_us_by_workers: await routeByWorkers(module, tokens, pairs, timeMs),
     index_bytes_per_block: indexBytesPerBlock(module),
     match_1250_blocks_16_workers_us: timing("match"),
@@ -176,29 +220,87 @@ function hashHex(lo: number, hi: number): string {
   return hi.toString(16).padStart(8, "0") + lo.toString(16).padStart(8, "0");
 }
 
+/** Hashes per timed batch in the alternated hashing slices, as bench/native-hash.c batches them. */
+const HASH_BATCH = 20;
+/** Batches per slice: a slice is about 16 ms of hashing on each side. */
+const HASH_SLICE_BATCHES = 41;
+
 /**
- * Builds bench/native-hash.c with cc into a temporary directory and runs it on the same prompt: its median µs,
- * or undefined when there is no cc or xxhash.h (or the build fails). A native hash that differs from the core's
- * is a bug in the yardstick, not a figure: it throws.
+ * The hashing figures that are compared with the native program, measured in alternation with it: this machine's
+ * speed drifts between states for seconds at a time (other jobs on the cores), so one side measured in a calm
+ * moment and the other in a busy one would compare the moments, not the code. Each round times a slice of the
+ * native program (its median batch), then the same number of batches of the core hashing the prompt in its memory,
+ * then of the whole hashTokens(tokens) call; each figure is the median over the rounds. Without cc or xxhash.h
+ * there is no native slice and the two core figures are measured the same way.
  */
-function nativeHash(expectedLastHash: string): number | undefined {
+function alternatedHashing(
+  inMemory: () => number,
+  withCopy: () => number,
+  expectedLastHash: string,
+  rounds: number,
+): { wasm: number; wasm_with_copy: number; native?: number } {
+  const native = buildNative();
+  try {
+    const times = { wasm: [] as number[], wasm_with_copy: [] as number[], native: [] as number[] };
+    for (let r = 0; r < rounds; r++) {
+      if (native) times.native.push(native.run(r === 0 ? expectedLastHash : undefined));
+      times.wasm.push(sliceMedianUs(inMemory));
+      times.wasm_with_copy.push(sliceMedianUs(withCopy));
+    }
+    if (sliceSink === -1) console.log(sliceSink);
+    const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+    return {
+      wasm: mid(times.wasm),
+      wasm_with_copy: mid(times.wasm_with_copy),
+      ...(native ? { native: mid(times.native) } : {}),
+    };
+  } finally {
+    native?.remove();
+  }
+}
+
+let sliceSink = 0;
+/** The median µs per call over HASH_SLICE_BATCHES batches of HASH_BATCH calls (the native program's method). */
+function sliceMedianUs(fn: () => number): number {
+  const us: number[] = [];
+  for (let b = 0; b < HASH_SLICE_BATCHES; b++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < HASH_BATCH; i++) sliceSink += fn();
+    us.push(Number(process.hrtime.bigint() - t0) / 1e3 / HASH_BATCH);
+  }
+  us.sort((a, b) => a - b);
+  return us[us.length >> 1]!;
+}
+
+/**
+ * Builds bench/native-hash.c with cc into a temporary directory: a runner for one slice (its median µs per prompt),
+ * or undefined when there is no cc or xxhash.h (or the build fails). A native hash that differs from the core's
+ * is a bug in the yardstick, not a figure: the first slice checks it and throws.
+ */
+function buildNative(): { run(expectedLastHash?: string): number; remove(): void } | undefined {
   const source = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "bench", "native-hash.c");
   if (!existsSync(source)) return undefined;
   const dir = mkdtempSync(join(tmpdir(), "dolphin-native-hash-"));
-  try {
-    const exe = join(dir, "native-hash");
-    const cc = spawnSync("cc", ["-O3", "-march=native", "-o", exe, source], { encoding: "utf8" });
-    if (cc.error || cc.status !== 0) return undefined; // no compiler or no xxhash.h: the figure is absent
-    const run = spawnSync(exe, [String(PROMPT_TOKENS), "42", "201"], { encoding: "utf8" });
-    if (run.error || run.status !== 0)
-      throw new Error(`bench: native-hash failed: ${run.error?.message ?? run.stderr}`);
-    const [us, last] = run.stdout.trim().split(/\s+/);
-    if (last !== expectedLastHash)
-      throw new Error(`bench: native-hash's last block hash ${last} differs from the core's ${expectedLastHash}`);
-    return Number(us);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  const exe = join(dir, "native-hash");
+  const cc = spawnSync("cc", ["-O3", "-march=native", "-o", exe, source], { encoding: "utf8" });
+  if (cc.error || cc.status !== 0) {
+    remove();
+    return undefined; // no compiler or no xxhash.h: the figure is absent
   }
+  return {
+    run(expectedLastHash?: string): number {
+      const args = [String(PROMPT_TOKENS), "42", String(HASH_SLICE_BATCHES), String(HASH_BATCH)];
+      const run = spawnSync(exe, args, { encoding: "utf8" });
+      if (run.error || run.status !== 0)
+        throw new Error(`bench: native-hash failed: ${run.error?.message ?? run.stderr}`);
+      const [us, last] = run.stdout.trim().split(/\s+/);
+      if (expectedLastHash !== undefined && last !== expectedLastHash)
+        throw new Error(`bench: native-hash's last block hash ${last} differs from the core's ${expectedLastHash}`);
+      return Number(us);
+    },
+    remove,
+  };
 }
 
 /** Router.route (wasm) of the prompt against n workers, worker w holding the first (w+1)/(n+1) of its blocks. */
@@ -277,12 +379,13 @@ export function formatCoreBench(r: CoreBenchResult): string {
     `${name.padEnd(34)} ${String(t.wasm).padStart(10)} ${String(t.ts).padStart(12)} ${(t.speedup + "×").padStart(9)}   ${unit}`;
   return [
     `${"median".padEnd(34)} ${"wasm".padStart(10)} ${"ts reference".padStart(12)} ${"speedup".padStart(9)}`,
-    row("hash 20k tokens", r.hash_20k_tokens_us, "µs"),
+    row("hash 20k tokens (in core memory)", r.hash_20k_tokens_us, "µs"),
+    `${"hash 20k tokens, hashTokens() call".padEnd(34)} ${String(r.hash_20k_tokens_us.wasm_with_copy).padStart(10)}   µs (ids copied in, hashes out)`,
     row("match 1,250 blocks × 16 workers", r.match_1250_blocks_16_workers_us, "µs"),
     row("decide, K = 8", r.decide_ns.k8, "ns"),
     row("decide, K = 64", r.decide_ns.k64, "ns"),
     row("route 20k tokens, 16 workers", r.route_20k_tokens_us, "µs"),
-    `${"native chained xxh64, 20k tokens".padEnd(34)} ${r.native_hash_20k_tokens_us === undefined ? "(no cc or xxhash.h)" : `${r.native_hash_20k_tokens_us} µs (wasm/native ${round(r.hash_20k_tokens_us.wasm / r.native_hash_20k_tokens_us)}×)`}`,
+    `${"native chained xxh64, 20k tokens".padEnd(34)} ${r.native_hash_20k_tokens_us === undefined ? "(no cc or xxhash.h)" : `${r.native_hash_20k_tokens_us} µs (wasm/native ${r.hash_vs_native?.wasm}×, with the copies ${r.hash_vs_native?.wasm_with_copy}×)`}`,
     `${"route by workers (wasm)".padEnd(34)} ${Object.entries(r.route_us_by_workers)
       .map(([n, us]) => `${n}: ${us} µs`)
       .join(", ")}`,

@@ -1,8 +1,9 @@
 /* `dolphin bench core`'s native yardstick: the same chained xxh64 block hashing as assembly/blocks.ts (token mode,
  * 16-token blocks, root = xxh64 of no bytes) over the same 20,000-token LCG prompt, with libxxhash's own XXH64
  * (header-only, XXH_INLINE_ALL) built -O3 -march=native. Prints the median microseconds per prompt over `runs`
- * timed batches and the last block hash (hex), so the caller can check both sides hashed the same thing.
- * Usage: native-hash [tokens] [seed] [runs]   (bench/core.ts builds it with cc when xxhash.h exists). */
+ * timed batches of `batch` prompts and the last block hash (hex), so the caller can check both sides hashed the
+ * same thing. Usage: native-hash [tokens] [seed] [runs] [batch]   (bench/core.ts builds it with cc when xxhash.h
+ * exists, and runs it in short slices alternated with the core's own hashing). */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #include <stdint.h>
@@ -39,14 +40,17 @@ int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 20000;
   uint32_t seed = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 42;
   int runs = argc > 3 ? atoi(argv[3]) : 201;
-  if (n <= 0 || runs <= 0) { fprintf(stderr, "native-hash: tokens and runs must be positive\n"); return 2; }
+  int batch = argc > 4 ? atoi(argv[4]) : 20;
+  if (n <= 0 || runs <= 0 || batch <= 0) {
+    fprintf(stderr, "native-hash: tokens, runs and batch must be positive\n");
+    return 2;
+  }
   uint32_t *tokens = malloc(sizeof(uint32_t) * (size_t)n);
   double *us = malloc(sizeof(double) * (size_t)runs);
   if (!tokens || !us) return 1;
   uint32_t x = seed; /* the same LCG as bench/core.ts lcgTokens */
   for (int i = 0; i < n; i++) { x = (x * 1103515245u + 12345u) & 0x7fffffffu; tokens[i] = x % 152064u; }
   volatile uint64_t sink = 0;
-  int batch = 20;
   for (int r = 0; r < runs; r++) {
     double t0 = now_us();
     for (int b = 0; b < batch; b++) {

@@ -69,9 +69,29 @@ export interface Engine {
   setBlockSize(n: number): void;
   /** Root hash from raw bytes (model ‖ "\0" ‖ salt, or nothing). */
   setRoot(bytes: Uint8Array): void;
-  /** Chained block hashes of token ids, as (lo, hi) pairs (a fresh array). */
-  hashTokens(tokens: ArrayLike<number>): Uint32Array;
-  hashText(bytes: Uint8Array): Uint32Array;
+  /**
+   * Chained block hashes of token ids, as (lo, hi) pairs: a fresh array, or the first 2 × blocks values of `out`
+   * when given (RangeError if it is shorter), so a caller hashing prompt after prompt allocates nothing.
+   */
+  hashTokens(tokens: ArrayLike<number>, out?: Uint32Array): Uint32Array;
+  /** Chained block hashes of UTF-8 text in 64-byte blocks; `out` as for hashTokens. */
+  hashText(bytes: Uint8Array, out?: Uint32Array): Uint32Array;
+  /**
+   * The engine's input buffer as room for `n` token ids (an input-too-large error past its capacity): a caller
+   * that writes a prompt's ids here and calls hashInputTokens(n) hashes them where they are, with no copy in (in
+   * the WebAssembly engine this is core memory). The view is valid until the next call into the engine.
+   */
+  inputTokens(n: number): Uint32Array;
+  /**
+   * The input buffer as room for `n` bytes of UTF-8 text (an input-too-large error past its capacity), e.g. for
+   * TextEncoder.encodeInto. Either view, passed back as a route input's data, is routed where it is, without a copy.
+   */
+  inputText(n: number): Uint8Array;
+  /**
+   * Chained block hashes of the `n` token ids already in the input buffer (see inputTokens): the first
+   * 2 × blocks values of `out` when given, else a view the next call into the engine reuses.
+   */
+  hashInputTokens(n: number, out?: Uint32Array): Uint32Array;
   setWorker(id: number, role: number, capacityBlocks: number): void;
   setLoad(id: number, activePrefillTokens: number, activeDecodeTokens: number): void;
   setLoadScale(scale: number): void;

@@ -123,15 +123,36 @@ class WasmEngine implements Engine {
     return pairs.length >>> 1;
   }
 
+  /** One TypedArray.set into core memory (a memcpy for a Uint32Array; an array converts each id as `u32[i] = id`). */
   private writeTokens(tokens: ArrayLike<number>, what: string): void {
     this.fits(tokens.length * 4, what);
     this.views();
-    const at = this.inputPtr >>> 2;
-    if (tokens instanceof Uint32Array) this.u32.set(tokens, at);
-    else {
-      const u32 = this.u32;
-      for (let i = 0; i < tokens.length; i++) u32[at + i] = tokens[i]!;
-    }
+    if (!this.inInput(tokens)) this.u32.set(tokens, this.inputPtr >>> 2);
+  }
+
+  /** Whether `data` already is the start of the input buffer (inputTokens / inputText): nothing to copy. */
+  private inInput(data: ArrayLike<number>): boolean {
+    return ArrayBuffer.isView(data) && data.buffer === this.buffer && data.byteOffset === this.inputPtr;
+  }
+
+  /**
+   * The `blocks` hash pairs the core just wrote: into `out` when given (no allocation), else a copy (`fresh`) or a
+   * view of core memory that the next call reuses.
+   */
+  private hashPairs(blocks: number, out: Uint32Array | undefined, fresh: boolean, what: string): Uint32Array {
+    this.views();
+    const at = this.hashesPtr >>> 2;
+    const end = at + 2 * blocks;
+    if (out === undefined) return fresh ? this.u32.slice(at, end) : this.u32.subarray(at, end);
+    if (out.length < 2 * blocks)
+      throw new RangeError(`${what}: out must hold at least ${2 * blocks} u32 values (2 per block), got ${out.length}`);
+    out.set(this.u32.subarray(at, end));
+    return out.length === 2 * blocks ? out : out.subarray(0, 2 * blocks);
+  }
+
+  private tokenCount(n: number, what: string): void {
+    if (!Number.isInteger(n) || n < 0) throw new CoreError(6, n, what);
+    this.fits(n * 4, what);
   }
 
   setBlockSize(n: number): void {
@@ -145,21 +166,41 @@ class WasmEngine implements Engine {
     this.check(this.x.setRoot(bytes.length), "setRoot");
   }
 
-  hashTokens(tokens: ArrayLike<number>): Uint32Array {
+  hashTokens(tokens: ArrayLike<number>, out?: Uint32Array): Uint32Array {
     this.writeTokens(tokens, "hashTokens");
     const n = this.x.hashTokens(tokens.length);
     if (n < 0) this.check(-n, "hashTokens");
-    this.views();
-    return this.u32.slice(this.hashesPtr >>> 2, (this.hashesPtr >>> 2) + 2 * n);
+    return this.hashPairs(n, out, true, "hashTokens");
   }
 
-  hashText(bytes: Uint8Array): Uint32Array {
+  hashText(bytes: Uint8Array, out?: Uint32Array): Uint32Array {
     this.fits(bytes.length, "hashText");
     this.views();
-    this.u8.set(bytes, this.inputPtr);
+    if (!this.inInput(bytes)) this.u8.set(bytes, this.inputPtr);
     const n = this.x.hashText(bytes.length);
     if (n < 0) this.check(-n, "hashText");
-    return this.u32.slice(this.hashesPtr >>> 2, (this.hashesPtr >>> 2) + 2 * n);
+    return this.hashPairs(n, out, true, "hashText");
+  }
+
+  inputTokens(n: number): Uint32Array {
+    this.tokenCount(n, "inputTokens");
+    this.views();
+    const at = this.inputPtr >>> 2;
+    return this.u32.subarray(at, at + n);
+  }
+
+  inputText(n: number): Uint8Array {
+    if (!Number.isInteger(n) || n < 0) throw new CoreError(6, n, "inputText");
+    this.fits(n, "inputText");
+    this.views();
+    return this.u8.subarray(this.inputPtr, this.inputPtr + n);
+  }
+
+  hashInputTokens(n: number, out?: Uint32Array): Uint32Array {
+    this.tokenCount(n, "hashInputTokens");
+    const blocks = this.x.hashTokens(n);
+    if (blocks < 0) this.check(-blocks, "hashInputTokens");
+    return this.hashPairs(blocks, out, false, "hashInputTokens");
   }
 
   setWorker(id: number, role: number, capacityBlocks: number): void {
@@ -213,18 +254,21 @@ class WasmEngine implements Engine {
 
   route(r: RouteInput): Float64Array {
     const x = this.x;
+    // the input is copied into core memory unless the caller wrote it there (inputTokens / inputText)
     if ((r.flags & Flag.text) !== 0) {
       this.fits(r.length, "route");
       this.views();
-      this.u8.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr);
+      if (!this.inInput(r.data))
+        this.u8.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr);
     } else if ((r.flags & Flag.hashes) !== 0) {
       this.fits(r.length * 8, "route");
       this.views();
-      this.u32.set(r.data.subarray(0, 2 * r.length), this.inputPtr >>> 2);
+      if (!this.inInput(r.data)) this.u32.set(r.data.subarray(0, 2 * r.length), this.inputPtr >>> 2);
     } else {
       this.fits(r.length * 4, "route");
       this.views();
-      this.u32.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr >>> 2);
+      if (!this.inInput(r.data))
+        this.u32.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr >>> 2);
     }
     const q = this.requestView;
     q[RequestSlot.length] = r.length;

@@ -12,6 +12,7 @@ import {
   type Engine,
   type ReasonName,
   type RoleName,
+  type RouteInput,
 } from "./core-api.js";
 import { createCore, instantiateCore } from "./core.js";
 import { toPairs, type HashesInput } from "./hashes.js";
@@ -126,6 +127,7 @@ export function setDefaultModuleProvider(provider: ModuleProvider): void {
 }
 
 const encoder = new TextEncoder();
+const NO_DATA = new Uint32Array(0);
 const DEFAULT_CAPACITY = 31_250;
 
 export class Router {
@@ -137,6 +139,18 @@ export class Router {
   private readonly record: boolean;
   private readonly capacity: number;
   private tokenScratch = new Uint32Array(0);
+  private readonly routeInput: RouteInput = {
+    flags: 0,
+    data: NO_DATA,
+    length: 0,
+    promptTokens: 0,
+    oslHat: 0,
+    turn: 1,
+    pinnedDecode: -1,
+    contextTokens: -1,
+    prevOutputTokens: 0,
+    maxTokens: 0,
+  };
 
   /** Loads a table (msgpack bytes or a Table) into a new router. */
   static async load(table: Uint8Array | Table, options: RouterOptions): Promise<Router> {
@@ -344,10 +358,11 @@ export class Router {
     let flags = record ? Flag.record : 0;
     let data: Uint32Array | Uint8Array;
     let length: number;
-    const given = [r.tokens, r.text, r.blockHashes].filter((x) => x !== undefined).length;
+    const given =
+      (r.tokens !== undefined ? 1 : 0) + (r.text !== undefined ? 1 : 0) + (r.blockHashes !== undefined ? 1 : 0);
     if (given !== 1) throw new TypeError("route: give exactly one of tokens, text or blockHashes");
     if (r.text !== undefined) {
-      data = typeof r.text === "string" ? encoder.encode(r.text) : r.text;
+      data = typeof r.text === "string" ? this.utf8(r.text) : r.text;
       length = data.length;
       flags |= Flag.text;
     } else if (r.blockHashes !== undefined) {
@@ -359,35 +374,57 @@ export class Router {
       length = r.tokens!.length;
     }
     const pinned = r.decodeWorker === undefined ? -1 : this.indexOf(r.decodeWorker);
-    return this.engine.route({
-      flags,
-      data,
-      length,
-      promptTokens: r.promptTokens ?? 0,
-      oslHat: this.oslHatOf(r),
-      turn: r.turn ?? 1,
-      pinnedDecode: pinned,
-      contextTokens: r.contextTokens ?? -1,
-      prevOutputTokens: r.prevOutputTokens ?? 0,
-      maxTokens: r.maxTokens ?? 0,
-    });
+    // one record reused by every call (the engine reads it before returning)
+    const q = this.routeInput;
+    q.flags = flags;
+    q.data = data;
+    q.length = length;
+    q.promptTokens = r.promptTokens ?? 0;
+    q.oslHat = this.oslHatOf(r);
+    q.turn = r.turn ?? 1;
+    q.pinnedDecode = pinned;
+    q.contextTokens = r.contextTokens ?? -1;
+    q.prevOutputTokens = r.prevOutputTokens ?? 0;
+    q.maxTokens = r.maxTokens ?? 0;
+    const decision = this.engine.route(q);
+    q.data = NO_DATA; // keep no caller's prompt alive between calls
+    return decision;
   }
 
-  /** Token ids as a Uint32Array, checking each is an integer in u32 range (no silent wrap-around). */
+  /**
+   * A prompt's UTF-8 bytes, encoded straight into the engine's input buffer (TextEncoder.encodeInto: no array
+   * made, nothing copied to route it). UTF-8 takes at most 3 bytes per UTF-16 unit; a text that does not fit the
+   * buffer is encoded on its own, and the engine reports its length as before.
+   */
+  private utf8(text: string): Uint8Array {
+    const into = this.engine.inputText(Math.min(3 * text.length, this.engine.config.maxInputBytes));
+    const { read, written } = encoder.encodeInto(text, into);
+    return read === text.length ? into.subarray(0, written) : encoder.encode(text);
+  }
+
+  /**
+   * Token ids as a Uint32Array, checking each is an integer in u32 range (no silent wrap-around). An array is
+   * written straight into the engine's input buffer (one pass, nothing copied to route it) when it fits, else
+   * into a scratch array, and the engine reports its length as before.
+   */
   private tokensOf(tokens: ArrayLike<number>): Uint32Array {
     if (tokens instanceof Uint32Array) return tokens;
     if (typeof tokens !== "object" || tokens === null || typeof tokens.length !== "number")
       throw new TypeError("route: tokens must be an array of token ids");
-    if (this.tokenScratch.length < tokens.length)
-      this.tokenScratch = new Uint32Array(Math.max(tokens.length, 2 * this.tokenScratch.length));
-    const out = this.tokenScratch;
+    let out: Uint32Array;
+    if (tokens.length <= this.engine.config.maxInputBytes >>> 2) out = this.engine.inputTokens(tokens.length);
+    else {
+      if (this.tokenScratch.length < tokens.length)
+        this.tokenScratch = new Uint32Array(Math.max(tokens.length, 2 * this.tokenScratch.length));
+      out = this.tokenScratch.subarray(0, tokens.length);
+    }
     for (let i = 0; i < tokens.length; i++) {
       const t = tokens[i]!;
       if (!(Number.isInteger(t) && t >= 0 && t <= 0xffffffff))
         throw new TypeError(`route: tokens[${i}] is not a token id (integer 0–2^32−1): ${String(t)}`);
       out[i] = t;
     }
-    return out.subarray(0, tokens.length);
+    return out;
   }
 
   private toDecision(d: Float64Array): Decision {

@@ -184,6 +184,11 @@ describe("dolphin", () => {
     expect(j.index_bytes_per_block).toBeGreaterThan(0);
     // present only when cc and xxhash.h exist, and then a real figure (the bench checks it hashed the same prompt)
     if ("native_hash_20k_tokens_us" in j) expect(j.native_hash_20k_tokens_us).toBeGreaterThan(0);
+    // hashing: in core memory (like the native program) and the whole hashTokens() call; ratios with the native
+    expect(j.hash_20k_tokens_us.wasm_with_copy).toBeGreaterThan(0);
+    expect("hash_vs_native" in j).toBe("native_hash_20k_tokens_us" in j);
+    if ("hash_vs_native" in j)
+      expect(j.hash_vs_native.wasm).toBeCloseTo(j.hash_20k_tokens_us.wasm / j.native_hash_20k_tokens_us, 1);
   }, 120_000);
 
   it("every command's --help answers, the --help list names all of them, and each has its own module", () => {

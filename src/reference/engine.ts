@@ -116,6 +116,9 @@ export class ReferenceEngine implements Engine {
   private readonly lastScores = new Float64Array(MAX_K);
   private readonly lastStd = new Float64Array(4);
   private readonly inputBytes: number;
+  /** The input buffer inputTokens and inputText hand out (made on first use) and hashInputTokens' hashes buffer. */
+  private input: ArrayBuffer | undefined;
+  private hashScratch = new Uint32Array(0);
   private lastCost = 0;
 
   constructor(config: Partial<CoreConfig> = {}) {
@@ -156,15 +159,60 @@ export class ReferenceEngine implements Engine {
     return { lo: this.rootLo, hi: this.rootHi };
   }
 
-  hashTokens(tokens: ArrayLike<number>): Uint32Array {
+  hashTokens(tokens: ArrayLike<number>, out?: Uint32Array): Uint32Array {
     this.fits(tokens.length, 4, "hashTokens");
     const t = tokens instanceof Uint32Array ? tokens : Uint32Array.from(tokens as ArrayLike<number>);
-    return refHashTokens(t, this.blockSize, this.root);
+    return refHashTokens(t, this.blockSize, this.root, this.outFor(t.length, out, "hashTokens"));
   }
 
-  hashText(bytes: Uint8Array): Uint32Array {
+  hashText(bytes: Uint8Array, out?: Uint32Array): Uint32Array {
     this.fits(bytes.length, 1, "hashText");
-    return refHashText(bytes, this.root);
+    const blocks = Math.floor(bytes.length / TEXT_BLOCK_BYTES);
+    return refHashText(bytes, this.root, out && this.checkedOut(blocks, out, "hashText"));
+  }
+
+  /** The whole input buffer, made on first use: what a caller wrote stays there for hashInputTokens. */
+  private inputBuffer(): ArrayBuffer {
+    return (this.input ??= new ArrayBuffer(this.inputBytes));
+  }
+
+  inputTokens(n: number): Uint32Array {
+    this.tokenCount(n, "inputTokens");
+    return new Uint32Array(this.inputBuffer(), 0, n);
+  }
+
+  inputText(n: number): Uint8Array {
+    if (!Number.isInteger(n)) fail(E.BAD_LENGTH, n, "inputText");
+    this.fits(n, 1, "inputText");
+    return new Uint8Array(this.inputBuffer(), 0, n);
+  }
+
+  hashInputTokens(n: number, out?: Uint32Array): Uint32Array {
+    this.tokenCount(n, "hashInputTokens");
+    const words = new Uint32Array(this.inputBuffer(), 0, n);
+    const blocks = Math.floor(n / this.blockSize);
+    if (out === undefined) {
+      // the engine's own hashes buffer, reused by the next call (as the core's is)
+      if (this.hashScratch.length < 2 * blocks) this.hashScratch = new Uint32Array(2 * blocks);
+      out = this.hashScratch;
+    }
+    return refHashTokens(words, this.blockSize, this.root, this.checkedOut(blocks, out, "hashInputTokens"));
+  }
+
+  private tokenCount(n: number, what: string): void {
+    if (!Number.isInteger(n)) fail(E.BAD_LENGTH, n, what);
+    this.fits(n, 4, what);
+  }
+
+  /** `out`'s first 2 × blocks values (RangeError, as the WebAssembly engine's, when it is shorter). */
+  private checkedOut(blocks: number, out: Uint32Array, what: string): Uint32Array {
+    if (out.length < 2 * blocks)
+      throw new RangeError(`${what}: out must hold at least ${2 * blocks} u32 values (2 per block), got ${out.length}`);
+    return out.length === 2 * blocks ? out : out.subarray(0, 2 * blocks);
+  }
+
+  private outFor(tokens: number, out: Uint32Array | undefined, what: string): Uint32Array | undefined {
+    return out && this.checkedOut(Math.floor(tokens / this.blockSize), out, what);
   }
 
   // ---- workers -----------------------------------------------------------------------------------------
