@@ -28,11 +28,10 @@ export const STAGING_F64: i32 = LIMIT_STAGING_F64;
 export let staging: usize = 0; // f64[STAGING_F64], written by the host before setTable
 export let scores: usize = 0; // f64[MAX_K]: distance (kmeans) or log-likelihood (gmm) per cluster, last decide
 export let standardized: usize = 0; // f64[MAX_DIMS]: the last standardized feature vector
-let features: usize = 0; // f64[4]: isl, eff_P, eff_D, osl_hat
 let logFeatures: usize = 0; // f64[4]: their log1p
 let gathered: usize = 0; // f64[MAX_DIMS]: log1p of the table's features, in its order (0 past dims)
 let naturalOrder: bool = false; // the table uses all four features in their own order: no gathering
-// musl's log1p constants (log1pLanes)
+// musl's log1p constants (standardize)
 // @ts-ignore: decorator
 @inline const LN2_HI: f64 = reinterpret<f64>(0x3FE62E42FEE00000);
 // @ts-ignore: decorator
@@ -90,7 +89,6 @@ export function policyInit(): void {
   staging = heap.alloc(<usize>STAGING_F64 << 3);
   scores = heap.alloc(<usize>(MAX_K + 1) << 3); // + 1: an odd K's last pair writes its padding lane's NaN there
   standardized = heap.alloc(<usize>MAX_DIMS << 3);
-  features = heap.alloc(4 << 3);
   logFeatures = heap.alloc(4 << 3);
   gathered = heap.alloc(<usize>MAX_DIMS << 3);
   featureIdx = heap.alloc(<usize>MAX_DIMS << 2);
@@ -131,9 +129,12 @@ function copyBits(from: i32, n: i32): void {
   for (let i = 0; i < n; i++) store<u8>(bits + <usize>i, <u8>st(from + i));
 }
 
-/** Fills centroidPairs from the active centroids (row-major K × d). */
+/**
+ * Fills centroidPairs from the active centroids (row-major K × d); for K ≤ 8, all four pairs classify reads (the
+ * clusters past K all NaN).
+ */
 function layCentroidPairs(newK: i32, d: i32): void {
-  const pairs = (newK + 1) >> 1;
+  const pairs = max((newK + 1) >> 1, 4);
   for (let p = 0; p < pairs; p++) {
     for (let lane = 0; lane < 2; lane++) {
       const c = 2 * p + lane;
@@ -298,75 +299,176 @@ export let outCluster: i32 = -1;
 export let outReason: i32 = REASON_RULE;
 export let outScore: f64 = 0;
 
+// The splat constants of the log1p below, in memory: loading one is a single instruction, where V8 builds a splat
+// of an immediate in two or three, and log1p of four lanes uses about fifty of them.
+// @ts-ignore: decorator
+@inline const C_NOT_FEATURE_HI = 0; // i64: above it the high word is ∞ or NaN
+// @ts-ignore: decorator
+@inline const C_ONE = 1;
+// @ts-ignore: decorator
+@inline const C_HU_BIAS = 2; // i64: 0x3FF00000 − 0x3FE6A09E
+// @ts-ignore: decorator
+@inline const C_EXPONENT_BIAS = 3; // i64: 0x3FF
+// @ts-ignore: decorator
+@inline const C_I64_ONE = 4;
+// @ts-ignore: decorator
+@inline const C_LOW_20_BITS = 5;
+// @ts-ignore: decorator
+@inline const C_SQRT_HALF_HI = 6; // i64: 0x3FE6A09E, the high word of √2/2
+// @ts-ignore: decorator
+@inline const C_LOW_32_BITS = 7;
+// @ts-ignore: decorator
+@inline const C_TWO_52_BITS = 8; // i64: the bits of 2^52
+// @ts-ignore: decorator
+@inline const C_TWO_52 = 9;
+// @ts-ignore: decorator
+@inline const C_SMALL_HI = 10; // i64: 0x3FDA827A, the high word of √2 − 1
+// @ts-ignore: decorator
+@inline const C_ZERO = 11;
+// @ts-ignore: decorator
+@inline const C_HALF = 12;
+// @ts-ignore: decorator
+@inline const C_TWO = 13;
+// @ts-ignore: decorator
+@inline const C_LG1 = 14; // LG1…LG7: 14…20
+// @ts-ignore: decorator
+@inline const C_LN2_LO = 21;
+// @ts-ignore: decorator
+@inline const C_LN2_HI = 22;
+// @ts-ignore: decorator
+@inline const C_TINY_HI = 23; // i64: 0x3CA00000, the high word of 2^−53
+const LOG1P_CONSTANTS = memory.data<u64>([
+  0x7FEFFFFF, 0x7FEFFFFF,
+  reinterpret<u64>(1.0), reinterpret<u64>(1.0),
+  0x3FF00000 - 0x3FE6A09E, 0x3FF00000 - 0x3FE6A09E,
+  0x3FF, 0x3FF,
+  1, 1,
+  0x000FFFFF, 0x000FFFFF,
+  0x3FE6A09E, 0x3FE6A09E,
+  0xFFFFFFFF, 0xFFFFFFFF,
+  0x4330000000000000, 0x4330000000000000,
+  reinterpret<u64>(4503599627370496.0), reinterpret<u64>(4503599627370496.0),
+  0x3FDA827A, 0x3FDA827A,
+  reinterpret<u64>(0.0), reinterpret<u64>(0.0),
+  reinterpret<u64>(0.5), reinterpret<u64>(0.5),
+  reinterpret<u64>(2.0), reinterpret<u64>(2.0),
+  reinterpret<u64>(LG1), reinterpret<u64>(LG1),
+  reinterpret<u64>(LG2), reinterpret<u64>(LG2),
+  reinterpret<u64>(LG3), reinterpret<u64>(LG3),
+  reinterpret<u64>(LG4), reinterpret<u64>(LG4),
+  reinterpret<u64>(LG5), reinterpret<u64>(LG5),
+  reinterpret<u64>(LG6), reinterpret<u64>(LG6),
+  reinterpret<u64>(LG7), reinterpret<u64>(LG7),
+  reinterpret<u64>(LN2_LO), reinterpret<u64>(LN2_LO),
+  reinterpret<u64>(LN2_HI), reinterpret<u64>(LN2_HI),
+  0x3CA00000, 0x3CA00000,
+], 16);
+
+// log1p's results pass through these globals on the way to standardize's division: a store and a load that cost
+// less than they save (measured: 4% of a K = 8 decide; passed in locals, V8 interleaves the rest of classify into
+// the log1p code and spills more)
+let log1pLo: v128 = v128.splat<i64>(0);
+let log1pHi: v128 = v128.splat<i64>(0);
+
+/** Constant `i` of LOG1P_CONSTANTS (a constant address after inlining: one load). */
+// @ts-ignore: decorator
+@inline function constant(i: i32): v128 {
+  return v128.load(LOG1P_CONSTANTS + (<usize>i << 4));
+}
+
 /** Whether either lane of x is negative (−0 included), infinite or NaN: not a feature, for Math.log1p instead. */
 // @ts-ignore: decorator
 @inline function notFeatureLanes(x: v128): v128 {
-  return v128.or(i64x2.shr_u(x, 63), i64x2.gt_s(i64x2.shr_u(x, 32), i64x2.splat(0x7FEFFFFF)));
+  return v128.or(i64x2.shr_u(x, 63), i64x2.gt_s(i64x2.shr_u(x, 32), constant(C_NOT_FEATURE_HI)));
 }
 
-/** Math.log1p of each lane: the fallback of log1pLanes for what no feature is (but never a wrong answer either). */
+/** Math.log1p of each lane: standardize's fallback for what no feature is (but never a wrong answer either). */
 function log1pEachLane(x: v128): v128 {
   return f64x2(Math.log1p(f64x2.extract_lane(x, 0)), Math.log1p(f64x2.extract_lane(x, 1)));
 }
 
 /**
- * log1p of both lanes, bit-identical to Math.log1p (AssemblyScript's port of musl's log1p.c) for finite x ≥ 0 (the
- * only features there are; the caller sends anything else to log1pEachLane): the same operations in the same order,
- * its three branches (x < 2^−53: x itself; x < 0.4142: f = x, k = c = 0; else the reduction of 1 + x) computed for
- * both lanes and selected. Two lanes share each division, the costliest step (two per log1p).
+ * Standardized log1p features into `standardized` (f64[MAX_DIMS], the lanes past `dims` 0), from the features in
+ * two pairs (a: isl, eff_P; b: eff_D, osl_hat, passed in registers: stored as four f64 and loaded as two v128, they
+ * would stall on store forwarding): log1p of all four, gathered in the table's order, then (x − mean) / std two at
+ * a time (the padded mean 0 and std 1 give 0).
+ *
+ * log1p is bit-identical to Math.log1p (AssemblyScript's port of musl's log1p.c) for finite x ≥ 0 (the only
+ * features there are; anything else goes to log1pEachLane): the same operations in the same order, its three
+ * branches (x < 2^−53: x itself; x < 0.4142: f = x, k = c = 0; else the reduction of 1 + x) computed for both
+ * lanes and selected. Two lanes share each division, the costliest step (two per log1p), and the two pairs' steps
+ * are written side by side (A, B): the computation is one long chain of dependent operations per pair, and
+ * interleaved the CPU runs the two chains together instead of mostly one after the other (5% of a decide).
  */
 // @ts-ignore: decorator
-@inline function log1pLanes(x: v128): v128 {
-  const hx = i64x2.shr_u(x, 32);
-  const one = f64x2.splat(1.0);
-  // x ≥ 0.4142…: 1 + x = 2^k × (1 + f) with √2/2 ≤ 1 + f < √2, and c corrects the rounding of 1 + x
-  const uf = f64x2.add(one, x);
-  let hu = i64x2.add(i64x2.shr_u(uf, 32), i64x2.splat(0x3FF00000 - 0x3FE6A09E));
-  const k = i64x2.sub(i64x2.shr_u(hu, 20), i64x2.splat(0x3FF)); // 0 ≤ k < 54 for these x
-  const c = f64x2.div(
-    v128.bitselect(f64x2.sub(one, f64x2.sub(uf, x)), f64x2.sub(x, f64x2.sub(uf, one)), i64x2.gt_s(k, i64x2.splat(1))),
-    uf,
-  );
-  hu = i64x2.add(v128.and(hu, i64x2.splat(0x000FFFFF)), i64x2.splat(0x3FE6A09E));
-  const reduced = f64x2.sub(v128.or(i64x2.shl(hu, 32), v128.and(uf, i64x2.splat(0xFFFFFFFF))), one);
-  // <f64>k exactly: 2^52 + k has k in its low bits
-  const kf = f64x2.sub(v128.or(k, i64x2.splat(0x4330000000000000)), f64x2.splat(4503599627370496.0));
-  // x < 0.4142…: no reduction
-  const small = i64x2.lt_s(hx, i64x2.splat(0x3FDA827A));
-  const zero = f64x2.splat(0.0);
-  const f = v128.bitselect(x, reduced, small);
-  const cc = v128.bitselect(zero, c, small);
-  const dk = v128.bitselect(zero, kf, small);
-  const hfsq = f64x2.mul(f64x2.mul(f64x2.splat(0.5), f), f);
-  const s = f64x2.div(f, f64x2.add(f64x2.splat(2.0), f));
-  const z = f64x2.mul(s, s);
-  const w = f64x2.mul(z, z);
-  const t1 = f64x2.mul(w, f64x2.add(f64x2.splat(LG2), f64x2.mul(w, f64x2.add(f64x2.splat(LG4), f64x2.mul(w, f64x2.splat(LG6))))));
-  const t2 = f64x2.mul(z, f64x2.add(f64x2.splat(LG1), f64x2.mul(w, f64x2.add(f64x2.splat(LG3),
-    f64x2.mul(w, f64x2.add(f64x2.splat(LG5), f64x2.mul(w, f64x2.splat(LG7))))))));
-  const r = f64x2.add(t2, t1);
-  // s × (hfsq + r) + (dk × ln2_lo + c) − hfsq + f + dk × ln2_hi, left to right
-  let y = f64x2.add(f64x2.mul(s, f64x2.add(hfsq, r)), f64x2.add(f64x2.mul(dk, f64x2.splat(LN2_LO)), cc));
-  y = f64x2.add(f64x2.add(f64x2.sub(y, hfsq), f), f64x2.mul(dk, f64x2.splat(LN2_HI)));
-  // x < 2^−53 (0 included): log1p(x) is x
-  return v128.bitselect(x, y, i64x2.lt_s(hx, i64x2.splat(0x3CA00000)));
-}
-
-/**
- * Standardized log1p features into `standardized` (f64[MAX_DIMS], the lanes past `dims` 0): the four features'
- * log1p two at a time, gathered in the table's order, then (x − mean) / std two at a time (the padded mean 0 and
- * std 1 give 0).
- */
-function standardize(): void {
-  const a = v128.load(features);
-  const b = v128.load(features, 16);
+@inline function standardize(a: v128, b: v128): void {
   let lo: v128, hi: v128;
   if (v128.any_true(v128.or(notFeatureLanes(a), notFeatureLanes(b)))) {
     lo = log1pEachLane(a);
     hi = log1pEachLane(b);
   } else {
-    lo = log1pLanes(a);
-    hi = log1pLanes(b);
+    const hxA = i64x2.shr_u(a, 32);
+    const hxB = i64x2.shr_u(b, 32);
+    const one = constant(C_ONE);
+    // x ≥ 0.4142…: 1 + x = 2^k × (1 + f) with √2/2 ≤ 1 + f < √2, and c corrects the rounding of 1 + x
+    const ufA = f64x2.add(one, a);
+    const ufB = f64x2.add(one, b);
+    let huA = i64x2.add(i64x2.shr_u(ufA, 32), constant(C_HU_BIAS));
+    let huB = i64x2.add(i64x2.shr_u(ufB, 32), constant(C_HU_BIAS));
+    const kA = i64x2.sub(i64x2.shr_u(huA, 20), constant(C_EXPONENT_BIAS)); // 0 ≤ k < 54 for these x
+    const kB = i64x2.sub(i64x2.shr_u(huB, 20), constant(C_EXPONENT_BIAS));
+    const cA = f64x2.div(
+      v128.bitselect(f64x2.sub(one, f64x2.sub(ufA, a)), f64x2.sub(a, f64x2.sub(ufA, one)), i64x2.gt_s(kA, constant(C_I64_ONE))),
+      ufA,
+    );
+    const cB = f64x2.div(
+      v128.bitselect(f64x2.sub(one, f64x2.sub(ufB, b)), f64x2.sub(b, f64x2.sub(ufB, one)), i64x2.gt_s(kB, constant(C_I64_ONE))),
+      ufB,
+    );
+    huA = i64x2.add(v128.and(huA, constant(C_LOW_20_BITS)), constant(C_SQRT_HALF_HI));
+    huB = i64x2.add(v128.and(huB, constant(C_LOW_20_BITS)), constant(C_SQRT_HALF_HI));
+    const reducedA = f64x2.sub(v128.or(i64x2.shl(huA, 32), v128.and(ufA, constant(C_LOW_32_BITS))), one);
+    const reducedB = f64x2.sub(v128.or(i64x2.shl(huB, 32), v128.and(ufB, constant(C_LOW_32_BITS))), one);
+    // <f64>k exactly: 2^52 + k has k in its low bits
+    const kfA = f64x2.sub(v128.or(kA, constant(C_TWO_52_BITS)), constant(C_TWO_52));
+    const kfB = f64x2.sub(v128.or(kB, constant(C_TWO_52_BITS)), constant(C_TWO_52));
+    // x < 0.4142…: no reduction
+    const smallA = i64x2.lt_s(hxA, constant(C_SMALL_HI));
+    const smallB = i64x2.lt_s(hxB, constant(C_SMALL_HI));
+    const zero = constant(C_ZERO);
+    const fA = v128.bitselect(a, reducedA, smallA);
+    const fB = v128.bitselect(b, reducedB, smallB);
+    const ccA = v128.bitselect(zero, cA, smallA);
+    const ccB = v128.bitselect(zero, cB, smallB);
+    const dkA = v128.bitselect(zero, kfA, smallA);
+    const dkB = v128.bitselect(zero, kfB, smallB);
+    const hfsqA = f64x2.mul(f64x2.mul(constant(C_HALF), fA), fA);
+    const hfsqB = f64x2.mul(f64x2.mul(constant(C_HALF), fB), fB);
+    const sA = f64x2.div(fA, f64x2.add(constant(C_TWO), fA));
+    const sB = f64x2.div(fB, f64x2.add(constant(C_TWO), fB));
+    const zA = f64x2.mul(sA, sA);
+    const zB = f64x2.mul(sB, sB);
+    const wA = f64x2.mul(zA, zA);
+    const wB = f64x2.mul(zB, zB);
+    // t1 = w(LG2 + w(LG4 + w LG6)), t2 = z(LG1 + w(LG3 + w(LG5 + w LG7)))
+    const t1A = f64x2.mul(wA, f64x2.add(constant(C_LG1 + 1), f64x2.mul(wA, f64x2.add(constant(C_LG1 + 3), f64x2.mul(wA, constant(C_LG1 + 5))))));
+    const t1B = f64x2.mul(wB, f64x2.add(constant(C_LG1 + 1), f64x2.mul(wB, f64x2.add(constant(C_LG1 + 3), f64x2.mul(wB, constant(C_LG1 + 5))))));
+    const t2A = f64x2.mul(zA, f64x2.add(constant(C_LG1), f64x2.mul(wA, f64x2.add(constant(C_LG1 + 2),
+      f64x2.mul(wA, f64x2.add(constant(C_LG1 + 4), f64x2.mul(wA, constant(C_LG1 + 6))))))));
+    const t2B = f64x2.mul(zB, f64x2.add(constant(C_LG1), f64x2.mul(wB, f64x2.add(constant(C_LG1 + 2),
+      f64x2.mul(wB, f64x2.add(constant(C_LG1 + 4), f64x2.mul(wB, constant(C_LG1 + 6))))))));
+    const rA = f64x2.add(t2A, t1A);
+    const rB = f64x2.add(t2B, t1B);
+    // s × (hfsq + r) + (dk × ln2_lo + c) − hfsq + f + dk × ln2_hi, left to right
+    let yA = f64x2.add(f64x2.mul(sA, f64x2.add(hfsqA, rA)), f64x2.add(f64x2.mul(dkA, constant(C_LN2_LO)), ccA));
+    let yB = f64x2.add(f64x2.mul(sB, f64x2.add(hfsqB, rB)), f64x2.add(f64x2.mul(dkB, constant(C_LN2_LO)), ccB));
+    yA = f64x2.add(f64x2.add(f64x2.sub(yA, hfsqA), fA), f64x2.mul(dkA, constant(C_LN2_HI)));
+    yB = f64x2.add(f64x2.add(f64x2.sub(yB, hfsqB), fB), f64x2.mul(dkB, constant(C_LN2_HI)));
+    // x < 2^−53 (0 included): log1p(x) is x
+    log1pLo = v128.bitselect(a, yA, i64x2.lt_s(hxA, constant(C_TINY_HI)));
+    log1pHi = v128.bitselect(b, yB, i64x2.lt_s(hxB, constant(C_TINY_HI)));
+    lo = log1pLo;
+    hi = log1pHi;
   }
   let x01 = lo;
   let x23 = hi;
@@ -398,9 +500,12 @@ function standardize(): void {
   return f64x2.add(f64x2.add(f64x2.add(f64x2.mul(e0, e0), f64x2.mul(e1, e1)), f64x2.mul(e2, e2)), f64x2.mul(e3, e3));
 }
 
-/** Standardized log1p features, then the nearest centroid or most likely component. Sets outCluster/outScore. */
-function classify(): void {
-  standardize();
+/**
+ * Standardized log1p features (a: isl, eff_P; b: eff_D, osl_hat), then the nearest centroid or most likely
+ * component. Sets outCluster/outScore.
+ */
+function classify(a: v128, b: v128): void {
+  standardize(a, b);
   let best = 0;
   let bestScore: f64 = 0;
   if (kind == KIND_KMEANS) {
@@ -414,6 +519,31 @@ function classify(): void {
     const x1 = f64x2.splat(load<f64>(standardized, 8)); // the lanes past dims are 0: see standardize()
     const x2 = f64x2.splat(load<f64>(standardized, 16));
     const x3 = f64x2.splat(load<f64>(standardized, 24));
+    if (k <= 8) {
+      // up to four pairs, all computed (the pairs past K are all NaN: see layCentroidPairs), no loop and no branch
+      // on the data: the minimum as a tree of pmin (each NaN-padded pair the second operand of a pmin whose first
+      // is never NaN, so it is never chosen), in both lanes; then the first cluster equal to it from the four lane
+      // masks at once. The minimum is one of the scores, bits and all, so this is the first strict minimum, ties to
+      // the lowest index, as the scalar scan found it.
+      const d0 = pairDistances(centroidPairs, x0, x1, x2, x3);
+      const d1 = pairDistances(centroidPairs + 64, x0, x1, x2, x3);
+      const d2 = pairDistances(centroidPairs + 128, x0, x1, x2, x3);
+      const d3 = pairDistances(centroidPairs + 192, x0, x1, x2, x3);
+      v128.store(scores, d0);
+      v128.store(scores, d1, 16);
+      v128.store(scores, d2, 32);
+      v128.store(scores, d3, 48);
+      const none = f64x2.splat(Infinity);
+      const m = f64x2.pmin(f64x2.pmin(f64x2.pmin(none, d0), d1), f64x2.pmin(f64x2.pmin(none, d2), d3));
+      const both = f64x2.pmin(m, v128.shuffle<f64>(m, m, 1, 0)); // lane 0: m1 < m0 ? m1 : m0
+      const lanes = i64x2.bitmask(f64x2.eq(d0, both)) | (i64x2.bitmask(f64x2.eq(d1, both)) << 2)
+        | (i64x2.bitmask(f64x2.eq(d2, both)) << 4) | (i64x2.bitmask(f64x2.eq(d3, both)) << 6);
+      best = ctz(lanes); // no match (every score NaN) gives 32: cluster 0 below, as the scalar scan did
+      if (best >= k) best = 0;
+      outCluster = best;
+      outScore = f64x2.extract_lane(both, 0);
+      return;
+    }
     let minA = f64x2.splat(Infinity);
     let minB = minA;
     let row = centroidPairs;
@@ -518,11 +648,7 @@ export function decide(
   switch (kind) {
     case KIND_KMEANS:
     case KIND_GMM: {
-      store<f64>(features, isl);
-      store<f64>(features, effP, 8);
-      store<f64>(features, effD, 16);
-      store<f64>(features, oslHat, 24);
-      classify();
+      classify(f64x2(isl, effP), f64x2(effD, oslHat));
       // the cluster's value, unless the request lies beyond what the cluster was trained on
       const outside = hasOodBounds && (kind == KIND_KMEANS
         ? outScore > load<f64>(oodBound + (<usize>outCluster << 3))
