@@ -185,7 +185,9 @@ export class Inference {
         this.metrics.cacheReportedTokens.inc(labels, ctx.reportedTokens);
       }
     }
-    const level = status >= 500 ? "warn" : "info";
+    // a shed answer is one of thousands a second in an overload: a line each would cost more than the answer
+    // (Admission's ShedLog writes one line per period instead)
+    const level = ctx.shed ? "debug" : status >= 500 ? "warn" : "info";
     if (!this.log.enabled(level)) return; // the line's fields are not even gathered
     const d = ctx.decision;
     this.log.log(level, "request", {
