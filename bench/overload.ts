@@ -131,6 +131,11 @@ export interface OverloadBenchResult extends LoadCounts {
   };
   /** dolphin_shed_total by reason, read after the overload. */
   shed_by_reason: Record<string, number>;
+  /**
+   * dolphin_ejections_total by cause over the overload: workers taken out of rotation (a proxy whose loop is too busy
+   * to read a worker's /health answer within health.check_timeout_ms ejects a healthy worker, and its calls fail).
+   */
+  ejections_by_cause: Record<string, number>;
   /** dolphin_requests_total by status after the overload (499: the client left first, e.g. a hang cut by the generator). */
   proxy_answers_by_status: Record<string, number>;
   /**
@@ -321,7 +326,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     const listenAfter = listenCounters();
     const listenDiff = (k: "overflows" | "drops"): number | null =>
       listenBefore && listenAfter ? listenAfter[k] - listenBefore[k] : null;
-    const { shed, byStatus, durationLe } = await proxyCounts(url);
+    const { shed, byStatus, durationLe, ejections } = await proxyCounts(url);
     const statuses = run.statuses;
     const answeredOk = (statuses["200"] ?? 0) + (statuses["429"] ?? 0) + (statuses["503"] ?? 0);
     const allAnswered = answeredOk === run.sent;
@@ -356,6 +361,9 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
       latency_ms: { ok: latency(run.okMs), shed: latency(run.shedMs) },
       proxy_rss_mb: rssMb,
       shed_by_reason: shed,
+      ejections_by_cause: Object.fromEntries(
+        Object.entries(ejections).map(([k, n]) => [k, n - (before.ejections[k] ?? 0)]),
+      ),
       proxy_answers_by_status: byStatus,
       proxy_view: {
         read,
@@ -622,6 +630,7 @@ function listenCounters(): { overflows: number; drops: number } | null {
 async function proxyCounts(url: string): Promise<{
   shed: Record<string, number>;
   byStatus: Record<string, number>;
+  ejections: Record<string, number>;
   durationLe: { p50: number | null; p99: number | null };
 }> {
   const text = await (await fetch(`${url}/metrics`)).text();
@@ -636,10 +645,13 @@ async function proxyCounts(url: string): Promise<{
   const le = (q: number): number | null => (total === 0 ? null : (sorted.find(([, n]) => n >= q * total)?.[0] ?? null));
   const shed: Record<string, number> = {};
   for (const m of text.matchAll(/^dolphin_shed_total\{reason="([^"]+)"\} (\S+)$/gm)) shed[m[1]!] = Number(m[2]);
+  const ejections: Record<string, number> = {};
+  for (const m of text.matchAll(/^dolphin_ejections_total\{cause="([^"]+)"\} (\S+)$/gm))
+    ejections[m[1]!] = Number(m[2]);
   const byStatus: Record<string, number> = {};
   for (const m of text.matchAll(/^dolphin_requests_total\{[^}]*status="(\d+)"[^}]*\} (\S+)$/gm))
     byStatus[m[1]!] = (byStatus[m[1]!] ?? 0) + Number(m[2]);
-  return { shed, byStatus, durationLe: { p50: le(0.5), p99: le(0.99) } };
+  return { shed, byStatus, ejections, durationLe: { p50: le(0.5), p99: le(0.99) } };
 }
 
 /** CPU seconds (user + system) a process has used, from /proc/<pid>/stat (Linux; null elsewhere). */
@@ -669,7 +681,7 @@ export function formatOverloadBench(r: OverloadBenchResult): string {
         ", ",
       )} ${JSON.stringify(r.answers_by_code)}; resets ${r.resets}, hangs ${r.hangs}, other errors ${r.errors}${r.first_error ? ` (${r.first_error})` : ""}`,
     `latency 200: ${l(r.latency_ms.ok)}; 503/429: ${l(r.latency_ms.shed)}; the proxy's own: p50 ≤ ${r.proxy_duration_le_s.p50} s, p99 ≤ ${r.proxy_duration_le_s.p99} s`,
-    `shed by reason: ${JSON.stringify(r.shed_by_reason)}; the proxy's answers by status ${JSON.stringify(r.proxy_answers_by_status)}`,
+    `shed by reason: ${JSON.stringify(r.shed_by_reason)}; ejections ${JSON.stringify(r.ejections_by_cause)}; the proxy's answers by status ${JSON.stringify(r.proxy_answers_by_status)}`,
     `hangs by stage: ${JSON.stringify(r.hangs_by_stage)}; the proxy read ${v.read} of the overload's requests (${v.never_read} never read), ` +
       `${v.client_gone} × 499 (client gone), ${v.answered_not_received} answered but not received`,
     `proxy peaks: ${r.proxy_peaks.inflight} in flight, ${r.proxy_peaks.queued} queued, lag ${r.proxy_peaks.event_loop_lag_ms} ms, ` +

@@ -169,7 +169,11 @@ function leaveQueue(queue: Waiter[], waiter: Waiter): boolean {
  */
 export function overloaded(metrics: ProxyMetrics, reason: string, message: string, retryAfterS: number): HttpError {
   metrics.shed.inc({ reason });
+  // No stack: nobody reads a shed answer's, and capturing one was a tenth of a shed's CPU (--cpu-prof, issue 14).
+  const stackTraceLimit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
   const err = new HttpError(503, `${message}; retry after ${retryAfterS} s`, "server_error", "overloaded");
+  Error.stackTraceLimit = stackTraceLimit;
   err.headers = { "retry-after": String(retryAfterS) };
   return err;
 }
@@ -257,10 +261,12 @@ export class Admission {
   }
 
   /**
-   * Resolves once the request may be worked on (its place is given back when its response closes); throws the 503 to
-   * answer when the queue is full or the wait runs out. A client that leaves while queued gives its place up.
+   * Admits the request (its place is given back when its response closes): at once, returning nothing, or after a
+   * wait in the queue, returning the promise of it, which rejects with the 503 when the wait runs out. Throws the 503
+   * at once when it is shed (a signal, or the queue full): synchronously, so a shed request costs no promise. A client
+   * that leaves while queued gives its place up (the promise resolves; the handler sees ctx.clientGone).
    */
-  async enter(ctx: RequestContext): Promise<void> {
+  enter(ctx: RequestContext): Promise<void> | undefined {
     const loop = this.loop;
     if (loop) {
       const lagLimit = this.limits.max_event_loop_lag_ms;
@@ -277,14 +283,15 @@ export class Admission {
     }
     if (this.active < this.limits.max_inflight && this.queue.length === 0) {
       this.take(ctx);
-      return;
+      return undefined;
     }
     if (this.queue.length >= this.limits.max_queued) throw this.shed("queue_full");
-    const admitted = await waitForPlace(this.queue, ctx, this.limits.queue_timeout_ms, () =>
-      this.shed("queue_timeout"),
+    return waitForPlace(this.queue, ctx, this.limits.queue_timeout_ms, () => this.shed("queue_timeout")).then(
+      (admitted) => {
+        // next() counted the place already, so no newcomer could take it meanwhile
+        if (admitted) this.hold(ctx);
+      },
     );
-    // next() counted the place already, so no newcomer could take it meanwhile
-    if (admitted) this.hold(ctx);
   }
 
   /** Steps the utilization controller once per window passed since it last did; its shed share. */

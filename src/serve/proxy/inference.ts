@@ -33,13 +33,21 @@ export class Inference {
     private readonly admission: Admission,
   ) {}
 
-  async handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
+  /**
+   * Admission first, synchronously: a request shed throws its 503 from here to the proxy's handler (no promise made
+   * for it, the cheapest answer in an overload); one admitted goes on in run().
+   */
+  handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
     this.inflight++;
     ctx.afterClose.push(() => {
       this.inflight--;
       this.finish(ctx, endpoint);
     });
-    await this.admission.enter(ctx);
+    return this.run(ctx, endpoint, this.admission.enter(ctx));
+  }
+
+  private async run(ctx: RequestContext, endpoint: Endpoint, queued: Promise<void> | undefined): Promise<void> {
+    if (queued) await queued;
     if (ctx.clientGone) return;
     const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS, this.config.timeouts.body_ms);
     const body = parseJson(raw);
