@@ -48,6 +48,12 @@ export interface LoadResult {
   resets: number;
   /** No whole answer within the timeout. */
   hangs: number;
+  /**
+   * Where each hang was when its time ran out: waiting in the client's own pool for a connection (in_pool), on a new
+   * connection the proxy had not accepted (connecting), sent whole with no answer begun (awaiting_answer), or with
+   * the answer begun but not ended (reading_answer). The first two never reached the proxy's handler.
+   */
+  hangs_by_stage: Record<HangStage, number>;
   /** Any other client error, by code (first one in first_error). */
   errors: number;
   errors_by_code: Record<string, number>;
@@ -67,7 +73,17 @@ export interface LoadResult {
   span_ms: number;
   /** CPU seconds (user + system) the children used in all, start-up included: is the generator itself starved? */
   cpu_s: number;
+  /**
+   * The children's own event loops over their run: the worst and 99th-percentile delay of a 10 ms timer (ms, the
+   * worst child's), and the share of time busy (the busiest child's). A starved generator reads answers late, and
+   * that shows here, apart from what the proxy did.
+   */
+  loop_lag_ms: { p99: number; max: number };
+  loop_utilization: number;
 }
+
+export type HangStage = "in_pool" | "connecting" | "awaiting_answer" | "reading_answer";
+export const HANG_STAGES: readonly HangStage[] = ["in_pool", "connecting", "awaiting_answer", "reading_answer"];
 
 /**
  * More connections than the proxy admits requests (max_inflight + max_queued: 1,024 + 2,048 by default), so at any
@@ -101,7 +117,13 @@ if (fdLimit !== null && cfg.maxSockets + 64 > fdLimit) {
 const agent = new http.Agent({ keepAlive: true, maxSockets: cfg.maxSockets, maxFreeSockets: cfg.maxSockets, timeout: 4000, scheduling: "lifo" });
 const RESET = new Set(["ECONNRESET", "EPIPE", "ECONNREFUSED"]);
 const r = { scheduled: 0, sent: 0, late: 0, statuses: {}, resets: 0, hangs: 0, errors: 0, errors_by_code: {}, first_error: null,
-  answers_by_code: {}, okMs: [], shedMs: [], lagMs: [], poolWaitMs: [], connections: 0, fd_limit: fdLimit, max_open_sockets: 0, span_ms: 0, cpu_s: 0 };
+  hangs_by_stage: { in_pool: 0, connecting: 0, awaiting_answer: 0, reading_answer: 0 },
+  answers_by_code: {}, okMs: [], shedMs: [], lagMs: [], poolWaitMs: [], connections: 0, fd_limit: fdLimit, max_open_sockets: 0, span_ms: 0, cpu_s: 0,
+  loop_lag_ms: { p99: 0, max: 0 }, loop_utilization: 0 };
+// this child's own loop, reported so that a starved generator is told apart from a slow proxy
+const { monitorEventLoopDelay } = require("node:perf_hooks");
+const loopDelay = monitorEventLoopDelay({ resolution: 10 }); loopDelay.enable();
+let loopStart = null;
 let open = 0, ended = 0;
 const periodMs = 1000 / cfg.rate;
 const total = Math.round(cfg.rate * cfg.seconds);
@@ -113,12 +135,16 @@ const finishIfDone = () => {
     agent.destroy();
     const cpu = process.cpuUsage();
     r.cpu_s = (cpu.user + cpu.system) / 1e6;
+    loopDelay.disable();
+    const beyond = (ns) => Math.max(0, Math.round((ns / 1e6 - 10) * 100) / 100);
+    r.loop_lag_ms = { p99: beyond(loopDelay.percentile(99)), max: beyond(loopDelay.max) };
+    if (loopStart) r.loop_utilization = Math.round(performance.eventLoopUtilization(loopStart).utilization * 1000) / 1000;
     process.stdout.write(JSON.stringify(r) + "\\n", () => process.exit(0));
   }
 };
 const send = (i, lag) => {
   const t = performance.now();
-  let done = false, gotSocket = false;
+  let done = false, gotSocket = false, connected = false, answering = false;
   const finish = (what) => { if (done) return; done = true; clearTimeout(timer); what(); ended++; r.span_ms = Math.max(r.span_ms, now() - cfg.startMs); finishIfDone(); };
   const failure = (e) => {
     if (RESET.has(e.code || "") || e.message === "socket hang up") r.resets++;
@@ -128,13 +154,18 @@ const send = (i, lag) => {
   const req = http.request({ host: u.hostname, port: u.port, path: "/v1/chat/completions", method: "POST", agent,
     headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } });
   r.sent++; r.lagMs.push(Math.round(lag * 100) / 100);
-  const timer = setTimeout(() => { finish(() => r.hangs++); req.destroy(); }, cfg.timeoutMs);
+  const timer = setTimeout(() => {
+    const stage = !gotSocket ? "in_pool" : !connected ? "connecting" : !answering ? "awaiting_answer" : "reading_answer";
+    finish(() => { r.hangs++; r.hangs_by_stage[stage]++; }); req.destroy();
+  }, cfg.timeoutMs);
   req.on("socket", (s) => {
     if (gotSocket) return; gotSocket = true;
+    if (s.connecting) s.once("connect", () => { connected = true; }); else connected = true;
     r.poolWaitMs.push(Math.round((performance.now() - t) * 100) / 100);
     if (!s.__counted) { s.__counted = true; r.connections++; open++; if (open > r.max_open_sockets) r.max_open_sockets = open; s.once("close", () => open--); }
   });
   req.on("response", (res) => {
+    answering = true;
     // a 200's body is dropped; any other's is read for its error code (a few hundred bytes)
     let text = "";
     if (res.statusCode === 200) res.resume(); else res.setEncoding("utf8").on("data", (c) => { if (text.length < 4096) text += c; });
@@ -167,7 +198,7 @@ const tick = () => {
   else finishIfDone();
 };
 setInterval(() => process.stderr.write(JSON.stringify({ sent: r.sent, ended, late: r.late, statuses: r.statuses, resets: r.resets, hangs: r.hangs, errors: r.errors, open }) + "\\n"), 5000).unref();
-setTimeout(tick, Math.max(0, cfg.startMs - now()));
+setTimeout(() => { loopDelay.reset(); loopStart = performance.eventLoopUtilization(); tick(); }, Math.max(0, cfg.startMs - now()));
 `;
 
 /** Runs the schedule from `processes` children and merges what they saw. */
@@ -258,5 +289,13 @@ function merge(parts: LoadResult[]): LoadResult {
     max_open_sockets: Math.max(0, ...parts.map((p) => p.max_open_sockets)),
     span_ms: Math.max(0, ...parts.map((p) => p.span_ms)),
     cpu_s: sum("cpu_s"),
+    hangs_by_stage: Object.fromEntries(
+      HANG_STAGES.map((k) => [k, parts.reduce((a, p) => a + p.hangs_by_stage[k], 0)]),
+    ) as Record<HangStage, number>,
+    loop_lag_ms: {
+      p99: Math.max(0, ...parts.map((p) => p.loop_lag_ms.p99)),
+      max: Math.max(0, ...parts.map((p) => p.loop_lag_ms.max)),
+    },
+    loop_utilization: Math.max(0, ...parts.map((p) => p.loop_utilization)),
   };
 }

@@ -67,6 +67,8 @@ export interface OverloadBenchOptions {
   timeoutS?: number;
   /** admission.max_event_loop_lag_ms for the proxy (default: the proxy's default; 0 turns lag shedding off). */
   maxEventLoopLagMs?: number;
+  /** admission.max_event_loop_utilization for the proxy (default: the proxy's default; 0 turns it off). */
+  maxEventLoopUtilization?: number;
   /** "fake" (a worker that answers at once) or a split of emulated workers, e.g. "1P2D" (the default). */
   workers?: string;
   /** --time-scale of the emulated workers (default 1: real time). */
@@ -95,6 +97,7 @@ type LoadCounts = Pick<
   | "answers_by_code"
   | "resets"
   | "hangs"
+  | "hangs_by_stage"
   | "errors"
   | "errors_by_code"
   | "first_error"
@@ -128,19 +131,38 @@ export interface OverloadBenchResult extends LoadCounts {
   };
   /** dolphin_shed_total by reason, read after the overload. */
   shed_by_reason: Record<string, number>;
+  /**
+   * dolphin_ejections_total by cause over the overload: workers taken out of rotation (a proxy whose loop is too busy
+   * to read a worker's /health answer within health.check_timeout_ms ejects a healthy worker, and its calls fail).
+   */
+  ejections_by_cause: Record<string, number>;
   /** dolphin_requests_total by status after the overload (499: the client left first, e.g. a hang cut by the generator). */
   proxy_answers_by_status: Record<string, number>;
+  /**
+   * The overload's requests as the proxy counted them (dolphin_requests_total, after less before), to tell where the
+   * hangs were: `read`, requests its handler took (any status, 499 included); `never_read`, sent less read (they
+   * waited in the generator's pool, the kernel's accept queue or a socket buffer until the client gave up); `client_gone`
+   * (499), read but the client left before the answer; `answered_not_received`, answers the proxy finished beyond what
+   * the generator received (sent, but read too late by a starved generator, or cut by its timeout).
+   */
+  proxy_view: { read: number; never_read: number; client_gone: number; answered_not_received: number };
   /**
    * The proxy's own view of its inference answers' time (dolphin_request_duration_seconds, from the handler's start):
    * the bucket bounds under which 50 % and 99 % fall, whole run. Next to latency_ms, it tells how long requests waited
    * before the proxy read them (accept queue, socket buffers) or after it answered (the generator's own loop).
    */
   proxy_duration_le_s: { p50: number | null; p99: number | null };
-  /** CPU used during the overload, in cores (CPU seconds / wall seconds), by the proxy and each worker process. */
-  /** CPU used over the overload, in cores: the proxy, each worker, and the generator's processes together. */
+  /** CPU used over the overload, in cores (CPU seconds / wall seconds): the proxy, each worker, and the generator's processes together. */
   cpu_cores: { proxy: number | null; workers: Array<number | null>; generator: number };
   /** The highest of the proxy's gauges, scraped from /metrics every 2 s during the overload. */
   proxy_peaks: Peaks;
+  /**
+   * What the kernel held for the proxy (Linux; null elsewhere): its listen socket's accept queue at its longest (read
+   * from /proc/net/tcp every 2 s: connections the kernel completed and the proxy had not accepted), and the
+   * machine's listen-queue overflows and drops over the overload (/proc/net/netstat; on this loopback bench, the
+   * proxy's). A connection dropped so waits for the client's retransmission, seconds later: the proxy cannot see it.
+   */
+  kernel: { accept_queue_peak: number | null; listen_overflows: number | null; listen_drops: number | null };
   /** The generator itself: send lag and pool wait (ms), connections opened, most open at once, fd limit. */
   generator: {
     processes: number;
@@ -149,6 +171,9 @@ export interface OverloadBenchResult extends LoadCounts {
     late_ms: number;
     send_lag_ms: Latency | null;
     pool_wait_ms: Latency | null;
+    /** Its own event loops: timer delay p99 and worst (ms, the worst child's), share of time busy (the busiest). */
+    loop_lag_ms: { p99: number; max: number };
+    loop_utilization: number;
     connections_opened: number;
     max_open_per_process: number;
     fd_limit: number | null;
@@ -170,6 +195,7 @@ export interface OverloadBenchResult extends LoadCounts {
     workers: string;
     time_scale: number | null;
     max_event_loop_lag_ms: number | "default";
+    max_event_loop_utilization: number | "default";
     p99_limit_ms: number;
     method: string;
   };
@@ -221,9 +247,12 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
         ...(split ? { table: "dynamo-isl", mode: "precise" } : { table: "always-local", mode: "approximate" }),
         workers: workerList.map(({ id, url, role }) => ({ id, url, role })),
         log_level: "warn",
-        ...(opts.maxEventLoopLagMs !== undefined
-          ? { admission: { max_event_loop_lag_ms: opts.maxEventLoopLagMs } }
-          : {}),
+        admission: {
+          ...(opts.maxEventLoopLagMs !== undefined ? { max_event_loop_lag_ms: opts.maxEventLoopLagMs } : {}),
+          ...(opts.maxEventLoopUtilization !== undefined
+            ? { max_event_loop_utilization: opts.maxEventLoopUtilization }
+            : {}),
+        },
       }),
     );
     const proxy = children.spawn("proxy", ["-e", LAUNCH_SCRIPT], {
@@ -276,7 +305,9 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     progress(`overload: ${rate} req/s (${factor}× ${sustained}) for ${durationS} s`);
     const rss = new RssSampler(proxy.proc.pid);
     const gauges = new GaugeWatch(url, progress);
+    const listenBefore = listenCounters();
     const pids = { proxy: proxy.proc.pid, workers: workerPids };
+    const before = await proxyCounts(url);
     const cpuBefore = { proxy: cpuSeconds(pids.proxy), workers: pids.workers.map(cpuSeconds) };
     const t0 = performance.now();
     const run = await load(rate, durationS, timeoutS * 1000);
@@ -292,10 +323,20 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
     };
     const rssMb = rss.stop();
     const peaks = gauges.stop();
-    const { shed, byStatus, durationLe } = await proxyCounts(url);
+    const listenAfter = listenCounters();
+    const listenDiff = (k: "overflows" | "drops"): number | null =>
+      listenBefore && listenAfter ? listenAfter[k] - listenBefore[k] : null;
+    const { shed, byStatus, durationLe, ejections } = await proxyCounts(url);
     const statuses = run.statuses;
     const answeredOk = (statuses["200"] ?? 0) + (statuses["429"] ?? 0) + (statuses["503"] ?? 0);
     const allAnswered = answeredOk === run.sent;
+    const proxyCounted = (status: (s: string) => boolean): number =>
+      Object.entries(byStatus)
+        .filter(([k]) => status(k))
+        .reduce((a, [k, n]) => a + n - (before.byStatus[k] ?? 0), 0);
+    const read = proxyCounted(() => true);
+    const clientGone = proxyCounted((k) => k === "499");
+    const received = Object.values(statuses).reduce((a, b) => a + b, 0);
     const generators = opts.generators ?? defaultProcesses(rate);
     return {
       sustained_per_s: sustained,
@@ -311,6 +352,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
       answers_by_code: run.answers_by_code,
       resets: run.resets,
       hangs: run.hangs,
+      hangs_by_stage: run.hangs_by_stage,
       errors: run.errors,
       errors_by_code: run.errors_by_code,
       first_error: run.first_error,
@@ -319,9 +361,23 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
       latency_ms: { ok: latency(run.okMs), shed: latency(run.shedMs) },
       proxy_rss_mb: rssMb,
       shed_by_reason: shed,
+      ejections_by_cause: Object.fromEntries(
+        Object.entries(ejections).map(([k, n]) => [k, n - (before.ejections[k] ?? 0)]),
+      ),
       proxy_answers_by_status: byStatus,
+      proxy_view: {
+        read,
+        never_read: Math.max(0, run.sent - read),
+        client_gone: clientGone,
+        answered_not_received: Math.max(0, read - clientGone - received),
+      },
       proxy_duration_le_s: durationLe,
       proxy_peaks: peaks,
+      kernel: {
+        accept_queue_peak: gauges.acceptQueuePeak,
+        listen_overflows: listenDiff("overflows"),
+        listen_drops: listenDiff("drops"),
+      },
       cpu_cores: cpu,
       generator: {
         processes: generators,
@@ -329,6 +385,8 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
         late_ms: DEFAULT_LATE_MS,
         send_lag_ms: latency(run.lagMs),
         pool_wait_ms: latency(run.poolWaitMs),
+        loop_lag_ms: run.loop_lag_ms,
+        loop_utilization: run.loop_utilization,
         connections_opened: run.connections,
         max_open_per_process: run.max_open_sockets,
         fd_limit: run.fd_limit,
@@ -342,6 +400,7 @@ export async function runOverloadBench(opts: OverloadBenchOptions = {}): Promise
         workers: split ? `${workers} (dolphin worker processes)` : "fake (answers at once)",
         time_scale: split ? timeScale : null,
         max_event_loop_lag_ms: opts.maxEventLoopLagMs ?? "default",
+        max_event_loop_utilization: opts.maxEventLoopUtilization ?? "default",
         p99_limit_ms: p99LimitMs,
         method:
           "loopback; workers, dolphin serve and the open-loop generator each in their own node processes; the " +
@@ -469,6 +528,9 @@ interface Peaks {
   inflight: number;
   queued: number;
   event_loop_lag_ms: number;
+  /** Smoothed event-loop utilization and the share shed for it (admission.max_event_loop_utilization). */
+  event_loop_utilization: number;
+  shed_share: number;
   scrapes: number;
 }
 
@@ -477,13 +539,25 @@ interface Peaks {
  * overload (a new one would wait behind the generator's in the accept queue); a scrape that takes over 1.5 s is skipped.
  */
 class GaugeWatch {
-  private readonly peaks: Peaks = { inflight: 0, queued: 0, event_loop_lag_ms: 0, scrapes: 0 };
+  private readonly peaks: Peaks = {
+    inflight: 0,
+    queued: 0,
+    event_loop_lag_ms: 0,
+    event_loop_utilization: 0,
+    shed_share: 0,
+    scrapes: 0,
+  };
   private readonly timer: NodeJS.Timeout;
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   private n = 0;
+  /** The proxy's accept queue at its longest (null where /proc/net/tcp cannot be read). */
+  acceptQueuePeak: number | null = null;
 
   constructor(url: string, progress: (l: string) => void) {
+    const port = Number(new URL(url).port);
     const scrape = (): void => {
+      const queued = acceptQueue(port);
+      if (queued !== null) this.acceptQueuePeak = Math.max(this.acceptQueuePeak ?? 0, queued);
       getText(`${url}/metrics`, this.agent, 1500)
         .then((text) => {
           const g = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
@@ -491,14 +565,21 @@ class GaugeWatch {
             inflight: g("dolphin_inflight_requests"),
             queued: g("dolphin_queued_requests"),
             lag: Math.round(g("dolphin_event_loop_lag_seconds") * 1000),
+            utilization: g("dolphin_event_loop_utilization"),
+            shedShare: g("dolphin_shed_share"),
           };
           const p = this.peaks;
           p.scrapes++;
           p.inflight = Math.max(p.inflight, now.inflight);
           p.queued = Math.max(p.queued, now.queued);
           p.event_loop_lag_ms = Math.max(p.event_loop_lag_ms, now.lag);
+          p.event_loop_utilization = Math.max(p.event_loop_utilization, now.utilization);
+          p.shed_share = Math.max(p.shed_share, now.shedShare);
           if (++this.n % 3 === 0)
-            progress(`  proxy: ${now.inflight} in flight, ${now.queued} queued, lag ${now.lag} ms`);
+            progress(
+              `  proxy: ${now.inflight} in flight, ${now.queued} queued, lag ${now.lag} ms, ` +
+                `loop busy ${now.utilization}, shedding ${now.shedShare}`,
+            );
         })
         .catch(() => undefined);
     };
@@ -513,10 +594,43 @@ class GaugeWatch {
   }
 }
 
+/**
+ * The accept queue of the loopback listener on `port`: for a socket in LISTEN (st 0A), /proc/net/tcp's rx_queue is
+ * the connections completed and not yet accepted. Linux only; null elsewhere or when not found.
+ */
+function acceptQueue(port: number): number | null {
+  try {
+    const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+    for (const line of readFileSync("/proc/net/tcp", "utf8").split("\n")) {
+      const f = line.trim().split(/\s+/);
+      if (f[3] === "0A" && f[1]?.endsWith(`:${hexPort}`)) return parseInt(f[4]!.split(":")[1]!, 16);
+    }
+  } catch {
+    // not Linux
+  }
+  return null;
+}
+
+/** The machine's listen-queue overflows and drops so far (/proc/net/netstat, TcpExt); null where unreadable. */
+function listenCounters(): { overflows: number; drops: number } | null {
+  try {
+    const lines = readFileSync("/proc/net/netstat", "utf8").split("\n");
+    const i = lines.findIndex((l) => l.startsWith("TcpExt:"));
+    const names = lines[i]!.split(/\s+/);
+    const values = lines[i + 1]!.split(/\s+/).map(Number);
+    const of = (name: string): number => values[names.indexOf(name)] ?? NaN;
+    const r = { overflows: of("ListenOverflows"), drops: of("ListenDrops") };
+    return Number.isFinite(r.overflows) && Number.isFinite(r.drops) ? r : null;
+  } catch {
+    return null;
+  }
+}
+
 /** dolphin_shed_total by reason, and dolphin_requests_total by status, from the proxy's /metrics. */
 async function proxyCounts(url: string): Promise<{
   shed: Record<string, number>;
   byStatus: Record<string, number>;
+  ejections: Record<string, number>;
   durationLe: { p50: number | null; p99: number | null };
 }> {
   const text = await (await fetch(`${url}/metrics`)).text();
@@ -531,10 +645,13 @@ async function proxyCounts(url: string): Promise<{
   const le = (q: number): number | null => (total === 0 ? null : (sorted.find(([, n]) => n >= q * total)?.[0] ?? null));
   const shed: Record<string, number> = {};
   for (const m of text.matchAll(/^dolphin_shed_total\{reason="([^"]+)"\} (\S+)$/gm)) shed[m[1]!] = Number(m[2]);
+  const ejections: Record<string, number> = {};
+  for (const m of text.matchAll(/^dolphin_ejections_total\{cause="([^"]+)"\} (\S+)$/gm))
+    ejections[m[1]!] = Number(m[2]);
   const byStatus: Record<string, number> = {};
   for (const m of text.matchAll(/^dolphin_requests_total\{[^}]*status="(\d+)"[^}]*\} (\S+)$/gm))
     byStatus[m[1]!] = (byStatus[m[1]!] ?? 0) + Number(m[2]);
-  return { shed, byStatus, durationLe: { p50: le(0.5), p99: le(0.99) } };
+  return { shed, byStatus, ejections, durationLe: { p50: le(0.5), p99: le(0.99) } };
 }
 
 /** CPU seconds (user + system) a process has used, from /proc/<pid>/stat (Linux; null elsewhere). */
@@ -553,6 +670,7 @@ export function formatOverloadBench(r: OverloadBenchResult): string {
   const l = (x: Latency | null): string => (x ? `p50 ${x.p50} / p99 ${x.p99} / max ${x.max} ms` : "none");
   const g = r.generator;
   const m = r.proxy_rss_mb;
+  const v = r.proxy_view;
   return [
     `sustained: ${r.sustained_per_s} req/s (${r.sustained_from}); workers: ${r.runtime.workers}`,
     `overload: ${r.rate} req/s (${r.rate / r.sustained_per_s}× the sustained rate) for ${r.duration_s} s, timeout ${r.timeout_s} s`,
@@ -563,11 +681,17 @@ export function formatOverloadBench(r: OverloadBenchResult): string {
         ", ",
       )} ${JSON.stringify(r.answers_by_code)}; resets ${r.resets}, hangs ${r.hangs}, other errors ${r.errors}${r.first_error ? ` (${r.first_error})` : ""}`,
     `latency 200: ${l(r.latency_ms.ok)}; 503/429: ${l(r.latency_ms.shed)}; the proxy's own: p50 ≤ ${r.proxy_duration_le_s.p50} s, p99 ≤ ${r.proxy_duration_le_s.p99} s`,
-    `shed by reason: ${JSON.stringify(r.shed_by_reason)}; the proxy's answers by status ${JSON.stringify(r.proxy_answers_by_status)}`,
-    `proxy peaks: ${r.proxy_peaks.inflight} in flight, ${r.proxy_peaks.queued} queued, lag ${r.proxy_peaks.event_loop_lag_ms} ms (${r.proxy_peaks.scrapes} scrapes); CPU cores: proxy ${r.cpu_cores.proxy}, workers ${r.cpu_cores.workers.join(", ")}, generator ${r.cpu_cores.generator}`,
+    `shed by reason: ${JSON.stringify(r.shed_by_reason)}; ejections ${JSON.stringify(r.ejections_by_cause)}; the proxy's answers by status ${JSON.stringify(r.proxy_answers_by_status)}`,
+    `hangs by stage: ${JSON.stringify(r.hangs_by_stage)}; the proxy read ${v.read} of the overload's requests (${v.never_read} never read), ` +
+      `${v.client_gone} × 499 (client gone), ${v.answered_not_received} answered but not received`,
+    `proxy peaks: ${r.proxy_peaks.inflight} in flight, ${r.proxy_peaks.queued} queued, lag ${r.proxy_peaks.event_loop_lag_ms} ms, ` +
+      `loop busy ${r.proxy_peaks.event_loop_utilization}, shed share ${r.proxy_peaks.shed_share} (${r.proxy_peaks.scrapes} scrapes); ` +
+      `CPU cores: proxy ${r.cpu_cores.proxy}, workers ${r.cpu_cores.workers.join(", ")}, generator ${r.cpu_cores.generator}`,
+    `kernel: the proxy's accept queue at most ${r.kernel.accept_queue_peak}; listen overflows ${r.kernel.listen_overflows}, drops ${r.kernel.listen_drops}`,
     `proxy RSS ${m.start} → peak ${m.peak} → end ${m.end} MB (growth ${m.growth} MB; the last third rose ${m.last_third_rise} MB: ${m.bounded ? "levelled off" : "NOT levelled off"})`,
     `generator: ${g.processes} process(es), ≤ ${g.connections} connections in all (opened ${g.connections_opened}, ` +
       `most open ${g.max_open_per_process}, fd limit ${g.fd_limit}); send lag ${l(g.send_lag_ms)}; pool wait ${l(g.pool_wait_ms)}; ` +
+      `its loop: lag p99 ${g.loop_lag_ms.p99} / max ${g.loop_lag_ms.max} ms, busy ${g.loop_utilization}; ` +
       `${g.on_schedule ? "on schedule" : "NOT on schedule"}`,
     `target (every request sent answered 200/429/503 in time, 0 resets, 0 hangs, memory bounded): ${r.target_met ? "met" : "NOT met"}`,
     `${r.runtime.node}, ${r.runtime.cpus} CPUs (load average ${r.runtime.loadavg.join(", ")}) shared by generator, proxy and workers`,

@@ -10,6 +10,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
+import { UTILIZATION_MIN_INFLIGHT, UtilizationShedding } from "../src/serve/proxy/admission.js";
 import { coreModule } from "./helpers.js";
 
 const MODEL = "test-model";
@@ -289,4 +290,172 @@ describe("dolphin serve: overload without resets", () => {
     },
     60_000,
   );
+});
+
+// Shedding on event-loop utilization (admission.ts): a proxy saturated by its own work can lag little (every task
+// short) while the kernel's queues fill with requests it has not read. The utilization controller raises the share
+// of new requests shed while the loop is busy past admission.max_event_loop_utilization, and lowers it once it is
+// not, so that in steady overload the loop is busy that share of the time. Below, the controller alone (no clock),
+// then a proxy whose loop this test keeps busy in short tasks (lag far under its limit).
+describe("utilization shedding: the controller", () => {
+  it("stays at 0 while the loop is under the limit, rises above it, and never leaves [0, 1]", () => {
+    const c = new UtilizationShedding(0.9);
+    const steps: Array<[utilization: number, windows: number, share: number]> = [
+      [0.5, 1, 0],
+      [0.9, 1, 0],
+      [1, 1, 0.1],
+      [1, 2, 0.3],
+      [0.95, 1, 0.35],
+      [1, 10, 1], // clamped
+      [0.8, 1, 0.9],
+      [0, 5, 0], // clamped
+    ];
+    for (const [utilization, windows, share] of steps) {
+      c.step(utilization, windows);
+      expect(c.share).toBeCloseTo(share, 10);
+    }
+  });
+
+  it("sheds a request when the draw falls under the share", () => {
+    const c = new UtilizationShedding(0.5);
+    expect(c.sheds(0)).toBe(false); // share 0: nothing, not even a draw of 0
+    c.step(0.75);
+    expect(c.sheds(0.2)).toBe(true);
+    expect(c.sheds(0.25)).toBe(false);
+  });
+
+  it("settles where the loop is busy at the limit, at 2× and at 10× the load it can serve", () => {
+    // a loop whose served requests keep it busy 70 % at the sustained rate, a shed one costing a tenth of that;
+    // the monitor smooths each window by a third, as EventLoopMonitor does
+    for (const overload of [2, 10]) {
+      const c = new UtilizationShedding(0.9);
+      let smoothed = 0;
+      for (let w = 0; w < 200; w++) {
+        const busy = Math.min(1, overload * 0.7 * (1 - c.share) + overload * 0.07 * c.share);
+        smoothed += (busy - smoothed) / 3;
+        c.step(smoothed);
+      }
+      expect(smoothed).toBeGreaterThan(0.88);
+      expect(smoothed).toBeLessThan(0.92);
+      // what 90 % of the loop serves beside the shed answers' cost is served, the rest shed: 1.21× the sustained
+      // rate at 2×, 0.32× at 10× (shedding nine requests in ten then takes most of the loop: why a shed must be cheap)
+      const served = overload * (1 - c.share);
+      const fits = (0.9 - overload * 0.07) / (0.7 - 0.07);
+      expect(served / fits).toBeGreaterThan(0.95);
+      expect(served / fits).toBeLessThan(1.05);
+    }
+  });
+});
+
+describe("dolphin serve: shedding on event-loop utilization", () => {
+  /** A decode worker that holds every request until release() (then answers each 200). */
+  async function holdingWorker(): Promise<{ url: string; held: () => number; release: () => void }> {
+    const waiting: Array<() => void> = [];
+    let released = false;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        const answer = (): void => {
+          const body = JSON.stringify({
+            id: "c",
+            choices: [{ index: 0, text: "ok" }],
+            usage: { completion_tokens: 1 },
+          });
+          res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+          res.end(body);
+        };
+        if (released) answer();
+        else waiting.push(answer);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    closers.push(
+      () =>
+        new Promise((r) => {
+          server.closeAllConnections();
+          server.close(() => r());
+        }),
+    );
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      held: () => waiting.length,
+      release: () => {
+        released = true;
+        for (const answer of waiting.splice(0)) answer();
+      },
+    };
+  }
+
+  async function until(what: () => Promise<boolean>, ms: number): Promise<boolean> {
+    for (const end = performance.now() + ms; performance.now() < end; await new Promise((r) => setTimeout(r, 50)))
+      if (await what()) return true;
+    return false;
+  }
+
+  it("sheds while its loop is busy past the limit with requests in flight, lag or not, and serves again after", async () => {
+    const worker = await holdingWorker();
+    const p = await startProxy(
+      {
+        model: MODEL,
+        table: "always-local",
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "d0", url: worker.url, role: "decode" }],
+        // lag shedding off: only utilization can shed here (the default limit, 0.9)
+        admission: { max_event_loop_lag_ms: 0 },
+        // the busy loop reads the worker's /health answers late: no ejection for it here
+        health: { check_interval_s: 60 },
+        log_level: "silent",
+      },
+      { module: coreModule() },
+    );
+    closers.push(() => p.close());
+    const shedShare = (): Promise<number> => metric(p, /^dolphin_shed_share (\S+)$/m);
+    // requests in flight, held by the worker: the loop's load is requests
+    const held = Array.from({ length: UTILIZATION_MIN_INFLIGHT + 8 }, () => post(p));
+    expect(await until(async () => worker.held() === UTILIZATION_MIN_INFLIGHT + 8, 10_000)).toBe(true);
+    // busy in 30 ms tasks, I/O between them: ~97 % of the time busy, lag ~30 ms
+    const hog = setInterval(() => blockFor(30), 1);
+    let shed: Awaited<ReturnType<typeof post>>;
+    try {
+      // every scrape steps the controller: once it sheds every request, the next one is shed whatever the draw
+      expect(await until(async () => (await shedShare()) >= 1, 20_000)).toBe(true);
+      shed = await post(p);
+    } finally {
+      clearInterval(hog);
+    }
+    expect(shed).toEqual({ status: 503, retryAfter: "1", code: "overloaded" });
+    expect(await metric(p, /^dolphin_shed_total\{reason="event_loop_utilization"\} (\S+)$/m)).toBe(1);
+    // the loop free again: the share falls back to 0 and the requests in flight are answered
+    expect(await until(async () => (await shedShare()) === 0, 10_000)).toBe(true);
+    worker.release();
+    expect((await Promise.all(held)).map((a) => a.status)).toEqual(Array(UTILIZATION_MIN_INFLIGHT + 8).fill(200));
+    expect((await post(p)).status).toBe(200);
+  }, 60_000);
+
+  it("does not shed a busy loop with few requests in flight (its load is not requests)", async () => {
+    const worker = await holdingWorker();
+    worker.release();
+    const p = await startProxy(
+      {
+        model: MODEL,
+        table: "always-local",
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "d0", url: worker.url, role: "decode" }],
+        admission: { max_event_loop_lag_ms: 0 },
+        log_level: "silent",
+      },
+      { module: coreModule() },
+    );
+    closers.push(() => p.close());
+    const hog = setInterval(() => blockFor(30), 1);
+    let answers: Array<Awaited<ReturnType<typeof post>>>;
+    try {
+      expect(await until(async () => (await metric(p, /^dolphin_shed_share (\S+)$/m)) >= 1, 20_000)).toBe(true);
+      answers = await Promise.all(Array.from({ length: 4 }, () => post(p)));
+    } finally {
+      clearInterval(hog);
+    }
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    expect(await metric(p, /^dolphin_shed_total\{reason="event_loop_utilization"\} (\S+)$/m)).toBeNaN();
+  }, 60_000);
 });

@@ -20,7 +20,7 @@ export const command: Command = {
   usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE] [--scale]
 dolphin bench proxy [--json] [--quick] [--runs N]
-dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S] [--max-lag MS]
+dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S] [--max-lag MS] [--max-busy PCT]
                        [--workers fake|SPLIT] [--time-scale S] [--generators N] [--connections N]
 dolphin bench envoy [--json] [--quick]
 dolphin bench bindings [--json]
@@ -40,7 +40,8 @@ bench overload: loopback only; twice the highest rate the proxy sustains (or 2 Ã
 that answers at once (--workers fake): counts of 200/429/503, resets and hangs (no answer within --timeout s,
 default 30), the proxy's memory, and the load generator's own lag (--generators processes, keep-alive pools of
 --connections in all, default 4,096; a request it could not send on time is counted apart, not sent);
---max-lag sets admission.max_event_loop_lag_ms (0: no lag shedding).
+--max-lag sets admission.max_event_loop_lag_ms (0: no lag shedding), --max-busy admission.max_event_loop_utilization
+in percent (0: no utilization shedding).
 bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
 latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
@@ -61,6 +62,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     duration: { type: "string" },
     timeout: { type: "string" },
     "max-lag": { type: "string" },
+    "max-busy": { type: "string" },
     workers: { type: "string" },
     "time-scale": { type: "string" },
     generators: { type: "string" },
@@ -121,6 +123,9 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
         ...(v["timeout"] !== undefined ? { timeoutS: intOption(v["timeout"], "timeout", 1, 3600, 30) } : {}),
         ...(v["max-lag"] !== undefined
           ? { maxEventLoopLagMs: intOption(v["max-lag"], "max-lag", 0, 60_000, 500) }
+          : {}),
+        ...(v["max-busy"] !== undefined
+          ? { maxEventLoopUtilization: intOption(v["max-busy"], "max-busy", 0, 99, 90) / 100 }
           : {}),
         ...(v["workers"] !== undefined ? { workers: String(v["workers"]) } : {}),
         ...(v["time-scale"] !== undefined ? { timeScale: timeScaleOption(v["time-scale"]) } : {}),

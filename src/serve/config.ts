@@ -85,6 +85,8 @@ export interface ServeConfig {
     max_queued_per_worker: number;
     /** Smoothed event-loop lag above which new requests are shed (more the further above); 0: never. */
     max_event_loop_lag_ms: number;
+    /** Event-loop utilization (0–1) above which a share of new requests is shed to bring it back; 0: never. */
+    max_event_loop_utilization: number;
     /** Client connections open at once; past it a connection's request gets 503 and it is closed. 0: from the fd limit. */
     max_connections: number;
   };
@@ -169,6 +171,8 @@ export const DEFAULTS = {
     max_inflight_per_worker: 512,
     max_queued_per_worker: 512,
     max_event_loop_lag_ms: 500,
+    // a loop busy 90 % of the time still reads what arrives within a window; past it, the kernel's queues grow unseen
+    max_event_loop_utilization: 0.9,
     max_connections: 0,
   },
   retries: { budget_share: 0.2, min_concurrent: 10 },
@@ -351,6 +355,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     "max_inflight_per_worker",
     "max_queued_per_worker",
     "max_event_loop_lag_ms",
+    "max_event_loop_utilization",
     "max_connections",
   ]);
   const retries = section(o["retries"], "retries", ["budget_share", "min_concurrent"]);
@@ -422,6 +427,8 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       max_inflight_per_worker: admissionNumber("max_inflight_per_worker", { min: 1, max: 1_000_000, integer: true }),
       max_queued_per_worker: admissionNumber("max_queued_per_worker", { min: 0, max: 1_000_000, integer: true }),
       max_event_loop_lag_ms: admissionNumber("max_event_loop_lag_ms", { min: 0, max: 60_000, integer: true }),
+      // below 1: a loop is never busy more than all of the time, so 1 would never shed (0 says that)
+      max_event_loop_utilization: admissionNumber("max_event_loop_utilization", { min: 0, max: 0.99 }),
       max_connections: admissionNumber("max_connections", { min: 0, max: 10_000_000, integer: true }),
     },
     retries: {

@@ -36,7 +36,7 @@ import { AdminApi } from "./proxy/admin.js";
 import { DecisionLog } from "./proxy/decisions.js";
 import { checkWorkers, expireWorkers, probeDownWorkers } from "./proxy/health.js";
 import { Inference } from "./proxy/inference.js";
-import { Admission } from "./proxy/admission.js";
+import { Admission, ShedLog } from "./proxy/admission.js";
 import { WorkerAdmission } from "./proxy/worker-admission.js";
 import { ConnectionGuard } from "./proxy/connections.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
@@ -84,6 +84,7 @@ class ServeProxy {
   private readonly routes = new RouteTable<RequestContext>(OPENAI_ERRORS);
   private readonly timers: NodeJS.Timeout[] = [];
   private connections: ConnectionGuard | null = null;
+  private readonly shedLog: ShedLog;
 
   constructor(
     private readonly config: ServeConfig,
@@ -93,6 +94,7 @@ class ServeProxy {
     private readonly log: Logger,
   ) {
     this.sessions = new Sessions(config.sessions.idle_s * 1000, config.sessions.max);
+    this.shedLog = new ShedLog(log);
     // text mode reads bytes / 4 as tokens: room for the largest accepted body
     const maxPromptTokens = Math.max(1 << 20, Math.ceil(config.max_body_bytes / 4) + 4096);
     const router = (this.router = Router.create(table, {
@@ -266,6 +268,7 @@ class ServeProxy {
       this.log.log("error", "unexpected error", { id: ctx.id, error: (e as Error)?.stack ?? String(e) });
     }
     ctx.error ??= err.message;
+    if (err.code === "overloaded") this.shedLog.note(ctx, err.message);
     if (res.headersSent) {
       res.destroy();
       return;

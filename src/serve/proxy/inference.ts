@@ -33,13 +33,21 @@ export class Inference {
     private readonly admission: Admission,
   ) {}
 
-  async handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
+  /**
+   * Admission first, synchronously: a request shed throws its 503 from here to the proxy's handler (no promise made
+   * for it, the cheapest answer in an overload); one admitted goes on in run().
+   */
+  handle(ctx: RequestContext, endpoint: Endpoint): Promise<void> {
     this.inflight++;
     ctx.afterClose.push(() => {
       this.inflight--;
       this.finish(ctx, endpoint);
     });
-    await this.admission.enter(ctx);
+    return this.run(ctx, endpoint, this.admission.enter(ctx));
+  }
+
+  private async run(ctx: RequestContext, endpoint: Endpoint, queued: Promise<void> | undefined): Promise<void> {
+    if (queued) await queued;
     if (ctx.clientGone) return;
     const raw = await readBody(ctx.req, this.config.max_body_bytes, OPENAI_ERRORS, this.config.timeouts.body_ms);
     const body = parseJson(raw);
@@ -185,7 +193,9 @@ export class Inference {
         this.metrics.cacheReportedTokens.inc(labels, ctx.reportedTokens);
       }
     }
-    const level = status >= 500 ? "warn" : "info";
+    // a shed answer is one of thousands a second in an overload: a line each would cost more than the answer
+    // (Admission's ShedLog writes one line per period instead)
+    const level = ctx.shed ? "debug" : status >= 500 ? "warn" : "info";
     if (!this.log.enabled(level)) return; // the line's fields are not even gathered
     const d = ctx.decision;
     this.log.log(level, "request", {

@@ -51,6 +51,8 @@ export class RequestContext {
   endpoint = "";
   statusOverride: number | null = null;
   error: string | null = null;
+  /** Answered 503 `overloaded` by load shedding: its log line is folded into the periodic "shedding" line. */
+  shed = false;
   record: DecisionRecord | null = null;
   decision: Decision | null = null;
   isl = 0;
