@@ -282,6 +282,36 @@ describe("dolphin serve: answers cut after they began", () => {
     expect(await metric(p, "dolphin_stream_errors_total")).toBe(1);
   });
 
+  it("a health check that times out while the proxy's own loop is saturated counts as a third of a failure", async () => {
+    let checks = 0;
+    const d0 = await startFake(async (req, body, res) => {
+      if (req.url === "/health") {
+        checks++;
+        return; // never answers: each check times out
+      }
+      return vllmLike()(req, body, res);
+    });
+    const p = await proxy([{ id: "d0", url: d0.url, role: "decode" }], {
+      health: { check_interval_s: 0.2, check_timeout_ms: 200, unhealthy_after: 2 },
+    });
+    const ejections = (): Promise<number> => metric(p, 'dolphin_ejections_total{cause="health_check"}');
+    // the loop busy in 30 ms tasks (~97 %): the checks' answers, had there been any, could have waited unread
+    const hog = setInterval(() => {
+      const end = performance.now() + 30;
+      while (performance.now() < end);
+    }, 1);
+    try {
+      // the fifth check starts once four have timed out: two failures would have ejected d0 by then
+      while (checks < 5) await sleep(20);
+      expect(await ejections()).toBe(0);
+    } finally {
+      clearInterval(hog);
+    }
+    // the loop free again: timed-out checks count in full, and d0 leaves rotation within a few checks
+    for (let i = 0; i < 100 && (await ejections()) === 0; i++) await sleep(50);
+    expect(await ejections()).toBe(1);
+  });
+
   it("a non-streaming answer cut before any byte reached the client is retried on another decode worker", async () => {
     const cutting: Handler = (req, _body, res: ServerResponse) => {
       if (req.url === "/health") return json(res, 200, {});

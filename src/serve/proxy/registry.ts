@@ -32,6 +32,8 @@ export interface WorkerState {
   outcomes: OutcomeWindow;
   /** Failed active health checks in a row. */
   failedChecks: number;
+  /** Timed-out checks in a row while the proxy's own loop was saturated (health.ts: three count as one failure). */
+  saturatedChecks: number;
   checking: boolean;
   /** Times ejected (the back-off multiplier), and until when the current ejection lasts. */
   ejections: number;
@@ -151,6 +153,7 @@ export class WorkerRegistry {
       consecutiveFailures: 0,
       outcomes: new OutcomeWindow(this.config.outlier.failure_rate_window_s * 1000),
       failedChecks: 0,
+      saturatedChecks: 0,
       checking: false,
       ejections: 0,
       ejectedUntilMs: 0,
@@ -182,6 +185,7 @@ export class WorkerRegistry {
     w.consecutiveFailures = 0;
     w.outcomes.clear();
     w.failedChecks = 0;
+    w.saturatedChecks = 0;
     w.ingest.reset();
     w.lastSeq = null;
     this.router.removeWorker(w.spec.id);
@@ -204,6 +208,7 @@ export class WorkerRegistry {
     w.consecutiveFailures = 0;
     w.outcomes.clear();
     w.failedChecks = 0;
+    w.saturatedChecks = 0;
     this.pushLoad(w);
     this.metrics.workerUp.inc({ worker: w.spec.id });
     this.log.log("info", "worker back in rotation", { worker: w.spec.id });
