@@ -13,6 +13,15 @@ export interface KvEventSink {
   removed(pairs: Uint32Array): void;
 }
 
+/**
+ * Which stored blocks are worth reporting. Without one every store and eviction is reported (a live worker's
+ * events); with one, a block it declines is kept out of the events, and so is that block's later eviction (the
+ * reader never heard of it). The simulator declines blocks no request still to be routed contains (remaining.ts).
+ */
+export interface KvEventFilter {
+  wanted(id: number): boolean;
+}
+
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
 export class BlockIds {
   /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
@@ -88,6 +97,7 @@ export class KvCache {
   readonly capacityBlocks: number;
   private readonly ids: BlockIds;
   private readonly sink: KvEventSink | null;
+  private readonly filter: KvEventFilter | null;
   /**
    * id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2. Entry p is
    * (entries[2p], entries[2p + 1]) = (id, slot): a probe that finds its id reads the slot from the same cache line.
@@ -99,6 +109,8 @@ export class KvCache {
   private prev = new Int32Array(1024);
   private next = new Int32Array(1024);
   private idOf = new Int32Array(1024);
+  /** per slot: 1 when the block's store was reported (so its eviction is reported too) */
+  private published = new Uint8Array(1024);
   /** slots given back by evictions, reused first */
   private freeSlots: number[] = [];
   private slotCount = 0;
@@ -110,10 +122,11 @@ export class KvCache {
   private privateBlocks = 0;
   evictions = 0;
 
-  constructor(capacityBlocks: number, ids: BlockIds, sink: KvEventSink | null) {
+  constructor(capacityBlocks: number, ids: BlockIds, sink: KvEventSink | null, filter: KvEventFilter | null = null) {
     this.capacityBlocks = capacityBlocks;
     this.ids = ids;
     this.sink = sink;
+    this.filter = filter;
   }
 
   get usedBlocks(): number {
@@ -186,6 +199,9 @@ export class KvCache {
       a.set(this[name]);
       this[name] = a;
     }
+    const published = new Uint8Array(n);
+    published.set(this.published);
+    this.published = published;
   }
 
   private growTable(): void {
@@ -224,6 +240,13 @@ export class KvCache {
     this.evictableCount++;
   }
 
+  /** Whether a block just stored in `slot` is reported (and so, later, its eviction). */
+  private publish(slot: number, id: number): boolean {
+    const wanted = this.filter === null || this.filter.wanted(id);
+    this.published[slot] = wanted ? 1 : 0;
+    return wanted;
+  }
+
   // ---- the cache -------------------------------------------------------------------------------------------
 
   /**
@@ -247,16 +270,17 @@ export class KvCache {
     const need = n - free;
     if (need > this.evictableCount) return false;
     const gone = new Int32Array(need);
+    let reported = 0;
     for (let i = 0; i < need; i++) {
       const slot = this.head;
       const id = this.idOf[slot]!;
       this.unlink(slot);
       this.dropSlot(id, slot);
-      gone[i] = id;
+      if (this.published[slot] === 1) gone[reported++] = id;
     }
     this.resident -= need;
     this.evictions += need;
-    this.sink?.removed(this.ids.pairs(gone));
+    if (reported > 0) this.sink?.removed(this.ids.pairs(gone, reported));
     return true;
   }
 
@@ -302,7 +326,7 @@ export class KvCache {
         slot = this.addSlot(id); // before indexing: adding a slot may replace this.refs
         this.refs[slot] = 1;
         this.resident++;
-        (fresh ??= []).push(id);
+        if (this.publish(slot, id)) (fresh ??= []).push(id);
       }
       if (slots) slots[i] = slot;
     }
@@ -338,7 +362,7 @@ export class KvCache {
       this.refs[slot] = 0;
       this.resident++;
       this.pushMostRecent(slot);
-      stored.push(id);
+      if (this.publish(slot, id)) stored.push(id);
     }
     if (stored.length > 0) this.sink?.stored(this.ids.pairs(stored));
   }

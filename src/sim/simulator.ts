@@ -10,6 +10,7 @@ import type { Table } from "../table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
 import { BlockIds, type KvEventSink } from "./kv-cache.js";
+import { BlocksStillToRoute } from "./remaining.js";
 import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
 import {
   DEFAULT_TRANSFER,
@@ -117,6 +118,8 @@ export class Simulation implements InstanceHost {
   private nextIndexClearMs = NaN;
   /** chosen in `run` (sharedBlockIds: the ids the same requests had in an earlier simulation) */
   private blockIds!: BlockIds;
+  /** precise cache view: which stored blocks the index still needs (set in `run`, counts routed requests) */
+  private stillToRoute: BlocksStillToRoute | null = null;
   private readonly capacityBlocks: number;
   private readonly specs: { name: string; role: InstanceRole }[];
 
@@ -159,6 +162,7 @@ export class Simulation implements InstanceHost {
         this,
         this.blockIds,
         this.sinkFor(s.name),
+        this.stillToRoute,
       );
       this.instances.push(inst);
       this.byName.set(s.name, inst);
@@ -195,6 +199,11 @@ export class Simulation implements InstanceHost {
     if (this.instances.length > 0) throw new Error("sim: a Simulation runs one workload (make another for the next)");
     const reqs = workload.requests;
     this.blockIds = sharedBlockIds(reqs);
+    const order = arrivalOrder(reqs);
+    // every prompt interned up front, in routing order: which blocks a later request still contains
+    const idsInOrder = order.map((i) => this.ids(reqs[i]!));
+    if (this.config.cacheView !== "approximate")
+      this.stillToRoute = new BlocksStillToRoute(idsInOrder, this.blockIds.count);
     this.createInstances();
     // later turns of a conversation extend earlier ones: a finished turn leaves its output's blocks cached
     const lastOfSession = new Map<number, SimRequest>();
@@ -204,7 +213,7 @@ export class Simulation implements InstanceHost {
       if (prev) this.nextTurn.set(prev.id, r);
       lastOfSession.set(r.session, r);
     }
-    this.scheduleArrivals(reqs);
+    this.scheduleArrivals(reqs, order);
     const first = reqs.length > 0 ? reqs[0]!.arrivalMs : 0;
     this.queue.run();
     // anything that never finished (should not happen unless a request can never fit)
@@ -231,10 +240,7 @@ export class Simulation implements InstanceHost {
    * arrivals are the only events of their priority class, so among themselves they go by (time, request order),
    * and against other events by (time, priority), neither of which depends on when they were scheduled.
    */
-  private scheduleArrivals(reqs: readonly SimRequest[]): void {
-    const order = reqs.map((_, i) => i);
-    if (reqs.some((r, i) => i > 0 && r.arrivalMs < reqs[i - 1]!.arrivalMs))
-      order.sort((a, b) => reqs[a]!.arrivalMs - reqs[b]!.arrivalMs || a - b);
+  private scheduleArrivals(reqs: readonly SimRequest[], order: readonly number[]): void {
     let next = 0;
     const arriveNext = (): void => {
       const r = reqs[order[next++]!]!;
@@ -295,6 +301,7 @@ export class Simulation implements InstanceHost {
       ...(r.contextTokens !== undefined ? { contextTokens: r.contextTokens } : {}),
       ...(pinned !== undefined ? { decodeWorker: pinned } : {}),
     });
+    if (this.stillToRoute) this.stillToRoute.routed++;
     if (ppd && r.session !== undefined && r.turn <= 1) this.sessionDecode.set(r.session, d.decodeWorker);
     const record = this.newRecord(r, d.path, d.decodeWorker, d.prefillWorker, d.cluster ?? -1, d.features);
     record.oslClass = d.oslClass ?? -1;
@@ -433,6 +440,14 @@ export class Simulation implements InstanceHost {
       oslHat: 0,
     });
   }
+}
+
+/** Positions of `reqs` in routing order: by arrival time, ties in request order. */
+function arrivalOrder(reqs: readonly SimRequest[]): number[] {
+  const order = reqs.map((_, i) => i);
+  if (reqs.some((r, i) => i > 0 && r.arrivalMs < reqs[i - 1]!.arrivalMs))
+    order.sort((a, b) => reqs[a]!.arrivalMs - reqs[b]!.arrivalMs || a - b);
+  return order;
 }
 
 /** Output-length class of `tokens`: class i covers (thresholds[i−1], thresholds[i]]. */
