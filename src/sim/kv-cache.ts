@@ -86,6 +86,17 @@ export class BlockIds {
 
 const ABSENT = -1;
 const EMPTY = -1;
+// a slot record's fields (KvCache.rec)
+const REFS = 0;
+const PREV = 1;
+const NEXT = 2;
+const ID = 3;
+/**
+ * Ids that differ only in their low CHUNK_BITS share a home chunk of the id → slot table: a prompt's new blocks get
+ * consecutive ids (BlockIds), so committing, matching or evicting them walks the table a cache line at a time
+ * instead of missing the cache once per block. Chunks are spread by Fibonacci hashing; probing stays linear.
+ */
+const CHUNK_BITS = 3;
 
 /**
  * One instance's KV cache. Block ids are global to the simulation (every instance's blocks), so arrays indexed by
@@ -104,11 +115,11 @@ export class KvCache {
    */
   private entries = new Int32Array(2 * 2048).fill(EMPTY);
   private tableShift = 32 - 11;
-  /** per slot: pin count, LRU links (slots), and the block id it holds */
-  private refs = new Int32Array(1024);
-  private prev = new Int32Array(1024);
-  private next = new Int32Array(1024);
-  private idOf = new Int32Array(1024);
+  /**
+   * per slot s, one 16-byte record (one cache line holds it whole): pin count at 4s + REFS, LRU links (slots) at
+   * 4s + PREV and 4s + NEXT, the block id it holds at 4s + ID. An eviction or a pin touches one line, not four.
+   */
+  private rec = new Int32Array(4 * 1024);
   /** per slot: 1 when the block's store was reported (so its eviction is reported too) */
   private published = new Uint8Array(1024);
   /** slots given back by evictions, reused first */
@@ -141,7 +152,9 @@ export class KvCache {
   // ---- the id → slot table ---------------------------------------------------------------------------------
 
   private home(id: number): number {
-    return Math.imul(id, 0x9e3779b1) >>> this.tableShift; // Fibonacci hashing: the product's top bits
+    // Fibonacci hashing of the chunk (the product's top bits), then the id's place in its chunk
+    const chunk = Math.imul(id >>> CHUNK_BITS, 0x9e3779b1) >>> (this.tableShift + CHUNK_BITS);
+    return (chunk << CHUNK_BITS) | (id & ((1 << CHUNK_BITS) - 1));
   }
 
   /** The slot holding block `id`, or ABSENT when it is not resident. */
@@ -160,10 +173,10 @@ export class KvCache {
     let slot = this.freeSlots.pop();
     if (slot === undefined) {
       slot = this.slotCount++;
-      if (slot >= this.refs.length) this.growSlots();
+      if (4 * slot >= this.rec.length) this.growSlots();
       if (this.slotCount * 4 > this.entries.length) this.growTable();
     }
-    this.idOf[slot] = id;
+    this.rec[4 * slot + ID] = id;
     const e = this.entries;
     const mask = (e.length >>> 1) - 1;
     let p = this.home(id);
@@ -193,12 +206,10 @@ export class KvCache {
   }
 
   private growSlots(): void {
-    const n = this.refs.length * 2;
-    for (const name of ["refs", "prev", "next", "idOf"] as const) {
-      const a = new Int32Array(n);
-      a.set(this[name]);
-      this[name] = a;
-    }
+    const n = this.published.length * 2;
+    const rec = new Int32Array(4 * n);
+    rec.set(this.rec);
+    this.rec = rec;
     const published = new Uint8Array(n);
     published.set(this.published);
     this.published = published;
@@ -222,19 +233,21 @@ export class KvCache {
   // ---- the LRU list (of slots) -----------------------------------------------------------------------------
 
   private unlink(slot: number): void {
-    const p = this.prev[slot]!;
-    const n = this.next[slot]!;
-    if (p >= 0) this.next[p] = n;
+    const rec = this.rec;
+    const p = rec[4 * slot + PREV]!;
+    const n = rec[4 * slot + NEXT]!;
+    if (p >= 0) rec[4 * p + NEXT] = n;
     else this.head = n;
-    if (n >= 0) this.prev[n] = p;
+    if (n >= 0) rec[4 * n + PREV] = p;
     else this.tail = p;
     this.evictableCount--;
   }
 
   private pushMostRecent(slot: number): void {
-    this.prev[slot] = this.tail;
-    this.next[slot] = -1;
-    if (this.tail >= 0) this.next[this.tail] = slot;
+    const rec = this.rec;
+    rec[4 * slot + PREV] = this.tail;
+    rec[4 * slot + NEXT] = -1;
+    if (this.tail >= 0) rec[4 * this.tail + NEXT] = slot;
     else this.head = slot;
     this.tail = slot;
     this.evictableCount++;
@@ -273,7 +286,7 @@ export class KvCache {
     let reported = 0;
     for (let i = 0; i < need; i++) {
       const slot = this.head;
-      const id = this.idOf[slot]!;
+      const id = this.rec[4 * slot + ID]!;
       this.unlink(slot);
       this.dropSlot(id, slot);
       if (this.published[slot] === 1) gone[reported++] = id;
@@ -295,13 +308,13 @@ export class KvCache {
     let hitEvictable = 0;
     for (let i = 0; i < hit; i++) {
       const slot = slotAt(i);
-      if (slot !== ABSENT && this.refs[slot] === 0) hitEvictable++;
+      if (slot !== ABSENT && this.rec[4 * slot + REFS] === 0) hitEvictable++;
     }
     if (reserve > this.capacityBlocks - this.usedBlocks + this.evictableCount - hitEvictable) return false;
     for (let i = 0; i < hit; i++) {
       const slot = slotAt(i); // resident: `hit` comes from prefixHit just before
-      if (this.refs[slot] === 0) this.unlink(slot);
-      this.refs[slot]!++;
+      if (this.rec[4 * slot + REFS] === 0) this.unlink(slot);
+      this.rec[4 * slot + REFS]!++;
     }
     this.makeRoom(reserve);
     this.privateBlocks += reserve;
@@ -319,12 +332,12 @@ export class KvCache {
       let slot = this.slotOf(id);
       this.privateBlocks--;
       if (slot !== ABSENT) {
-        const r = this.refs[slot]!;
+        const r = this.rec[4 * slot + REFS]!;
         if (r === 0) this.unlink(slot);
-        this.refs[slot] = r + 1;
+        this.rec[4 * slot + REFS] = r + 1;
       } else {
-        slot = this.addSlot(id); // before indexing: adding a slot may replace this.refs
-        this.refs[slot] = 1;
+        slot = this.addSlot(id); // before indexing: adding a slot may replace this.rec
+        this.rec[4 * slot + REFS] = 1;
         this.resident++;
         if (this.publish(slot, id)) (fresh ??= []).push(id);
       }
@@ -341,12 +354,12 @@ export class KvCache {
     for (let i = 0; i < n; i++) {
       const slot = slots ? slots[i]! : this.slotOf(ids[i]!);
       if (slot === ABSENT) continue;
-      const r = this.refs[slot]!;
+      const r = this.rec[4 * slot + REFS]!;
       if (r <= 1) {
         if (r === 0) this.unlink(slot); // touch: most recently used goes last
-        this.refs[slot] = 0;
+        this.rec[4 * slot + REFS] = 0;
         this.pushMostRecent(slot);
-      } else this.refs[slot] = r - 1;
+      } else this.rec[4 * slot + REFS] = r - 1;
     }
     this.privateBlocks -= reserved;
   }
@@ -359,7 +372,7 @@ export class KvCache {
       if (this.slotOf(id) !== ABSENT) continue;
       if (!this.makeRoom(1)) break;
       const slot = this.addSlot(id);
-      this.refs[slot] = 0;
+      this.rec[4 * slot + REFS] = 0;
       this.resident++;
       this.pushMostRecent(slot);
       if (this.publish(slot, id)) stored.push(id);
