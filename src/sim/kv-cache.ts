@@ -29,10 +29,22 @@ export class BlockIds {
   private slots = new Int32Array(1 << 17).fill(-1); // id per slot, −1 empty; load ≤ 1/2
   count = 0;
 
-  /** Ids of the first `n` pairs of `pairs`. */
-  intern(pairs: Uint32Array, n = pairs.length >>> 1): Int32Array {
+  /**
+   * Ids of the first `n` pairs of `pairs`. `like`: pairs interned before with their ids (a conversation's previous
+   * turn): the leading pairs both share take its ids, compared in place instead of looked up in the table.
+   */
+  intern(pairs: Uint32Array, n = pairs.length >>> 1, like?: { pairs: Uint32Array; ids: Int32Array }): Int32Array {
     const out = new Int32Array(n);
-    for (let i = 0; i < n; i++) out[i] = this.id(pairs[2 * i]!, pairs[2 * i + 1]!);
+    let i = 0;
+    if (like) {
+      const shared = Math.min(n, like.ids.length, like.pairs.length >>> 1);
+      const p = like.pairs;
+      while (i < shared && p[2 * i] === pairs[2 * i] && p[2 * i + 1] === pairs[2 * i + 1]) {
+        out[i] = like.ids[i]!;
+        i++;
+      }
+    }
+    for (; i < n; i++) out[i] = this.id(pairs[2 * i]!, pairs[2 * i + 1]!);
     return out;
   }
 
