@@ -288,6 +288,25 @@ export class KvCache {
     return i;
   }
 
+  /**
+   * Reports the stores a reader is about to need: of the leading blocks of `ids` resident here (the prefix hit,
+   * returned), those whose store the filter held back, in prompt order.
+   */
+  publishPrefix(ids: Int32Array, nBlocks: number): number {
+    let late: number[] | null = null;
+    let i = 0;
+    for (; i < nBlocks; i++) {
+      const slot = this.slotOf(ids[i]!);
+      if (slot === ABSENT) break;
+      if (this.published[slot] === 0) {
+        this.published[slot] = 1;
+        (late ??= []).push(ids[i]!);
+      }
+    }
+    if (late && this.sink) this.sink.stored(this.ids.pairs(late));
+    return i;
+  }
+
   /** Makes `n` blocks free by evicting least recently used unpinned blocks; false if impossible. */
   private makeRoom(n: number): boolean {
     const free = this.capacityBlocks - this.usedBlocks;

@@ -1,14 +1,21 @@
-// Which cached blocks the router's index still needs to hear about. The index is only read when a request is routed
-// (its prompt's blocks matched against every worker), and the simulator knows every arrival in advance: a block that
-// no request still to be routed contains can never be matched again, so reporting its store (and later its eviction)
-// cannot change a decision, only cost the index work. At 32P32D on the resampled Mooncake trace most blocks are
-// never seen again once their own request is routed, and the index's store and remove were half the wall time.
-//
-// Exact, not an approximation: the index never evicts on its own here (each worker's index capacity is its cache's,
-// and it holds a subset of the cache), so what it holds of the blocks that are still to be matched is the same as
-// with every event reported, and match reads nothing else. A decline is also final: `routed` only grows.
+// Which cached blocks the router's index needs to hear about. The index is read only when a request is routed (its
+// prompt's blocks matched against every worker), and the simulator knows every arrival and every cache, so most KV
+// events cannot change a decision and only cost the index work (at 32P32D on the resampled Mooncake trace its store
+// and remove were half the wall time). Two exact ways to send fewer:
+//  - without index lag, ON_DEMAND: no store is sent when it happens; just before a request is routed, each instance
+//    reports the blocks of the prompt's resident prefix that it has not reported yet (KvCache.publishPrefix). The
+//    index then holds, of each worker's cache, at least that prefix, and nothing the cache lacks (evictions of
+//    reported blocks are sent at once), so each worker's match is its cache's prefix hit, as with every event sent.
+//  - with index lag (the index sees the caches as they were), BlocksStillToRoute: a store is sent unless no request
+//    still to be routed contains the block; only those can be matched again, and a decline is final (`routed` only
+//    grows).
+// Either way a block's eviction is sent only when its store was. Each worker's index holds a subset of its cache and
+// never evicts on its own (its capacity is the cache's), so what it holds of any block a match reads is unchanged.
 
 import type { KvEventFilter } from "./kv-cache.js";
+
+/** Holds back every store until a request about to be routed can match the block (KvCache.publishPrefix). */
+export const ON_DEMAND: KvEventFilter = { wanted: () => false };
 
 export class BlocksStillToRoute implements KvEventFilter {
   /** per block id: the arrival position (0-based, routing order) of the last request containing it; −1 none */

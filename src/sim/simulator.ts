@@ -9,8 +9,8 @@ import { Router, type RouterOptions } from "../router.js";
 import type { Table } from "../table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
-import { BlockIds, type KvEventSink } from "./kv-cache.js";
-import { BlocksStillToRoute } from "./remaining.js";
+import { BlockIds, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
+import { BlocksStillToRoute, ON_DEMAND } from "./remaining.js";
 import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
 import {
   DEFAULT_TRANSFER,
@@ -118,7 +118,11 @@ export class Simulation implements InstanceHost {
   private nextIndexClearMs = NaN;
   /** chosen in `run` (sharedBlockIds: the ids the same requests had in an earlier simulation) */
   private blockIds!: BlockIds;
-  /** precise cache view: which stored blocks the index still needs (set in `run`, counts routed requests) */
+  /**
+   * Precise cache view: which stores reach the index (remaining.ts). Without lag, ON_DEMAND (each arrival's prefix
+   * reported just before it is routed); with lag, the blocks a request still to be routed contains (counts them).
+   */
+  private eventFilter: KvEventFilter | null = null;
   private stillToRoute: BlocksStillToRoute | null = null;
   private readonly capacityBlocks: number;
   private readonly specs: { name: string; role: InstanceRole }[];
@@ -162,7 +166,7 @@ export class Simulation implements InstanceHost {
         this,
         this.blockIds,
         this.sinkFor(s.name),
-        this.stillToRoute,
+        this.eventFilter,
       );
       this.instances.push(inst);
       this.byName.set(s.name, inst);
@@ -200,10 +204,14 @@ export class Simulation implements InstanceHost {
     const reqs = workload.requests;
     this.blockIds = sharedBlockIds(reqs);
     const order = arrivalOrder(reqs);
-    // every prompt interned up front, in routing order: which blocks a later request still contains
+    // every prompt interned up front, in routing order (with index lag: which blocks a later request still contains)
     const idsInOrder = internInOrder(reqs, order, this.blockIds);
-    if (this.config.cacheView !== "approximate")
-      this.stillToRoute = new BlocksStillToRoute(idsInOrder, this.blockIds.count);
+    if (this.config.cacheView !== "approximate") {
+      if ((this.config.indexLagMs ?? 0) > 0) {
+        this.stillToRoute = new BlocksStillToRoute(idsInOrder, this.blockIds.count);
+        this.eventFilter = this.stillToRoute;
+      } else this.eventFilter = ON_DEMAND;
+    }
     this.createInstances();
     // later turns of a conversation extend earlier ones: a finished turn leaves its output's blocks cached
     const lastOfSession = new Map<number, SimRequest>();
@@ -292,6 +300,10 @@ export class Simulation implements InstanceHost {
     const pinned = ppd && r.session !== undefined && r.turn > 1 ? this.sessionDecode.get(r.session) : undefined;
     const oslHat = this.oslHat(r);
     const prevOutput = r.session !== undefined ? this.sessionOutput.get(r.session) : undefined;
+    if (this.eventFilter === ON_DEMAND) {
+      const ids = this.ids(r);
+      for (const inst of this.instances) inst.cache.publishPrefix(ids, ids.length);
+    }
     const d = this.router.route({
       blockHashes: r.blocks,
       promptTokens: r.promptTokens,
