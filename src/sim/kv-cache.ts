@@ -83,8 +83,20 @@ export class BlockIds {
     return out;
   }
 
-  private grow(): void {
-    const slots = new Int32Array(this.slots.length * 2).fill(-1);
+  /**
+   * Room for `blocks` more hashes, a share of them repeats, without growing step by step (each growth rehashes every
+   * id into the new table): slots for `blocks` at once, i.e. load ≤ 1/2 if at least half of them repeat. Sized for
+   * all `blocks` at load ≤ 1/2, a workload that shares much would get a table far sparser than it needs (slower probes).
+   */
+  reserve(blocks: number): void {
+    const want = this.count + blocks;
+    let slots = this.slots.length;
+    while (slots < want) slots *= 2;
+    if (slots > this.slots.length) this.grow(slots);
+  }
+
+  private grow(size = this.slots.length * 2): void {
+    const slots = new Int32Array(size).fill(-1);
     const mask = slots.length - 1;
     const hashes = this.hashes;
     for (let id = 0; id < this.count; id++) {

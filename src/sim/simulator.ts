@@ -479,8 +479,8 @@ export function classOf(tokens: number, thresholds: readonly number[]): number {
 const interned = new WeakMap<Uint32Array, { owner: BlockIds; ids: Int32Array }>();
 
 /**
- * The BlockIds the first request's blocks were interned in before, or a fresh one (grown as blocks come: sizing it
- * by the requests' blocks up front over-allocates by their sharing, and a sparser table probes slower).
+ * The BlockIds the first request's blocks were interned in before, or a fresh one (internInOrder reserves room for
+ * the requests' blocks at once: BlockIds.reserve).
  */
 function sharedBlockIds(requests: readonly SimRequest[]): BlockIds {
   const first = requests.find((r) => r.blocks.length > 0);
@@ -506,6 +506,9 @@ function internedIds(blocks: Uint32Array, owner: BlockIds, like?: Uint32Array): 
  * conversation's turn takes the ids of the leading blocks it shares with the turn before without a table lookup.
  */
 function internInOrder(reqs: readonly SimRequest[], order: readonly number[], owner: BlockIds): Int32Array[] {
+  let fresh = 0;
+  for (const r of reqs) if (interned.get(r.blocks)?.owner !== owner) fresh += r.blocks.length >>> 1;
+  owner.reserve(fresh);
   const previousTurn = new Map<number, Uint32Array>();
   return order.map((i) => {
     const r = reqs[i]!;
