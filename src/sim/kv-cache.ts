@@ -19,7 +19,10 @@ export interface KvEventSink {
  * reader never heard of it). The simulator declines blocks no request still to be routed contains (remaining.ts).
  */
 export interface KvEventFilter {
+  /** A block was just stored here: report it now? */
   wanted(id: number): boolean;
+  /** A block it declined is no longer held back here: reported late (publishFrom) or evicted unreported. */
+  heldBackEnds?(id: number): void;
 }
 
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
@@ -301,22 +304,21 @@ export class KvCache {
   }
 
   /**
-   * Reports the stores a reader is about to need: of the leading blocks of `ids` resident here (the prefix hit,
-   * returned), those whose store the filter held back, in prompt order.
+   * Reports stores a reader is about to need: of the blocks of `ids` from `from` on, as long as each is resident
+   * here, those whose store the filter held back, in prompt order.
    */
-  publishPrefix(ids: Int32Array, nBlocks: number): number {
+  publishFrom(ids: Int32Array, from: number): void {
     let late: number[] | null = null;
-    let i = 0;
-    for (; i < nBlocks; i++) {
+    for (let i = from; i < ids.length; i++) {
       const slot = this.slotOf(ids[i]!);
       if (slot === ABSENT) break;
       if (this.published[slot] === 0) {
         this.published[slot] = 1;
+        this.filter?.heldBackEnds?.(ids[i]!);
         (late ??= []).push(ids[i]!);
       }
     }
     if (late && this.sink) this.sink.stored(this.ids.pairs(late));
-    return i;
   }
 
   /** Makes `n` blocks free by evicting least recently used unpinned blocks; false if impossible. */
@@ -333,6 +335,7 @@ export class KvCache {
       this.unlink(slot);
       this.dropSlot(id, slot);
       if (this.published[slot] === 1) gone[reported++] = id;
+      else this.filter?.heldBackEnds?.(id);
     }
     this.resident -= need;
     this.evictions += need;

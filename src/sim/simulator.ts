@@ -10,7 +10,7 @@ import type { Table } from "../table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
 import { BlockIds, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
-import { BlocksStillToRoute, ON_DEMAND } from "./remaining.js";
+import { BlocksStillToRoute, HeldBackStores } from "./remaining.js";
 import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
 import {
   DEFAULT_TRANSFER,
@@ -119,10 +119,11 @@ export class Simulation implements InstanceHost {
   /** chosen in `run` (sharedBlockIds: the ids the same requests had in an earlier simulation) */
   private blockIds!: BlockIds;
   /**
-   * Precise cache view: which stores reach the index (remaining.ts). Without lag, ON_DEMAND (each arrival's prefix
-   * reported just before it is routed); with lag, the blocks a request still to be routed contains (counts them).
+   * Precise cache view: which stores reach the index (remaining.ts). Without lag, HeldBackStores (each arrival's
+   * prefix reported just before it is routed); with lag, the blocks a request still to be routed contains.
    */
   private eventFilter: KvEventFilter | null = null;
+  private heldBack: HeldBackStores | null = null;
   private stillToRoute: BlocksStillToRoute | null = null;
   private readonly capacityBlocks: number;
   private readonly specs: { name: string; role: InstanceRole }[];
@@ -210,7 +211,10 @@ export class Simulation implements InstanceHost {
       if ((this.config.indexLagMs ?? 0) > 0) {
         this.stillToRoute = new BlocksStillToRoute(idsInOrder, this.blockIds.count);
         this.eventFilter = this.stillToRoute;
-      } else this.eventFilter = ON_DEMAND;
+      } else {
+        this.heldBack = new HeldBackStores(this.blockIds.count);
+        this.eventFilter = this.heldBack;
+      }
     }
     this.createInstances();
     // later turns of a conversation extend earlier ones: a finished turn leaves its output's blocks cached
@@ -300,9 +304,10 @@ export class Simulation implements InstanceHost {
     const pinned = ppd && r.session !== undefined && r.turn > 1 ? this.sessionDecode.get(r.session) : undefined;
     const oslHat = this.oslHat(r);
     const prevOutput = r.session !== undefined ? this.sessionOutput.get(r.session) : undefined;
-    if (this.eventFilter === ON_DEMAND) {
+    if (this.heldBack) {
       const ids = this.ids(r);
-      for (const inst of this.instances) inst.cache.publishPrefix(ids, ids.length);
+      const from = this.heldBack.firstHeldBack(ids);
+      if (from >= 0) for (const inst of this.instances) inst.cache.publishFrom(ids, from);
     }
     const d = this.router.route({
       blockHashes: r.blocks,
