@@ -67,6 +67,11 @@ export interface SimConfig {
    * cluster's events take); "direct" (default): the same operations applied without encoding (faster, identical).
    */
   kvEvents?: "direct" | "vllm";
+  /**
+   * "needed" (default): only the KV events that can change a match (remaining.ts; the same decisions, less work);
+   * "all": every store and eviction, as a live worker's stream (to check that the two agree).
+   */
+  indexEvents?: "needed" | "all";
   osl?: OslPredictor;
   /**
    * How the router's index learns what is cached: "precise" (default) from the instances' KV events; "approximate"
@@ -207,7 +212,7 @@ export class Simulation implements InstanceHost {
     const order = arrivalOrder(reqs);
     // every prompt interned up front, in routing order (with index lag: which blocks a later request still contains)
     const idsInOrder = internInOrder(reqs, order, this.blockIds);
-    if (this.config.cacheView !== "approximate") {
+    if (this.config.cacheView !== "approximate" && this.config.indexEvents !== "all") {
       if ((this.config.indexLagMs ?? 0) > 0) {
         this.stillToRoute = new BlocksStillToRoute(idsInOrder, this.blockIds.count);
         this.eventFilter = this.stillToRoute;
