@@ -2,7 +2,8 @@
 // computed) blocks are shared by every request whose prompt contains them and stay cached after their requests
 // finish until evicted, least recently used first; blocks a running request pins cannot be evicted. Private
 // blocks (a trailing partial block, and the reservation for output tokens) are counted but never shared.
-// Every store and eviction is reported, as a vLLM worker publishes BlockStored / BlockRemoved KV events.
+// Every store and eviction is reported, as a vLLM worker publishes BlockStored / BlockRemoved KV events (unless a
+// KvEventFilter holds stores back: the simulator sends the router only what can change a match).
 //
 // Blocks are named by small integer ids (BlockIds interns each distinct 64-bit hash once per simulation), so the
 // cache is typed arrays: a pin count per id and an intrusive LRU list of unpinned resident blocks. No strings,
@@ -14,9 +15,10 @@ export interface KvEventSink {
 }
 
 /**
- * Which stored blocks are worth reporting. Without one every store and eviction is reported (a live worker's
- * events); with one, a block it declines is kept out of the events, and so is that block's later eviction (the
- * reader never heard of it). The simulator declines blocks no request still to be routed contains (remaining.ts).
+ * Which stored blocks are reported when stored. Without a filter every store and eviction is reported (a live
+ * worker's events); with one, a block it declines is held back (publishFrom may report it later), and a block's
+ * eviction is reported only if its store was (the reader never heard of it otherwise). The simulator's filters,
+ * which leave out only what cannot change a routing decision, are in remaining.ts.
  */
 export interface KvEventFilter {
   /** A block was just stored here: report it now? */
@@ -87,9 +89,9 @@ export class BlockIds {
   }
 
   /**
-   * Room for `blocks` more hashes, a share of them repeats, without growing step by step (each growth rehashes every
-   * id into the new table): slots for `blocks` at once, i.e. load ≤ 1/2 if at least half of them repeat. Sized for
-   * all `blocks` at load ≤ 1/2, a workload that shares much would get a table far sparser than it needs (slower probes).
+   * Room for `blocks` more hashes (some of them repeats) at once, instead of growing step by step (each growth
+   * rehashes every id): one slot per block, which is load ≤ 1/2 once half of them repeat and grows as usual beyond.
+   * Not two slots per block: a workload that shares much would get a far sparser table than it needs (slower probes).
    */
   reserve(blocks: number): void {
     const want = this.count + blocks;
