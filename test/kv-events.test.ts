@@ -114,4 +114,27 @@ describe("vLLM KV events", () => {
     expect(JSON.stringify(vllm.records)).toBe(JSON.stringify(direct.records));
     expect(direct.summary.prefix_hit_rate.decode + direct.summary.prefix_hit_rate.prefill).toBeGreaterThan(0.3);
   });
+
+  it("gives the simulator identical results when it sends only the events that can change a match", () => {
+    const w = generate("leval", { seed: 3, requests: 200 });
+    for (const [split, extra] of [
+      ["2P2D", {}],
+      ["1R1P2D", { capacityBlocks: 2000 }], // evictions under pressure
+      ["3P1D", { indexLagMs: 40 }], // the index sees the caches late: the other filter
+      ["2P2D", { module: undefined }], // the reference engine
+    ] as const) {
+      const base = {
+        preset: PRESETS["h100-8b"],
+        split: parseSplit(split),
+        slo: SLO_PRESETS["taichi-a"]!,
+        table: ruleTable("dynamo-isl"),
+        module: coreModule("release"),
+        ...extra,
+      };
+      const needed = simulate(w, base);
+      const all = simulate(w, { ...base, indexEvents: "all" });
+      expect(JSON.stringify(needed.records), split).toBe(JSON.stringify(all.records));
+      expect(needed.instances).toEqual(all.instances);
+    }
+  });
 });

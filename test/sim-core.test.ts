@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { quantile } from "../src/sim/metrics.js";
 import { EventQueue, Priority } from "../src/sim/events.js";
 import { BlockIds, KvCache } from "../src/sim/kv-cache.js";
+import { BlocksStillToRoute } from "../src/sim/remaining.js";
 
 describe("event queue", () => {
   it("orders by time, then priority class (steps, transfers, KV events, arrivals), then scheduling order", () => {
@@ -119,6 +120,58 @@ describe("KV cache", () => {
     cache.release(a, 2, 0);
     cache.release(a, 2, 0);
     expect(cache.availableBlocks).toBe(10);
+  });
+
+  it("interns a turn's shared leading blocks from the turn before to the same ids as a lookup would", () => {
+    const ids = new BlockIds();
+    const before = pairsOf([1, 2, 3]);
+    const beforeIds = ids.intern(before);
+    ids.intern(pairsOf([9, 4])); // 4 is interned elsewhere first
+    const turn = pairsOf([1, 2, 4, 5]);
+    const viaHint = ids.intern(turn, 4, { pairs: before, ids: beforeIds });
+    expect(Array.from(viaHint)).toEqual([0, 1, 4, 5]);
+    expect(Array.from(ids.intern(turn))).toEqual(Array.from(viaHint));
+  });
+
+  it("reports neither the store nor the eviction of a block its filter declines", () => {
+    const ids = new BlockIds();
+    const events: string[] = [];
+    const declined = new Set(ids.intern(pairsOf([2, 5])));
+    const cache = new KvCache(
+      4,
+      ids,
+      {
+        stored: (p) => events.push(`+${Array.from(p.filter((_, i) => i % 2 === 0)).join(",")}`),
+        removed: (p) => events.push(`-${Array.from(p.filter((_, i) => i % 2 === 0)).join(",")}`),
+      },
+      { wanted: (id) => !declined.has(id) },
+    );
+    const a = ids.intern(pairsOf([1, 2, 3]));
+    cache.admit(a, 0, 3);
+    cache.commit(a, 0, 3);
+    cache.release(a, 3, 0);
+    expect(events).toEqual(["+1,3"]);
+    const b = ids.intern(pairsOf([4, 5, 6]));
+    cache.admit(b, 0, 4); // evicts 1, 2 (declined, so not reported) and 3
+    expect(events.at(-1)).toBe("-1,3");
+    cache.commit(b, 0, 3);
+    expect(events.at(-1)).toBe("+4,6");
+    cache.release(b, 3, 1);
+    cache.admit(ids.intern(pairsOf([7, 8, 9, 10])), 0, 4); // every block of b goes, 5 unreported
+    expect(events.at(-1)).toBe("-4,6");
+  });
+});
+
+describe("blocks still to route", () => {
+  it("wants a block while a request not yet routed contains it, and ids it was not told about", () => {
+    const remaining = new BlocksStillToRoute([Int32Array.of(0, 1), Int32Array.of(0, 2), Int32Array.of(3)], 5);
+    expect([0, 1, 2, 3, 4, 9].map((id) => remaining.wanted(id))).toEqual([true, true, true, true, false, true]);
+    remaining.routed = 1; // the first request is routed: block 1 is in no later request
+    expect([0, 1, 2, 3].map((id) => remaining.wanted(id))).toEqual([true, false, true, true]);
+    remaining.routed = 2;
+    expect([0, 1, 2, 3].map((id) => remaining.wanted(id))).toEqual([false, false, false, true]);
+    remaining.routed = 3;
+    expect(remaining.wanted(3)).toBe(false);
   });
 });
 

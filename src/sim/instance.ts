@@ -13,7 +13,7 @@
 
 import { attnPairs, decodeRunMs, decodeStepsWithin, stepTimeMs, type ModelPreset } from "./perf.js";
 import { EventQueue, Priority, type SimEvent } from "./events.js";
-import { KvCache, type BlockIds, type KvEventSink } from "./kv-cache.js";
+import { KvCache, type BlockIds, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "./types.js";
 
 export type InstanceRole = "prefill" | "decode" | "replica";
@@ -133,13 +133,15 @@ export class Instance {
     host: InstanceHost,
     ids: BlockIds,
     sink: KvEventSink | null,
+    /** which blocks' stores and evictions reach the sink (default: all) */
+    filter: KvEventFilter | null = null,
   ) {
     this.index = index;
     this.name = name;
     this.role = role;
     this.preset = preset;
     this.host = host;
-    this.cache = new KvCache(capacityBlocks, ids, sink);
+    this.cache = new KvCache(capacityBlocks, ids, sink, filter);
   }
 
   /** Prompt tokens still to prefill here, queued or running (the router's view of prefill load). */

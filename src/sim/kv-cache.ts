@@ -2,7 +2,8 @@
 // computed) blocks are shared by every request whose prompt contains them and stay cached after their requests
 // finish until evicted, least recently used first; blocks a running request pins cannot be evicted. Private
 // blocks (a trailing partial block, and the reservation for output tokens) are counted but never shared.
-// Every store and eviction is reported, as a vLLM worker publishes BlockStored / BlockRemoved KV events.
+// Every store and eviction is reported, as a vLLM worker publishes BlockStored / BlockRemoved KV events (unless a
+// KvEventFilter holds stores back: the simulator sends the router only what can change a match).
 //
 // Blocks are named by small integer ids (BlockIds interns each distinct 64-bit hash once per simulation), so the
 // cache is typed arrays: a pin count per id and an intrusive LRU list of unpinned resident blocks. No strings,
@@ -13,6 +14,19 @@ export interface KvEventSink {
   removed(pairs: Uint32Array): void;
 }
 
+/**
+ * Which stored blocks are reported when stored. Without a filter every store and eviction is reported (a live
+ * worker's events); with one, a block it declines is held back (publishFrom may report it later), and a block's
+ * eviction is reported only if its store was (the reader never heard of it otherwise). The simulator's filters,
+ * which leave out only what cannot change a routing decision, are in remaining.ts.
+ */
+export interface KvEventFilter {
+  /** A block was just stored here: report it now? */
+  wanted(id: number): boolean;
+  /** A block it declined is no longer held back here: reported late (publishFrom) or evicted unreported. */
+  heldBackEnds?(id: number): void;
+}
+
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
 export class BlockIds {
   /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
@@ -20,10 +34,22 @@ export class BlockIds {
   private slots = new Int32Array(1 << 17).fill(-1); // id per slot, −1 empty; load ≤ 1/2
   count = 0;
 
-  /** Ids of the first `n` pairs of `pairs`. */
-  intern(pairs: Uint32Array, n = pairs.length >>> 1): Int32Array {
+  /**
+   * Ids of the first `n` pairs of `pairs`. `like`: pairs interned before with their ids (a conversation's previous
+   * turn): the leading pairs both share take its ids, compared in place instead of looked up in the table.
+   */
+  intern(pairs: Uint32Array, n = pairs.length >>> 1, like?: { pairs: Uint32Array; ids: Int32Array }): Int32Array {
     const out = new Int32Array(n);
-    for (let i = 0; i < n; i++) out[i] = this.id(pairs[2 * i]!, pairs[2 * i + 1]!);
+    let i = 0;
+    if (like) {
+      const shared = Math.min(n, like.ids.length, like.pairs.length >>> 1);
+      const p = like.pairs;
+      while (i < shared && p[2 * i] === pairs[2 * i] && p[2 * i + 1] === pairs[2 * i + 1]) {
+        out[i] = like.ids[i]!;
+        i++;
+      }
+    }
+    for (; i < n; i++) out[i] = this.id(pairs[2 * i]!, pairs[2 * i + 1]!);
     return out;
   }
 
@@ -62,8 +88,20 @@ export class BlockIds {
     return out;
   }
 
-  private grow(): void {
-    const slots = new Int32Array(this.slots.length * 2).fill(-1);
+  /**
+   * Room for `blocks` more hashes (some of them repeats) at once, instead of growing step by step (each growth
+   * rehashes every id): one slot per block, which is load ≤ 1/2 once half of them repeat and grows as usual beyond.
+   * Not two slots per block: a workload that shares much would get a far sparser table than it needs (slower probes).
+   */
+  reserve(blocks: number): void {
+    const want = this.count + blocks;
+    let slots = this.slots.length;
+    while (slots < want) slots *= 2;
+    if (slots > this.slots.length) this.grow(slots);
+  }
+
+  private grow(size = this.slots.length * 2): void {
+    const slots = new Int32Array(size).fill(-1);
     const mask = slots.length - 1;
     const hashes = this.hashes;
     for (let id = 0; id < this.count; id++) {
@@ -77,6 +115,17 @@ export class BlockIds {
 
 const ABSENT = -1;
 const EMPTY = -1;
+// a slot record's fields (KvCache.rec)
+const REFS = 0;
+const PREV = 1;
+const NEXT = 2;
+const ID = 3;
+/**
+ * Ids that differ only in their low CHUNK_BITS share a home chunk of the id → slot table: a prompt's new blocks get
+ * consecutive ids (BlockIds), so committing, matching or evicting them walks the table a cache line at a time
+ * instead of missing the cache once per block. Chunks are spread by Fibonacci hashing; probing stays linear.
+ */
+const CHUNK_BITS = 3;
 
 /**
  * One instance's KV cache. Block ids are global to the simulation (every instance's blocks), so arrays indexed by
@@ -88,17 +137,20 @@ export class KvCache {
   readonly capacityBlocks: number;
   private readonly ids: BlockIds;
   private readonly sink: KvEventSink | null;
+  private readonly filter: KvEventFilter | null;
   /**
    * id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2. Entry p is
    * (entries[2p], entries[2p + 1]) = (id, slot): a probe that finds its id reads the slot from the same cache line.
    */
   private entries = new Int32Array(2 * 2048).fill(EMPTY);
   private tableShift = 32 - 11;
-  /** per slot: pin count, LRU links (slots), and the block id it holds */
-  private refs = new Int32Array(1024);
-  private prev = new Int32Array(1024);
-  private next = new Int32Array(1024);
-  private idOf = new Int32Array(1024);
+  /**
+   * per slot s, one 16-byte record (one cache line holds it whole): pin count at 4s + REFS, LRU links (slots) at
+   * 4s + PREV and 4s + NEXT, the block id it holds at 4s + ID. An eviction or a pin touches one line, not four.
+   */
+  private rec = new Int32Array(4 * 1024);
+  /** per slot: 1 when the block's store was reported (so its eviction is reported too) */
+  private published = new Uint8Array(1024);
   /** slots given back by evictions, reused first */
   private freeSlots: number[] = [];
   private slotCount = 0;
@@ -110,10 +162,11 @@ export class KvCache {
   private privateBlocks = 0;
   evictions = 0;
 
-  constructor(capacityBlocks: number, ids: BlockIds, sink: KvEventSink | null) {
+  constructor(capacityBlocks: number, ids: BlockIds, sink: KvEventSink | null, filter: KvEventFilter | null = null) {
     this.capacityBlocks = capacityBlocks;
     this.ids = ids;
     this.sink = sink;
+    this.filter = filter;
   }
 
   get usedBlocks(): number {
@@ -128,7 +181,9 @@ export class KvCache {
   // ---- the id → slot table ---------------------------------------------------------------------------------
 
   private home(id: number): number {
-    return Math.imul(id, 0x9e3779b1) >>> this.tableShift; // Fibonacci hashing: the product's top bits
+    // Fibonacci hashing of the chunk (the product's top bits), then the id's place in its chunk
+    const chunk = Math.imul(id >>> CHUNK_BITS, 0x9e3779b1) >>> (this.tableShift + CHUNK_BITS);
+    return (chunk << CHUNK_BITS) | (id & ((1 << CHUNK_BITS) - 1));
   }
 
   /** The slot holding block `id`, or ABSENT when it is not resident. */
@@ -147,10 +202,10 @@ export class KvCache {
     let slot = this.freeSlots.pop();
     if (slot === undefined) {
       slot = this.slotCount++;
-      if (slot >= this.refs.length) this.growSlots();
+      if (4 * slot >= this.rec.length) this.growSlots();
       if (this.slotCount * 4 > this.entries.length) this.growTable();
     }
-    this.idOf[slot] = id;
+    this.rec[4 * slot + ID] = id;
     const e = this.entries;
     const mask = (e.length >>> 1) - 1;
     let p = this.home(id);
@@ -180,12 +235,13 @@ export class KvCache {
   }
 
   private growSlots(): void {
-    const n = this.refs.length * 2;
-    for (const name of ["refs", "prev", "next", "idOf"] as const) {
-      const a = new Int32Array(n);
-      a.set(this[name]);
-      this[name] = a;
-    }
+    const n = this.published.length * 2;
+    const rec = new Int32Array(4 * n);
+    rec.set(this.rec);
+    this.rec = rec;
+    const published = new Uint8Array(n);
+    published.set(this.published);
+    this.published = published;
   }
 
   private growTable(): void {
@@ -206,22 +262,31 @@ export class KvCache {
   // ---- the LRU list (of slots) -----------------------------------------------------------------------------
 
   private unlink(slot: number): void {
-    const p = this.prev[slot]!;
-    const n = this.next[slot]!;
-    if (p >= 0) this.next[p] = n;
+    const rec = this.rec;
+    const p = rec[4 * slot + PREV]!;
+    const n = rec[4 * slot + NEXT]!;
+    if (p >= 0) rec[4 * p + NEXT] = n;
     else this.head = n;
-    if (n >= 0) this.prev[n] = p;
+    if (n >= 0) rec[4 * n + PREV] = p;
     else this.tail = p;
     this.evictableCount--;
   }
 
   private pushMostRecent(slot: number): void {
-    this.prev[slot] = this.tail;
-    this.next[slot] = -1;
-    if (this.tail >= 0) this.next[this.tail] = slot;
+    const rec = this.rec;
+    rec[4 * slot + PREV] = this.tail;
+    rec[4 * slot + NEXT] = -1;
+    if (this.tail >= 0) rec[4 * this.tail + NEXT] = slot;
     else this.head = slot;
     this.tail = slot;
     this.evictableCount++;
+  }
+
+  /** Whether a block just stored in `slot` is reported (and so, later, its eviction). */
+  private publish(slot: number, id: number): boolean {
+    const wanted = this.filter === null || this.filter.wanted(id);
+    this.published[slot] = wanted ? 1 : 0;
+    return wanted;
   }
 
   // ---- the cache -------------------------------------------------------------------------------------------
@@ -240,6 +305,24 @@ export class KvCache {
     return i;
   }
 
+  /**
+   * Reports stores a reader is about to need: of the blocks of `ids` from `from` on, as long as each is resident
+   * here, those whose store the filter held back, in prompt order.
+   */
+  publishFrom(ids: Int32Array, from: number): void {
+    let late: number[] | null = null;
+    for (let i = from; i < ids.length; i++) {
+      const slot = this.slotOf(ids[i]!);
+      if (slot === ABSENT) break;
+      if (this.published[slot] === 0) {
+        this.published[slot] = 1;
+        this.filter?.heldBackEnds?.(ids[i]!);
+        (late ??= []).push(ids[i]!);
+      }
+    }
+    if (late && this.sink) this.sink.stored(this.ids.pairs(late));
+  }
+
   /** Makes `n` blocks free by evicting least recently used unpinned blocks; false if impossible. */
   private makeRoom(n: number): boolean {
     const free = this.capacityBlocks - this.usedBlocks;
@@ -247,16 +330,18 @@ export class KvCache {
     const need = n - free;
     if (need > this.evictableCount) return false;
     const gone = new Int32Array(need);
+    let reported = 0;
     for (let i = 0; i < need; i++) {
       const slot = this.head;
-      const id = this.idOf[slot]!;
+      const id = this.rec[4 * slot + ID]!;
       this.unlink(slot);
       this.dropSlot(id, slot);
-      gone[i] = id;
+      if (this.published[slot] === 1) gone[reported++] = id;
+      else this.filter?.heldBackEnds?.(id);
     }
     this.resident -= need;
     this.evictions += need;
-    this.sink?.removed(this.ids.pairs(gone));
+    if (reported > 0) this.sink?.removed(this.ids.pairs(gone, reported));
     return true;
   }
 
@@ -271,13 +356,13 @@ export class KvCache {
     let hitEvictable = 0;
     for (let i = 0; i < hit; i++) {
       const slot = slotAt(i);
-      if (slot !== ABSENT && this.refs[slot] === 0) hitEvictable++;
+      if (slot !== ABSENT && this.rec[4 * slot + REFS] === 0) hitEvictable++;
     }
     if (reserve > this.capacityBlocks - this.usedBlocks + this.evictableCount - hitEvictable) return false;
     for (let i = 0; i < hit; i++) {
       const slot = slotAt(i); // resident: `hit` comes from prefixHit just before
-      if (this.refs[slot] === 0) this.unlink(slot);
-      this.refs[slot]!++;
+      if (this.rec[4 * slot + REFS] === 0) this.unlink(slot);
+      this.rec[4 * slot + REFS]!++;
     }
     this.makeRoom(reserve);
     this.privateBlocks += reserve;
@@ -295,14 +380,14 @@ export class KvCache {
       let slot = this.slotOf(id);
       this.privateBlocks--;
       if (slot !== ABSENT) {
-        const r = this.refs[slot]!;
+        const r = this.rec[4 * slot + REFS]!;
         if (r === 0) this.unlink(slot);
-        this.refs[slot] = r + 1;
+        this.rec[4 * slot + REFS] = r + 1;
       } else {
-        slot = this.addSlot(id); // before indexing: adding a slot may replace this.refs
-        this.refs[slot] = 1;
+        slot = this.addSlot(id); // before indexing: adding a slot may replace this.rec
+        this.rec[4 * slot + REFS] = 1;
         this.resident++;
-        (fresh ??= []).push(id);
+        if (this.publish(slot, id)) (fresh ??= []).push(id);
       }
       if (slots) slots[i] = slot;
     }
@@ -317,12 +402,12 @@ export class KvCache {
     for (let i = 0; i < n; i++) {
       const slot = slots ? slots[i]! : this.slotOf(ids[i]!);
       if (slot === ABSENT) continue;
-      const r = this.refs[slot]!;
+      const r = this.rec[4 * slot + REFS]!;
       if (r <= 1) {
         if (r === 0) this.unlink(slot); // touch: most recently used goes last
-        this.refs[slot] = 0;
+        this.rec[4 * slot + REFS] = 0;
         this.pushMostRecent(slot);
-      } else this.refs[slot] = r - 1;
+      } else this.rec[4 * slot + REFS] = r - 1;
     }
     this.privateBlocks -= reserved;
   }
@@ -335,10 +420,10 @@ export class KvCache {
       if (this.slotOf(id) !== ABSENT) continue;
       if (!this.makeRoom(1)) break;
       const slot = this.addSlot(id);
-      this.refs[slot] = 0;
+      this.rec[4 * slot + REFS] = 0;
       this.resident++;
       this.pushMostRecent(slot);
-      stored.push(id);
+      if (this.publish(slot, id)) stored.push(id);
     }
     if (stored.length > 0) this.sink?.stored(this.ids.pairs(stored));
   }

@@ -9,7 +9,8 @@ import { Router, type RouterOptions } from "../router.js";
 import type { Table } from "../table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
-import { BlockIds, type KvEventSink } from "./kv-cache.js";
+import { BlockIds, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
+import { BlocksStillToRoute, HeldBackStores } from "./remaining.js";
 import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
 import {
   DEFAULT_TRANSFER,
@@ -66,6 +67,11 @@ export interface SimConfig {
    * cluster's events take); "direct" (default): the same operations applied without encoding (faster, identical).
    */
   kvEvents?: "direct" | "vllm";
+  /**
+   * "needed" (default): only the KV events that can change a match (remaining.ts; the same decisions, less work);
+   * "all": every store and eviction, as a live worker's stream (to check that the two agree).
+   */
+  indexEvents?: "needed" | "all";
   osl?: OslPredictor;
   /**
    * How the router's index learns what is cached: "precise" (default) from the instances' KV events; "approximate"
@@ -117,6 +123,13 @@ export class Simulation implements InstanceHost {
   private nextIndexClearMs = NaN;
   /** chosen in `run` (sharedBlockIds: the ids the same requests had in an earlier simulation) */
   private blockIds!: BlockIds;
+  /**
+   * Precise cache view: which stores reach the index (remaining.ts). Without lag, HeldBackStores (each arrival's
+   * prefix reported just before it is routed); with lag, the blocks a request still to be routed contains.
+   */
+  private eventFilter: KvEventFilter | null = null;
+  private heldBack: HeldBackStores | null = null;
+  private stillToRoute: BlocksStillToRoute | null = null;
   private readonly capacityBlocks: number;
   private readonly specs: { name: string; role: InstanceRole }[];
 
@@ -159,6 +172,7 @@ export class Simulation implements InstanceHost {
         this,
         this.blockIds,
         this.sinkFor(s.name),
+        this.eventFilter,
       );
       this.instances.push(inst);
       this.byName.set(s.name, inst);
@@ -195,6 +209,18 @@ export class Simulation implements InstanceHost {
     if (this.instances.length > 0) throw new Error("sim: a Simulation runs one workload (make another for the next)");
     const reqs = workload.requests;
     this.blockIds = sharedBlockIds(reqs);
+    const order = arrivalOrder(reqs);
+    // every prompt interned up front, in routing order (with index lag: which blocks a later request still contains)
+    const idsInOrder = internInOrder(reqs, order, this.blockIds);
+    if (this.config.cacheView !== "approximate" && this.config.indexEvents !== "all") {
+      if ((this.config.indexLagMs ?? 0) > 0) {
+        this.stillToRoute = new BlocksStillToRoute(idsInOrder, this.blockIds.count);
+        this.eventFilter = this.stillToRoute;
+      } else {
+        this.heldBack = new HeldBackStores(this.blockIds.count);
+        this.eventFilter = this.heldBack;
+      }
+    }
     this.createInstances();
     // later turns of a conversation extend earlier ones: a finished turn leaves its output's blocks cached
     const lastOfSession = new Map<number, SimRequest>();
@@ -204,7 +230,7 @@ export class Simulation implements InstanceHost {
       if (prev) this.nextTurn.set(prev.id, r);
       lastOfSession.set(r.session, r);
     }
-    this.scheduleArrivals(reqs);
+    this.scheduleArrivals(reqs, order);
     const first = reqs.length > 0 ? reqs[0]!.arrivalMs : 0;
     this.queue.run();
     // anything that never finished (should not happen unless a request can never fit)
@@ -231,10 +257,7 @@ export class Simulation implements InstanceHost {
    * arrivals are the only events of their priority class, so among themselves they go by (time, request order),
    * and against other events by (time, priority), neither of which depends on when they were scheduled.
    */
-  private scheduleArrivals(reqs: readonly SimRequest[]): void {
-    const order = reqs.map((_, i) => i);
-    if (reqs.some((r, i) => i > 0 && r.arrivalMs < reqs[i - 1]!.arrivalMs))
-      order.sort((a, b) => reqs[a]!.arrivalMs - reqs[b]!.arrivalMs || a - b);
+  private scheduleArrivals(reqs: readonly SimRequest[], order: readonly number[]): void {
     let next = 0;
     const arriveNext = (): void => {
       const r = reqs[order[next++]!]!;
@@ -286,6 +309,11 @@ export class Simulation implements InstanceHost {
     const pinned = ppd && r.session !== undefined && r.turn > 1 ? this.sessionDecode.get(r.session) : undefined;
     const oslHat = this.oslHat(r);
     const prevOutput = r.session !== undefined ? this.sessionOutput.get(r.session) : undefined;
+    if (this.heldBack) {
+      const ids = this.ids(r);
+      const from = this.heldBack.firstHeldBack(ids);
+      if (from >= 0) for (const inst of this.instances) inst.cache.publishFrom(ids, from);
+    }
     const d = this.router.route({
       blockHashes: r.blocks,
       promptTokens: r.promptTokens,
@@ -295,6 +323,7 @@ export class Simulation implements InstanceHost {
       ...(r.contextTokens !== undefined ? { contextTokens: r.contextTokens } : {}),
       ...(pinned !== undefined ? { decodeWorker: pinned } : {}),
     });
+    if (this.stillToRoute) this.stillToRoute.routed++;
     if (ppd && r.session !== undefined && r.turn <= 1) this.sessionDecode.set(r.session, d.decodeWorker);
     const record = this.newRecord(r, d.path, d.decodeWorker, d.prefillWorker, d.cluster ?? -1, d.features);
     record.oslClass = d.oslClass ?? -1;
@@ -377,7 +406,7 @@ export class Simulation implements InstanceHost {
     this.dirty.add(inst);
   }
 
-  /** A request's block ids in this simulation's BlockIds (interned once per block array: internedIds). */
+  /** A request's block ids in this simulation's BlockIds (interned in `run`: internInOrder). */
   private ids(r: SimRequest): Int32Array {
     return internedIds(r.blocks, this.blockIds);
   }
@@ -435,6 +464,14 @@ export class Simulation implements InstanceHost {
   }
 }
 
+/** Positions of `reqs` in routing order: by arrival time, ties in request order. */
+function arrivalOrder(reqs: readonly SimRequest[]): number[] {
+  const order = reqs.map((_, i) => i);
+  if (reqs.some((r, i) => i > 0 && r.arrivalMs < reqs[i - 1]!.arrivalMs))
+    order.sort((a, b) => reqs[a]!.arrivalMs - reqs[b]!.arrivalMs || a - b);
+  return order;
+}
+
 /** Output-length class of `tokens`: class i covers (thresholds[i−1], thresholds[i]]. */
 export function classOf(tokens: number, thresholds: readonly number[]): number {
   let c = 0;
@@ -452,8 +489,8 @@ export function classOf(tokens: number, thresholds: readonly number[]): number {
 const interned = new WeakMap<Uint32Array, { owner: BlockIds; ids: Int32Array }>();
 
 /**
- * The BlockIds the first request's blocks were interned in before, or a fresh one (grown as blocks come: sizing it
- * by the requests' blocks up front over-allocates by their sharing, and a sparser table probes slower).
+ * The BlockIds the first request's blocks were interned in before, or a fresh one (internInOrder reserves room for
+ * the requests' blocks at once: BlockIds.reserve).
  */
 function sharedBlockIds(requests: readonly SimRequest[]): BlockIds {
   const first = requests.find((r) => r.blocks.length > 0);
@@ -461,12 +498,44 @@ function sharedBlockIds(requests: readonly SimRequest[]): BlockIds {
 }
 
 /** The ids of every block of `blocks` in `owner`: interned once, then kept (a request of another family re-interns). */
-function internedIds(blocks: Uint32Array, owner: BlockIds): Int32Array {
+function internedIds(blocks: Uint32Array, owner: BlockIds, like?: Uint32Array): Int32Array {
   const known = interned.get(blocks);
   if (known && known.owner === owner) return known.ids;
-  const ids = owner.intern(blocks);
+  const before = like && interned.get(like);
+  const ids = owner.intern(
+    blocks,
+    blocks.length >>> 1,
+    before?.owner === owner ? { pairs: like!, ids: before.ids } : undefined,
+  );
   interned.set(blocks, { owner, ids });
   return ids;
+}
+
+/**
+ * The block ids of every request, in routing order (`order`), interned in `owner` where they were not already. A
+ * conversation's turn takes the ids of the leading blocks it shares with the turn before without a table lookup.
+ */
+function internInOrder(reqs: readonly SimRequest[], order: readonly number[], owner: BlockIds): Int32Array[] {
+  let fresh = 0;
+  for (const r of reqs) if (interned.get(r.blocks)?.owner !== owner) fresh += r.blocks.length >>> 1;
+  owner.reserve(fresh);
+  const previousTurn = new Map<number, Uint32Array>();
+  return order.map((i) => {
+    const r = reqs[i]!;
+    if (r.session === undefined) return internedIds(r.blocks, owner);
+    const previous = previousTurn.get(r.session);
+    previousTurn.set(r.session, r.blocks);
+    return internedIds(r.blocks, owner, previous);
+  });
+}
+
+/**
+ * Interns a workload's blocks ahead of its simulations, which then find them interned (as the learner's repeated
+ * simulations of the same requests do): lets a benchmark time the workload's preparation and its simulation apart.
+ */
+export function internWorkload(workload: Workload): void {
+  const reqs = workload.requests;
+  internInOrder(reqs, arrivalOrder(reqs), sharedBlockIds(reqs));
 }
 
 function sharesPrefix(a: Uint32Array, b: Uint32Array, blocks: number): boolean {
