@@ -36,6 +36,10 @@ import { fail } from "./errors";
 // @ts-ignore: decorator
 @inline const MIN_SLOTS: u32 = 16;
 // @ts-ignore: decorator
+@inline const NO_SUMMARIES: u32 = 0xffffffff; // summaryGroup when the index has one group or too many for a bitmap
+// @ts-ignore: decorator
+@inline const MAX_SUMMARY_BITS: u32 = 5; // 31 groups, a bitmap that fits the 59-bit mask field
+// @ts-ignore: decorator
 @inline const ONE_ALLOCATION_BYTES: usize = 1 << 29; // well below the stub runtime's largest block (1 GiB)
 // WebAssembly has no prefetch: match touches the home slot of a block PREFETCH_AHEAD blocks ahead with a plain
 // load whose value lands in `touched` (so the load is kept), and that cache miss overlaps the current block's work
@@ -51,6 +55,9 @@ let groupSize: u32 = 64;
 let maskAll: u64 = 0; // the low groupSize bits
 let groupField: u64 = 0; // the group id's bits, once shifted down by groupSize (0 when there is one group)
 let groupCount: i32 = 0;
+// summaries (see summarySet): the group id reserved for them, or NO_SUMMARIES; the full mask of the last group
+let summaryGroup: u32 = 0;
+let lastGroupFull: u64 = 0;
 
 // holders table; node ids are members slot + 1 (0 = none), holders references are holders slot + 1
 let holderSlots: u32 = 0;
@@ -114,13 +121,22 @@ let touched: u64 = 0;
 export function indexInit(workers: i32, pool: u32): void {
   maxWorkers = workers;
   poolBlocks = pool;
-  // the fewest group-id bits b with (64 − b) × 2^b ≥ workers: one 64-bit group up to 64 workers
+  // one 64-bit group up to 64 workers; above, the fewest group-id bits b with (64 − b) × (2^b − 1) ≥ workers, so
+  // the all-ones id is never a group's and names the summary slots
   let bits: u32 = 0;
-  while ((<u64>(64 - bits) << <u64>bits) < <u64>workers) bits++;
+  if (workers > 64) {
+    bits = 1;
+    while (<u64>(64 - bits) * ((<u64>1 << <u64>bits) - 1) < <u64>workers) bits++;
+  }
   groupSize = 64 - bits;
   maskAll = bits == 0 ? <u64>-1 : (<u64>1 << groupSize) - 1;
   groupField = (<u64>1 << bits) - 1;
   groupCount = <i32>((<u32>workers + groupSize - 1) / groupSize);
+  summaryGroup = bits >= 1 && bits <= MAX_SUMMARY_BITS ? <u32>groupField : NO_SUMMARIES;
+  // a group is full when every worker it has holds the block; a last group of one worker never counts as full (a
+  // summary must cost no more slots than it saves: see the summaries' section), and 0 is no slot's mask
+  const lastWorkers = <u32>workers - <u32>(groupCount - 1) * groupSize;
+  lastGroupFull = summaryGroup != NO_SUMMARIES && lastWorkers >= 2 ? (<u64>1 << <u64>lastWorkers) - 1 : 0;
   // load ≤ 4/5 when every pool block is a distinct entry (the worst case both tables must hold)
   const slots = max(MIN_SLOTS, <u32>min(<u64>pool + (<u64>pool >> 2) + 1, <u64>0xfffffffe));
   holderSlots = slots;
@@ -179,10 +195,13 @@ function holdersAdd(hash: u64, group: u32, bit: u64): u32 {
     if (word == 0) {
       store<u64>(s, hash);
       store<u64>(s, bit | (<u64>group << (<u64>groupSize & 63)), 8);
-      return i;
+      return i; // one bit: never full (a full group has two or more)
     }
     if (load<u64>(s) == hash && groupOf(word) == group) {
-      store<u64>(s, word | bit, 8);
+      // the summary first, while the slot's nodes are those of its mask (the new bit's node comes after): it may
+      // move this slot
+      if (((word | bit) & maskAll) == fullMaskOf(group)) i = summarySet(hash, group, i);
+      store<u64>(holdersAt(i), word | bit, 8);
       return i;
     }
     i = nextSlot(i, holderSlots);
@@ -190,13 +209,23 @@ function holdersAdd(hash: u64, group: u32, bit: u64): u32 {
   return 0;
 }
 
-/** Clears `bit` of holders slot `i`; an empty mask frees the slot (backward shift, Knuth 6.4 algorithm R). */
+/** Clears `bit` of holders slot `i`; an empty mask frees the slot. */
 function holdersRemove(i: u32, bit: u64): void {
-  const word = load<u64>(holdersAt(i), 8) & ~bit;
+  const s = holdersAt(i);
+  const old = load<u64>(s, 8);
+  const word = old & ~bit;
   if ((word & maskAll) != 0) {
-    store<u64>(holdersAt(i), word, 8);
+    store<u64>(s, word, 8);
+    // a full group had two or more bits, so only this branch can leave fullness
+    const group = groupOf(old);
+    if ((old & maskAll) == fullMaskOf(group)) summaryClear(load<u64>(s), group);
     return;
   }
+  holdersDelete(i);
+}
+
+/** Frees holders slot `i` by backward shift (Knuth 6.4, algorithm R): absent hashes must meet an empty slot. */
+function holdersDelete(i: u32): void {
   let j = i;
   while (true) {
     j = nextSlot(j, holderSlots);
@@ -218,13 +247,71 @@ function repointNodes(from: u32, to: u32): void {
   const s = holdersAt(to);
   const hash = load<u64>(s);
   const word = load<u64>(s, 8);
-  const first = groupOf(word) * groupSize;
+  const group = groupOf(word);
+  if (group == summaryGroup) return; // a summary has no nodes
+  const first = group * groupSize;
   let mask = word & maskAll;
   while (mask != 0) {
     const n = memberFind(hash, first + <u32>ctz<u64>(mask), from + 1);
     store<u32>(node(n), to + 1);
     mask &= mask - 1;
   }
+}
+
+// ---- summaries -------------------------------------------------------------------------------------------
+// When more than one group holds a block, a block held by every worker of some groups (a shared system prompt,
+// the first blocks of a popular document) gets one more holders slot: (hash, summaryGroup) whose mask is the
+// bitmap of its full groups. `match` skips the full groups' slots (a worker still matching in a full group matches
+// this block too), so such a block costs a probe for its partial groups only. The summary is always the first of
+// its hash's slots in the run (placed there; inserts go after it and backward shift keeps a run's order), so the
+// walk knows the full groups before it meets any group's slot. It costs no memory: a full group has two or more
+// nodes for the block, so a hash's slots (groups + summary) never outnumber its nodes, and the holders table still
+// has room for a pool of distinct entries.
+
+/** The mask of `group` when full: every worker it has (the last group may have fewer); 0 (no slot's) for none. */
+// @ts-ignore: decorator
+@inline function fullMaskOf(group: u32): u64 {
+  return summaryGroup == NO_SUMMARIES ? 0 : group + 1 == <u32>groupCount ? lastGroupFull : maskAll;
+}
+
+/** The first slot of `hash`'s run, which has one: its summary when it has one. */
+function firstSlotOf(hash: u64): u32 {
+  let i = holdersHome(hash);
+  while (true) {
+    const s = holdersAt(i);
+    if (load<u64>(s) == hash && load<u64>(s, 8) != 0) return i;
+    i = nextSlot(i, holderSlots);
+  }
+  return 0;
+}
+
+/**
+ * Marks `group` full for `hash`, adding the summary slot in front of the hash's slots if it has none. Slot `keep`
+ * (a slot of this hash) may move for it: returns where it is now.
+ */
+function summarySet(hash: u64, group: u32, keep: u32): u32 {
+  const first = firstSlotOf(hash); // the hash has a slot: `keep`
+  const s = holdersAt(first);
+  const bit: u64 = <u64>1 << group;
+  if (groupOf(load<u64>(s, 8)) == summaryGroup) {
+    store<u64>(s, load<u64>(s, 8) | bit, 8);
+    return keep;
+  }
+  // the hash's first slot moves to the end of the run (the first empty slot: the sum of capacities ≤ pool < slots)
+  let end = nextSlot(first, holderSlots);
+  while (load<u64>(holdersAt(end), 8) != 0) end = nextSlot(end, holderSlots);
+  memory.copy(holdersAt(end), s, HOLDERS_SLOT_BYTES);
+  repointNodes(first, end);
+  store<u64>(s, bit | (<u64>summaryGroup << (<u64>groupSize & 63)), 8);
+  return keep == first ? end : keep;
+}
+
+/** `group` is no longer full for `hash`: clears its bit in the summary, freeing the summary when none is left. */
+function summaryClear(hash: u64, group: u32): void {
+  const first = firstSlotOf(hash); // the summary
+  const word = load<u64>(holdersAt(first), 8) & ~(<u64>1 << group);
+  if ((word & maskAll) != 0) store<u64>(holdersAt(first), word, 8);
+  else holdersDelete(first);
 }
 
 // ---- members table (the nodes) ---------------------------------------------------------------------------
@@ -408,6 +495,63 @@ function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
 }
 
 /**
+ * matchPrefix's walk for up to 64 groups: the live groups, the ones each block's slots were found for and the
+ * ones left to find are bitmaps. A block's walk ends as soon as every live group not full for it (see the
+ * summaries) is found, so it reads about one slot per partially holding group. Same result as the other walks.
+ */
+function matchFewGroups(ptr: usize, n: i32, out: usize, groups: i32): i32 {
+  let live: u64 = 0;
+  for (let g = 0; g < groups; g++) if (u64At(aliveMask, <u32>g) != 0) live |= <u64>1 << <u64>g;
+  let i = 0;
+  while (live != 0 && i < n) {
+    const hash = load<u64>(ptr + (<usize>i << 3));
+    if (i + PREFETCH_AHEAD < n) {
+      // a block ahead: its run's first two cache lines (its summary, and the partial groups' slots after it)
+      const at = holdersAt(holdersHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3))));
+      touched ^= load<u64>(at) ^ load<u64>(at + 64);
+    }
+    let need = live; // the live groups whose slot for this block is still to be read
+    let found: u64 = 0;
+    let slot = holdersHome(hash);
+    while (true) {
+      const s = holdersAt(slot);
+      const word = load<u64>(s, 8);
+      if (word == 0) break;
+      if (load<u64>(s) == hash) {
+        const g = groupOf(word);
+        const bit = <u64>1 << <u64>g;
+        if ((need & bit) != 0) {
+          const alive = u64At(aliveMask, g);
+          const still = alive & word; // alive has no bits in the group field
+          if (still != alive) {
+            dropAll(out, g, alive ^ still, i);
+            setU64(aliveMask, g, still);
+            if (still == 0) live &= ~bit;
+          }
+          found |= bit;
+        } else if (g == summaryGroup) {
+          need &= ~word; // the full groups (the summary comes before any group's slot): their survivors match
+        }
+        if (found == need) break;
+      }
+      slot = nextSlot(slot, holderSlots);
+    }
+    // a live group without a slot for this block stops matching here
+    let missing = need & ~found;
+    while (missing != 0) {
+      const g = <u32>ctz<u64>(missing);
+      dropAll(out, g, u64At(aliveMask, g), i);
+      setU64(aliveMask, g, 0);
+      live &= ~(<u64>1 << <u64>g);
+      missing &= missing - 1;
+    }
+    // a block nobody holds ends every match here; otherwise the survivors matched it too
+    if (live != 0) i++;
+  }
+  return i;
+}
+
+/**
  * Longest cached prefix, in blocks, of the `n` hashes at `ptr` for every worker: written to `out` (u32 per
  * worker, `workers` entries). Stops as soon as no worker can match further. Returns the longest match.
  */
@@ -423,6 +567,7 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
   }
   let i = 0;
   if (groups == 1 && live == 1) i = matchOneGroup(ptr, n, out);
+  else if (groupField < 64) i = matchFewGroups(ptr, n, out, groups); // group ids fit a bitmap
   else while (live > 0 && i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
     if (i + PREFETCH_AHEAD < n) {
@@ -477,15 +622,11 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
     if (live > 0) i++;
   }
   // workers still alive matched every block; aliveMask is left all 0, so the walk needs no range check on a group
-  let longest = 0;
   for (let g = 0; g < groups; g++) {
-    const alive = u64At(aliveMask, g);
-    if (alive != 0) longest = i;
-    dropAll(out, <u32>g, alive, i);
+    dropAll(out, <u32>g, u64At(aliveMask, g), i);
     setU64(aliveMask, g, 0);
   }
-  if (longest == 0) {
-    for (let w = 0; w < workers; w++) longest = max(longest, <i32>load<u32>(out + (<usize>w << 2)));
-  }
-  return longest;
+  // the walk stopped at block i either past the last block, with survivors, or because the last workers alive did
+  // not hold block i (and matched i blocks): either way i is the longest match
+  return i;
 }
