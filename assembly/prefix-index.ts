@@ -42,9 +42,10 @@ import { fail } from "./errors";
 // @ts-ignore: decorator
 @inline const ONE_ALLOCATION_BYTES: usize = 1 << 29; // well below the stub runtime's largest block (1 GiB)
 // WebAssembly has no prefetch: match touches the home slot of a block PREFETCH_AHEAD blocks ahead with a plain
-// load whose value lands in `touched` (so the load is kept), and that cache miss overlaps the current block's work
+// load whose value lands in `touched` (so the load is kept), and that cache miss overlaps the current block's work;
+// the home's address waits in a ring (`homes`) for its block, so each home is computed once
 // @ts-ignore: decorator
-@inline const PREFETCH_AHEAD: i32 = 8;
+@inline const PREFETCH_AHEAD: i32 = 8; // a power of two (the ring's index is a mask)
 
 let maxWorkers: i32 = 0;
 let poolBlocks: u32 = 0;
@@ -76,6 +77,7 @@ let holdingMask: usize = 0; // u64[groups]
 let aliveMask: usize = 0; // u64[groups]
 let seenAt: usize = 0; // u32[groups]
 let liveGroups: usize = 0; // u32[groups], ascending
+let homes: usize = 0; // usize[PREFETCH_AHEAD]: the walks' ring of the next blocks' home slot addresses
 let touched: u64 = 0;
 
 // @ts-ignore: decorator
@@ -152,6 +154,7 @@ export function indexInit(workers: i32, pool: u32): void {
   aliveMask = heap.alloc(g << 3);
   seenAt = heap.alloc(g << 2);
   liveGroups = heap.alloc(g << 2);
+  homes = heap.alloc(<usize>PREFETCH_AHEAD << 2);
   memory.fill(holdingMask, 0, g << 3);
   memory.fill(aliveMask, 0, g << 3);
   // the tables last, in one allocation (two when one would pass the stub runtime's 1 GiB block): that runtime at
@@ -214,14 +217,16 @@ function holdersRemove(i: u32, bit: u64): void {
   const s = holdersAt(i);
   const old = load<u64>(s, 8);
   const word = old & ~bit;
-  if ((word & maskAll) != 0) {
-    store<u64>(s, word, 8);
-    // a full group had two or more bits, so only this branch can leave fullness
-    const group = groupOf(old);
-    if ((old & maskAll) == fullMaskOf(group)) summaryClear(load<u64>(s), group);
+  const mask = word & maskAll;
+  if (mask == 0) {
+    holdersDelete(i); // it had one holder: the summary's reasons to stay are unchanged
     return;
   }
-  holdersDelete(i);
+  store<u64>(s, word, 8);
+  // a full group had two or more bits, so only this branch can leave fullness or the last slot of two holders
+  const group = groupOf(old);
+  const wasFull = (old & maskAll) == fullMaskOf(group);
+  if (wasFull || (summaryGroup != NO_SUMMARIES && (mask & (mask - 1)) == 0)) summaryLeave(load<u64>(s), group, wasFull);
 }
 
 /** Frees holders slot `i` by backward shift (Knuth 6.4, algorithm R): absent hashes must meet an empty slot. */
@@ -261,12 +266,16 @@ function repointNodes(from: u32, to: u32): void {
 // ---- summaries -------------------------------------------------------------------------------------------
 // When more than one group holds a block, a block held by every worker of some groups (a shared system prompt,
 // the first blocks of a popular document) gets one more holders slot: (hash, summaryGroup) whose mask is the
-// bitmap of its full groups. `match` skips the full groups' slots (a worker still matching in a full group matches
-// this block too), so such a block costs a probe for its partial groups only. The summary is always the first of
-// its hash's slots in the run (placed there; inserts go after it and backward shift keeps a run's order), so the
-// walk knows the full groups before it meets any group's slot. It costs no memory: a full group has two or more
-// nodes for the block, so a hash's slots (groups + summary) never outnumber its nodes, and the holders table still
-// has room for a pool of distinct entries.
+// bitmap of its full groups. `match` needs no full group's slot (a worker still matching in it matches this block
+// too), and the summary is the first of its hash's slots, so the walk of a block ends once it has read the
+// summary and the partial groups' slots. The group whose fullness created the summary moves behind the others
+// (in a deep match the groups fill one after another, each behind the partial one).
+// Memory: none. A summary stays only while some group slot of its hash has two or more holders (a full group has
+// two or more), so a hash's slots (groups + summary) never outnumber its nodes and the holders table keeps room
+// for a pool of distinct entries. It outlives its last full group until then, so a group that flips between full
+// and one short (a worker evicting and storing the block again) flips a bit, not the slots.
+// Order: the summary is placed first; inserts go after a hash's slots and backward shift keeps a run's order, so
+// it stays first. Its slot has no nodes, so it moves at no cost; placing it moves two slots (their nodes follow).
 
 /** The mask of `group` when full: every worker it has (the last group may have fewer); 0 (no slot's) for none. */
 // @ts-ignore: decorator
@@ -285,33 +294,57 @@ function firstSlotOf(hash: u64): u32 {
   return 0;
 }
 
-/**
- * Marks `group` full for `hash`, adding the summary slot in front of the hash's slots if it has none. Slot `keep`
- * (a slot of this hash) may move for it: returns where it is now.
- */
-function summarySet(hash: u64, group: u32, keep: u32): u32 {
-  const first = firstSlotOf(hash); // the hash has a slot: `keep`
-  const s = holdersAt(first);
-  const bit: u64 = <u64>1 << group;
-  if (groupOf(load<u64>(s, 8)) == summaryGroup) {
-    store<u64>(s, load<u64>(s, 8) | bit, 8);
-    return keep;
-  }
-  // the hash's first slot moves to the end of the run (the first empty slot: the sum of capacities ≤ pool < slots)
-  let end = nextSlot(first, holderSlots);
-  while (load<u64>(holdersAt(end), 8) != 0) end = nextSlot(end, holderSlots);
-  memory.copy(holdersAt(end), s, HOLDERS_SLOT_BYTES);
-  repointNodes(first, end);
-  store<u64>(s, bit | (<u64>summaryGroup << (<u64>groupSize & 63)), 8);
-  return keep == first ? end : keep;
+/** Moves holders slot `from` to the empty slot `to`, its nodes with it. */
+function moveSlot(from: u32, to: u32): void {
+  memory.copy(holdersAt(to), holdersAt(from), HOLDERS_SLOT_BYTES);
+  repointNodes(from, to);
 }
 
-/** `group` is no longer full for `hash`: clears its bit in the summary, freeing the summary when none is left. */
-function summaryClear(hash: u64, group: u32): void {
-  const first = firstSlotOf(hash); // the summary
-  const word = load<u64>(holdersAt(first), 8) & ~(<u64>1 << group);
-  if ((word & maskAll) != 0) store<u64>(holdersAt(first), word, 8);
-  else holdersDelete(first);
+/**
+ * Marks `group` full for `hash`, adding the summary if the hash has none: at the run's first slot, whose entry
+ * takes the place of `group`'s slot `at`, which goes to the end of the run. Returns where `at` is now.
+ */
+function summarySet(hash: u64, group: u32, at: u32): u32 {
+  const first = firstSlotOf(hash); // the hash has a slot: `at`
+  const s = holdersAt(first);
+  const bit: u64 = <u64>1 << <u64>group;
+  if (groupOf(load<u64>(s, 8)) == summaryGroup) {
+    store<u64>(s, load<u64>(s, 8) | bit, 8);
+    return at;
+  }
+  // the first empty slot: there is one, since the sum of capacities ≤ pool < slots
+  let end = nextSlot(at, holderSlots);
+  while (load<u64>(holdersAt(end), 8) != 0) end = nextSlot(end, holderSlots);
+  moveSlot(at, end);
+  if (first != at) moveSlot(first, at);
+  store<u64>(s, bit | (<u64>summaryGroup << (<u64>groupSize & 63)), 8);
+  return end;
+}
+
+/**
+ * A slot of `hash` lost a holder: `group` is no longer full (when `wasFull`) or the slot is left with one. Clears
+ * the group's bit in the summary, and frees a summary with no full group left once no slot of the hash has two
+ * holders.
+ */
+function summaryLeave(hash: u64, group: u32, wasFull: bool): void {
+  const first = firstSlotOf(hash);
+  let word = load<u64>(holdersAt(first), 8);
+  if (groupOf(word) != summaryGroup) return; // no summary
+  if (wasFull) {
+    word &= ~(<u64>1 << <u64>group);
+    store<u64>(holdersAt(first), word, 8);
+  }
+  if ((word & maskAll) != 0) return;
+  let i = nextSlot(first, holderSlots);
+  while (true) {
+    const s = holdersAt(i);
+    const w = load<u64>(s, 8);
+    if (w == 0) break;
+    const mask = w & maskAll;
+    if (load<u64>(s) == hash && (mask & (mask - 1)) != 0) return; // two or more holders: it may stay
+    i = nextSlot(i, holderSlots);
+  }
+  holdersDelete(first);
 }
 
 // ---- members table (the nodes) ---------------------------------------------------------------------------
@@ -461,6 +494,21 @@ export function holds(worker: u32, hash: u64): bool {
   }
 }
 
+/** The address of the home slot of `hash`. */
+// @ts-ignore: decorator
+@inline function homeAddress(hash: u64): usize { return holdersAt(holdersHome(hash)); }
+
+/** Fills the ring of home addresses with the first blocks' and touches them; returns the touched bits. */
+function startHomes(ptr: usize, n: i32): u64 {
+  let t: u64 = 0;
+  for (let j = 0; j < min(n, PREFETCH_AHEAD); j++) {
+    const at = homeAddress(load<u64>(ptr + (<usize>j << 3)));
+    store<usize>(homes + (<usize>j << 2), at);
+    t ^= load<u64>(at);
+  }
+  return t;
+}
+
 /**
  * matchPrefix's walk when there is one group (up to groupSize workers, the common case): one slot per block, no
  * per-group bookkeeping. The same result as the general walk: writes each worker's length when it stops matching,
@@ -468,22 +516,29 @@ export function holds(worker: u32, hash: u64): bool {
  */
 function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
   const otherGroups = ~maskAll; // a group-0 slot has none of these bits set, so its word is its mask
+  const tableEnd = holdersAt(holderSlots);
   let alive = load<u64>(aliveMask);
+  let ahead = startHomes(ptr, n);
   let i = 0;
   while (i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    if (i + PREFETCH_AHEAD < n) touched ^= load<u64>(holdersAt(holdersHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)))));
+    const ring = homes + (<usize>(i & (PREFETCH_AHEAD - 1)) << 2);
+    let s = load<usize>(ring);
+    if (i + PREFETCH_AHEAD < n) {
+      const at = homeAddress(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)));
+      store<usize>(ring, at);
+      ahead ^= load<u64>(at);
+    }
     let held: u64 = 0;
-    let slot = holdersHome(hash);
     while (true) {
-      const s = holdersAt(slot);
       const word = load<u64>(s, 8);
       if (word == 0) break;
       if (load<u64>(s) == hash && (word & otherGroups) == 0) {
         held = word;
         break;
       }
-      slot = nextSlot(slot, holderSlots);
+      s += HOLDERS_SLOT_BYTES;
+      if (s == tableEnd) s = holders;
     }
     if ((alive & ~held) != 0) dropAll(out, 0, alive & ~held, i);
     alive &= held;
@@ -491,63 +546,83 @@ function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
     i++;
   }
   store<u64>(aliveMask, alive);
+  touched ^= ahead;
   return i;
 }
 
 /**
- * matchPrefix's walk for up to 64 groups: the live groups, the ones each block's slots were found for and the
+ * matchPrefix's walk when group ids fit a 64-bit bitmap (up to 3,654 workers): the live groups, the ones each block's slots were found for and the
  * ones left to find are bitmaps. A block's walk ends as soon as every live group not full for it (see the
  * summaries) is found, so it reads about one slot per partially holding group. Same result as the other walks.
  */
 function matchFewGroups(ptr: usize, n: i32, out: usize, groups: i32): i32 {
+  // the globals the walk reads, as locals: V8 reloads a wasm global from the instance on every read
+  const table = holders;
+  const tableEnd = holders + <usize>holderSlots * HOLDERS_SLOT_BYTES;
+  const slots = holderSlots;
+  const shift = <u64>groupSize;
+  const width = groupSize;
+  const field = groupField;
+  const summary = <u64>summaryGroup; // NO_SUMMARIES is no group id (ids have at most 6 bits here)
+  const alives = aliveMask;
+  let ahead = startHomes(ptr, n);
   let live: u64 = 0;
-  for (let g = 0; g < groups; g++) if (u64At(aliveMask, <u32>g) != 0) live |= <u64>1 << <u64>g;
+  for (let g = 0; g < groups; g++) if (load<u64>(alives + (<usize>g << 3)) != 0) live |= <u64>1 << <u64>g;
   let i = 0;
   while (live != 0 && i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
+    const ring = homes + (<usize>(i & (PREFETCH_AHEAD - 1)) << 2);
+    let s = load<usize>(ring);
     if (i + PREFETCH_AHEAD < n) {
-      // a block ahead: its run's first two cache lines (its summary, and the partial groups' slots after it)
-      const at = holdersAt(holdersHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3))));
-      touched ^= load<u64>(at) ^ load<u64>(at + 64);
+      // a block ahead: its run's first two cache lines (about three slots a line)
+      const at = table + (<usize>reduce(((load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)) ^ GROUP_SALT) * GOLDEN) >> 32, slots) << 4);
+      store<usize>(ring, at);
+      ahead ^= load<u64>(at) ^ load<u64>(at + 64);
     }
     let need = live; // the live groups whose slot for this block is still to be read
     let found: u64 = 0;
-    let slot = holdersHome(hash);
     while (true) {
-      const s = holdersAt(slot);
       const word = load<u64>(s, 8);
       if (word == 0) break;
       if (load<u64>(s) == hash) {
-        const g = groupOf(word);
-        const bit = <u64>1 << <u64>g;
+        const g = (word >> shift) & field;
+        const bit = <u64>1 << g;
         if ((need & bit) != 0) {
-          const alive = u64At(aliveMask, g);
+          const cell = alives + (<usize>g << 3);
+          const alive = load<u64>(cell);
           const still = alive & word; // alive has no bits in the group field
           if (still != alive) {
-            dropAll(out, g, alive ^ still, i);
-            setU64(aliveMask, g, still);
+            let dropped = alive ^ still;
+            const first = <u32>g * width;
+            do {
+              store<u32>(out + (<usize>(first + <u32>ctz<u64>(dropped)) << 2), i);
+              dropped &= dropped - 1;
+            } while (dropped != 0);
+            store<u64>(cell, still);
             if (still == 0) live &= ~bit;
           }
           found |= bit;
-        } else if (g == summaryGroup) {
+        } else if (g == summary) {
           need &= ~word; // the full groups (the summary comes before any group's slot): their survivors match
         }
         if (found == need) break;
       }
-      slot = nextSlot(slot, holderSlots);
+      s += HOLDERS_SLOT_BYTES;
+      if (s == tableEnd) s = table;
     }
     // a live group without a slot for this block stops matching here
     let missing = need & ~found;
     while (missing != 0) {
       const g = <u32>ctz<u64>(missing);
-      dropAll(out, g, u64At(aliveMask, g), i);
-      setU64(aliveMask, g, 0);
+      dropAll(out, g, u64At(alives, g), i);
+      setU64(alives, g, 0);
       live &= ~(<u64>1 << <u64>g);
       missing &= missing - 1;
     }
     // a block nobody holds ends every match here; otherwise the survivors matched it too
     if (live != 0) i++;
   }
+  touched ^= ahead;
   return i;
 }
 

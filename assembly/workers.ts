@@ -85,31 +85,39 @@ export function setLoadScale(scale: f64): i32 {
   return loadScale * (load<f64>(prefillLoad + (<usize>w << 3)) + uncached) + load<f64>(decodeLoad + (<usize>w << 3));
 }
 
-/** The decode worker with the lowest cost, or -1 when there is none. */
-export function chooseDecode(isl: f64, matched: usize, tokensPerBlock: f64): i32 {
+/**
+ * The worker of `list` (`count` ids) with the lowest cost other than `exclude` (−1 for none), or −1; its cost in
+ * lastCost. One pass, ties to the first listed (the lowest id). Every worker is scored: at 1,024 workers that is
+ * the route's largest cost after matching, so the loop keeps what it reads in locals (the globals are read once).
+ */
+function cheapest(list: usize, count: i32, exclude: i32, isl: f64, matched: usize, tokensPerBlock: f64): i32 {
+  const scale = loadScale;
+  const prefill = prefillLoad;
+  const decode = decodeLoad;
   let best = -1;
   let bestCost = Infinity;
-  for (let i = 0; i < decodeCount; i++) {
-    const w = load<i32>(decodeList + (<usize>i << 2));
-    const c = cost(w, isl, matched, tokensPerBlock);
-    if (c < bestCost) { bestCost = c; best = w; }
+  for (let i = 0; i < count; i++) {
+    const w = load<i32>(list + (<usize>i << 2)); // bounded by count ≤ maxWorkers
+    const cached = <f64>load<u32>(matched + (<usize>w << 2)) * tokensPerBlock;
+    const uncached = isl > cached ? isl - cached : 0.0;
+    const c = scale * (load<f64>(prefill + (<usize>w << 3)) + uncached) + load<f64>(decode + (<usize>w << 3));
+    if (c < bestCost && w != exclude) {
+      bestCost = c;
+      best = w;
+    }
   }
   lastCost = bestCost;
   return best;
 }
 
+/** The decode worker with the lowest cost, or -1 when there is none. */
+export function chooseDecode(isl: f64, matched: usize, tokensPerBlock: f64): i32 {
+  return cheapest(decodeList, decodeCount, -1, isl, matched, tokensPerBlock);
+}
+
 /** The prefill worker with the lowest cost other than `exclude`, or -1 when there is none. */
 export function choosePrefill(isl: f64, matched: usize, tokensPerBlock: f64, exclude: i32): i32 {
-  let best = -1;
-  let bestCost = Infinity;
-  for (let i = 0; i < prefillCount; i++) {
-    const w = load<i32>(prefillList + (<usize>i << 2));
-    if (w == exclude) continue;
-    const c = cost(w, isl, matched, tokensPerBlock);
-    if (c < bestCost) { bestCost = c; best = w; }
-  }
-  lastCost = bestCost;
-  return best;
+  return cheapest(prefillList, prefillCount, exclude, isl, matched, tokensPerBlock);
 }
 
 /** Cost of a given worker (used when the decode worker is pinned by a session). */

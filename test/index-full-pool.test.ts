@@ -67,9 +67,9 @@ describe.each([
 });
 
 // Blocks held by every worker of some groups: the index keeps a summary of a block's full groups (prefix-index.ts),
-// made and unmade as groups fill and lose workers (stores, removes, LRU evictions, clears). Matches and counts =
-// the reference after every operation. 125 workers end in a group of one (never full), 200 in one of 17; 4,000
-// workers are too many for summaries (and for the bitmap walk).
+// made, kept and unmade as groups fill and lose workers (stores, removes, LRU evictions, clears). Matches and
+// counts = the reference after every operation. 125 workers end in a group of one (never full), 200 in one of
+// 17; 4,000 workers are too many for summaries (and for the bitmap walk).
 describe.each([{ workers: 125 }, { workers: 200 }, { workers: 4000 }])(
   "index with full groups ($workers workers)",
   ({ workers }) => {
@@ -90,7 +90,9 @@ describe.each([{ workers: 125 }, { workers: 200 }, { workers: 4000 }])(
         }
         return out;
       };
-      for (const e of engines) for (const w of players) e.indexStore(w, prompt(0, 16));
+      // nested prefixes, deeper with the id (as in bench core's scale workload): groups fill one after another
+      for (const e of engines)
+        players.forEach((w, k) => e.indexStore(w, prompt(0, 1 + Math.floor((k * 20) / players.length))));
       for (let step = 0; step < 600; step++) {
         const w = players[rnd() % players.length]!;
         const from = rnd() % blocks;
@@ -99,7 +101,8 @@ describe.each([{ workers: 125 }, { workers: 200 }, { workers: 4000 }])(
         const depth = 8 + (rnd() % 12);
         const newCapacity = rnd() % (capacity + 1);
         for (const e of engines) {
-          if (op < 3) for (const x of players) e.indexStore(x, prompt(0, depth)); // every group full again
+          // op < 3: every player stores the same prefix, so every group is full again
+          if (op < 3) for (const x of players) e.indexStore(x, prompt(0, depth));
           else if (op < 10) e.indexStore(w, prompt(from, Math.min(len, blocks - from)));
           else if (op < 16) e.indexRemove(w, prompt(from, 1));
           else if (op < 18) e.indexClear(w);
