@@ -13,6 +13,7 @@ let maxWorkers: i32 = 0;
 let roles: usize = 0; // u8[maxWorkers]
 let prefillLoad: usize = 0; // f64[maxWorkers], active prefill tokens
 let decodeLoad: usize = 0; // f64[maxWorkers], active decode tokens (KV held by running decodes)
+let costFloor: usize = 0; // f64[maxWorkers], loadScale × prefill load + decode load: no cost is below it (cheapest)
 let decodeList: usize = 0; // i32[maxWorkers], ascending ids
 let prefillList: usize = 0;
 let decodeCount: i32 = 0;
@@ -31,6 +32,8 @@ export function workersInit(workers: i32): void {
   decodeLoad = heap.alloc(w << 3);
   memory.fill(prefillLoad, 0, w << 3);
   memory.fill(decodeLoad, 0, w << 3);
+  costFloor = heap.alloc(w << 3);
+  memory.fill(costFloor, 0, w << 3);
   decodeList = heap.alloc(w << 2);
   prefillList = heap.alloc(w << 2);
 }
@@ -69,12 +72,23 @@ export function setLoad(worker: i32, activePrefillTokens: f64, activeDecodeToken
   if (!(activeDecodeTokens >= 0) || activeDecodeTokens > 1e15) return fail(E_BAD_LOAD, activeDecodeTokens);
   store<f64>(prefillLoad + (<usize>worker << 3), activePrefillTokens);
   store<f64>(decodeLoad + (<usize>worker << 3), activeDecodeTokens);
+  setFloor(worker);
   return OK;
+}
+
+/**
+ * The cost a worker cannot go below, whatever it has cached: its cost with nothing left to prefill, in the same
+ * operations (rounding is monotone, and the uncached tokens are ≥ 0, so floor ≤ cost as doubles, exactly).
+ */
+function setFloor(w: i32): void {
+  const at = <usize>w << 3;
+  store<f64>(costFloor + at, loadScale * load<f64>(prefillLoad + at) + load<f64>(decodeLoad + at));
 }
 
 export function setLoadScale(scale: f64): i32 {
   if (!(scale >= 0) || scale > 1e6) return fail(E_BAD_LOAD, scale);
   loadScale = scale;
+  for (let w = 0; w < maxWorkers; w++) setFloor(w);
   return OK;
 }
 
@@ -87,17 +101,20 @@ export function setLoadScale(scale: f64): i32 {
 
 /**
  * The worker of `list` (`count` ids) with the lowest cost other than `exclude` (−1 for none), or −1; its cost in
- * lastCost. One pass, ties to the first listed (the lowest id). Every worker is scored: at 1,024 workers that is
- * the route's largest cost after matching, so the loop keeps what it reads in locals (the globals are read once).
+ * lastCost. One pass, ties to the first listed (the lowest id). A worker whose cost floor (setFloor) is not below
+ * the best cost so far is not scored: at 1,024 workers scoring was the route's largest cost after matching.
  */
 function cheapest(list: usize, count: i32, exclude: i32, isl: f64, matched: usize, tokensPerBlock: f64): i32 {
   const scale = loadScale;
   const prefill = prefillLoad;
   const decode = decodeLoad;
+  const floor = costFloor;
   let best = -1;
   let bestCost = Infinity;
   for (let i = 0; i < count; i++) {
     const w = load<i32>(list + (<usize>i << 2)); // bounded by count ≤ maxWorkers
+    // its cost ≥ its floor ≥ the best so far: it cannot win (a tie goes to the one listed first)
+    if (load<f64>(floor + (<usize>w << 3)) >= bestCost) continue;
     const cached = <f64>load<u32>(matched + (<usize>w << 2)) * tokensPerBlock;
     const uncached = isl > cached ? isl - cached : 0.0;
     const c = scale * (load<f64>(prefill + (<usize>w << 3)) + uncached) + load<f64>(decode + (<usize>w << 3));
