@@ -62,6 +62,7 @@ let groupCount: i32 = 0;
 // summaries (see their section): the group id reserved for them, or NO_SUMMARIES; the full mask of the last group
 let summaryGroup: u32 = 0;
 let lastGroupFull: u64 = 0;
+let summaryCount: u32 = 0; // summaries in the table: with none, a slot left with one holder needs no look for one
 
 // holders table; node ids are members slot + 1 (0 = none), holders references are holders slot + 1
 let holderSlots: u32 = 0;
@@ -138,6 +139,7 @@ export function indexInit(workers: i32, pool: u32): void {
   groupField = (<u64>1 << bits) - 1;
   groupCount = <i32>((<u32>workers + groupSize - 1) / groupSize);
   summaryGroup = bits >= 1 && bits <= MAX_SUMMARY_BITS ? <u32>groupField : NO_SUMMARIES;
+  summaryCount = 0;
   // a group is full when every worker it has holds the block; a last group of one worker never counts as full (a
   // summary must cost no more slots than it saves: see the summaries' section), and 0 is no slot's mask
   const lastWorkers = <u32>workers - <u32>(groupCount - 1) * groupSize;
@@ -229,7 +231,7 @@ function holdersRemove(i: u32, bit: u64): void {
   // a full group had two or more bits, so only this branch can leave fullness or the last slot of two holders
   const group = groupOf(old);
   const wasFull = (old & maskAll) == fullMaskOf(group);
-  if (wasFull || (summaryGroup != NO_SUMMARIES && (mask & (mask - 1)) == 0)) summaryLeave(load<u64>(s), group, wasFull);
+  if (wasFull || (summaryCount != 0 && (mask & (mask - 1)) == 0)) summaryLeave(load<u64>(s), group, wasFull);
 }
 
 /** Frees holders slot `i` by backward shift (Knuth 6.4, algorithm R): absent hashes must meet an empty slot. */
@@ -321,6 +323,7 @@ function summarySet(hash: u64, group: u32, at: u32): u32 {
   moveSlot(at, end);
   if (first != at) moveSlot(first, at);
   store<u64>(s, bit | (<u64>summaryGroup << (<u64>groupSize & 63)), 8);
+  summaryCount++;
   return end;
 }
 
@@ -348,6 +351,7 @@ function summaryLeave(hash: u64, group: u32, wasFull: bool): void {
     i = nextSlot(i, holderSlots);
   }
   holdersDelete(first);
+  summaryCount--;
 }
 
 // ---- members table (the nodes) ---------------------------------------------------------------------------
