@@ -63,6 +63,7 @@ let groupCount: i32 = 0;
 let summaryGroup: u32 = 0;
 let lastGroupFull: u64 = 0;
 let summaryCount: u32 = 0; // summaries in the table: with none, a slot left with one holder needs no look for one
+let holdersMoves: u32 = 0; // counts holders slots moved or freed: a slot index kept across one must be sought again
 
 // holders table; node ids are members slot + 1 (0 = none), holders references are holders slot + 1
 let holderSlots: u32 = 0;
@@ -181,40 +182,43 @@ export function indexInit(workers: i32, pool: u32): void {
 
 // ---- holders table ---------------------------------------------------------------------------------------
 
-/** The holders slot of (hash, group), or −1. */
-function holdersFind(hash: u64, group: u32): i32 {
+/** The holders slot of (hash, group), or −1 − the empty slot its search ended at (where the entry would go). */
+function holdersSeek(hash: u64, group: u32): i32 {
   let i = holdersHome(hash);
   while (true) {
     const s = holdersAt(i);
     const word = load<u64>(s, 8);
-    if (word == 0) return -1;
+    if (word == 0) return -1 - <i32>i; // slots < 2^31: the pool is at most LIMIT_MAX_INDEX_BLOCKS
     if (load<u64>(s) == hash && groupOf(word) == group) return <i32>i;
     i = nextSlot(i, holderSlots);
   }
   return -1;
 }
 
-/** Sets `bit` in the mask of (hash, group), adding the slot if needed; returns the slot. */
-function holdersAdd(hash: u64, group: u32, bit: u64): u32 {
-  let i = holdersHome(hash);
-  while (true) {
-    const s = holdersAt(i);
-    const word = load<u64>(s, 8);
-    if (word == 0) {
-      store<u64>(s, hash);
-      store<u64>(s, bit | (<u64>group << (<u64>groupSize & 63)), 8);
-      return i; // one bit: never full (a full group has two or more)
-    }
-    if (load<u64>(s) == hash && groupOf(word) == group) {
-      // the summary first, while the slot's nodes are those of its mask (the new bit's node comes after): it may
-      // move this slot
-      if (((word | bit) & maskAll) == fullMaskOf(group)) i = summarySet(hash, group, i);
-      store<u64>(holdersAt(i), word | bit, 8);
-      return i;
-    }
-    i = nextSlot(i, holderSlots);
+/** The holders slot of (hash, group), or −1. */
+function holdersFind(hash: u64, group: u32): i32 {
+  const at = holdersSeek(hash, group);
+  return at >= 0 ? at : -1;
+}
+
+/**
+ * Sets `bit` in the mask of (hash, group), whose holdersSeek answer is `at` (still valid: no slot moved or freed
+ * since), adding the slot if needed; returns the slot.
+ */
+function holdersAddAt(at: i32, hash: u64, group: u32, bit: u64): u32 {
+  if (at < 0) {
+    const i = <u32>(-1 - at);
+    store<u64>(holdersAt(i), hash);
+    store<u64>(holdersAt(i), bit | (<u64>group << (<u64>groupSize & 63)), 8);
+    return i; // one bit: never full (a full group has two or more)
   }
-  return 0;
+  let i = <u32>at;
+  const word = load<u64>(holdersAt(i), 8);
+  // the summary first, while the slot's nodes are those of its mask (the new bit's node comes after): it may move
+  // this slot
+  if (((word | bit) & maskAll) == fullMaskOf(group)) i = summarySet(hash, group, i);
+  store<u64>(holdersAt(i), word | bit, 8);
+  return i;
 }
 
 /** Clears `bit` of holders slot `i`; an empty mask frees the slot. */
@@ -236,6 +240,7 @@ function holdersRemove(i: u32, bit: u64): void {
 
 /** Frees holders slot `i` by backward shift (Knuth 6.4, algorithm R): absent hashes must meet an empty slot. */
 function holdersDelete(i: u32): void {
+  holdersMoves++;
   let j = i;
   while (true) {
     j = nextSlot(j, holderSlots);
@@ -301,6 +306,7 @@ function firstSlotOf(hash: u64): u32 {
 
 /** Moves holders slot `from` to the empty slot `to`, its nodes with it. */
 function moveSlot(from: u32, to: u32): void {
+  holdersMoves++;
   memory.copy(holdersAt(to), holdersAt(from), HOLDERS_SLOT_BYTES);
   repointNodes(from, to);
 }
@@ -452,17 +458,21 @@ export function storeBlocks(worker: u32, ptr: usize, n: i32): void {
   const bit: u64 = <u64>1 << (worker % groupSize);
   for (let i = 0; i < n; i++) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    const slot = holdersFind(hash, group);
-    if (slot >= 0 && (load<u64>(holdersAt(<u32>slot), 8) & bit) != 0) {
+    let at = holdersSeek(hash, group);
+    if (at >= 0 && (load<u64>(holdersAt(<u32>at), 8) & bit) != 0) {
       // held already: now the most recent
-      const node = memberFind(hash, worker, <u32>slot + 1);
+      const node = memberFind(hash, worker, <u32>at + 1);
       unlink(node, worker);
       pushFront(node, worker);
       continue;
     }
-    // evicting first may shift the holders slot found above, so the bit is added after it
-    if (u32At(workerCount, worker) >= capacity) dropNode(u32At(workerTail, worker), worker);
-    memberInsert(hash, worker, holdersAdd(hash, group, bit) + 1); // room: the sum of capacities ≤ pool < slots
+    if (u32At(workerCount, worker) >= capacity) {
+      // evicting first; when that moved or freed a holders slot, the one sought above is sought again
+      const moves = holdersMoves;
+      dropNode(u32At(workerTail, worker), worker);
+      if (holdersMoves != moves) at = holdersSeek(hash, group);
+    }
+    memberInsert(hash, worker, holdersAddAt(at, hash, group, bit) + 1); // room: the sum of capacities ≤ pool < slots
     const count = u32At(workerCount, worker) + 1;
     setU32(workerCount, worker, count);
     if (count == 1) setHolding(worker, true);
