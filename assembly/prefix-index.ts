@@ -8,6 +8,8 @@
 //    workers, 59 at 1,024). A slot's home depends on the hash alone, so the entries of every group holding a block
 //    sit in one run: `match` reads them with one scan (one cache miss, then sequential lines). A slot whose mask
 //    empties is deleted by backward shift (Knuth 6.4, algorithm R), since absent hashes must meet an empty slot.
+//    Above 64 workers a block some groups hold whole has a summary slot first in its run (the bitmap of those
+//    groups), so `match` reads only the partial groups' slots (see the summaries' section).
 //  - members, 14-byte slots: (hash, worker) → the node itself, stored in its slot (no separate pool): the holders
 //    slot + 1 it belongs to (which gives the hash once, instead of a copy per worker), the worker, and its links in
 //    the worker's doubly linked LRU list (head = most recent). Whether a worker holds a hash is read from the
@@ -15,8 +17,9 @@
 //    searches pass and inserts reuse, and nodes never move. When a holders slot moves, its nodes (one per mask bit)
 //    are re-pointed to it.
 // `match` walks the prompt's blocks once and ANDs group masks, so a 1,250-block prompt against 16 workers costs
-// 1,250 probes, not 20,000. Memory is fixed at init: the sum of the workers' capacities may not exceed the pool,
-// and each table has room for a pool of distinct entries.
+// 1,250 probes, not 20,000, and against 1,024 workers nested as in bench core, about 2,500 slot reads. Memory is
+// fixed at init: the sum of the workers' capacities may not exceed the pool, and each table has room for a pool
+// of distinct entries.
 
 import { E_INDEX_FULL, E_UNKNOWN_WORKER, OK } from "./generated/abi";
 import { fail } from "./errors";
@@ -36,11 +39,16 @@ import { fail } from "./errors";
 // @ts-ignore: decorator
 @inline const MIN_SLOTS: u32 = 16;
 // @ts-ignore: decorator
+@inline const NO_SUMMARIES: u32 = 0xffffffff; // summaryGroup when the index has one group or too many for a bitmap
+// @ts-ignore: decorator
+@inline const MAX_SUMMARY_BITS: u32 = 5; // 31 groups, a bitmap that fits the 59-bit mask field
+// @ts-ignore: decorator
 @inline const ONE_ALLOCATION_BYTES: usize = 1 << 29; // well below the stub runtime's largest block (1 GiB)
 // WebAssembly has no prefetch: match touches the home slot of a block PREFETCH_AHEAD blocks ahead with a plain
-// load whose value lands in `touched` (so the load is kept), and that cache miss overlaps the current block's work
+// load whose value lands in `touched` (so the load is kept), and that cache miss overlaps the current block's work;
+// the home's address waits in a ring (`homes`) for its block, so each home is computed once
 // @ts-ignore: decorator
-@inline const PREFETCH_AHEAD: i32 = 8;
+@inline const PREFETCH_AHEAD: i32 = 8; // a power of two (the ring's index is a mask)
 
 let maxWorkers: i32 = 0;
 let poolBlocks: u32 = 0;
@@ -51,6 +59,11 @@ let groupSize: u32 = 64;
 let maskAll: u64 = 0; // the low groupSize bits
 let groupField: u64 = 0; // the group id's bits, once shifted down by groupSize (0 when there is one group)
 let groupCount: i32 = 0;
+// summaries (see their section): the group id reserved for them, or NO_SUMMARIES; the full mask of the last group
+let summaryGroup: u32 = 0;
+let lastGroupFull: u64 = 0;
+let summaryCount: u32 = 0; // summaries in the table: with none, a slot left with one holder needs no look for one
+let holdersMoves: u32 = 0; // counts holders slots moved or freed: a slot index kept across one must be sought again
 
 // holders table; node ids are members slot + 1 (0 = none), holders references are holders slot + 1
 let holderSlots: u32 = 0;
@@ -69,6 +82,7 @@ let holdingMask: usize = 0; // u64[groups]
 let aliveMask: usize = 0; // u64[groups]
 let seenAt: usize = 0; // u32[groups]
 let liveGroups: usize = 0; // u32[groups], ascending
+let homes: usize = 0; // usize[PREFETCH_AHEAD]: the walks' ring of the next blocks' home slot addresses
 let touched: u64 = 0;
 
 // @ts-ignore: decorator
@@ -114,13 +128,23 @@ let touched: u64 = 0;
 export function indexInit(workers: i32, pool: u32): void {
   maxWorkers = workers;
   poolBlocks = pool;
-  // the fewest group-id bits b with (64 − b) × 2^b ≥ workers: one 64-bit group up to 64 workers
+  // one 64-bit group up to 64 workers; above, the fewest group-id bits b with (64 − b) × (2^b − 1) ≥ workers, so
+  // the all-ones id is never a group's and names the summary slots
   let bits: u32 = 0;
-  while ((<u64>(64 - bits) << <u64>bits) < <u64>workers) bits++;
+  if (workers > 64) {
+    bits = 1;
+    while (<u64>(64 - bits) * ((<u64>1 << <u64>bits) - 1) < <u64>workers) bits++;
+  }
   groupSize = 64 - bits;
   maskAll = bits == 0 ? <u64>-1 : (<u64>1 << groupSize) - 1;
   groupField = (<u64>1 << bits) - 1;
   groupCount = <i32>((<u32>workers + groupSize - 1) / groupSize);
+  summaryGroup = bits >= 1 && bits <= MAX_SUMMARY_BITS ? <u32>groupField : NO_SUMMARIES;
+  summaryCount = 0;
+  // a group is full when every worker it has holds the block; a last group of one worker never counts as full (a
+  // summary must cost no more slots than it saves: see the summaries' section), and 0 is no slot's mask
+  const lastWorkers = <u32>workers - <u32>(groupCount - 1) * groupSize;
+  lastGroupFull = summaryGroup != NO_SUMMARIES && lastWorkers >= 2 ? (<u64>1 << <u64>lastWorkers) - 1 : 0;
   // load ≤ 4/5 when every pool block is a distinct entry (the worst case both tables must hold)
   const slots = max(MIN_SLOTS, <u32>min(<u64>pool + (<u64>pool >> 2) + 1, <u64>0xfffffffe));
   holderSlots = slots;
@@ -136,6 +160,7 @@ export function indexInit(workers: i32, pool: u32): void {
   aliveMask = heap.alloc(g << 3);
   seenAt = heap.alloc(g << 2);
   liveGroups = heap.alloc(g << 2);
+  homes = heap.alloc(<usize>PREFETCH_AHEAD << 2);
   memory.fill(holdingMask, 0, g << 3);
   memory.fill(aliveMask, 0, g << 3);
   // the tables last, in one allocation (two when one would pass the stub runtime's 1 GiB block): that runtime at
@@ -157,46 +182,65 @@ export function indexInit(workers: i32, pool: u32): void {
 
 // ---- holders table ---------------------------------------------------------------------------------------
 
-/** The holders slot of (hash, group), or −1. */
-function holdersFind(hash: u64, group: u32): i32 {
+/** The holders slot of (hash, group), or −1 − the empty slot its search ended at (where the entry would go). */
+function holdersSeek(hash: u64, group: u32): i32 {
   let i = holdersHome(hash);
   while (true) {
     const s = holdersAt(i);
     const word = load<u64>(s, 8);
-    if (word == 0) return -1;
+    if (word == 0) return -1 - <i32>i; // slots < 2^31: the pool is at most LIMIT_MAX_INDEX_BLOCKS
     if (load<u64>(s) == hash && groupOf(word) == group) return <i32>i;
     i = nextSlot(i, holderSlots);
   }
   return -1;
 }
 
-/** Sets `bit` in the mask of (hash, group), adding the slot if needed; returns the slot. */
-function holdersAdd(hash: u64, group: u32, bit: u64): u32 {
-  let i = holdersHome(hash);
-  while (true) {
-    const s = holdersAt(i);
-    const word = load<u64>(s, 8);
-    if (word == 0) {
-      store<u64>(s, hash);
-      store<u64>(s, bit | (<u64>group << (<u64>groupSize & 63)), 8);
-      return i;
-    }
-    if (load<u64>(s) == hash && groupOf(word) == group) {
-      store<u64>(s, word | bit, 8);
-      return i;
-    }
-    i = nextSlot(i, holderSlots);
-  }
-  return 0;
+/** The holders slot of (hash, group), or −1. */
+function holdersFind(hash: u64, group: u32): i32 {
+  const at = holdersSeek(hash, group);
+  return at >= 0 ? at : -1;
 }
 
-/** Clears `bit` of holders slot `i`; an empty mask frees the slot (backward shift, Knuth 6.4 algorithm R). */
+/**
+ * Sets `bit` in the mask of (hash, group), whose holdersSeek answer is `at` (still valid: no slot moved or freed
+ * since), adding the slot if needed; returns the slot.
+ */
+function holdersAddAt(at: i32, hash: u64, group: u32, bit: u64): u32 {
+  if (at < 0) {
+    const i = <u32>(-1 - at);
+    store<u64>(holdersAt(i), hash);
+    store<u64>(holdersAt(i), bit | (<u64>group << (<u64>groupSize & 63)), 8);
+    return i; // one bit: never full (a full group has two or more)
+  }
+  let i = <u32>at;
+  const word = load<u64>(holdersAt(i), 8);
+  // the summary first, while the slot's nodes are those of its mask (the new bit's node comes after): it may move
+  // this slot
+  if (((word | bit) & maskAll) == fullMaskOf(group)) i = summarySet(hash, group, i);
+  store<u64>(holdersAt(i), word | bit, 8);
+  return i;
+}
+
+/** Clears `bit` of holders slot `i`; an empty mask frees the slot. */
 function holdersRemove(i: u32, bit: u64): void {
-  const word = load<u64>(holdersAt(i), 8) & ~bit;
-  if ((word & maskAll) != 0) {
-    store<u64>(holdersAt(i), word, 8);
+  const s = holdersAt(i);
+  const old = load<u64>(s, 8);
+  const word = old & ~bit;
+  const mask = word & maskAll;
+  if (mask == 0) {
+    holdersDelete(i); // it had one holder: the summary's reasons to stay are unchanged
     return;
   }
+  store<u64>(s, word, 8);
+  // a full group had two or more bits, so only this branch can leave fullness or the last slot of two holders
+  const group = groupOf(old);
+  const wasFull = (old & maskAll) == fullMaskOf(group);
+  if (wasFull || (summaryCount != 0 && (mask & (mask - 1)) == 0)) summaryLeave(load<u64>(s), group, wasFull);
+}
+
+/** Frees holders slot `i` by backward shift (Knuth 6.4, algorithm R): absent hashes must meet an empty slot. */
+function holdersDelete(i: u32): void {
+  holdersMoves++;
   let j = i;
   while (true) {
     j = nextSlot(j, holderSlots);
@@ -218,13 +262,102 @@ function repointNodes(from: u32, to: u32): void {
   const s = holdersAt(to);
   const hash = load<u64>(s);
   const word = load<u64>(s, 8);
-  const first = groupOf(word) * groupSize;
+  const group = groupOf(word);
+  if (group == summaryGroup) return; // a summary has no nodes
+  const first = group * groupSize;
   let mask = word & maskAll;
   while (mask != 0) {
     const n = memberFind(hash, first + <u32>ctz<u64>(mask), from + 1);
     store<u32>(node(n), to + 1);
     mask &= mask - 1;
   }
+}
+
+// ---- summaries -------------------------------------------------------------------------------------------
+// When more than one group holds a block, a block held by every worker of some groups (a shared system prompt,
+// the first blocks of a popular document) gets one more holders slot: (hash, summaryGroup) whose mask is the
+// bitmap of its full groups. `match` needs no full group's slot (a worker still matching in it matches this block
+// too), and the summary is the first of its hash's slots, so the walk of a block ends once it has read the
+// summary and the partial groups' slots. The group whose fullness created the summary moves behind the others
+// (in a deep match the groups fill one after another, each behind the partial one).
+// Memory: none. A summary stays only while some group slot of its hash has two or more holders (a full group has
+// two or more), so a hash's slots (groups + summary) never outnumber its nodes and the holders table keeps room
+// for a pool of distinct entries. It outlives its last full group until then, so a group that flips between full
+// and one short (a worker evicting and storing the block again) flips a bit, not the slots.
+// Order: the summary is placed first; inserts go after a hash's slots and backward shift keeps a run's order, so
+// it stays first. Its slot has no nodes, so it moves at no cost; placing it moves two slots (their nodes follow).
+
+/** The mask of `group` when full: every worker it has (the last group may have fewer); 0 (no slot's) for none. */
+// @ts-ignore: decorator
+@inline function fullMaskOf(group: u32): u64 {
+  return summaryGroup == NO_SUMMARIES ? 0 : group + 1 == <u32>groupCount ? lastGroupFull : maskAll;
+}
+
+/** The first slot of `hash`'s run, which has one: its summary when it has one. */
+function firstSlotOf(hash: u64): u32 {
+  let i = holdersHome(hash);
+  while (true) {
+    const s = holdersAt(i);
+    if (load<u64>(s) == hash && load<u64>(s, 8) != 0) return i;
+    i = nextSlot(i, holderSlots);
+  }
+  return 0;
+}
+
+/** Moves holders slot `from` to the empty slot `to`, its nodes with it. */
+function moveSlot(from: u32, to: u32): void {
+  holdersMoves++;
+  memory.copy(holdersAt(to), holdersAt(from), HOLDERS_SLOT_BYTES);
+  repointNodes(from, to);
+}
+
+/**
+ * Marks `group` full for `hash`, adding the summary if the hash has none: at the run's first slot, whose entry
+ * takes the place of `group`'s slot `at`, which goes to the end of the run. Returns where `at` is now.
+ */
+function summarySet(hash: u64, group: u32, at: u32): u32 {
+  const first = firstSlotOf(hash); // the hash has a slot: `at`
+  const s = holdersAt(first);
+  const bit: u64 = <u64>1 << <u64>group;
+  if (groupOf(load<u64>(s, 8)) == summaryGroup) {
+    store<u64>(s, load<u64>(s, 8) | bit, 8);
+    return at;
+  }
+  // the first empty slot: there is one, since the sum of capacities ≤ pool < slots
+  let end = nextSlot(at, holderSlots);
+  while (load<u64>(holdersAt(end), 8) != 0) end = nextSlot(end, holderSlots);
+  moveSlot(at, end);
+  if (first != at) moveSlot(first, at);
+  store<u64>(s, bit | (<u64>summaryGroup << (<u64>groupSize & 63)), 8);
+  summaryCount++;
+  return end;
+}
+
+/**
+ * A slot of `hash` lost a holder: `group` is no longer full (when `wasFull`) or the slot is left with one. Clears
+ * the group's bit in the summary, and frees a summary with no full group left once no slot of the hash has two
+ * holders.
+ */
+function summaryLeave(hash: u64, group: u32, wasFull: bool): void {
+  const first = firstSlotOf(hash);
+  let word = load<u64>(holdersAt(first), 8);
+  if (groupOf(word) != summaryGroup) return; // no summary
+  if (wasFull) {
+    word &= ~(<u64>1 << <u64>group);
+    store<u64>(holdersAt(first), word, 8);
+  }
+  if ((word & maskAll) != 0) return;
+  let i = nextSlot(first, holderSlots);
+  while (true) {
+    const s = holdersAt(i);
+    const w = load<u64>(s, 8);
+    if (w == 0) break;
+    const mask = w & maskAll;
+    if (load<u64>(s) == hash && (mask & (mask - 1)) != 0) return; // two or more holders: it may stay
+    i = nextSlot(i, holderSlots);
+  }
+  holdersDelete(first);
+  summaryCount--;
 }
 
 // ---- members table (the nodes) ---------------------------------------------------------------------------
@@ -325,17 +458,21 @@ export function storeBlocks(worker: u32, ptr: usize, n: i32): void {
   const bit: u64 = <u64>1 << (worker % groupSize);
   for (let i = 0; i < n; i++) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    const slot = holdersFind(hash, group);
-    if (slot >= 0 && (load<u64>(holdersAt(<u32>slot), 8) & bit) != 0) {
+    let at = holdersSeek(hash, group);
+    if (at >= 0 && (load<u64>(holdersAt(<u32>at), 8) & bit) != 0) {
       // held already: now the most recent
-      const node = memberFind(hash, worker, <u32>slot + 1);
+      const node = memberFind(hash, worker, <u32>at + 1);
       unlink(node, worker);
       pushFront(node, worker);
       continue;
     }
-    // evicting first may shift the holders slot found above, so the bit is added after it
-    if (u32At(workerCount, worker) >= capacity) dropNode(u32At(workerTail, worker), worker);
-    memberInsert(hash, worker, holdersAdd(hash, group, bit) + 1); // room: the sum of capacities ≤ pool < slots
+    if (u32At(workerCount, worker) >= capacity) {
+      // evicting first; when that moved or freed a holders slot, the one sought above is sought again
+      const moves = holdersMoves;
+      dropNode(u32At(workerTail, worker), worker);
+      if (holdersMoves != moves) at = holdersSeek(hash, group);
+    }
+    memberInsert(hash, worker, holdersAddAt(at, hash, group, bit) + 1); // room: the sum of capacities ≤ pool < slots
     const count = u32At(workerCount, worker) + 1;
     setU32(workerCount, worker, count);
     if (count == 1) setHolding(worker, true);
@@ -374,6 +511,21 @@ export function holds(worker: u32, hash: u64): bool {
   }
 }
 
+/** The address of the home slot of `hash`. */
+// @ts-ignore: decorator
+@inline function homeAddress(hash: u64): usize { return holdersAt(holdersHome(hash)); }
+
+/** Fills the ring of home addresses with the first blocks' and touches them; returns the touched bits. */
+function startHomes(ptr: usize, n: i32): u64 {
+  let t: u64 = 0;
+  for (let j = 0; j < min(n, PREFETCH_AHEAD); j++) {
+    const at = homeAddress(load<u64>(ptr + (<usize>j << 3)));
+    store<usize>(homes + (<usize>j << 2), at);
+    t ^= load<u64>(at);
+  }
+  return t;
+}
+
 /**
  * matchPrefix's walk when there is one group (up to groupSize workers, the common case): one slot per block, no
  * per-group bookkeeping. The same result as the general walk: writes each worker's length when it stops matching,
@@ -381,22 +533,29 @@ export function holds(worker: u32, hash: u64): bool {
  */
 function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
   const otherGroups = ~maskAll; // a group-0 slot has none of these bits set, so its word is its mask
+  const tableEnd = holdersAt(holderSlots);
   let alive = load<u64>(aliveMask);
+  let ahead = startHomes(ptr, n);
   let i = 0;
   while (i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
-    if (i + PREFETCH_AHEAD < n) touched ^= load<u64>(holdersAt(holdersHome(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)))));
+    const ring = homes + (<usize>(i & (PREFETCH_AHEAD - 1)) << 2);
+    let s = load<usize>(ring);
+    if (i + PREFETCH_AHEAD < n) {
+      const at = homeAddress(load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3)));
+      store<usize>(ring, at);
+      ahead ^= load<u64>(at);
+    }
     let held: u64 = 0;
-    let slot = holdersHome(hash);
     while (true) {
-      const s = holdersAt(slot);
       const word = load<u64>(s, 8);
       if (word == 0) break;
       if (load<u64>(s) == hash && (word & otherGroups) == 0) {
         held = word;
         break;
       }
-      slot = nextSlot(slot, holderSlots);
+      s += HOLDERS_SLOT_BYTES;
+      if (s == tableEnd) s = holders;
     }
     if ((alive & ~held) != 0) dropAll(out, 0, alive & ~held, i);
     alive &= held;
@@ -404,6 +563,85 @@ function matchOneGroup(ptr: usize, n: i32, out: usize): i32 {
     i++;
   }
   store<u64>(aliveMask, alive);
+  touched ^= ahead;
+  return i;
+}
+
+/**
+ * matchPrefix's walk when group ids fit a 64-bit bitmap (up to 3,654 workers): the live groups, those whose slot
+ * for a block is still to be read and those read are bitmaps. A block's walk ends as soon as every live group not
+ * full for it (see the summaries) is read: the summary, then about one slot per partially holding group. The
+ * same result as the other walks.
+ */
+function matchFewGroups(ptr: usize, n: i32, out: usize, groups: i32): i32 {
+  // the globals the walk reads, read once
+  const table = holders;
+  const tableEnd = holders + <usize>holderSlots * HOLDERS_SLOT_BYTES;
+  const slots = holderSlots;
+  const shift = <u64>groupSize;
+  const width = groupSize;
+  const field = groupField;
+  const summary = <u64>summaryGroup; // NO_SUMMARIES is no group id (ids have at most 6 bits here)
+  const alives = aliveMask;
+  let ahead = startHomes(ptr, n);
+  let live: u64 = 0;
+  for (let g = 0; g < groups; g++) if (load<u64>(alives + (<usize>g << 3)) != 0) live |= <u64>1 << <u64>g;
+  let i = 0;
+  while (live != 0 && i < n) {
+    const hash = load<u64>(ptr + (<usize>i << 3));
+    const ring = homes + (<usize>(i & (PREFETCH_AHEAD - 1)) << 2);
+    let s = load<usize>(ring);
+    if (i + PREFETCH_AHEAD < n) {
+      // a block ahead: its run's first two cache lines (four slots a line)
+      const next = load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3));
+      const at = table + (<usize>reduce(((next ^ GROUP_SALT) * GOLDEN) >> 32, slots) << 4);
+      store<usize>(ring, at);
+      ahead ^= load<u64>(at) ^ load<u64>(at + 64);
+    }
+    let need = live; // the live groups whose slot for this block is still to be read
+    let found: u64 = 0;
+    while (true) {
+      const word = load<u64>(s, 8);
+      if (word == 0) break;
+      if (load<u64>(s) == hash) {
+        const g = (word >> shift) & field;
+        const bit = <u64>1 << g;
+        if ((need & bit) != 0) {
+          const cell = alives + (<usize>g << 3);
+          const alive = load<u64>(cell);
+          const still = alive & word; // alive has no bits in the group field
+          if (still != alive) {
+            let dropped = alive ^ still;
+            const first = <u32>g * width;
+            do {
+              store<u32>(out + (<usize>(first + <u32>ctz<u64>(dropped)) << 2), i);
+              dropped &= dropped - 1;
+            } while (dropped != 0);
+            store<u64>(cell, still);
+            if (still == 0) live &= ~bit;
+          }
+          found |= bit;
+        } else if (g == summary) {
+          need &= ~word; // the full groups (the summary comes before any group's slot): their survivors match
+        }
+        if (found == need) break;
+      }
+      s += HOLDERS_SLOT_BYTES;
+      if (s == tableEnd) s = table;
+    }
+    // a live group without a slot for this block stops matching here
+    let missing = need & ~found;
+    while (missing != 0) {
+      const g = <u32>ctz<u64>(missing);
+      dropAll(out, g, u64At(alives, g), i);
+      setU64(alives, g, 0);
+      live &= ~(<u64>1 << <u64>g);
+      missing &= missing - 1;
+    }
+    // a block nobody holds ends every match here; otherwise the survivors matched it too
+    if (live != 0) i++;
+  }
+  touched ^= ahead;
   return i;
 }
 
@@ -423,6 +661,7 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
   }
   let i = 0;
   if (groups == 1 && live == 1) i = matchOneGroup(ptr, n, out);
+  else if (groupField < 64) i = matchFewGroups(ptr, n, out, groups); // group ids fit a bitmap
   else while (live > 0 && i < n) {
     const hash = load<u64>(ptr + (<usize>i << 3));
     if (i + PREFETCH_AHEAD < n) {
@@ -477,15 +716,11 @@ export function matchPrefix(ptr: usize, n: i32, out: usize, workers: i32): i32 {
     if (live > 0) i++;
   }
   // workers still alive matched every block; aliveMask is left all 0, so the walk needs no range check on a group
-  let longest = 0;
   for (let g = 0; g < groups; g++) {
-    const alive = u64At(aliveMask, g);
-    if (alive != 0) longest = i;
-    dropAll(out, <u32>g, alive, i);
+    dropAll(out, <u32>g, u64At(aliveMask, g), i);
     setU64(aliveMask, g, 0);
   }
-  if (longest == 0) {
-    for (let w = 0; w < workers; w++) longest = max(longest, <i32>load<u32>(out + (<usize>w << 2)));
-  }
-  return longest;
+  // the walk stopped at block i either past the last block, with survivors, or because the last workers alive did
+  // not hold block i (and matched i blocks): either way i is the longest match
+  return i;
 }

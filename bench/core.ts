@@ -45,6 +45,8 @@ export interface CoreBenchResult {
   native_hash_20k_tokens_us?: number;
   /** Router.route of the 20k-token prompt (wasm) by worker count, every worker holding a prefix of a different depth. */
   route_us_by_workers: Record<"16" | "256" | "1024", number>;
+  /** The core's match alone (Engine.match of the prompt's block hashes) in the same clusters: see routeByWorkers. */
+  match_us_by_workers: Record<"16" | "256" | "1024", number>;
   /** The core's index memory per cached block (all its tables), at 2^20 blocks: see indexBytesPerBlock. */
   index_bytes_per_block: number;
   wasm_bytes: number;
@@ -202,7 +204,7 @@ export async function runCoreBench(
           hash_vs_native: { wasm: round(hash.wasm / native), wasm_with_copy: round(hash.wasm_with_copy / native) },
         }
       : {}),
-    route_us_by_workers: await routeByWorkers(module, tokens, pairs, timeMs),
+    ...(await routeByWorkers(module, tokens, pairs, timeMs)),
     index_bytes_per_block: indexBytesPerBlock(module),
     match_1250_blocks_16_workers_us: timing("match"),
     decide_ns: { k8: timing("decide8", DECIDE_BATCH, 1e6), k64: timing("decide64", DECIDE_BATCH, 1e6) },
@@ -304,9 +306,14 @@ function buildNative(): { run(expectedLastHash?: string): number; remove(): void
   };
 }
 
-/** Router.route (wasm) of the prompt against n workers, worker w holding the first (w+1)/(n+1) of its blocks. */
+/**
+ * Router.route (wasm) of the prompt against n workers, worker w holding the first (w+1)/(n+1) of its blocks, and
+ * the core's match alone in the same router (its engine's match of the block hashes): how much of the growth with
+ * n is matching and how much is the rest (worker choice scores every worker).
+ */
 async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, pairs: Uint32Array, timeMs: number) {
-  const out: Record<string, number> = {};
+  const route: Record<string, number> = {};
+  const match: Record<string, number> = {};
   const blocks = pairs.length >>> 1;
   let sink = 0;
   for (const n of [16, 256, 1024]) {
@@ -324,11 +331,16 @@ async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, p
     bench.add(`route:${n}`, () => {
       sink += router.route({ tokens, oslHat: 300 }).blocks;
     });
+    bench.add(`match:${n}`, () => {
+      sink += router.engine.match(pairs)[0]!;
+    });
     await bench.run();
-    out[String(n)] = round(median(bench, `route:${n}`));
+    route[String(n)] = round(median(bench, `route:${n}`));
+    match[String(n)] = round(median(bench, `match:${n}`));
   }
   if (sink === -1) console.log(sink);
-  return out as Record<"16" | "256" | "1024", number>;
+  type ByWorkers = Record<"16" | "256" | "1024", number>;
+  return { route_us_by_workers: route as ByWorkers, match_us_by_workers: match as ByWorkers };
 }
 
 /**
@@ -388,6 +400,9 @@ export function formatCoreBench(r: CoreBenchResult): string {
     row("route 20k tokens, 16 workers", r.route_20k_tokens_us, "µs"),
     `${"native chained xxh64, 20k tokens".padEnd(34)} ${r.native_hash_20k_tokens_us === undefined ? "(no cc or xxhash.h)" : `${r.native_hash_20k_tokens_us} µs (wasm/native ${r.hash_vs_native?.wasm}×, with the copies ${r.hash_vs_native?.wasm_with_copy}×)`}`,
     `${"route by workers (wasm)".padEnd(34)} ${Object.entries(r.route_us_by_workers)
+      .map(([n, us]) => `${n}: ${us} µs`)
+      .join(", ")}`,
+    `${"  of which match".padEnd(34)} ${Object.entries(r.match_us_by_workers)
       .map(([n, us]) => `${n}: ${us} µs`)
       .join(", ")}`,
     `${"index bytes per cached block".padEnd(34)} ${r.index_bytes_per_block}`,

@@ -181,6 +181,8 @@ describe("dolphin", () => {
     expect(j.wasm_bytes).toBe(readFileSync(new URL("../build/core.wasm", import.meta.url)).length);
     expect(Object.keys(j.route_us_by_workers).sort()).toEqual(["1024", "16", "256"]);
     for (const us of Object.values(j.route_us_by_workers)) expect(us).toBeGreaterThan(0);
+    expect(Object.keys(j.match_us_by_workers).sort()).toEqual(["1024", "16", "256"]);
+    for (const us of Object.values(j.match_us_by_workers)) expect(us).toBeGreaterThan(0);
     expect(j.index_bytes_per_block).toBeGreaterThan(0);
     // present only when cc and xxhash.h exist, and then a real figure (the bench checks it hashed the same prompt)
     if ("native_hash_20k_tokens_us" in j) expect(j.native_hash_20k_tokens_us).toBeGreaterThan(0);

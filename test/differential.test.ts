@@ -196,6 +196,7 @@ describe("differential: wasm core = TypeScript reference", () => {
               maxLength: 6,
             }),
             equalLoads: fc.boolean(), // ties in worker cost must break the same way
+            loadScale: fc.constantFrom(1, 1, 0, 0.5, 3), // set after the loads: every worker's cost floor follows
             queue: fc.integer({ min: 0, max: 4 }),
             qps: fc.double({ min: 0, max: 25, noNaN: true }),
           }),
@@ -206,6 +207,7 @@ describe("differential: wasm core = TypeScript reference", () => {
               tokens[i] = i < q.len - (q.tail % (q.len + 1)) ? q.family * 100000 + i : q.tail * 7 + i;
             for (const e of engines) {
               q.loads.forEach(([p, d], w) => (q.equalLoads ? e.setLoad(w, 0, 0) : e.setLoad(w, p, d)));
+              e.setLoadScale(q.loadScale);
               e.setSignals(q.queue, q.qps);
             }
             const data = q.text ? new Uint8Array(tokens.buffer) : tokens;
