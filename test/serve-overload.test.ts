@@ -19,18 +19,32 @@ afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
 });
 
+/** Listens on a free loopback port, closed (connections and all) after the test: its URL. */
+async function listenLocal(server: http.Server): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  closers.push(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** A worker's whole answer: 200 with one completion token. */
+function answerOk(res: http.ServerResponse): void {
+  const body = JSON.stringify({ id: "c", choices: [{ index: 0, text: "ok" }], usage: { completion_tokens: 1 } });
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
 async function fakeWorker(): Promise<string> {
   const server = http.createServer((req, res) => {
     req.resume();
-    req.on("end", () => {
-      const body = JSON.stringify({ id: "c", choices: [{ index: 0, text: "ok" }], usage: { completion_tokens: 1 } });
-      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-      res.end(body);
-    });
+    req.on("end", () => answerOk(res));
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  closers.push(() => new Promise((r) => server.close(() => r())));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return listenLocal(server);
 }
 
 async function post(p: RunningProxy): Promise<{ status: number; retryAfter: string | null; code: string | null }> {
@@ -54,21 +68,31 @@ const blockFor = (ms: number): void => {
   while (performance.now() < end);
 };
 
+/**
+ * A proxy in this process in front of one decode worker, shedding on lag past `maxLagMs` (0: only utilization can
+ * shed, at its default limit 0.9). Its loop is kept busy by the tests, so it reads /health answers late: no checks.
+ */
+async function oneWorkerProxy(workerUrl: string, maxLagMs: number): Promise<RunningProxy> {
+  const p = await startProxy(
+    {
+      model: MODEL,
+      table: "always-local",
+      listen: { host: "127.0.0.1", port: 0 },
+      workers: [{ id: "d0", url: workerUrl, role: "decode" }],
+      admission: { max_event_loop_lag_ms: maxLagMs },
+      health: { check_interval_s: 60 },
+      log_level: "silent",
+    },
+    { module: coreModule() },
+  );
+  closers.push(() => p.close());
+  return p;
+}
+
 describe("dolphin serve: shedding on event-loop lag", () => {
   it("answers 503 overloaded while its event loop lags, then serves again once it has caught up", async () => {
     const worker = await fakeWorker();
-    const p = await startProxy(
-      {
-        model: MODEL,
-        table: "always-local",
-        listen: { host: "127.0.0.1", port: 0 },
-        workers: [{ id: "d0", url: worker, role: "decode" }],
-        admission: { max_event_loop_lag_ms: 100 },
-        log_level: "silent",
-      },
-      { module: coreModule() },
-    );
-    closers.push(() => p.close());
+    const p = await oneWorkerProxy(worker, 100);
     expect((await post(p)).status).toBe(200);
     // the loop stays busy (600 ms blocks, again and again) while the request is sent, so however slow this machine
     // is, every window folded in lags ~600 ms: the smoothed lag is past twice the limit and the request is shed
@@ -99,27 +123,9 @@ describe("dolphin serve: overload without resets", () => {
   async function slowWorker(ms: number): Promise<string> {
     const server = http.createServer((req, res) => {
       req.resume();
-      req.on("end", () =>
-        setTimeout(() => {
-          const body = JSON.stringify({
-            id: "c",
-            choices: [{ index: 0, text: "ok" }],
-            usage: { completion_tokens: 1 },
-          });
-          res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-          res.end(body);
-        }, ms),
-      );
+      req.on("end", () => setTimeout(() => answerOk(res), ms));
     });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    closers.push(
-      () =>
-        new Promise((r) => {
-          server.closeAllConnections();
-          server.close(() => r());
-        }),
-    );
-    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return listenLocal(server);
   }
 
   interface Answer {
@@ -355,29 +361,13 @@ describe("dolphin serve: shedding on event-loop utilization", () => {
     const server = http.createServer((req, res) => {
       req.resume();
       req.on("end", () => {
-        const answer = (): void => {
-          const body = JSON.stringify({
-            id: "c",
-            choices: [{ index: 0, text: "ok" }],
-            usage: { completion_tokens: 1 },
-          });
-          res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-          res.end(body);
-        };
+        const answer = (): void => answerOk(res);
         if (released) answer();
         else waiting.push(answer);
       });
     });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    closers.push(
-      () =>
-        new Promise((r) => {
-          server.closeAllConnections();
-          server.close(() => r());
-        }),
-    );
     return {
-      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      url: await listenLocal(server),
       held: () => waiting.length,
       release: () => {
         released = true;
@@ -394,21 +384,7 @@ describe("dolphin serve: shedding on event-loop utilization", () => {
 
   it("sheds while its loop is busy past the limit with requests in flight, lag or not, and serves again after", async () => {
     const worker = await holdingWorker();
-    const p = await startProxy(
-      {
-        model: MODEL,
-        table: "always-local",
-        listen: { host: "127.0.0.1", port: 0 },
-        workers: [{ id: "d0", url: worker.url, role: "decode" }],
-        // lag shedding off: only utilization can shed here (the default limit, 0.9)
-        admission: { max_event_loop_lag_ms: 0 },
-        // the busy loop reads the worker's /health answers late: no ejection for it here
-        health: { check_interval_s: 60 },
-        log_level: "silent",
-      },
-      { module: coreModule() },
-    );
-    closers.push(() => p.close());
+    const p = await oneWorkerProxy(worker.url, 0);
     const shedShare = (): Promise<number> => metric(p, /^dolphin_shed_share (\S+)$/m);
     // requests in flight, held by the worker: the loop's load is requests
     const held = Array.from({ length: UTILIZATION_MIN_INFLIGHT + 8 }, () => post(p));
@@ -435,18 +411,7 @@ describe("dolphin serve: shedding on event-loop utilization", () => {
   it("does not shed a busy loop with few requests in flight (its load is not requests)", async () => {
     const worker = await holdingWorker();
     worker.release();
-    const p = await startProxy(
-      {
-        model: MODEL,
-        table: "always-local",
-        listen: { host: "127.0.0.1", port: 0 },
-        workers: [{ id: "d0", url: worker.url, role: "decode" }],
-        admission: { max_event_loop_lag_ms: 0 },
-        log_level: "silent",
-      },
-      { module: coreModule() },
-    );
-    closers.push(() => p.close());
+    const p = await oneWorkerProxy(worker.url, 0);
     const hog = setInterval(() => blockFor(30), 1);
     let answers: Array<Awaited<ReturnType<typeof post>>>;
     try {
