@@ -69,18 +69,22 @@ const blockFor = (ms: number): void => {
 };
 
 /**
- * A proxy in this process in front of one decode worker, shedding on lag past `maxLagMs` (0: only utilization can
- * shed, at its default limit 0.9). Its loop is kept busy by the tests, so it reads /health answers late: no checks.
+ * A proxy in this process in front of one decode worker, with these admission settings (other settings default).
+ * Health checks every 60 s: tests that keep the loop busy would otherwise have /health answers read late.
  */
-async function oneWorkerProxy(workerUrl: string, maxLagMs: number): Promise<RunningProxy> {
+async function oneWorkerProxy(
+  workerUrl: string,
+  admission: Record<string, number>,
+  health: Record<string, number> = { check_interval_s: 60 },
+): Promise<RunningProxy> {
   const p = await startProxy(
     {
       model: MODEL,
       table: "always-local",
       listen: { host: "127.0.0.1", port: 0 },
       workers: [{ id: "d0", url: workerUrl, role: "decode" }],
-      admission: { max_event_loop_lag_ms: maxLagMs },
-      health: { check_interval_s: 60 },
+      admission,
+      health,
       log_level: "silent",
     },
     { module: coreModule() },
@@ -92,7 +96,7 @@ async function oneWorkerProxy(workerUrl: string, maxLagMs: number): Promise<Runn
 describe("dolphin serve: shedding on event-loop lag", () => {
   it("answers 503 overloaded while its event loop lags, then serves again once it has caught up", async () => {
     const worker = await fakeWorker();
-    const p = await oneWorkerProxy(worker, 100);
+    const p = await oneWorkerProxy(worker, { max_event_loop_lag_ms: 100 });
     expect((await post(p)).status).toBe(200);
     // the loop stays busy (600 ms blocks, again and again) while the request is sent, so however slow this machine
     // is, every window folded in lags ~600 ms: the smoothed lag is past twice the limit and the request is shed
@@ -173,18 +177,7 @@ describe("dolphin serve: overload without resets", () => {
   }
 
   it("answers requests on connections past max_connections 503 with Retry-After and closes them cleanly", async () => {
-    const p = await startProxy(
-      {
-        model: MODEL,
-        table: "always-local",
-        listen: { host: "127.0.0.1", port: 0 },
-        workers: [{ id: "d0", url: await slowWorker(300), role: "decode" }],
-        admission: { max_connections: 8, max_event_loop_lag_ms: 0 },
-        log_level: "silent",
-      },
-      { module: coreModule() },
-    );
-    closers.push(() => p.close());
+    const p = await oneWorkerProxy(await slowWorker(300), { max_connections: 8, max_event_loop_lag_ms: 0 }, {});
     const agent = new http.Agent({ keepAlive: true, maxSockets: 30 });
     closers.push(async () => agent.destroy());
     const got = await burst(p.url, agent, 30);
@@ -210,18 +203,11 @@ describe("dolphin serve: overload without resets", () => {
   }, 30_000);
 
   it("keeps the connection of a request shed by admission open for the next request", async () => {
-    const p = await startProxy(
-      {
-        model: MODEL,
-        table: "always-local",
-        listen: { host: "127.0.0.1", port: 0 },
-        workers: [{ id: "d0", url: await slowWorker(200), role: "decode" }],
-        admission: { max_inflight: 2, max_queued: 0, max_event_loop_lag_ms: 0 },
-        log_level: "silent",
-      },
-      { module: coreModule() },
+    const p = await oneWorkerProxy(
+      await slowWorker(200),
+      { max_inflight: 2, max_queued: 0, max_event_loop_lag_ms: 0 },
+      {},
     );
-    closers.push(() => p.close());
     const agent = new http.Agent({ keepAlive: true, maxSockets: 6 });
     closers.push(async () => agent.destroy());
     const first = await burst(p.url, agent, 6);
@@ -384,7 +370,7 @@ describe("dolphin serve: shedding on event-loop utilization", () => {
 
   it("sheds while its loop is busy past the limit with requests in flight, lag or not, and serves again after", async () => {
     const worker = await holdingWorker();
-    const p = await oneWorkerProxy(worker.url, 0);
+    const p = await oneWorkerProxy(worker.url, { max_event_loop_lag_ms: 0 });
     const shedShare = (): Promise<number> => metric(p, /^dolphin_shed_share (\S+)$/m);
     // requests in flight, held by the worker: the loop's load is requests
     const held = Array.from({ length: UTILIZATION_MIN_INFLIGHT + 8 }, () => post(p));
@@ -411,7 +397,7 @@ describe("dolphin serve: shedding on event-loop utilization", () => {
   it("does not shed a busy loop with few requests in flight (its load is not requests)", async () => {
     const worker = await holdingWorker();
     worker.release();
-    const p = await oneWorkerProxy(worker.url, 0);
+    const p = await oneWorkerProxy(worker.url, { max_event_loop_lag_ms: 0 });
     const hog = setInterval(() => blockFor(30), 1);
     let answers: Array<Awaited<ReturnType<typeof post>>>;
     try {
