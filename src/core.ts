@@ -123,11 +123,18 @@ class WasmEngine implements Engine {
     return pairs.length >>> 1;
   }
 
-  /** One TypedArray.set into core memory (a memcpy for a Uint32Array; an array converts each id as `u32[i] = id`). */
-  private writeTokens(tokens: ArrayLike<number>, what: string): void {
-    this.fits(tokens.length * 4, what);
+  /**
+   * The first `units` values of `data` into the input buffer, as bytes (`width` 1) or u32s (`width` 4), checked to
+   * fit: one TypedArray.set (a memcpy for a typed array; an array converts each value), or nothing when `data`
+   * already is the input buffer (inputTokens / inputText).
+   */
+  private writeInput(data: ArrayLike<number>, units: number, width: 1 | 4, what: string): void {
+    this.fits(units * width, what);
     this.views();
-    if (!this.inInput(tokens)) this.u32.set(tokens, this.inputPtr >>> 2);
+    if (this.inInput(data)) return;
+    const part = data.length === units ? data : (data as Uint32Array | Uint8Array).subarray(0, units);
+    if (width === 1) this.u8.set(part, this.inputPtr);
+    else this.u32.set(part, this.inputPtr >>> 2);
   }
 
   /** Whether `data` already is the start of the input buffer (inputTokens / inputText): nothing to copy. */
@@ -150,9 +157,10 @@ class WasmEngine implements Engine {
     return out.length === 2 * blocks ? out : out.subarray(0, 2 * blocks);
   }
 
-  private tokenCount(n: number, what: string): void {
+  /** Checks `n` values of `width` bytes fit the input buffer: the room inputTokens / inputText hand out. */
+  private inputRoom(n: number, width: 1 | 4, what: string): void {
     if (!Number.isInteger(n) || n < 0) throw new CoreError(6, n, what);
-    this.fits(n * 4, what);
+    this.fits(n * width, what);
   }
 
   setBlockSize(n: number): void {
@@ -167,37 +175,34 @@ class WasmEngine implements Engine {
   }
 
   hashTokens(tokens: ArrayLike<number>, out?: Uint32Array): Uint32Array {
-    this.writeTokens(tokens, "hashTokens");
+    this.writeInput(tokens, tokens.length, 4, "hashTokens");
     const n = this.x.hashTokens(tokens.length);
     if (n < 0) this.check(-n, "hashTokens");
     return this.hashPairs(n, out, true, "hashTokens");
   }
 
   hashText(bytes: Uint8Array, out?: Uint32Array): Uint32Array {
-    this.fits(bytes.length, "hashText");
-    this.views();
-    if (!this.inInput(bytes)) this.u8.set(bytes, this.inputPtr);
+    this.writeInput(bytes, bytes.length, 1, "hashText");
     const n = this.x.hashText(bytes.length);
     if (n < 0) this.check(-n, "hashText");
     return this.hashPairs(n, out, true, "hashText");
   }
 
   inputTokens(n: number): Uint32Array {
-    this.tokenCount(n, "inputTokens");
+    this.inputRoom(n, 4, "inputTokens");
     this.views();
     const at = this.inputPtr >>> 2;
     return this.u32.subarray(at, at + n);
   }
 
   inputText(n: number): Uint8Array {
-    if (!Number.isInteger(n) || n < 0) throw new CoreError(6, n, "inputText");
-    this.fits(n, "inputText");
+    this.inputRoom(n, 1, "inputText");
     this.views();
     return this.u8.subarray(this.inputPtr, this.inputPtr + n);
   }
 
   hashInputTokens(n: number, out?: Uint32Array): Uint32Array {
-    this.tokenCount(n, "hashInputTokens");
+    this.inputRoom(n, 4, "hashInputTokens");
     const blocks = this.x.hashTokens(n);
     if (blocks < 0) this.check(-blocks, "hashInputTokens");
     return this.hashPairs(blocks, out, false, "hashInputTokens");
@@ -255,21 +260,9 @@ class WasmEngine implements Engine {
   route(r: RouteInput): Float64Array {
     const x = this.x;
     // the input is copied into core memory unless the caller wrote it there (inputTokens / inputText)
-    if ((r.flags & Flag.text) !== 0) {
-      this.fits(r.length, "route");
-      this.views();
-      if (!this.inInput(r.data))
-        this.u8.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr);
-    } else if ((r.flags & Flag.hashes) !== 0) {
-      this.fits(r.length * 8, "route");
-      this.views();
-      if (!this.inInput(r.data)) this.u32.set(r.data.subarray(0, 2 * r.length), this.inputPtr >>> 2);
-    } else {
-      this.fits(r.length * 4, "route");
-      this.views();
-      if (!this.inInput(r.data))
-        this.u32.set(r.data.length === r.length ? r.data : r.data.subarray(0, r.length), this.inputPtr >>> 2);
-    }
+    if ((r.flags & Flag.text) !== 0) this.writeInput(r.data, r.length, 1, "route");
+    else if ((r.flags & Flag.hashes) !== 0) this.writeInput(r.data, 2 * r.length, 4, "route");
+    else this.writeInput(r.data, r.length, 4, "route");
     const q = this.requestView;
     q[RequestSlot.length] = r.length;
     q[RequestSlot.flags] = r.flags;

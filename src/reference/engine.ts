@@ -177,18 +177,17 @@ export class ReferenceEngine implements Engine {
   }
 
   inputTokens(n: number): Uint32Array {
-    this.tokenCount(n, "inputTokens");
+    this.inputRoom(n, 4, "inputTokens");
     return new Uint32Array(this.inputBuffer(), 0, n);
   }
 
   inputText(n: number): Uint8Array {
-    if (!Number.isInteger(n)) fail(E.BAD_LENGTH, n, "inputText");
-    this.fits(n, 1, "inputText");
+    this.inputRoom(n, 1, "inputText");
     return new Uint8Array(this.inputBuffer(), 0, n);
   }
 
   hashInputTokens(n: number, out?: Uint32Array): Uint32Array {
-    this.tokenCount(n, "hashInputTokens");
+    this.inputRoom(n, 4, "hashInputTokens");
     const words = new Uint32Array(this.inputBuffer(), 0, n);
     const blocks = Math.floor(n / this.blockSize);
     if (out === undefined) {
@@ -199,9 +198,10 @@ export class ReferenceEngine implements Engine {
     return refHashTokens(words, this.blockSize, this.root, this.checkedOut(blocks, out, "hashInputTokens"));
   }
 
-  private tokenCount(n: number, what: string): void {
+  /** Checks `n` values of `width` bytes fit the input buffer: the room inputTokens / inputText hand out. */
+  private inputRoom(n: number, width: 1 | 4, what: string): void {
     if (!Number.isInteger(n)) fail(E.BAD_LENGTH, n, what);
-    this.fits(n, 4, what);
+    this.fits(n, width, what);
   }
 
   /** `out`'s first 2 × blocks values (RangeError, as the WebAssembly engine's, when it is shorter). */
