@@ -9,7 +9,7 @@ import { Router, type RouterOptions } from "../router.js";
 import type { Table } from "../table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
-import { BlockIds, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
+import { BlockIds, type KvEventSink } from "./kv-cache.js";
 import { BlocksStillToRoute, HeldBackStores } from "./remaining.js";
 import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
 import {
@@ -124,10 +124,10 @@ export class Simulation implements InstanceHost {
   /** chosen in `run` (sharedBlockIds: the ids the same requests had in an earlier simulation) */
   private blockIds!: BlockIds;
   /**
-   * Precise cache view: which stores reach the index (remaining.ts). Without lag, HeldBackStores (each arrival's
-   * prefix reported just before it is routed); with lag, the blocks a request still to be routed contains.
+   * Precise cache view: which stores reach the index (remaining.ts), at most one of the two set. Without lag,
+   * HeldBackStores (each arrival's prefix reported just before it is routed); with lag, the blocks a request still
+   * to be routed contains.
    */
-  private eventFilter: KvEventFilter | null = null;
   private heldBack: HeldBackStores | null = null;
   private stillToRoute: BlocksStillToRoute | null = null;
   private readonly capacityBlocks: number;
@@ -172,7 +172,7 @@ export class Simulation implements InstanceHost {
         this,
         this.blockIds,
         this.sinkFor(s.name),
-        this.eventFilter,
+        this.heldBack ?? this.stillToRoute,
       );
       this.instances.push(inst);
       this.byName.set(s.name, inst);
@@ -213,13 +213,9 @@ export class Simulation implements InstanceHost {
     // every prompt interned up front, in routing order (with index lag: which blocks a later request still contains)
     const idsInOrder = internInOrder(reqs, order, this.blockIds);
     if (this.config.cacheView !== "approximate" && this.config.indexEvents !== "all") {
-      if ((this.config.indexLagMs ?? 0) > 0) {
+      if ((this.config.indexLagMs ?? 0) > 0)
         this.stillToRoute = new BlocksStillToRoute(idsInOrder, this.blockIds.count);
-        this.eventFilter = this.stillToRoute;
-      } else {
-        this.heldBack = new HeldBackStores(this.blockIds.count);
-        this.eventFilter = this.heldBack;
-      }
+      else this.heldBack = new HeldBackStores(this.blockIds.count);
     }
     this.createInstances();
     // later turns of a conversation extend earlier ones: a finished turn leaves its output's blocks cached
