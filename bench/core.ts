@@ -251,11 +251,10 @@ function alternatedHashing(
       times.wasm_with_copy.push(sliceMedianUs(withCopy));
     }
     if (sliceSink === -1) console.log(sliceSink);
-    const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
     return {
-      wasm: mid(times.wasm),
-      wasm_with_copy: mid(times.wasm_with_copy),
-      ...(native ? { native: mid(times.native) } : {}),
+      wasm: middle(times.wasm),
+      wasm_with_copy: middle(times.wasm_with_copy),
+      ...(native ? { native: middle(times.native) } : {}),
     };
   } finally {
     native?.remove();
@@ -271,8 +270,12 @@ function sliceMedianUs(fn: () => number): number {
     for (let i = 0; i < HASH_BATCH; i++) sliceSink += fn();
     us.push(Number(process.hrtime.bigint() - t0) / 1e3 / HASH_BATCH);
   }
-  us.sort((a, b) => a - b);
-  return us[us.length >> 1]!;
+  return middle(us);
+}
+
+/** The median of a non-empty list (the upper one of an even count). */
+function middle(xs: number[]): number {
+  return [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 }
 
 /**
