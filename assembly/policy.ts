@@ -212,7 +212,7 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
       memory.copy(invVar, staging + (<usize>ivAt << 3), <usize>(newK * d) << 3);
     }
     for (let j = 0; j < MAX_DIMS; j++) {
-      // past d: mean 0, std 1, so the padded lanes of standardize() are 0
+      // past d: mean 0, std 1, so the padded lanes of the standardized features are 0
       store<i32>(featureIdx + (<usize>j << 2), j < d ? <i32>st(j) : 0);
       store<f64>(mean + (<usize>j << 3), j < d ? st(d + j) : 0.0);
       store<f64>(std + (<usize>j << 3), j < d ? st(2 * d + j) : 1.0);
@@ -337,6 +337,12 @@ export let outScore: f64 = 0;
 @inline const C_LN2_HI = 22;
 // @ts-ignore: decorator
 @inline const C_TINY_HI = 23; // i64: 0x3CA00000, the high word of 2^−53
+// @ts-ignore: decorator
+@inline const C_HU_BIAS_HIGH_WORD = 24; // i64: C_HU_BIAS in the high word
+// @ts-ignore: decorator
+@inline const C_EXPONENT_BIAS_BITS = 25; // i64: 0x3FF << 52
+// @ts-ignore: decorator
+@inline const C_TWO_52_PLUS_BIAS = 26; // 2^52 + 0x3FF
 const LOG1P_CONSTANTS = memory.data<u64>([
   0x7FEFFFFF, 0x7FEFFFFF,
   reinterpret<u64>(1.0), reinterpret<u64>(1.0),
@@ -362,11 +368,12 @@ const LOG1P_CONSTANTS = memory.data<u64>([
   reinterpret<u64>(LN2_LO), reinterpret<u64>(LN2_LO),
   reinterpret<u64>(LN2_HI), reinterpret<u64>(LN2_HI),
   0x3CA00000, 0x3CA00000,
+  (<u64>(0x3FF00000 - 0x3FE6A09E)) << 32, (<u64>(0x3FF00000 - 0x3FE6A09E)) << 32,
+  0x3FF0000000000000, 0x3FF0000000000000,
+  reinterpret<u64>(4503599627370496.0 + 1023.0), reinterpret<u64>(4503599627370496.0 + 1023.0),
 ], 16);
 
-// log1p's results pass through these globals on the way to standardize's division: a store and a load that cost
-// less than they save (measured: 4% of a K = 8 decide; passed in locals, V8 interleaves the rest of classify into
-// the log1p code and spills more)
+// log1pAnyFeatures' results (the general path, taken when a feature is not an integer): two values out of one call
 let log1pLo: v128 = v128.splat<i64>(0);
 let log1pHi: v128 = v128.splat<i64>(0);
 
@@ -382,16 +389,49 @@ let log1pHi: v128 = v128.splat<i64>(0);
   return v128.or(i64x2.shr_u(x, 63), i64x2.gt_s(i64x2.shr_u(x, 32), constant(C_NOT_FEATURE_HI)));
 }
 
-/** Math.log1p of each lane: standardize's fallback for what no feature is (but never a wrong answer either). */
+/** Whether all four lanes are integers in [0, 2^52) (+0 included, −0 not): log1pIntegers' domain. */
+// @ts-ignore: decorator
+@inline function integerLanes(a: v128, b: v128): bool {
+  const inA = v128.and(f64x2.eq(f64x2.floor(a), a), f64x2.lt(a, constant(C_TWO_52)));
+  const inB = v128.and(f64x2.eq(f64x2.floor(b), b), f64x2.lt(b, constant(C_TWO_52)));
+  return i64x2.all_true(v128.and(inA, inB)) && i64x2.bitmask(v128.or(a, b)) == 0;
+}
+
+/**
+ * log1p of two integers in [0, 2^52): the reduction branch of musl's log1p, operation for operation, less what is
+ * exactly nothing for them. 1 + x is exact, so the rounding correction c is +0 (k ≥ 2: 1 − ((1 + x) − x) = 1 − 1;
+ * k < 2: x − ((1 + x) − 1) = x − x; then +0 / (1 + x)), and dk × ln2_lo + c is dk × ln2_lo. x = 0 takes the
+ * reduction too (k = 0, f = 0: every term +0, so +0 = x, as the x < 2^−53 branch answers). The reduced 1 + f is
+ * 1 + x with its exponent lowered by k (musl's hu = (hu & 0xFFFFF) + 0x3FE6A09E is hi(1 + x) − (k << 20)).
+ */
+// @ts-ignore: decorator
+@inline function log1pIntegers(x: v128): v128 {
+  const one = constant(C_ONE);
+  const uf = f64x2.add(one, x);
+  const biasedK = i64x2.shr_u(i64x2.add(uf, constant(C_HU_BIAS_HIGH_WORD)), 52); // k + 0x3FF
+  const f = f64x2.sub(i64x2.sub(i64x2.add(uf, constant(C_EXPONENT_BIAS_BITS)), i64x2.shl(biasedK, 52)), one);
+  // <f64>k exactly: (2^52 + k + 0x3FF) − (2^52 + 0x3FF)
+  const dk = f64x2.sub(v128.or(biasedK, constant(C_TWO_52_BITS)), constant(C_TWO_52_PLUS_BIAS));
+  const hfsq = f64x2.mul(f64x2.mul(constant(C_HALF), f), f);
+  const s = f64x2.div(f, f64x2.add(constant(C_TWO), f));
+  const z = f64x2.mul(s, s);
+  const w = f64x2.mul(z, z);
+  const t1 = f64x2.mul(w, f64x2.add(constant(C_LG1 + 1), f64x2.mul(w, f64x2.add(constant(C_LG1 + 3), f64x2.mul(w, constant(C_LG1 + 5))))));
+  const t2 = f64x2.mul(z, f64x2.add(constant(C_LG1), f64x2.mul(w, f64x2.add(constant(C_LG1 + 2),
+    f64x2.mul(w, f64x2.add(constant(C_LG1 + 4), f64x2.mul(w, constant(C_LG1 + 6))))))));
+  const r = f64x2.add(t2, t1);
+  const y = f64x2.add(f64x2.mul(s, f64x2.add(hfsq, r)), f64x2.mul(dk, constant(C_LN2_LO)));
+  return f64x2.add(f64x2.add(f64x2.sub(y, hfsq), f), f64x2.mul(dk, constant(C_LN2_HI)));
+}
+
+/** Math.log1p of each lane: classify's fallback for what no feature is (but never a wrong answer either). */
 function log1pEachLane(x: v128): v128 {
   return f64x2(Math.log1p(f64x2.extract_lane(x, 0)), Math.log1p(f64x2.extract_lane(x, 1)));
 }
 
 /**
- * Standardized log1p features into `standardized` (f64[MAX_DIMS], the lanes past `dims` 0), from the features in
- * two pairs (a: isl, eff_P; b: eff_D, osl_hat, passed in registers: stored as four f64 and loaded as two v128, they
- * would stall on store forwarding): log1p of all four, gathered in the table's order, then (x − mean) / std two at
- * a time (the padded mean 0 and std 1 give 0).
+ * log1p of the features in two pairs (a: isl, eff_P; b: eff_D, osl_hat) into log1pLo and log1pHi, for any features
+ * (classify takes log1pIntegers when all four are integers, as they nearly always are).
  *
  * log1p is bit-identical to Math.log1p (AssemblyScript's port of musl's log1p.c) for finite x ≥ 0 (the only
  * features there are; anything else goes to log1pEachLane): the same operations in the same order, its three
@@ -400,12 +440,10 @@ function log1pEachLane(x: v128): v128 {
  * are written side by side (A, B): the computation is one long chain of dependent operations per pair, and
  * interleaved the CPU runs the two chains together instead of mostly one after the other (5% of a decide).
  */
-// @ts-ignore: decorator
-@inline function standardize(a: v128, b: v128): void {
-  let lo: v128, hi: v128;
+function log1pAnyFeatures(a: v128, b: v128): void {
   if (v128.any_true(v128.or(notFeatureLanes(a), notFeatureLanes(b)))) {
-    lo = log1pEachLane(a);
-    hi = log1pEachLane(b);
+    log1pLo = log1pEachLane(a);
+    log1pHi = log1pEachLane(b);
   } else {
     const hxA = i64x2.shr_u(a, 32);
     const hxB = i64x2.shr_u(b, 32);
@@ -467,23 +505,17 @@ function log1pEachLane(x: v128): v128 {
     // x < 2^−53 (0 included): log1p(x) is x
     log1pLo = v128.bitselect(a, yA, i64x2.lt_s(hxA, constant(C_TINY_HI)));
     log1pHi = v128.bitselect(b, yB, i64x2.lt_s(hxB, constant(C_TINY_HI)));
-    lo = log1pLo;
-    hi = log1pHi;
   }
-  let x01 = lo;
-  let x23 = hi;
-  if (!naturalOrder) {
-    store<v128>(logFeatures, lo);
-    store<v128>(logFeatures, hi, 16);
-    for (let j = 0; j < MAX_DIMS; j++) {
-      const v = j < dims ? load<f64>(logFeatures + (<usize>load<i32>(featureIdx + (<usize>j << 2)) << 3)) : 0.0;
-      store<f64>(gathered + (<usize>j << 3), v);
-    }
-    x01 = v128.load(gathered);
-    x23 = v128.load(gathered, 16);
+}
+
+/** log1p of the four features (lo, hi) gathered in the table's order into `gathered` (0 past dims). */
+function gather(lo: v128, hi: v128): void {
+  store<v128>(logFeatures, lo);
+  store<v128>(logFeatures, hi, 16);
+  for (let j = 0; j < MAX_DIMS; j++) {
+    const v = j < dims ? load<f64>(logFeatures + (<usize>load<i32>(featureIdx + (<usize>j << 2)) << 3)) : 0.0;
+    store<f64>(gathered + (<usize>j << 3), v);
   }
-  v128.store(standardized, f64x2.div(f64x2.sub(x01, v128.load(mean)), v128.load(std)));
-  v128.store(standardized, f64x2.div(f64x2.sub(x23, v128.load(mean, 16)), v128.load(std, 16)), 16);
 }
 
 /**
@@ -501,11 +533,33 @@ function log1pEachLane(x: v128): v128 {
 }
 
 /**
- * Standardized log1p features (a: isl, eff_P; b: eff_D, osl_hat), then the nearest centroid or most likely
- * component. Sets outCluster/outScore.
+ * Standardized log1p features into `standardized` (f64[MAX_DIMS], the lanes past `dims` 0), from the features in
+ * two pairs (a: isl, eff_P; b: eff_D, osl_hat, passed in registers: stored as four f64 and loaded as two v128, they
+ * would stall on store forwarding): log1p of all four, gathered in the table's order, then (x − mean) / std two at
+ * a time (the padded mean 0 and std 1 give 0); then the nearest centroid or most likely component. Sets
+ * outCluster/outScore. Inlined into decide, and the standardized features stay in registers for the distances
+ * (stored for the host, not reloaded): each call or store-and-reload on this one dependent chain costs a few ns.
  */
-function classify(a: v128, b: v128): void {
-  standardize(a, b);
+// @ts-ignore: decorator
+@inline function classify(a: v128, b: v128): void {
+  let x01: v128, x23: v128;
+  if (integerLanes(a, b)) {
+    x01 = log1pIntegers(a);
+    x23 = log1pIntegers(b);
+  } else {
+    log1pAnyFeatures(a, b);
+    x01 = log1pLo;
+    x23 = log1pHi;
+  }
+  if (!naturalOrder) {
+    gather(x01, x23);
+    x01 = v128.load(gathered);
+    x23 = v128.load(gathered, 16);
+  }
+  const z01 = f64x2.div(f64x2.sub(x01, v128.load(mean)), v128.load(std));
+  const z23 = f64x2.div(f64x2.sub(x23, v128.load(mean, 16)), v128.load(std, 16));
+  v128.store(standardized, z01);
+  v128.store(standardized, z23, 16);
   let best = 0;
   let bestScore: f64 = 0;
   if (kind == KIND_KMEANS) {
@@ -515,16 +569,17 @@ function classify(a: v128, b: v128): void {
     // one scalar scan with `<` found it: pmin returns one of its operands, so the minimum is one of the scores,
     // bits and all; ties go to the lowest index; the NaN in an odd K's padding lane never compares below anything
     // (pmin keeps the running minimum) nor equal to it (the search stops at K).
-    const x0 = f64x2.splat(load<f64>(standardized));
-    const x1 = f64x2.splat(load<f64>(standardized, 8)); // the lanes past dims are 0: see standardize()
-    const x2 = f64x2.splat(load<f64>(standardized, 16));
-    const x3 = f64x2.splat(load<f64>(standardized, 24));
+    const x0 = v128.shuffle<f64>(z01, z01, 0, 0);
+    const x1 = v128.shuffle<f64>(z01, z01, 1, 1); // the lanes past dims are 0 (mean 0, std 1: see setTable)
+    const x2 = v128.shuffle<f64>(z23, z23, 0, 0);
+    const x3 = v128.shuffle<f64>(z23, z23, 1, 1);
     if (k <= 8) {
       // up to four pairs, all computed (the pairs past K are all NaN: see layCentroidPairs), no loop and no branch
-      // on the data: the minimum as a tree of pmin (each NaN-padded pair the second operand of a pmin whose first
-      // is never NaN, so it is never chosen), in both lanes; then the first cluster equal to it from the four lane
-      // masks at once. The minimum is one of the scores, bits and all, so this is the first strict minimum, ties to
-      // the lowest index, as the scalar scan found it.
+      // on the data: the minimum as a two-level tree of pmin in both lanes, then the first cluster equal to it from
+      // the four lane masks at once. pmin(a, b) is `b < a ? b : a`, so a NaN b is never chosen, and a NaN a only
+      // where its lane has no cluster left (the clusters past K are the last ones: when a pair's lane is NaN, so is
+      // that lane of every later pair); lane 0 always holds cluster 0. The minimum is one of the scores, bits and
+      // all, so this is the first strict minimum, ties to the lowest index, as the scalar scan found it.
       const d0 = pairDistances(centroidPairs, x0, x1, x2, x3);
       const d1 = pairDistances(centroidPairs + 64, x0, x1, x2, x3);
       const d2 = pairDistances(centroidPairs + 128, x0, x1, x2, x3);
@@ -533,8 +588,7 @@ function classify(a: v128, b: v128): void {
       v128.store(scores, d1, 16);
       v128.store(scores, d2, 32);
       v128.store(scores, d3, 48);
-      const none = f64x2.splat(Infinity);
-      const m = f64x2.pmin(f64x2.pmin(f64x2.pmin(none, d0), d1), f64x2.pmin(f64x2.pmin(none, d2), d3));
+      const m = f64x2.pmin(f64x2.pmin(d0, d1), f64x2.pmin(d2, d3));
       const both = f64x2.pmin(m, v128.shuffle<f64>(m, m, 1, 0)); // lane 0: m1 < m0 ? m1 : m0
       const lanes = i64x2.bitmask(f64x2.eq(d0, both)) | (i64x2.bitmask(f64x2.eq(d1, both)) << 2)
         | (i64x2.bitmask(f64x2.eq(d2, both)) << 4) | (i64x2.bitmask(f64x2.eq(d3, both)) << 6);
@@ -638,7 +692,8 @@ function ruleBit(
  * `contextTokens` < 0 means "unknown" (PPD then uses the decode worker's cached tokens), `prefillBusyTokens`
  * is the chosen prefill worker's active prefill tokens (< 0 when there is none).
  */
-export function decide(
+// @ts-ignore: decorator
+@inline export function decide(
   isl: f64, effP: f64, effD: f64, oslHat: f64, decodeCachedTokens: f64, turn: i32, contextTokens: f64,
   prefillBusyTokens: f64,
 ): i32 {
