@@ -63,6 +63,9 @@ let centroids: usize = 0; // f64[MAX_K * MAX_DIMS]
 // (x − 0 = 0 adds +0 to a distance, exactly), and the missing partner of an odd K's last centroid with NaN (its
 // distance is NaN, which never compares below the best)
 let centroidPairs: usize = 0; // f64[(MAX_K / 2) × 4 × 2]
+// k-means, K ≤ 8: cluster c's key (c << 8) | value, an i64 lane per cluster in the lanes of centroidPairs, so the
+// nearest cluster's index and value come out of one selection (ordered as the indices are: values are < 256)
+let clusterKeys: usize = 0; // i64[8]
 let invVar: usize = 0; // f64[MAX_K * MAX_DIMS] (gmm)
 let logConst: usize = 0; // f64[MAX_K] (gmm): log w_k − ½ Σ_j log σ²_kj, computed by the host
 let bits: usize = 0; // u8[MAX_PPD_CELLS] (per cluster 0 local, 1 remote, 2 the fallback rule; or bits per PPD cell)
@@ -96,6 +99,7 @@ export function policyInit(): void {
   std = heap.alloc(<usize>MAX_DIMS << 3);
   centroids = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
   centroidPairs = heap.alloc(<usize>((MAX_K + 1) >> 1) << 6);
+  clusterKeys = heap.alloc(8 << 3);
   invVar = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
   logConst = heap.alloc(<usize>MAX_K << 3);
   oodBound = heap.alloc(<usize>MAX_K << 3);
@@ -221,6 +225,7 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     if (newKind == KIND_KMEANS) layCentroidPairs(newK, d);
     naturalOrder = d == 4 && st(0) == 0 && st(1) == 1 && st(2) == 2 && st(3) == 3;
     copyBits(bitsAt, newK);
+    for (let c = 0; c < 8; c++) store<i64>(clusterKeys + (<usize>c << 3), (<i64>c << 8) | (c < newK ? <i64>load<u8>(bits + <usize>c) : 0));
     fallbackKind = <i32>gKind;
     fallback0 = st(guardAt + 1);
     fallback1 = st(guardAt + 2);
@@ -343,6 +348,8 @@ export let outScore: f64 = 0;
 @inline const C_EXPONENT_BIAS_BITS = 25; // i64: 0x3FF << 52
 // @ts-ignore: decorator
 @inline const C_TWO_52_PLUS_BIAS = 26; // 2^52 + 0x3FF
+// @ts-ignore: decorator
+@inline const C_TWO_52_EXPONENT = 27; // i64: 0x433, the sign and exponent bits of 2^52
 const LOG1P_CONSTANTS = memory.data<u64>([
   0x7FEFFFFF, 0x7FEFFFFF,
   reinterpret<u64>(1.0), reinterpret<u64>(1.0),
@@ -371,6 +378,7 @@ const LOG1P_CONSTANTS = memory.data<u64>([
   (<u64>(0x3FF00000 - 0x3FE6A09E)) << 32, (<u64>(0x3FF00000 - 0x3FE6A09E)) << 32,
   0x3FF0000000000000, 0x3FF0000000000000,
   reinterpret<u64>(4503599627370496.0 + 1023.0), reinterpret<u64>(4503599627370496.0 + 1023.0),
+  0x433, 0x433,
 ], 16);
 
 // log1pAnyFeatures' results (the general path, taken when a feature is not an integer): two values out of one call
@@ -392,9 +400,10 @@ let log1pHi: v128 = v128.splat<i64>(0);
 /** Whether all four lanes are integers in [0, 2^52) (+0 included, −0 not): log1pIntegers' domain. */
 // @ts-ignore: decorator
 @inline function integerLanes(a: v128, b: v128): bool {
-  const inA = v128.and(f64x2.eq(f64x2.floor(a), a), f64x2.lt(a, constant(C_TWO_52)));
-  const inB = v128.and(f64x2.eq(f64x2.floor(b), b), f64x2.lt(b, constant(C_TWO_52)));
-  return i64x2.all_true(v128.and(inA, inB)) && i64x2.bitmask(v128.or(a, b)) == 0;
+  // sign and exponent below those of 2^52 (0x433): x in [0, 2^52), −0 not (its sign makes it 0x800), nor NaN or ∞
+  const inA = v128.and(f64x2.eq(f64x2.floor(a), a), i64x2.lt_s(i64x2.shr_u(a, 52), constant(C_TWO_52_EXPONENT)));
+  const inB = v128.and(f64x2.eq(f64x2.floor(b), b), i64x2.lt_s(i64x2.shr_u(b, 52), constant(C_TWO_52_EXPONENT)));
+  return i64x2.all_true(v128.and(inA, inB));
 }
 
 /**
@@ -536,14 +545,28 @@ function gather(lo: v128, hi: v128): void {
  * Standardized log1p features into `standardized` (f64[MAX_DIMS], the lanes past `dims` 0), from the features in
  * two pairs (a: isl, eff_P; b: eff_D, osl_hat, passed in registers: stored as four f64 and loaded as two v128, they
  * would stall on store forwarding): log1p of all four, gathered in the table's order, then (x − mean) / std two at
- * a time (the padded mean 0 and std 1 give 0); then the nearest centroid or most likely component. Sets
- * outCluster/outScore. Inlined into decide, and the standardized features stay in registers for the distances
+ * a time (the padded mean 0 and std 1 give 0); then the nearest centroid or most likely component. Returns its
+ * key, (cluster << 8) | the cluster's value, and sets outScore. Inlined into decide, and the standardized features stay in registers for the distances
  * (stored for the host, not reloaded): each call or store-and-reload on this one dependent chain costs a few ns.
  */
 // @ts-ignore: decorator
-@inline function classify(a: v128, b: v128): void {
+@inline function classify(a: v128, b: v128): i32 {
+  if (!integerLanes(a, b)) return classifyAnyFeatures(a, b);
+  return classifyWith(a, b, true);
+}
+
+/**
+ * classify for features that are not all integers (log1pAnyFeatures), in a function of its own: joined to the
+ * integer path inside classify, the merge of the two cost the hot path 3.5 ns (V8 keeps values across the call).
+ */
+function classifyAnyFeatures(a: v128, b: v128): i32 {
+  return classifyWith(a, b, false);
+}
+
+// @ts-ignore: decorator
+@inline function classifyWith(a: v128, b: v128, integers: bool): i32 {
   let x01: v128, x23: v128;
-  if (integerLanes(a, b)) {
+  if (integers) {
     x01 = log1pIntegers(a);
     x23 = log1pIntegers(b);
   } else {
@@ -575,11 +598,13 @@ function gather(lo: v128, hi: v128): void {
     const x3 = v128.shuffle<f64>(z23, z23, 1, 1);
     if (k <= 8) {
       // up to four pairs, all computed (the pairs past K are all NaN: see layCentroidPairs), no loop and no branch
-      // on the data: the minimum as a two-level tree of pmin in both lanes, then the first cluster equal to it from
-      // the four lane masks at once. pmin(a, b) is `b < a ? b : a`, so a NaN b is never chosen, and a NaN a only
-      // where its lane has no cluster left (the clusters past K are the last ones: when a pair's lane is NaN, so is
-      // that lane of every later pair); lane 0 always holds cluster 0. The minimum is one of the scores, bits and
-      // all, so this is the first strict minimum, ties to the lowest index, as the scalar scan found it.
+      // on the data: a two-level tournament in both lanes (lane 0 the even clusters, lane 1 the odd ones), each
+      // match keeping the distance with pmin and the cluster's key (see clusterKeys) with the same comparison, then
+      // the two lanes' winners. pmin(a, b) is `b < a ? b : a`: the later cluster wins only when strictly nearer, a
+      // NaN b is never chosen, and a NaN a only where its lane has no cluster left (the clusters past K are the last
+      // ones: when a pair's lane is NaN, so is that lane of every later pair; lane 0 always holds cluster 0). Across
+      // the lanes, the odd winner when strictly nearer, or as near with the lower index. So this is the first strict
+      // minimum, ties to the lowest index, as the scalar scan found it, and the score is that distance bit for bit.
       const d0 = pairDistances(centroidPairs, x0, x1, x2, x3);
       const d1 = pairDistances(centroidPairs + 64, x0, x1, x2, x3);
       const d2 = pairDistances(centroidPairs + 128, x0, x1, x2, x3);
@@ -588,15 +613,18 @@ function gather(lo: v128, hi: v128): void {
       v128.store(scores, d1, 16);
       v128.store(scores, d2, 32);
       v128.store(scores, d3, 48);
-      const m = f64x2.pmin(f64x2.pmin(d0, d1), f64x2.pmin(d2, d3));
-      const both = f64x2.pmin(m, v128.shuffle<f64>(m, m, 1, 0)); // lane 0: m1 < m0 ? m1 : m0
-      const lanes = i64x2.bitmask(f64x2.eq(d0, both)) | (i64x2.bitmask(f64x2.eq(d1, both)) << 2)
-        | (i64x2.bitmask(f64x2.eq(d2, both)) << 4) | (i64x2.bitmask(f64x2.eq(d3, both)) << 6);
-      best = ctz(lanes); // no match (every score NaN) gives 32: cluster 0 below, as the scalar scan did
-      if (best >= k) best = 0;
-      outCluster = best;
-      outScore = f64x2.extract_lane(both, 0);
-      return;
+      const key01 = v128.bitselect(v128.load(clusterKeys, 16), v128.load(clusterKeys), f64x2.lt(d1, d0));
+      const key23 = v128.bitselect(v128.load(clusterKeys, 48), v128.load(clusterKeys, 32), f64x2.lt(d3, d2));
+      const m01 = f64x2.pmin(d0, d1);
+      const m23 = f64x2.pmin(d2, d3);
+      const m = f64x2.pmin(m01, m23);
+      const key = v128.bitselect(key23, key01, f64x2.lt(m23, m01));
+      const mSwapped = v128.shuffle<f64>(m, m, 1, 0);
+      const keySwapped = v128.shuffle<i64>(key, key, 1, 0);
+      // per lane, whether the other lane's winner wins: both lanes then hold the same key (the low word: i32 lane 0)
+      const other = v128.or(f64x2.lt(mSwapped, m), v128.and(f64x2.eq(mSwapped, m), i64x2.lt_s(keySwapped, key)));
+      outScore = f64x2.extract_lane(f64x2.pmin(m, mSwapped), 0);
+      return i32x4.extract_lane(v128.bitselect(keySwapped, key, other), 0);
     }
     let minA = f64x2.splat(Infinity);
     let minB = minA;
@@ -639,6 +667,8 @@ function gather(lo: v128, hi: v128): void {
     // the minimum is always one of the scores (distances are ≥ 0, never NaN; all +∞ gives cluster 0 as the scalar
     // scan did): a guard
     if (best >= k) best = 0;
+    outScore = bestScore;
+    return (best << 8) | <i32>load<u8>(bits + <usize>best);
   } else {
     bestScore = -Infinity;
     for (let c = 0; c < k; c++) {
@@ -654,8 +684,8 @@ function gather(lo: v128, hi: v128): void {
       if (ll > bestScore) { bestScore = ll; best = c; }
     }
   }
-  outCluster = best;
   outScore = bestScore;
+  return (best << 8) | <i32>load<u8>(bits + <usize>best);
 }
 
 // @ts-ignore: decorator
@@ -703,12 +733,14 @@ function ruleBit(
   switch (kind) {
     case KIND_KMEANS:
     case KIND_GMM: {
-      classify(f64x2(isl, effP), f64x2(effD, oslHat));
+      const key = classify(f64x2(isl, effP), f64x2(effD, oslHat));
+      const cluster = key >> 8;
+      outCluster = cluster;
       // the cluster's value, unless the request lies beyond what the cluster was trained on
       const outside = hasOodBounds && (kind == KIND_KMEANS
-        ? outScore > load<f64>(oodBound + (<usize>outCluster << 3))
-        : outScore < load<f64>(oodBound + (<usize>outCluster << 3)));
-      const value = load<u8>(bits + <usize>outCluster);
+        ? outScore > load<f64>(oodBound + (<usize>cluster << 3))
+        : outScore < load<f64>(oodBound + (<usize>cluster << 3)));
+      const value = key & 0xFF;
       if (outside || value == CLUSTER_RULE) {
         outReason = outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK;
         outBit = ruleBit(fallbackKind, fallback0, fallback1, isl, effD, decodeCachedTokens, prefillBusyTokens);
