@@ -2,7 +2,8 @@
 // usage of the parsed answer (and falls back to parsing where the tail does not prove it), the byte-level SSE sniffer
 // finds usage in a line cut anywhere between chunks, and a client leaving cuts its calls as an AbortSignal would; a
 // worker's answer that came whole is read at once as it would be in pieces, the stream relay passes bursts, long
-// streams and slow clients on byte for byte, and decision records get their time when read.
+// streams and slow clients on byte for byte, and decision records get their time when read; session keys are the
+// strings they were, and the per-request counters render as prom-client's own counters would.
 import http, { type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
@@ -10,6 +11,9 @@ import { parseJson, readUpstream, usageOf, usageOfAnswer, UsageSniffer } from ".
 import { ClientAbort } from "../src/serve/proxy/request-context.js";
 import { DecisionLog, type DecisionRecord } from "../src/serve/proxy/decisions.js";
 import { bufferedBody } from "../src/serve/http-toolkit.js";
+import { createHash } from "node:crypto";
+import { Counter, HotCounter, Registry } from "../src/serve/prometheus.js";
+import { sessionKey } from "../src/serve/proxy/openai.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { coreModule } from "./helpers.js";
 
@@ -246,5 +250,61 @@ describe("DecisionLog", () => {
     const recent = log.recent(10);
     expect(recent.map((r) => r.id)).toEqual(["r3", "r4"]);
     expect(recent.map((r) => r.ts)).toEqual([new Date(t0 + 3).toISOString(), new Date(t0 + 4).toISOString()]);
+  });
+});
+
+describe("sessionKey", () => {
+  const chat = (content: string, user?: string): Record<string, unknown> => ({
+    messages: [
+      { role: "system", content: "be brief" },
+      { role: "user", content },
+    ],
+    ...(user === undefined ? {} : { user }),
+  });
+  it("is the model, endpoint, user and first user message joined by NULs, marked with \\u0001, up to 96 characters", () => {
+    expect(sessionKey("m", "chat", chat("hello", "ann"))).toBe("\u0001m\0chat\0ann\0hello");
+    expect(sessionKey("m", "completions", { prompt: "once upon" })).toBe("\u0001m\0completions\0\0once upon");
+    const longest = "x".repeat(96 - "m\0chat\0\0".length);
+    expect(sessionKey("m", "chat", chat(longest))).toBe(`\u0001m\0chat\0\0${longest}`);
+  });
+  it("is the sha1 of that, in base64, beyond 96 characters", () => {
+    const long = "x".repeat(97 - "m\0chat\0\0".length);
+    const digest = createHash("sha1").update(`m\0chat\0\0${long}`).digest("base64");
+    expect(sessionKey("m", "chat", chat(long))).toBe(digest);
+  });
+});
+
+describe("HotCounter", () => {
+  it("renders what a prom-client counter given the same counts renders: series order, label order, zero counts", async () => {
+    const plain = new Registry();
+    const hot = new Registry();
+    const p = new Counter({
+      name: "c_total",
+      help: "h",
+      labelNames: ["endpoint", "route", "status"],
+      registers: [plain],
+    });
+    const h = new HotCounter(hot, "c_total", "h", ["endpoint", "route", "status"]);
+    const counts: Array<[string, string, number, number]> = [
+      ["/a", "local", 200, 1],
+      ["/b", "remote", 502, 0],
+      ["/a", "local", 200, 3],
+      ["/a", "fallback", 200, 1],
+    ];
+    for (const [endpoint, route, status, n] of counts) {
+      p.inc({ endpoint, route, status: String(status) }, n);
+      h.at(endpoint, route, status).inc(n);
+    }
+    expect(await hot.metrics()).toBe(await plain.metrics());
+    // counted again after a scrape: the new counts add to what was handed over
+    p.inc({ endpoint: "/b", route: "remote", status: "502" }, 2);
+    h.at("/b", "remote", 502).inc(2);
+    expect(await hot.metrics()).toBe(await plain.metrics());
+    expect(await hot.metrics()).toContain('c_total{endpoint="/b",route="remote",status="502"} 2');
+  });
+  it("rejects what prom-client rejects, at the call", () => {
+    const s = new HotCounter(new Registry(), "d_total", "h", ["path"]).at("local");
+    expect(() => s.inc(-1)).toThrow(/decrease/);
+    expect(() => s.inc(Infinity)).toThrow(/not a valid number/);
   });
 });

@@ -16,6 +16,12 @@ import type { RequestContext } from "./request-context.js";
 import type { Routing } from "./routing.js";
 import type { Admission } from "./admission.js";
 
+/** The duration histogram's labels, one object per endpoint rather than one per request. */
+const DURATION_LABELS: Record<Endpoint, { endpoint: string }> = {
+  chat: { endpoint: ENDPOINT_PATHS.chat },
+  completions: { endpoint: ENDPOINT_PATHS.completions },
+};
+
 export class Inference {
   /** Inference requests in flight (a gauge). */
   inflight = 0;
@@ -87,7 +93,7 @@ export class Inference {
     };
     ctx.record = record;
     this.decisions.remember(record, Date.now());
-    this.metrics.decisions.inc({ path: d.path, reason: d.reason });
+    this.metrics.decisions.at(d.path, d.reason).inc();
     // A place on the decode worker before the prefill step, so that a full worker's request spills to another
     // before any KV handoff is made for it (worker-admission.ts).
     const decodePlace = await this.calls.enterDecode(ctx, d.decodeWorker, pinned);
@@ -176,21 +182,21 @@ export class Inference {
     const status = ctx.statusOverride ?? (ctx.clientGone ? 499 : ctx.res.statusCode);
     const route = ctx.route;
     const path = ENDPOINT_PATHS[endpoint];
-    this.metrics.requests.inc({ endpoint: path, route, status: String(status) });
-    this.metrics.requestDuration.observe({ endpoint: path }, latencyMs / 1000);
+    this.metrics.requests.at(path, route, status).inc();
+    this.metrics.requestDuration.observe(DURATION_LABELS[endpoint], latencyMs / 1000);
     const r = ctx.record;
     if (r) {
       r.status = status;
       r.latency_ms = Math.round(latencyMs * 10) / 10;
       r.reported_cached_tokens = ctx.reportedTokens;
       if (ctx.error) r.error = ctx.error;
-      const labels = { path: r.route };
-      this.metrics.promptTokens.inc(labels, ctx.isl);
-      this.metrics.cachePredictedTokens.inc(labels, ctx.predictedTokens);
+      const m = this.metrics;
+      m.promptTokens.at(r.route).inc(ctx.isl);
+      m.cachePredictedTokens.at(r.route).inc(ctx.predictedTokens);
       if (ctx.reportedTokens !== null) {
-        this.metrics.cacheComparedRequests.inc(labels);
-        this.metrics.cacheComparedPredictedTokens.inc(labels, ctx.predictedTokens);
-        this.metrics.cacheReportedTokens.inc(labels, ctx.reportedTokens);
+        m.cacheComparedRequests.at(r.route).inc();
+        m.cacheComparedPredictedTokens.at(r.route).inc(ctx.predictedTokens);
+        m.cacheReportedTokens.at(r.route).inc(ctx.reportedTokens);
       }
     }
     // a shed answer is one of thousands a second in an overload: a line each would cost more than the answer
