@@ -103,12 +103,19 @@ export class WorkerCalls {
   ): Promise<{ res: IncomingMessage; cut: Cut; done: () => void }> {
     const t = this.config.timeouts;
     const cut: Cut = { request: null, streaming: false, reason: null };
-    const set = this.inProgress.get(w.spec.id) ?? new Set<Cut>();
-    this.inProgress.set(w.spec.id, set);
+    // A worker's set stays while it is registered, empty or not (one per worker rather than one per call); the empty
+    // sets of workers since removed go when a worker's first set is made.
+    let set = this.inProgress.get(w.spec.id);
+    if (!set) {
+      for (const [id, calls] of this.inProgress)
+        if (calls.size === 0 && !this.registry.get(id)) this.inProgress.delete(id);
+      this.inProgress.set(w.spec.id, (set = new Set<Cut>()));
+    }
     set.add(cut);
     const done = (): void => {
       set.delete(cut);
-      if (set.size === 0 && this.inProgress.get(w.spec.id) === set) this.inProgress.delete(w.spec.id);
+      if (set.size === 0 && this.registry.get(w.spec.id) !== w && this.inProgress.get(w.spec.id) === set)
+        this.inProgress.delete(w.spec.id);
     };
     try {
       const res = await upstreamRequest(this.agents, `${w.spec.url}${path}`, {
@@ -450,11 +457,13 @@ class StreamRelay {
     private readonly releasePrefill: () => void,
     private readonly over: (e: unknown, atLineStart: boolean) => void,
   ) {
+    // on() rather than once(): each handler does nothing after the first event that ends the relay (`done`), and
+    // once() wraps each listener in two more objects per stream
     upstream.on("readable", () => this.pump());
-    upstream.once("end", () => this.end());
-    upstream.once("error", (e) => this.failed(e));
+    upstream.on("end", () => this.end());
+    upstream.on("error", (e) => this.failed(e));
     // closed without an end or an error: what an async iterator reports as a premature close
-    upstream.once("close", () => {
+    upstream.on("close", () => {
       if (!upstream.readableEnded) this.failed(prematureClose());
     });
     this.pump(); // what is in already (often all of it)
