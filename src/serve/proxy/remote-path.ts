@@ -103,19 +103,12 @@ export class WorkerCalls {
   ): Promise<{ res: IncomingMessage; cut: Cut; done: () => void }> {
     const t = this.config.timeouts;
     const cut: Cut = { request: null, streaming: false, reason: null };
-    // A worker's set stays while it is registered, empty or not (one per worker rather than one per call); the empty
-    // sets of workers since removed go when a worker's first set is made.
-    let set = this.inProgress.get(w.spec.id);
-    if (!set) {
-      for (const [id, calls] of this.inProgress)
-        if (calls.size === 0 && !this.registry.get(id)) this.inProgress.delete(id);
-      this.inProgress.set(w.spec.id, (set = new Set<Cut>()));
-    }
+    const set = this.inProgress.get(w.spec.id) ?? new Set<Cut>();
+    this.inProgress.set(w.spec.id, set);
     set.add(cut);
     const done = (): void => {
       set.delete(cut);
-      if (set.size === 0 && this.registry.get(w.spec.id) !== w && this.inProgress.get(w.spec.id) === set)
-        this.inProgress.delete(w.spec.id);
+      if (set.size === 0 && this.inProgress.get(w.spec.id) === set) this.inProgress.delete(w.spec.id);
     };
     try {
       const res = await upstreamRequest(this.agents, `${w.spec.url}${path}`, {
