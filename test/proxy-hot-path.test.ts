@@ -3,7 +3,8 @@
 // finds usage in a line cut anywhere between chunks, and a client leaving cuts its calls as an AbortSignal would; a
 // worker's answer that came whole is read at once as it would be in pieces, the stream relay passes bursts, long
 // streams and slow clients on byte for byte, and decision records get their time when read; session keys are the
-// strings they were, and the per-request counters render as prom-client's own counters would.
+// strings they were, the per-request counters render as prom-client's own counters would, and a decision record's
+// object is reused only once its request is over.
 import http, { type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
@@ -250,6 +251,57 @@ describe("DecisionLog", () => {
     const recent = log.recent(10);
     expect(recent.map((r) => r.id)).toEqual(["r3", "r4"]);
     expect(recent.map((r) => r.ts)).toEqual([new Date(t0 + 3).toISOString(), new Date(t0 + 4).toISOString()]);
+  });
+  it("hands a new request the oldest record's object only once its request is over and had no error", () => {
+    const log = new DecisionLog(2);
+    const a = log.newRecord(1);
+    const b = log.newRecord(2);
+    expect(a).not.toBe(b);
+    a.id = "a";
+    b.id = "b";
+    // a is still going: a new object takes its slot, and a leaves the log
+    const c = log.newRecord(3);
+    expect(c).not.toBe(a);
+    c.id = "c";
+    expect(log.recent(5).map((r) => r.id)).toEqual(["b", "c"]);
+    b.status = 200; // over: its object is taken
+    const d = log.newRecord(4);
+    expect(d).toBe(b);
+    d.id = "d";
+    c.status = 502;
+    c.error = "decode worker failed";
+    const e = log.newRecord(5); // over but with an error key: a new object
+    expect(e).not.toBe(c);
+    e.id = "e";
+    expect(log.recent(5).map((r) => [r.id, r.ts])).toEqual([
+      ["d", new Date(4).toISOString()],
+      ["e", new Date(5).toISOString()],
+    ]);
+  });
+  it("gives records the keys of a record written whole, in the same order", () => {
+    const whole: DecisionRecord = {
+      id: "x",
+      ts: "",
+      endpoint: "/v1/chat/completions",
+      table: { kind: "rule", checksum: "c" },
+      turn: 1,
+      path: "local",
+      route: "local",
+      reason: "rule",
+      decode_worker: "d0",
+      prefill_worker: null,
+      cluster: null,
+      features: { isl: 18, effP: 18, effD: 18, oslHat: 0 },
+      matched_blocks: { decode: 0, prefill: 0 },
+      predicted_cached_tokens: 0,
+      reported_cached_tokens: null,
+      status: null,
+      latency_ms: null,
+    };
+    const r = new DecisionLog(1).newRecord(0);
+    for (const [k, v] of Object.entries(whole)) (r as unknown as Record<string, unknown>)[k] = v;
+    expect(JSON.stringify(r)).toBe(JSON.stringify(whole));
+    expect(Object.keys(new DecisionLog(0).newRecord(0))).toEqual(Object.keys(whole));
   });
 });
 

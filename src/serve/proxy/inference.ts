@@ -72,27 +72,27 @@ export class Inference {
     ctx.decision = d;
     ctx.isl = d.features.isl;
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
-    const record: DecisionRecord = {
-      id: ctx.id,
-      ts: "", // written when the record is read (DecisionLog.recent)
-      endpoint: ENDPOINT_PATHS[endpoint],
-      table: this.tableView(),
-      turn,
-      path: d.path,
-      route: remote ? "remote" : "local",
-      reason: d.reason,
-      decode_worker: d.decodeWorker,
-      prefill_worker: d.prefillWorker,
-      cluster: d.cluster,
-      features: d.features,
-      matched_blocks: d.matchedBlocks,
-      predicted_cached_tokens: 0,
-      reported_cached_tokens: null,
-      status: null,
-      latency_ms: null,
-    };
+    // every field written: the log may hand back the object of a finished request (DecisionLog.newRecord)
+    const record = this.decisions.newRecord(Date.now());
+    record.id = ctx.id;
+    record.ts = ""; // written when the record is read (DecisionLog.recent)
+    record.endpoint = ENDPOINT_PATHS[endpoint];
+    record.table = this.tableView();
+    record.turn = turn;
+    record.path = d.path;
+    record.route = remote ? "remote" : "local";
+    record.reason = d.reason;
+    record.decode_worker = d.decodeWorker;
+    record.prefill_worker = d.prefillWorker;
+    record.cluster = d.cluster;
+    // copied rather than shared, so that the decision's objects die young with the request
+    Object.assign(record.features, d.features);
+    Object.assign(record.matched_blocks, d.matchedBlocks);
+    record.predicted_cached_tokens = 0;
+    record.reported_cached_tokens = null;
+    record.status = null;
+    record.latency_ms = null;
     ctx.record = record;
-    this.decisions.remember(record, Date.now());
     this.metrics.decisions.at(d.path, d.reason).inc();
     // A place on the decode worker before the prefill step, so that a full worker's request spills to another
     // before any KV handoff is made for it (worker-admission.ts).
