@@ -2,7 +2,9 @@
 // usage of the parsed answer (and falls back to parsing where the tail does not prove it), the byte-level SSE sniffer
 // finds usage in a line cut anywhere between chunks, and a client leaving cuts its calls as an AbortSignal would; a
 // worker's answer that came whole is read at once as it would be in pieces, the stream relay passes bursts, long
-// streams and slow clients on byte for byte, and decision records get their time when read.
+// streams and slow clients on byte for byte, and decision records get their time when read; session keys are the
+// strings they were, the per-request counters render as prom-client's own counters would, and a decision record's
+// object is reused only once its request is over.
 import http, { type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
@@ -10,6 +12,9 @@ import { parseJson, readUpstream, usageOf, usageOfAnswer, UsageSniffer } from ".
 import { ClientAbort } from "../src/serve/proxy/request-context.js";
 import { DecisionLog, type DecisionRecord } from "../src/serve/proxy/decisions.js";
 import { bufferedBody } from "../src/serve/http-toolkit.js";
+import { createHash } from "node:crypto";
+import { Counter, HotCounter, Registry } from "../src/serve/prometheus.js";
+import { sessionKey } from "../src/serve/proxy/openai.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { coreModule } from "./helpers.js";
 
@@ -246,5 +251,112 @@ describe("DecisionLog", () => {
     const recent = log.recent(10);
     expect(recent.map((r) => r.id)).toEqual(["r3", "r4"]);
     expect(recent.map((r) => r.ts)).toEqual([new Date(t0 + 3).toISOString(), new Date(t0 + 4).toISOString()]);
+  });
+  it("hands a new request the oldest record's object only once its request is over and had no error", () => {
+    const log = new DecisionLog(2);
+    const a = log.newRecord(1);
+    const b = log.newRecord(2);
+    expect(a).not.toBe(b);
+    a.id = "a";
+    b.id = "b";
+    // a is still going: a new object takes its slot, and a leaves the log
+    const c = log.newRecord(3);
+    expect(c).not.toBe(a);
+    c.id = "c";
+    expect(log.recent(5).map((r) => r.id)).toEqual(["b", "c"]);
+    b.status = 200; // over: its object is taken
+    const d = log.newRecord(4);
+    expect(d).toBe(b);
+    d.id = "d";
+    c.status = 502;
+    c.error = "decode worker failed";
+    const e = log.newRecord(5); // over but with an error key: a new object
+    expect(e).not.toBe(c);
+    e.id = "e";
+    expect(log.recent(5).map((r) => [r.id, r.ts])).toEqual([
+      ["d", new Date(4).toISOString()],
+      ["e", new Date(5).toISOString()],
+    ]);
+  });
+  it("gives records the keys of a record written whole, in the same order", () => {
+    const whole: DecisionRecord = {
+      id: "x",
+      ts: "",
+      endpoint: "/v1/chat/completions",
+      table: { kind: "rule", checksum: "c" },
+      turn: 1,
+      path: "local",
+      route: "local",
+      reason: "rule",
+      decode_worker: "d0",
+      prefill_worker: null,
+      cluster: null,
+      features: { isl: 18, effP: 18, effD: 18, oslHat: 0 },
+      matched_blocks: { decode: 0, prefill: 0 },
+      predicted_cached_tokens: 0,
+      reported_cached_tokens: null,
+      status: null,
+      latency_ms: null,
+    };
+    const r = new DecisionLog(1).newRecord(0);
+    for (const [k, v] of Object.entries(whole)) (r as unknown as Record<string, unknown>)[k] = v;
+    expect(JSON.stringify(r)).toBe(JSON.stringify(whole));
+    expect(Object.keys(new DecisionLog(0).newRecord(0))).toEqual(Object.keys(whole));
+  });
+});
+
+describe("sessionKey", () => {
+  const chat = (content: string, user?: string): Record<string, unknown> => ({
+    messages: [
+      { role: "system", content: "be brief" },
+      { role: "user", content },
+    ],
+    ...(user === undefined ? {} : { user }),
+  });
+  it("is the model, endpoint, user and first user message joined by NULs, marked with \\u0001, up to 96 characters", () => {
+    expect(sessionKey("m", "chat", chat("hello", "ann"))).toBe("\u0001m\0chat\0ann\0hello");
+    expect(sessionKey("m", "completions", { prompt: "once upon" })).toBe("\u0001m\0completions\0\0once upon");
+    const longest = "x".repeat(96 - "m\0chat\0\0".length);
+    expect(sessionKey("m", "chat", chat(longest))).toBe(`\u0001m\0chat\0\0${longest}`);
+  });
+  it("is the sha1 of that, in base64, beyond 96 characters", () => {
+    const long = "x".repeat(97 - "m\0chat\0\0".length);
+    const digest = createHash("sha1").update(`m\0chat\0\0${long}`).digest("base64");
+    expect(sessionKey("m", "chat", chat(long))).toBe(digest);
+  });
+});
+
+describe("HotCounter", () => {
+  it("renders what a prom-client counter given the same counts renders: series order, label order, zero counts", async () => {
+    const plain = new Registry();
+    const hot = new Registry();
+    const p = new Counter({
+      name: "c_total",
+      help: "h",
+      labelNames: ["endpoint", "route", "status"],
+      registers: [plain],
+    });
+    const h = new HotCounter(hot, "c_total", "h", ["endpoint", "route", "status"]);
+    const counts: Array<[string, string, number, number]> = [
+      ["/a", "local", 200, 1],
+      ["/b", "remote", 502, 0],
+      ["/a", "local", 200, 3],
+      ["/a", "fallback", 200, 1],
+    ];
+    for (const [endpoint, route, status, n] of counts) {
+      p.inc({ endpoint, route, status: String(status) }, n);
+      h.at(endpoint, route, status).inc(n);
+    }
+    expect(await hot.metrics()).toBe(await plain.metrics());
+    // counted again after a scrape: the new counts add to what was handed over
+    p.inc({ endpoint: "/b", route: "remote", status: "502" }, 2);
+    h.at("/b", "remote", 502).inc(2);
+    expect(await hot.metrics()).toBe(await plain.metrics());
+    expect(await hot.metrics()).toContain('c_total{endpoint="/b",route="remote",status="502"} 2');
+  });
+  it("rejects what prom-client rejects, at the call", () => {
+    const s = new HotCounter(new Registry(), "d_total", "h", ["path"]).at("local");
+    expect(() => s.inc(-1)).toThrow(/decrease/);
+    expect(() => s.inc(Infinity)).toThrow(/not a valid number/);
   });
 });

@@ -16,6 +16,12 @@ import type { RequestContext } from "./request-context.js";
 import type { Routing } from "./routing.js";
 import type { Admission } from "./admission.js";
 
+/** The duration histogram's labels, one object per endpoint rather than one per request. */
+const DURATION_LABELS: Record<Endpoint, { endpoint: string }> = {
+  chat: { endpoint: ENDPOINT_PATHS.chat },
+  completions: { endpoint: ENDPOINT_PATHS.completions },
+};
+
 export class Inference {
   /** Inference requests in flight (a gauge). */
   inflight = 0;
@@ -66,28 +72,28 @@ export class Inference {
     ctx.decision = d;
     ctx.isl = d.features.isl;
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
-    const record: DecisionRecord = {
-      id: ctx.id,
-      ts: "", // written when the record is read (DecisionLog.recent)
-      endpoint: ENDPOINT_PATHS[endpoint],
-      table: this.tableView(),
-      turn,
-      path: d.path,
-      route: remote ? "remote" : "local",
-      reason: d.reason,
-      decode_worker: d.decodeWorker,
-      prefill_worker: d.prefillWorker,
-      cluster: d.cluster,
-      features: d.features,
-      matched_blocks: d.matchedBlocks,
-      predicted_cached_tokens: 0,
-      reported_cached_tokens: null,
-      status: null,
-      latency_ms: null,
-    };
+    // every field written: the log may hand back the object of a finished request (DecisionLog.newRecord)
+    const record = this.decisions.newRecord(Date.now());
+    record.id = ctx.id;
+    record.ts = ""; // written when the record is read (DecisionLog.recent)
+    record.endpoint = ENDPOINT_PATHS[endpoint];
+    record.table = this.tableView();
+    record.turn = turn;
+    record.path = d.path;
+    record.route = remote ? "remote" : "local";
+    record.reason = d.reason;
+    record.decode_worker = d.decodeWorker;
+    record.prefill_worker = d.prefillWorker;
+    record.cluster = d.cluster;
+    // copied rather than shared, so that the decision's objects die young with the request
+    Object.assign(record.features, d.features);
+    Object.assign(record.matched_blocks, d.matchedBlocks);
+    record.predicted_cached_tokens = 0;
+    record.reported_cached_tokens = null;
+    record.status = null;
+    record.latency_ms = null;
     ctx.record = record;
-    this.decisions.remember(record, Date.now());
-    this.metrics.decisions.inc({ path: d.path, reason: d.reason });
+    this.metrics.decisions.at(d.path, d.reason).inc();
     // A place on the decode worker before the prefill step, so that a full worker's request spills to another
     // before any KV handoff is made for it (worker-admission.ts).
     const decodePlace = await this.calls.enterDecode(ctx, d.decodeWorker, pinned);
@@ -176,21 +182,21 @@ export class Inference {
     const status = ctx.statusOverride ?? (ctx.clientGone ? 499 : ctx.res.statusCode);
     const route = ctx.route;
     const path = ENDPOINT_PATHS[endpoint];
-    this.metrics.requests.inc({ endpoint: path, route, status: String(status) });
-    this.metrics.requestDuration.observe({ endpoint: path }, latencyMs / 1000);
+    this.metrics.requests.at(path, route, status).inc();
+    this.metrics.requestDuration.observe(DURATION_LABELS[endpoint], latencyMs / 1000);
     const r = ctx.record;
     if (r) {
       r.status = status;
       r.latency_ms = Math.round(latencyMs * 10) / 10;
       r.reported_cached_tokens = ctx.reportedTokens;
       if (ctx.error) r.error = ctx.error;
-      const labels = { path: r.route };
-      this.metrics.promptTokens.inc(labels, ctx.isl);
-      this.metrics.cachePredictedTokens.inc(labels, ctx.predictedTokens);
+      const m = this.metrics;
+      m.promptTokens.at(r.route).inc(ctx.isl);
+      m.cachePredictedTokens.at(r.route).inc(ctx.predictedTokens);
       if (ctx.reportedTokens !== null) {
-        this.metrics.cacheComparedRequests.inc(labels);
-        this.metrics.cacheComparedPredictedTokens.inc(labels, ctx.predictedTokens);
-        this.metrics.cacheReportedTokens.inc(labels, ctx.reportedTokens);
+        m.cacheComparedRequests.at(r.route).inc();
+        m.cacheComparedPredictedTokens.at(r.route).inc(ctx.predictedTokens);
+        m.cacheReportedTokens.at(r.route).inc(ctx.reportedTokens);
       }
     }
     // a shed answer is one of thousands a second in an overload: a line each would cost more than the answer

@@ -5,7 +5,7 @@
 // the order of the first object it saw, and the proxy's output has always had them sorted.
 
 import type { DriftClusterStatus } from "../../drift-guard.js";
-import { Counter, LeLastHistogram, Registry, scrapedGauge } from "../prometheus.js";
+import { Counter, HotCounter, LeLastHistogram, Registry, scrapedGauge } from "../prometheus.js";
 
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -22,8 +22,11 @@ export class ProxyMetrics {
   readonly registry = new Registry();
   private readonly counter = (name: string, help: string, labelNames: string[] = []): Counter =>
     new Counter({ name, help, labelNames, registers: [this.registry] });
+  /** The counters every inference request bumps (prometheus.ts: HotCounter). */
+  private readonly hot = (name: string, help: string, labelNames: string[]): HotCounter =>
+    new HotCounter(this.registry, name, help, labelNames);
 
-  readonly requests = this.counter(
+  readonly requests = this.hot(
     "dolphin_requests_total",
     "Requests answered, by endpoint, status code and route (local, remote, fallback, none)",
     ["endpoint", "route", "status"],
@@ -35,10 +38,7 @@ export class ProxyMetrics {
     buckets: DURATION_BUCKETS,
     registers: [this.registry],
   });
-  readonly decisions = this.counter("dolphin_decisions_total", "Routing decisions by path and reason", [
-    "path",
-    "reason",
-  ]);
+  readonly decisions = this.hot("dolphin_decisions_total", "Routing decisions by path and reason", ["path", "reason"]);
   readonly prefillFailures = this.counter(
     "dolphin_prefill_failures_total",
     "Remote prefills that failed before the KV handoff, by kind",
@@ -125,23 +125,23 @@ export class ProxyMetrics {
     "dolphin_index_clears_total",
     "Approximate mode: periodic clears of the whole index",
   );
-  readonly promptTokens = this.counter("dolphin_prompt_tokens_total", "Prompt tokens routed (isl), by path", ["path"]);
-  readonly cachePredictedTokens = this.counter(
+  readonly promptTokens = this.hot("dolphin_prompt_tokens_total", "Prompt tokens routed (isl), by path", ["path"]);
+  readonly cachePredictedTokens = this.hot(
     "dolphin_cache_predicted_tokens_total",
     "Predicted cached prompt tokens on the worker that prefills (matched blocks × block tokens), by path",
     ["path"],
   );
-  readonly cacheComparedRequests = this.counter(
+  readonly cacheComparedRequests = this.hot(
     "dolphin_cache_compared_requests_total",
     "Requests whose worker reported usage.prompt_tokens_details.cached_tokens, by path",
     ["path"],
   );
-  readonly cacheComparedPredictedTokens = this.counter(
+  readonly cacheComparedPredictedTokens = this.hot(
     "dolphin_cache_compared_predicted_tokens_total",
     "Predicted cached tokens of the requests in dolphin_cache_compared_requests_total",
     ["path"],
   );
-  readonly cacheReportedTokens = this.counter(
+  readonly cacheReportedTokens = this.hot(
     "dolphin_cache_reported_tokens_total",
     "Cached tokens the workers reported for the same requests",
     ["path"],

@@ -450,11 +450,13 @@ class StreamRelay {
     private readonly releasePrefill: () => void,
     private readonly over: (e: unknown, atLineStart: boolean) => void,
   ) {
+    // on() rather than once(): each handler does nothing after the first event that ends the relay (`done`), and
+    // once() wraps each listener in two more objects per stream
     upstream.on("readable", () => this.pump());
-    upstream.once("end", () => this.end());
-    upstream.once("error", (e) => this.failed(e));
+    upstream.on("end", () => this.end());
+    upstream.on("error", (e) => this.failed(e));
     // closed without an end or an error: what an async iterator reports as a premature close
-    upstream.once("close", () => {
+    upstream.on("close", () => {
       if (!upstream.readableEnded) this.failed(prematureClose());
     });
     this.pump(); // what is in already (often all of it)
