@@ -13,7 +13,7 @@
 
 import { attnPairs, decodeRunMs, decodeStepsWithin, stepTimeMs, type ModelPreset } from "./perf.js";
 import { EventQueue, Priority, type SimEvent } from "./events.js";
-import { KvCache, type BlockIds, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
+import { KvCache, type BlockHashes, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "./types.js";
 
 export type InstanceRole = "prefill" | "decode" | "replica";
@@ -29,7 +29,7 @@ export type JobKind =
 
 export interface Job {
   req: SimRequest;
-  /** the prompt's block ids (BlockIds) */
+  /** the prompt's block ids (BlockIds, or ChainedBlockIds in a simulation) */
   ids: Int32Array;
   /** the pinned prompt blocks' slots in this instance's cache (KvCache.prefixHit, commit), so release finds them */
   slots: Int32Array;
@@ -131,7 +131,7 @@ export class Instance {
     preset: ModelPreset,
     capacityBlocks: number,
     host: InstanceHost,
-    ids: BlockIds,
+    ids: BlockHashes,
     sink: KvEventSink | null,
     /** which blocks' stores and evictions reach the sink (default: all) */
     filter: KvEventFilter | null = null,

@@ -9,6 +9,12 @@
 // cache is typed arrays: a pin count per id and an intrusive LRU list of unpinned resident blocks. No strings,
 // no per-block objects.
 
+/** The hashes blocks are named by, for KV events: BlockIds, or ChainedBlockIds in a simulation. */
+export interface BlockHashes {
+  /** The (lo, hi) pairs of some ids. */
+  pairs(ids: ArrayLike<number>, n?: number): Uint32Array;
+}
+
 export interface KvEventSink {
   stored(pairs: Uint32Array): void;
   removed(pairs: Uint32Array): void;
@@ -28,7 +34,7 @@ export interface KvEventFilter {
 }
 
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
-export class BlockIds {
+export class BlockIds implements BlockHashes {
   /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
   private hashes = new Uint32Array(2 << 16);
   private slots = new Int32Array(1 << 17).fill(-1); // id per slot, −1 empty; load ≤ 1/2
@@ -88,18 +94,6 @@ export class BlockIds {
     return out;
   }
 
-  /**
-   * Room for `blocks` more hashes (some of them repeats) at once, instead of growing step by step (each growth
-   * rehashes every id): one slot per block, which is load ≤ 1/2 once half of them repeat and grows as usual beyond.
-   * Not two slots per block: a workload that shares much would get a far sparser table than it needs (slower probes).
-   */
-  reserve(blocks: number): void {
-    const want = this.count + blocks;
-    let slots = this.slots.length;
-    while (slots < want) slots *= 2;
-    if (slots > this.slots.length) this.grow(slots);
-  }
-
   private grow(size = this.slots.length * 2): void {
     const slots = new Int32Array(size).fill(-1);
     const mask = slots.length - 1;
@@ -135,7 +129,7 @@ const CHUNK_BITS = 3;
  */
 export class KvCache {
   readonly capacityBlocks: number;
-  private readonly ids: BlockIds;
+  private readonly ids: BlockHashes;
   private readonly sink: KvEventSink | null;
   private readonly filter: KvEventFilter | null;
   /**
@@ -162,7 +156,7 @@ export class KvCache {
   private privateBlocks = 0;
   evictions = 0;
 
-  constructor(capacityBlocks: number, ids: BlockIds, sink: KvEventSink | null, filter: KvEventFilter | null = null) {
+  constructor(capacityBlocks: number, ids: BlockHashes, sink: KvEventSink | null, filter: KvEventFilter | null = null) {
     this.capacityBlocks = capacityBlocks;
     this.ids = ids;
     this.sink = sink;
