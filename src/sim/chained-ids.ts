@@ -27,10 +27,12 @@ export class ChainedBlockIds implements BlockHashes {
   private runStarts = 0;
   count = 0;
 
-  /** Ids of a prompt's blocks, given as chained (lo, hi) hash pairs. */
-  intern(pairs: Uint32Array): Int32Array {
+  /**
+   * Ids of a prompt's blocks, given as chained (lo, hi) hash pairs: written to `out` when given (its first
+   * pairs.length / 2 places; many prompts' ids can share one buffer), else to a new array.
+   */
+  intern(pairs: Uint32Array, out: Int32Array = new Int32Array(pairs.length >>> 1)): Int32Array {
     const n = pairs.length >>> 1;
-    const out = new Int32Array(n);
     if (n === 0) return out;
     // room for every block being new, so the loops below never grow the array
     if (2 * (this.count + n) > this.hashes.length) this.growHashes(this.count + n);

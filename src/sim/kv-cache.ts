@@ -165,6 +165,8 @@ export class KvCache {
   private freeHead = 0;
   private freeCount = 0;
   private slotCount = 0;
+  /** makeRoom's list of the evicted blocks it reports, kept between calls */
+  private gone = new Int32Array(64);
   /** LRU list of resident unpinned blocks (slots): head = least recently used */
   private head = -1;
   private tail = -1;
@@ -376,7 +378,8 @@ export class KvCache {
     if (free >= n) return true;
     const need = n - free;
     if (need > this.evictableCount) return false;
-    const gone = new Int32Array(need);
+    if (this.gone.length < need) this.gone = new Int32Array(Math.max(need, 2 * this.gone.length));
+    const gone = this.gone;
     let reported = 0;
     const rec = this.rec;
     const filter = this.filter;

@@ -491,18 +491,35 @@ function sharedBlockIds(requests: readonly SimRequest[]): ChainedBlockIds {
   return (first && interned.get(first.blocks)?.owner) ?? new ChainedBlockIds();
 }
 
-/** The ids of every block of `blocks` in `owner`: interned once, then kept (a request of another family re-interns). */
-function internedIds(blocks: Uint32Array, owner: ChainedBlockIds): Int32Array {
+/**
+ * The ids of every block of `blocks` in `owner`: interned once, then kept (a request of another family re-interns).
+ * `into`: where to write them if they are new (a view of a buffer shared with other requests' ids).
+ */
+function internedIds(blocks: Uint32Array, owner: ChainedBlockIds, into?: Int32Array): Int32Array {
   const known = interned.get(blocks);
   if (known && known.owner === owner) return known.ids;
-  const ids = owner.intern(blocks);
+  const ids = owner.intern(blocks, into);
   interned.set(blocks, { owner, ids });
   return ids;
 }
 
-/** The block ids of every request, in routing order (`order`), interned in `owner` where they were not already. */
+/**
+ * The block ids of every request, in routing order (`order`), interned in `owner` where they were not already. The
+ * new ones share one buffer (views of it), not an array per request: 100,000 prompts' ids are 0.3 GB at 32P32D.
+ */
 function internInOrder(reqs: readonly SimRequest[], order: readonly number[], owner: ChainedBlockIds): Int32Array[] {
-  return order.map((i) => internedIds(reqs[i]!.blocks, owner));
+  const isNew = (r: SimRequest): boolean => interned.get(r.blocks)?.owner !== owner;
+  let blocks = 0;
+  for (const r of reqs) if (isNew(r)) blocks += r.blocks.length >>> 1;
+  const buffer = new Int32Array(blocks);
+  let at = 0;
+  return order.map((i) => {
+    const r = reqs[i]!;
+    if (!isNew(r)) return internedIds(r.blocks, owner);
+    const n = r.blocks.length >>> 1;
+    at += n;
+    return internedIds(r.blocks, owner, buffer.subarray(at - n, at));
+  });
 }
 
 /**
