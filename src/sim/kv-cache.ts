@@ -228,40 +228,37 @@ export class KvCache {
 
   /** A fresh slot for block `id` (not resident), entered in the table; `publish` then records the id in it. */
   private addSlot(id: number): number {
-    let slot: number;
-    if (this.freeCount > 0) {
-      slot = this.free[this.freeHead]!;
-      this.freeHead = this.freeHead + 1 === this.free.length ? 0 : this.freeHead + 1;
-      this.freeCount--;
-    } else {
-      slot = this.slotCount++;
-      if (4 * slot >= this.rec.length) this.growSlots();
-    }
+    const slot = this.takeSlot();
     if (2 * (this.bucketsUsed + 1) > this.bucketMask + 1) this.growBuckets();
     const chunk = id >>> CHUNK_BITS;
     const base = BUCKET * this.bucketOf(chunk);
     const b = this.buckets;
-    if (b[base + KEY] === EMPTY) {
-      b[base + KEY] = chunk;
-      b[base + LIVE] = 0;
-      b.fill(ABSENT, base + SLOTS, base + BUCKET);
-      this.bucketsUsed++;
-    }
+    if (b[base + KEY] === EMPTY) this.claim(base, chunk);
     b[base + LIVE]!++;
     b[base + SLOTS + (id & (CHUNK - 1))] = slot;
     return slot;
   }
 
-  /** Takes block `id` out of the table and frees its slot. */
-  private dropSlot(id: number, slot: number): void {
-    const p = this.bucketOf(id >>> CHUNK_BITS);
+  /** A slot for a block about to be stored: the longest-free one, or a new one (which may grow this.rec). */
+  private takeSlot(): number {
+    if (this.freeCount > 0) {
+      const slot = this.free[this.freeHead]!;
+      this.freeHead = this.freeHead + 1 === this.free.length ? 0 : this.freeHead + 1;
+      this.freeCount--;
+      return slot;
+    }
+    const slot = this.slotCount++;
+    if (4 * slot >= this.rec.length) this.growSlots();
+    return slot;
+  }
+
+  /** Makes the empty bucket at `base` the chunk's (room checked by the caller). */
+  private claim(base: number, chunk: number): void {
     const b = this.buckets;
-    b[BUCKET * p + SLOTS + (id & (CHUNK - 1))] = ABSENT;
-    if (--b[BUCKET * p + LIVE]! === 0) this.dropBucket(p);
-    const free = this.free;
-    const at = this.freeHead + this.freeCount;
-    free[at >= free.length ? at - free.length : at] = slot; // fits: the ring has a place for every slot
-    this.freeCount++;
+    b[base + KEY] = chunk;
+    b[base + LIVE] = 0;
+    b.fill(ABSENT, base + SLOTS, base + BUCKET);
+    this.bucketsUsed++;
   }
 
   /** Empties bucket i (backward-shift deletion keeps probe runs whole). */
@@ -383,16 +380,32 @@ export class KvCache {
     let reported = 0;
     const rec = this.rec;
     const filter = this.filter;
+    const b = this.buckets; // only moved within, never replaced, while evicting
+    const ring = this.free;
+    let freeAt = this.freeHead + this.freeCount;
+    if (freeAt >= ring.length) freeAt -= ring.length;
+    let chunk = -1;
+    let p = 0;
     let slot = this.head;
     for (let i = 0; i < need; i++) {
       const held = rec[4 * slot + ID]!;
       const id = held < 0 ? ~held : held;
       const next = rec[4 * slot + NEXT]!;
-      this.dropSlot(id, slot);
+      // out of the table: consecutive ids share their bucket, looked up once
+      const c = id >>> CHUNK_BITS;
+      if (c !== chunk || b[BUCKET * p + KEY] !== c) p = this.bucketOf((chunk = c));
+      b[BUCKET * p + SLOTS + (id & (CHUNK - 1))] = ABSENT;
+      if (--b[BUCKET * p + LIVE]! === 0) {
+        this.dropBucket(p);
+        chunk = -1;
+      }
+      ring[freeAt] = slot; // fits: the ring has a place for every slot
+      if (++freeAt === ring.length) freeAt = 0;
       if (held >= 0) gone[reported++] = id;
       else filter?.heldBackEnds?.(id);
       slot = next;
     }
+    this.freeCount += need;
     this.head = slot;
     if (slot >= 0) rec[4 * slot + PREV] = -1;
     else this.tail = -1;
@@ -435,25 +448,40 @@ export class KvCache {
     if (to <= from) return;
     let fresh: number[] | null = null;
     const filter = this.filter;
-    let rec = this.rec;
     let added = 0;
-    for (let i = from; i < to; i++) {
-      const id = ids[i]!;
-      let slot = this.slotOf(id);
-      if (slot !== ABSENT) {
-        const r = rec[4 * slot + REFS]!;
-        if (r === 0) this.unlink(slot);
-        rec[4 * slot + REFS] = r + 1;
-      } else {
-        slot = this.addSlot(id);
-        rec = this.rec; // adding a slot may have grown it
-        rec[4 * slot + REFS] = 1;
-        added++;
-        const wanted = filter === null || filter.wanted(id);
-        rec[4 * slot + ID] = wanted ? id : ~id; // publish, inline
-        if (wanted) (fresh ??= []).push(id);
+    for (let i = from; i < to;) {
+      // the blocks from i on in the same chunk (a run of consecutive ids) share one bucket, found once
+      const chunk = ids[i]! >>> CHUNK_BITS;
+      if (2 * (this.bucketsUsed + 1) > this.bucketMask + 1) this.growBuckets();
+      const b = this.buckets;
+      const base = BUCKET * this.bucketOf(chunk);
+      if (b[base + KEY] === EMPTY) this.claim(base, chunk); // its first block is new, so the bucket gets one
+      let live = b[base + LIVE]!;
+      for (; i < to; i++) {
+        const id = ids[i]!;
+        if (id >>> CHUNK_BITS !== chunk) break;
+        const at = base + SLOTS + (id & (CHUNK - 1));
+        let slot = b[at]!;
+        if (slot !== ABSENT) {
+          // computed meanwhile by another request: share it
+          const rec = this.rec;
+          const r = rec[4 * slot + REFS]!;
+          if (r === 0) this.unlink(slot);
+          rec[4 * slot + REFS] = r + 1;
+        } else {
+          slot = this.takeSlot();
+          b[at] = slot;
+          live++;
+          const rec = this.rec; // taking a slot may have grown it
+          rec[4 * slot + REFS] = 1;
+          added++;
+          const wanted = filter === null || filter.wanted(id);
+          rec[4 * slot + ID] = wanted ? id : ~id; // publish, inline
+          if (wanted) (fresh ??= []).push(id);
+        }
+        if (slots) slots[i] = slot;
       }
-      if (slots) slots[i] = slot;
+      b[base + LIVE] = live;
     }
     this.privateBlocks -= to - from;
     this.resident += added;
