@@ -63,6 +63,14 @@ export class ChainedBlockIds implements BlockHashes {
     return out;
   }
 
+  /**
+   * Room for `blocks` more ids at once (an upper bound: the blocks of prompts about to be interned), instead of
+   * doubling step by step and copying every hash each time; pages of it no id reaches are never touched.
+   */
+  reserve(blocks: number): void {
+    if (2 * (this.count + blocks) > this.hashes.length) this.growHashes(this.count + blocks, true);
+  }
+
   /** The (lo, hi) pairs of some ids (for KV events). */
   pairs(ids: ArrayLike<number>, n = ids.length): Uint32Array {
     const out = new Uint32Array(2 * n);
@@ -101,9 +109,11 @@ export class ChainedBlockIds implements BlockHashes {
     this.runStarts++;
   }
 
-  private growHashes(ids: number): void {
+  /** Room for `ids` ids: the next power of two, or just that many (`exact`, for a reservation). */
+  private growHashes(ids: number, exact = false): void {
     let size = this.hashes.length;
-    while (size < 2 * ids) size *= 2;
+    if (exact) size = 2 * ids;
+    else while (size < 2 * ids) size *= 2;
     const grown = new Uint32Array(size);
     grown.set(this.hashes.subarray(0, 2 * this.count));
     this.hashes = grown;

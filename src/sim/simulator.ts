@@ -511,6 +511,7 @@ function internInOrder(reqs: readonly SimRequest[], order: readonly number[], ow
   const isNew = (r: SimRequest): boolean => interned.get(r.blocks)?.owner !== owner;
   let blocks = 0;
   for (const r of reqs) if (isNew(r)) blocks += r.blocks.length >>> 1;
+  owner.reserve(blocks);
   const buffer = new Int32Array(blocks);
   let at = 0;
   return order.map((i) => {
