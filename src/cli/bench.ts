@@ -30,8 +30,8 @@ prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_
 bench sim --scale: the trace resampled (seeded: copies shifted in time with salted prefixes, whole conversations
 drawn) to 6,250, 25,000 and 100,000 requests over the same span of time, on 2P2D, 8P8D and 32P32D, so each
 instance sees about the same load; prints {"scale": [{"split", "requests", "simulated_s", "wall_s", "intern_s",
-"events_per_s", "speedup_vs_realtime"}, ...]}: wall_s is the simulation's, the workload's block hashes already
-interned (once per workload, as the learner does: intern_s).
+"events_per_s", "speedup_vs_realtime"}, ...]}: wall_s is everything running the workload takes, interning its
+block hashes to ids included (intern_s of it: once per workload, as the learner does).
 bench proxy: loopback only; the latency dolphin serve adds over calling a worker directly and the latency a bare
 node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
 --runs N: N whole measurements (fresh processes each); every figure is then the median of the runs' and "runs"
@@ -88,7 +88,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
                 .map(
                   (x) =>
                     `${x.split.padEnd(7)} ${String(x.requests).padStart(7)} requests: ${x.simulated_s} s of cluster time in ${x.wall_s} s wall ` +
-                    `(${x.events_per_s} events/s, ${x.speedup_vs_realtime}× real time; blocks interned before, in ${x.intern_s} s)`,
+                    `(${x.events_per_s} events/s, ${x.speedup_vs_realtime}× real time; of it, interning blocks ${x.intern_s} s)`,
                 )
                 .join("\n") + "\n",
         );

@@ -9,6 +9,12 @@
 // cache is typed arrays: a pin count per id and an intrusive LRU list of unpinned resident blocks. No strings,
 // no per-block objects.
 
+/** The hashes blocks are named by, for KV events: BlockIds, or ChainedBlockIds in a simulation. */
+export interface BlockHashes {
+  /** The (lo, hi) pairs of some ids. */
+  pairs(ids: ArrayLike<number>, n?: number): Uint32Array;
+}
+
 export interface KvEventSink {
   stored(pairs: Uint32Array): void;
   removed(pairs: Uint32Array): void;
@@ -28,7 +34,7 @@ export interface KvEventFilter {
 }
 
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
-export class BlockIds {
+export class BlockIds implements BlockHashes {
   /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
   private hashes = new Uint32Array(2 << 16);
   private slots = new Int32Array(1 << 17).fill(-1); // id per slot, −1 empty; load ≤ 1/2
@@ -88,18 +94,6 @@ export class BlockIds {
     return out;
   }
 
-  /**
-   * Room for `blocks` more hashes (some of them repeats) at once, instead of growing step by step (each growth
-   * rehashes every id): one slot per block, which is load ≤ 1/2 once half of them repeat and grows as usual beyond.
-   * Not two slots per block: a workload that shares much would get a far sparser table than it needs (slower probes).
-   */
-  reserve(blocks: number): void {
-    const want = this.count + blocks;
-    let slots = this.slots.length;
-    while (slots < want) slots *= 2;
-    if (slots > this.slots.length) this.grow(slots);
-  }
-
   private grow(size = this.slots.length * 2): void {
     const slots = new Int32Array(size).fill(-1);
     const mask = slots.length - 1;
@@ -121,11 +115,18 @@ const PREV = 1;
 const NEXT = 2;
 const ID = 3;
 /**
- * Ids that differ only in their low CHUNK_BITS share a home chunk of the id → slot table: a prompt's new blocks get
- * consecutive ids (BlockIds), so committing, matching or evicting them walks the table a cache line at a time
- * instead of missing the cache once per block. Chunks are spread by Fibonacci hashing; probing stays linear.
+ * The id → slot table is kept by chunk: ids that differ only in their low CHUNK_BITS share one bucket, a 64-byte
+ * line of BUCKET ints holding the chunk's key, how many of its ids are resident, and a slot (or ABSENT) per id.
+ * A prompt's new blocks get consecutive ids (ChainedBlockIds), so committing, matching or evicting a run of them
+ * reads one line per CHUNK ids; and the table holds one key per chunk, not per block, so its probe runs stay short
+ * (with a key per block, runs of consecutive ids made long clusters that every deletion's backward shift scanned).
  */
-const CHUNK_BITS = 3;
+const CHUNK_BITS = 5;
+const CHUNK = 1 << CHUNK_BITS;
+const KEY = 0;
+const LIVE = 1;
+const SLOTS = 2;
+const BUCKET = SLOTS + CHUNK;
 
 /**
  * One instance's KV cache. Block ids are global to the simulation (every instance's blocks), so arrays indexed by
@@ -135,25 +136,37 @@ const CHUNK_BITS = 3;
  */
 export class KvCache {
   readonly capacityBlocks: number;
-  private readonly ids: BlockIds;
+  private readonly ids: BlockHashes;
   private readonly sink: KvEventSink | null;
   private readonly filter: KvEventFilter | null;
   /**
-   * id → slot: linear probing, EMPTY keys free, backward-shift deletion (no tombstones); load ≤ 1/2. Entry p is
-   * (entries[2p], entries[2p + 1]) = (id, slot): a probe that finds its id reads the slot from the same cache line.
+   * id → slot, by chunk (CHUNK_BITS): bucket p is buckets[BUCKET p, BUCKET (p + 1)); linear probing on the chunk
+   * key, EMPTY keys free, backward-shift deletion (no tombstones); at most half the buckets in use.
    */
-  private entries = new Int32Array(2 * 2048).fill(EMPTY);
-  private tableShift = 32 - 11;
+  private buckets = new Int32Array(BUCKET * 256).fill(EMPTY);
+  private bucketMask = 256 - 1;
+  private bucketShift = 32 - 8;
+  private bucketsUsed = 0;
+  private lastChunk = -1;
+  private lastBucket = 0;
   /**
    * per slot s, one 16-byte record (one cache line holds it whole): pin count at 4s + REFS, LRU links (slots) at
-   * 4s + PREV and 4s + NEXT, the block id it holds at 4s + ID. An eviction or a pin touches one line, not four.
+   * 4s + PREV and 4s + NEXT, and at 4s + ID the block id it holds when the block's store was reported (so its
+   * eviction is reported too), or ~id (negative) when not. An eviction or a pin touches one line, not several.
    */
   private rec = new Int32Array(4 * 1024);
-  /** per slot: 1 when the block's store was reported (so its eviction is reported too) */
-  private published = new Uint8Array(1024);
-  /** slots given back by evictions, reused first */
-  private freeSlots: number[] = [];
+  /**
+   * Slots given back by evictions, reused first and in the order they were freed (a ring of freeCount slots from
+   * freeHead): evictions free a run of blocks' slots in LRU order, which is the order a request committed them, so
+   * the next request's run gets them back in order and its records lie in consecutive lines again (reusing the
+   * last freed first would reverse the run at every reuse, and scatter it once runs interleave).
+   */
+  private free = new Int32Array(1024);
+  private freeHead = 0;
+  private freeCount = 0;
   private slotCount = 0;
+  /** makeRoom's list of the evicted blocks it reports, kept between calls */
+  private gone = new Int32Array(64);
   /** LRU list of resident unpinned blocks (slots): head = least recently used */
   private head = -1;
   private tail = -1;
@@ -162,7 +175,7 @@ export class KvCache {
   private privateBlocks = 0;
   evictions = 0;
 
-  constructor(capacityBlocks: number, ids: BlockIds, sink: KvEventSink | null, filter: KvEventFilter | null = null) {
+  constructor(capacityBlocks: number, ids: BlockHashes, sink: KvEventSink | null, filter: KvEventFilter | null = null) {
     this.capacityBlocks = capacityBlocks;
     this.ids = ids;
     this.sink = sink;
@@ -180,83 +193,112 @@ export class KvCache {
 
   // ---- the id → slot table ---------------------------------------------------------------------------------
 
-  private home(id: number): number {
-    // Fibonacci hashing of the chunk (the product's top bits), then the id's place in its chunk
-    const chunk = Math.imul(id >>> CHUNK_BITS, 0x9e3779b1) >>> (this.tableShift + CHUNK_BITS);
-    return (chunk << CHUNK_BITS) | (id & ((1 << CHUNK_BITS) - 1));
+  /** Where a chunk's probe starts: Fibonacci hashing (the product's top bits). */
+  private home(chunk: number): number {
+    return Math.imul(chunk, 0x9e3779b1) >>> this.bucketShift;
+  }
+
+  /**
+   * The bucket holding `chunk`, or the free one where it would go. The last answer is kept: a run of consecutive
+   * ids asks for the same chunk CHUNK times in a row, and a bucket whose key is the chunk is its bucket (so the
+   * kept answer stays right across growth and deletions whenever that key check passes).
+   */
+  private bucketOf(chunk: number): number {
+    const b = this.buckets;
+    if (chunk === this.lastChunk && b[BUCKET * this.lastBucket + KEY] === chunk) return this.lastBucket;
+    this.lastChunk = chunk;
+    return (this.lastBucket = this.probe(chunk));
+  }
+
+  private probe(chunk: number): number {
+    const b = this.buckets;
+    const mask = this.bucketMask;
+    for (let p = this.home(chunk); ; p = (p + 1) & mask) {
+      const k = b[BUCKET * p + KEY]!;
+      if (k === chunk || k === EMPTY) return p;
+    }
   }
 
   /** The slot holding block `id`, or ABSENT when it is not resident. */
   private slotOf(id: number): number {
-    const e = this.entries;
-    const mask = (e.length >>> 1) - 1;
-    for (let p = this.home(id); ; p = (p + 1) & mask) {
-      const k = e[2 * p]!;
-      if (k === id) return e[2 * p + 1]!;
-      if (k === EMPTY) return ABSENT;
-    }
+    const base = BUCKET * this.bucketOf(id >>> CHUNK_BITS);
+    const b = this.buckets;
+    return b[base + KEY] === EMPTY ? ABSENT : b[base + SLOTS + (id & (CHUNK - 1))]!;
   }
 
-  /** A fresh slot for block `id` (not resident), entered in the table. */
+  /** A fresh slot for block `id` (not resident), entered in the table; `publish` then records the id in it. */
   private addSlot(id: number): number {
-    let slot = this.freeSlots.pop();
-    if (slot === undefined) {
-      slot = this.slotCount++;
-      if (4 * slot >= this.rec.length) this.growSlots();
-      if (this.slotCount * 4 > this.entries.length) this.growTable();
-    }
-    this.rec[4 * slot + ID] = id;
-    const e = this.entries;
-    const mask = (e.length >>> 1) - 1;
-    let p = this.home(id);
-    while (e[2 * p] !== EMPTY) p = (p + 1) & mask;
-    e[2 * p] = id;
-    e[2 * p + 1] = slot;
+    const slot = this.takeSlot();
+    if (2 * (this.bucketsUsed + 1) > this.bucketMask + 1) this.growBuckets();
+    const chunk = id >>> CHUNK_BITS;
+    const base = BUCKET * this.bucketOf(chunk);
+    const b = this.buckets;
+    if (b[base + KEY] === EMPTY) this.claim(base, chunk);
+    b[base + LIVE]!++;
+    b[base + SLOTS + (id & (CHUNK - 1))] = slot;
     return slot;
   }
 
-  /** Takes block `id` out of the table and frees its slot (backward-shift deletion keeps probe runs whole). */
-  private dropSlot(id: number, slot: number): void {
-    const e = this.entries;
-    const mask = (e.length >>> 1) - 1;
-    let i = this.home(id);
-    while (e[2 * i] !== id) i = (i + 1) & mask;
-    for (let j = (i + 1) & mask; e[2 * j] !== EMPTY; j = (j + 1) & mask) {
-      const h = this.home(e[2 * j]!);
-      // the entry at j may move back to i unless its home lies cyclically in (i, j]
+  /** A slot for a block about to be stored: the longest-free one, or a new one (which may grow this.rec). */
+  private takeSlot(): number {
+    if (this.freeCount > 0) {
+      const slot = this.free[this.freeHead]!;
+      this.freeHead = this.freeHead + 1 === this.free.length ? 0 : this.freeHead + 1;
+      this.freeCount--;
+      return slot;
+    }
+    const slot = this.slotCount++;
+    if (4 * slot >= this.rec.length) this.growSlots();
+    return slot;
+  }
+
+  /** Makes the empty bucket at `base` the chunk's (room checked by the caller). */
+  private claim(base: number, chunk: number): void {
+    const b = this.buckets;
+    b[base + KEY] = chunk;
+    b[base + LIVE] = 0;
+    b.fill(ABSENT, base + SLOTS, base + BUCKET);
+    this.bucketsUsed++;
+  }
+
+  /** Empties bucket i (backward-shift deletion keeps probe runs whole). */
+  private dropBucket(i: number): void {
+    const b = this.buckets;
+    const mask = this.bucketMask;
+    for (let j = (i + 1) & mask; b[BUCKET * j + KEY] !== EMPTY; j = (j + 1) & mask) {
+      const h = this.home(b[BUCKET * j + KEY]!);
+      // the bucket at j may move back to i unless its home lies cyclically in (i, j]
       if (i <= j ? h <= i || h > j : h <= i && h > j) {
-        e[2 * i] = e[2 * j]!;
-        e[2 * i + 1] = e[2 * j + 1]!;
+        b.copyWithin(BUCKET * i, BUCKET * j, BUCKET * (j + 1));
         i = j;
       }
     }
-    e[2 * i] = EMPTY;
-    this.freeSlots.push(slot);
+    b[BUCKET * i + KEY] = EMPTY;
+    this.bucketsUsed--;
   }
 
+  private growBuckets(): void {
+    const old = this.buckets;
+    const b = (this.buckets = new Int32Array(old.length * 2).fill(EMPTY));
+    this.bucketShift--;
+    const mask = (this.bucketMask = 2 * this.bucketMask + 1);
+    for (let q = 0; q < old.length; q += BUCKET) {
+      const chunk = old[q + KEY]!;
+      if (chunk === EMPTY) continue;
+      let p = this.home(chunk);
+      while (b[BUCKET * p + KEY] !== EMPTY) p = (p + 1) & mask;
+      b.set(old.subarray(q, q + BUCKET), BUCKET * p);
+    }
+  }
+
+  /** More slots, taken only when none is free (so the ring of free slots is empty and starts over). */
   private growSlots(): void {
-    const n = this.published.length * 2;
+    const n = this.free.length * 2;
     const rec = new Int32Array(4 * n);
     rec.set(this.rec);
     this.rec = rec;
-    const published = new Uint8Array(n);
-    published.set(this.published);
-    this.published = published;
-  }
-
-  private growTable(): void {
-    const old = this.entries;
-    const e = (this.entries = new Int32Array(old.length * 2).fill(EMPTY));
-    this.tableShift--;
-    const mask = (e.length >>> 1) - 1;
-    for (let q = 0; q < old.length; q += 2) {
-      const id = old[q]!;
-      if (id === EMPTY) continue;
-      let p = this.home(id);
-      while (e[2 * p] !== EMPTY) p = (p + 1) & mask;
-      e[2 * p] = id;
-      e[2 * p + 1] = old[q + 1]!;
-    }
+    this.free = new Int32Array(n);
+    this.freeHead = 0;
   }
 
   // ---- the LRU list (of slots) -----------------------------------------------------------------------------
@@ -282,10 +324,10 @@ export class KvCache {
     this.evictableCount++;
   }
 
-  /** Whether a block just stored in `slot` is reported (and so, later, its eviction). */
+  /** Records block `id` in its new slot, reported or not: whether its store is reported (and later its eviction). */
   private publish(slot: number, id: number): boolean {
     const wanted = this.filter === null || this.filter.wanted(id);
-    this.published[slot] = wanted ? 1 : 0;
+    this.rec[4 * slot + ID] = wanted ? id : ~id;
     return wanted;
   }
 
@@ -314,8 +356,8 @@ export class KvCache {
     for (let i = from; i < ids.length; i++) {
       const slot = this.slotOf(ids[i]!);
       if (slot === ABSENT) break;
-      if (this.published[slot] === 0) {
-        this.published[slot] = 1;
+      if (this.rec[4 * slot + ID]! < 0) {
+        this.rec[4 * slot + ID] = ids[i]!;
         this.filter?.heldBackEnds?.(ids[i]!);
         (late ??= []).push(ids[i]!);
       }
@@ -323,22 +365,51 @@ export class KvCache {
     if (late && this.sink) this.sink.stored(this.ids.pairs(late));
   }
 
-  /** Makes `n` blocks free by evicting least recently used unpinned blocks; false if impossible. */
+  /**
+   * Makes `n` blocks free by evicting least recently used unpinned blocks; false if impossible. The evicted blocks
+   * are the first `need` of the LRU list: walked in one pass (the list is cut after them once), each block's
+   * table entry and slot given back as it goes.
+   */
   private makeRoom(n: number): boolean {
     const free = this.capacityBlocks - this.usedBlocks;
     if (free >= n) return true;
     const need = n - free;
     if (need > this.evictableCount) return false;
-    const gone = new Int32Array(need);
+    if (this.gone.length < need) this.gone = new Int32Array(Math.max(need, 2 * this.gone.length));
+    const gone = this.gone;
     let reported = 0;
+    const rec = this.rec;
+    const filter = this.filter;
+    const b = this.buckets; // only moved within, never replaced, while evicting
+    const ring = this.free;
+    let freeAt = this.freeHead + this.freeCount;
+    if (freeAt >= ring.length) freeAt -= ring.length;
+    let chunk = -1;
+    let p = 0;
+    let slot = this.head;
     for (let i = 0; i < need; i++) {
-      const slot = this.head;
-      const id = this.rec[4 * slot + ID]!;
-      this.unlink(slot);
-      this.dropSlot(id, slot);
-      if (this.published[slot] === 1) gone[reported++] = id;
-      else this.filter?.heldBackEnds?.(id);
+      const held = rec[4 * slot + ID]!;
+      const id = held < 0 ? ~held : held;
+      const next = rec[4 * slot + NEXT]!;
+      // out of the table: consecutive ids share their bucket, looked up once
+      const c = id >>> CHUNK_BITS;
+      if (c !== chunk || b[BUCKET * p + KEY] !== c) p = this.bucketOf((chunk = c));
+      b[BUCKET * p + SLOTS + (id & (CHUNK - 1))] = ABSENT;
+      if (--b[BUCKET * p + LIVE]! === 0) {
+        this.dropBucket(p);
+        chunk = -1;
+      }
+      ring[freeAt] = slot; // fits: the ring has a place for every slot
+      if (++freeAt === ring.length) freeAt = 0;
+      if (held >= 0) gone[reported++] = id;
+      else filter?.heldBackEnds?.(id);
+      slot = next;
     }
+    this.freeCount += need;
+    this.head = slot;
+    if (slot >= 0) rec[4 * slot + PREV] = -1;
+    else this.tail = -1;
+    this.evictableCount -= need;
     this.resident -= need;
     this.evictions += need;
     if (reported > 0) this.sink?.removed(this.ids.pairs(gone, reported));
@@ -374,23 +445,46 @@ export class KvCache {
    * when another request computed the same block meanwhile, shares it and gives the reservation back).
    */
   commit(ids: Int32Array, from: number, to: number, slots?: Int32Array): void {
+    if (to <= from) return;
     let fresh: number[] | null = null;
-    for (let i = from; i < to; i++) {
-      const id = ids[i]!;
-      let slot = this.slotOf(id);
-      this.privateBlocks--;
-      if (slot !== ABSENT) {
-        const r = this.rec[4 * slot + REFS]!;
-        if (r === 0) this.unlink(slot);
-        this.rec[4 * slot + REFS] = r + 1;
-      } else {
-        slot = this.addSlot(id); // before indexing: adding a slot may replace this.rec
-        this.rec[4 * slot + REFS] = 1;
-        this.resident++;
-        if (this.publish(slot, id)) (fresh ??= []).push(id);
+    const filter = this.filter;
+    let added = 0;
+    for (let i = from; i < to;) {
+      // the blocks from i on in the same chunk (a run of consecutive ids) share one bucket, found once
+      const chunk = ids[i]! >>> CHUNK_BITS;
+      if (2 * (this.bucketsUsed + 1) > this.bucketMask + 1) this.growBuckets();
+      const b = this.buckets;
+      const base = BUCKET * this.bucketOf(chunk);
+      if (b[base + KEY] === EMPTY) this.claim(base, chunk); // its first block is new, so the bucket gets one
+      let live = b[base + LIVE]!;
+      for (; i < to; i++) {
+        const id = ids[i]!;
+        if (id >>> CHUNK_BITS !== chunk) break;
+        const at = base + SLOTS + (id & (CHUNK - 1));
+        let slot = b[at]!;
+        if (slot !== ABSENT) {
+          // computed meanwhile by another request: share it
+          const rec = this.rec;
+          const r = rec[4 * slot + REFS]!;
+          if (r === 0) this.unlink(slot);
+          rec[4 * slot + REFS] = r + 1;
+        } else {
+          slot = this.takeSlot();
+          b[at] = slot;
+          live++;
+          const rec = this.rec; // taking a slot may have grown it
+          rec[4 * slot + REFS] = 1;
+          added++;
+          const wanted = filter === null || filter.wanted(id);
+          rec[4 * slot + ID] = wanted ? id : ~id; // publish, inline
+          if (wanted) (fresh ??= []).push(id);
+        }
+        if (slots) slots[i] = slot;
       }
-      if (slots) slots[i] = slot;
+      b[base + LIVE] = live;
     }
+    this.privateBlocks -= to - from;
+    this.resident += added;
     if (fresh && this.sink) this.sink.stored(this.ids.pairs(fresh));
   }
 
@@ -399,16 +493,34 @@ export class KvCache {
    * commit wrote the pinned blocks' slots (they stay put while pinned), so none is looked up again.
    */
   release(ids: Int32Array, n: number, reserved: number, slots?: Int32Array): void {
+    const rec = this.rec;
+    let tail = this.tail;
+    let unpinned = 0;
     for (let i = 0; i < n; i++) {
       const slot = slots ? slots[i]! : this.slotOf(ids[i]!);
       if (slot === ABSENT) continue;
-      const r = this.rec[4 * slot + REFS]!;
-      if (r <= 1) {
-        if (r === 0) this.unlink(slot); // touch: most recently used goes last
-        this.rec[4 * slot + REFS] = 0;
-        this.pushMostRecent(slot);
-      } else this.rec[4 * slot + REFS] = r - 1;
+      const r = rec[4 * slot + REFS]!;
+      if (r > 1) {
+        rec[4 * slot + REFS] = r - 1;
+        continue;
+      }
+      if (r === 0) {
+        // touch: most recently used goes last (unlink reads and may set this.tail)
+        this.tail = tail;
+        this.unlink(slot);
+        tail = this.tail;
+      }
+      rec[4 * slot + REFS] = 0;
+      // pushMostRecent, inline
+      rec[4 * slot + PREV] = tail;
+      rec[4 * slot + NEXT] = -1;
+      if (tail >= 0) rec[4 * tail + NEXT] = slot;
+      else this.head = slot;
+      tail = slot;
+      unpinned++;
     }
+    this.tail = tail;
+    this.evictableCount += unpinned;
     this.privateBlocks -= reserved;
   }
 
