@@ -592,11 +592,13 @@ function matchFewGroups(ptr: usize, n: i32, out: usize, groups: i32): i32 {
     const ring = homes + (<usize>(i & (PREFETCH_AHEAD - 1)) << 2);
     let s = load<usize>(ring);
     if (i + PREFETCH_AHEAD < n) {
-      // a block ahead: its run's first two cache lines (four slots a line)
+      // a block ahead: its run's first cache line. Touching the second too (the run's slots past the first four)
+      // made the walk 7–9% slower at 256 and 1,024 workers: a touch is a load that must complete before it
+      // retires, and the walk of a block mostly ends in the first line (the summary, then a partial group)
       const next = load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3));
       const at = table + (<usize>reduce(((next ^ GROUP_SALT) * GOLDEN) >> 32, slots) << 4);
       store<usize>(ring, at);
-      ahead ^= load<u64>(at) ^ load<u64>(at + 64);
+      ahead ^= load<u64>(at);
     }
     let need = live; // the live groups whose slot for this block is still to be read
     let found: u64 = 0;
