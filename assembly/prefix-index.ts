@@ -276,11 +276,11 @@ function repointNodes(from: u32, to: u32): void {
 }
 
 // ---- summaries -------------------------------------------------------------------------------------------
-// When more than one group holds a block, a block held by every worker of some groups (a shared system prompt,
-// the first blocks of a popular document) gets one more holders slot: (hash, summaryGroup) whose mask is the
-// bitmap of its full groups. `match` needs no full group's slot (a worker still matching in it matches this block
-// too), and the summary is the first of its hash's slots, so the walk of a block ends once it has read the
-// summary and the partial groups' slots. The group whose fullness created the summary moves behind the others
+// When more than one group holds a block, a block held by every member of some groups (see growMembers: a shared
+// system prompt, the first blocks of a popular document) gets one more holders slot: (hash, summaryGroup) whose
+// mask is the bitmap of its full groups. `match` needs no full group's slot (a worker still matching in it matches
+// this block too), and the summary is the first of its hash's slots, so the walk of a block ends once it has read
+// the summary and the partial groups' slots. The group whose fullness created the summary moves behind the others
 // (in a deep match the groups fill one after another, each behind the partial one).
 // Memory: none. A summary stays only while some group slot of its hash has two or more holders (a full group has
 // two or more), so a hash's slots (groups + summary) never outnumber its nodes and the holders table keeps room

@@ -94,8 +94,12 @@ function listInsert(list: usize, count: i32, worker: i32): i32 {
 /** Puts a worker whose cost floor changed back in its place in the lists of its roles. */
 function relist(worker: i32): void {
   const role = load<u8>(roles + <usize>worker);
-  if (role & ROLE_DECODE) decodeCount = listInsert(decodeList, listRemove(decodeList, decodeCount, worker), worker);
-  if (role & ROLE_PREFILL) prefillCount = listInsert(prefillList, listRemove(prefillList, prefillCount, worker), worker);
+  if (role & ROLE_DECODE) {
+    decodeCount = listInsert(decodeList, listRemove(decodeList, decodeCount, worker), worker);
+  }
+  if (role & ROLE_PREFILL) {
+    prefillCount = listInsert(prefillList, listRemove(prefillList, prefillCount, worker), worker);
+  }
 }
 
 /** Sorts `list` (`count` ids) by (cost floor, id): insertion sort, linear when the order barely changed. */
