@@ -9,12 +9,15 @@ import { fail } from "./errors";
 import { workerInRange } from "./prefix-index";
 
 
+// @ts-ignore: decorator
+@inline const LIST_ENTRY_BYTES: usize = 16; // a role list's entry: the worker's cost floor f64 @0, its id i32 @8
+
 let maxWorkers: i32 = 0;
 let roles: usize = 0; // u8[maxWorkers]
 let prefillLoad: usize = 0; // f64[maxWorkers], active prefill tokens
 let decodeLoad: usize = 0; // f64[maxWorkers], active decode tokens (KV held by running decodes)
 let costFloor: usize = 0; // f64[maxWorkers], loadScale × prefill load + decode load: no cost is below it (cheapest)
-let decodeList: usize = 0; // i32[maxWorkers], by (cost floor, id): see the role lists' section
+let decodeList: usize = 0; // entries (floor f64 @0, id i32 @8) by (cost floor, id): see the role lists' section
 let prefillList: usize = 0;
 let decodeCount: i32 = 0;
 let prefillCount: i32 = 0;
@@ -34,8 +37,8 @@ export function workersInit(workers: i32): void {
   memory.fill(decodeLoad, 0, w << 3);
   costFloor = heap.alloc(w << 3);
   memory.fill(costFloor, 0, w << 3);
-  decodeList = heap.alloc(w << 2);
-  prefillList = heap.alloc(w << 2);
+  decodeList = heap.alloc(w * LIST_ENTRY_BYTES);
+  prefillList = heap.alloc(w * LIST_ENTRY_BYTES);
 }
 
 export function workerSpan(): i32 { return highWater; }
@@ -58,36 +61,42 @@ export function setRole(worker: i32, role: i32): i32 {
 }
 
 // ---- the role lists, in order of cost floor --------------------------------------------------------------
-// Each list holds its role's workers sorted by (cost floor, id), so `cheapest` visits them from the least loaded
-// and stops at the first whose floor is above the best cost found: at 1,024 workers it scores the few that could
-// still win instead of every one. A load or role change moves one worker (O(workers), like the id-ordered list
+// Each list holds its role's workers sorted by (cost floor, id), each entry with its floor (so the walk reads the
+// floors in order, not each worker's from the floor array), so `cheapest` visits them from the least loaded and
+// stops at the first whose floor is above the best cost found: at 1,024 workers it scores the few that could still
+// win instead of every one. A load or role change moves one worker (O(workers), like the id-ordered list
 // rebuilt on each role change it replaced); a new load scale re-sorts the lists.
 
-/** Whether worker a comes before worker b: the lower cost floor, then the lower id. */
+/** The address of entry k of a role list. */
 // @ts-ignore: decorator
-@inline function before(a: i32, b: i32): bool {
-  const fa = load<f64>(costFloor + (<usize>a << 3));
-  const fb = load<f64>(costFloor + (<usize>b << 3));
-  return fa < fb || (fa == fb && a < b);
+@inline function entryAt(list: usize, k: i32): usize { return list + <usize>k * LIST_ENTRY_BYTES; }
+
+/** Whether (floor, id) comes before entry `e`: the lower cost floor, then the lower id. */
+// @ts-ignore: decorator
+@inline function before(floor: f64, id: i32, e: usize): bool {
+  const f = load<f64>(e);
+  return floor < f || (floor == f && id < load<i32>(e, 8));
 }
 
-/** Removes `worker` from `list` (`count` ids) if listed; returns the new count. */
+/** Removes `worker` from `list` (`count` entries) if listed; returns the new count. */
 function listRemove(list: usize, count: i32, worker: i32): i32 {
   let k = 0;
-  while (k < count && load<i32>(list + (<usize>k << 2)) != worker) k++;
+  while (k < count && load<i32>(entryAt(list, k), 8) != worker) k++;
   if (k == count) return count;
-  memory.copy(list + (<usize>k << 2), list + (<usize>(k + 1) << 2), <usize>(count - k - 1) << 2);
+  memory.copy(entryAt(list, k), entryAt(list, k + 1), <usize>(count - k - 1) * LIST_ENTRY_BYTES);
   return count - 1;
 }
 
-/** Inserts `worker` (not listed) into `list` (`count` ids, sorted) at its place; returns the new count. */
+/** Inserts `worker` (not listed) into `list` (`count` entries, sorted) at its place; returns the new count. */
 function listInsert(list: usize, count: i32, worker: i32): i32 {
+  const floor = load<f64>(costFloor + (<usize>worker << 3));
   let k = count;
-  while (k > 0 && before(worker, load<i32>(list + (<usize>(k - 1) << 2)))) {
-    store<i32>(list + (<usize>k << 2), load<i32>(list + (<usize>(k - 1) << 2)));
+  while (k > 0 && before(floor, worker, entryAt(list, k - 1))) {
+    memory.copy(entryAt(list, k), entryAt(list, k - 1), LIST_ENTRY_BYTES);
     k--;
   }
-  store<i32>(list + (<usize>k << 2), worker);
+  store<f64>(entryAt(list, k), floor);
+  store<i32>(entryAt(list, k), worker, 8);
   return count + 1;
 }
 
@@ -102,16 +111,22 @@ function relist(worker: i32): void {
   }
 }
 
-/** Sorts `list` (`count` ids) by (cost floor, id): insertion sort, linear when the order barely changed. */
+/** Re-reads each entry's floor, then sorts `list` (`count` entries) by (cost floor, id): insertion sort. */
 function sortList(list: usize, count: i32): void {
+  for (let k = 0; k < count; k++) {
+    const e = entryAt(list, k);
+    store<f64>(e, load<f64>(costFloor + (<usize>load<i32>(e, 8) << 3)));
+  }
   for (let i = 1; i < count; i++) {
-    const w = load<i32>(list + (<usize>i << 2));
+    const floor = load<f64>(entryAt(list, i));
+    const worker = load<i32>(entryAt(list, i), 8);
     let k = i;
-    while (k > 0 && before(w, load<i32>(list + (<usize>(k - 1) << 2)))) {
-      store<i32>(list + (<usize>k << 2), load<i32>(list + (<usize>(k - 1) << 2)));
+    while (k > 0 && before(floor, worker, entryAt(list, k - 1))) {
+      memory.copy(entryAt(list, k), entryAt(list, k - 1), LIST_ENTRY_BYTES);
       k--;
     }
-    store<i32>(list + (<usize>k << 2), w);
+    store<f64>(entryAt(list, k), floor);
+    store<i32>(entryAt(list, k), worker, 8);
   }
 }
 
@@ -162,12 +177,12 @@ function cheapest(list: usize, count: i32, exclude: i32, isl: f64, matched: usiz
   const scale = loadScale;
   const prefill = prefillLoad;
   const decode = decodeLoad;
-  const floor = costFloor;
   let best = -1;
   let bestCost = Infinity;
   for (let i = 0; i < count; i++) {
-    const w = load<i32>(list + (<usize>i << 2)); // bounded by count ≤ maxWorkers
-    if (load<f64>(floor + (<usize>w << 3)) > bestCost) break;
+    const e = entryAt(list, i); // bounded by count ≤ maxWorkers
+    if (load<f64>(e) > bestCost) break;
+    const w = load<i32>(e, 8);
     if (w == exclude) continue;
     const cached = <f64>load<u32>(matched + (<usize>w << 2)) * tokensPerBlock;
     const uncached = isl > cached ? isl - cached : 0.0;
