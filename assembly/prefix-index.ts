@@ -59,9 +59,12 @@ let groupSize: u32 = 64;
 let maskAll: u64 = 0; // the low groupSize bits
 let groupField: u64 = 0; // the group id's bits, once shifted down by groupSize (0 when there is one group)
 let groupCount: i32 = 0;
-// summaries (see their section): the group id reserved for them, or NO_SUMMARIES; the full mask of the last group
+// summaries (see their section): the group id reserved for them, or NO_SUMMARIES; each group's full mask (u64 per
+// group: the bits of its members, 0 while it cannot be full) and the members' span (1 + the largest worker id ever
+// given a capacity: only those workers can hold blocks)
 let summaryGroup: u32 = 0;
-let lastGroupFull: u64 = 0;
+let fullMasks: usize = 0;
+let memberSpan: u32 = 0;
 let summaryCount: u32 = 0; // summaries in the table: with none, a slot left with one holder needs no look for one
 let holdersMoves: u32 = 0; // counts holders slots moved or freed: a slot index kept across one must be sought again
 
@@ -141,10 +144,7 @@ export function indexInit(workers: i32, pool: u32): void {
   groupCount = <i32>((<u32>workers + groupSize - 1) / groupSize);
   summaryGroup = bits >= 1 && bits <= MAX_SUMMARY_BITS ? <u32>groupField : NO_SUMMARIES;
   summaryCount = 0;
-  // a group is full when every worker it has holds the block; a last group of one worker never counts as full (a
-  // summary must cost no more slots than it saves: see the summaries' section), and 0 is no slot's mask
-  const lastWorkers = <u32>workers - <u32>(groupCount - 1) * groupSize;
-  lastGroupFull = summaryGroup != NO_SUMMARIES && lastWorkers >= 2 ? (<u64>1 << <u64>lastWorkers) - 1 : 0;
+  memberSpan = 0;
   // load ≤ 4/5 when every pool block is a distinct entry (the worst case both tables must hold)
   const slots = max(MIN_SLOTS, <u32>min(<u64>pool + (<u64>pool >> 2) + 1, <u64>0xfffffffe));
   holderSlots = slots;
@@ -156,6 +156,8 @@ export function indexInit(workers: i32, pool: u32): void {
   workerCapacity = workerCount + w;
   memory.fill(workerHead, 0, w << 2);
   const g = <usize>groupCount;
+  fullMasks = heap.alloc(g << 3);
+  memory.fill(fullMasks, 0, g << 3); // no members yet: no group can be full
   holdingMask = heap.alloc(g << 3);
   aliveMask = heap.alloc(g << 3);
   seenAt = heap.alloc(g << 2);
@@ -274,11 +276,11 @@ function repointNodes(from: u32, to: u32): void {
 }
 
 // ---- summaries -------------------------------------------------------------------------------------------
-// When more than one group holds a block, a block held by every worker of some groups (a shared system prompt,
-// the first blocks of a popular document) gets one more holders slot: (hash, summaryGroup) whose mask is the
-// bitmap of its full groups. `match` needs no full group's slot (a worker still matching in it matches this block
-// too), and the summary is the first of its hash's slots, so the walk of a block ends once it has read the
-// summary and the partial groups' slots. The group whose fullness created the summary moves behind the others
+// When more than one group holds a block, a block held by every member of some groups (see growMembers: a shared
+// system prompt, the first blocks of a popular document) gets one more holders slot: (hash, summaryGroup) whose
+// mask is the bitmap of its full groups. `match` needs no full group's slot (a worker still matching in it matches
+// this block too), and the summary is the first of its hash's slots, so the walk of a block ends once it has read
+// the summary and the partial groups' slots. The group whose fullness created the summary moves behind the others
 // (in a deep match the groups fill one after another, each behind the partial one).
 // Memory: none. A summary stays only while some group slot of its hash has two or more holders (a full group has
 // two or more), so a hash's slots (groups + summary) never outnumber its nodes and the holders table keeps room
@@ -287,10 +289,39 @@ function repointNodes(from: u32, to: u32): void {
 // Order: the summary is placed first; inserts go after a hash's slots and backward shift keeps a run's order, so
 // it stays first. Its slot has no nodes, so it moves at no cost; placing it moves two slots (their nodes follow).
 
-/** The mask of `group` when full: every worker it has (the last group may have fewer); 0 (no slot's) for none. */
+/** The mask of `group` when full: every member it has; 0 (no slot's) while it cannot be full. */
 // @ts-ignore: decorator
-@inline function fullMaskOf(group: u32): u64 {
-  return summaryGroup == NO_SUMMARIES ? 0 : group + 1 == <u32>groupCount ? lastGroupFull : maskAll;
+@inline function fullMaskOf(group: u32): u64 { return u64At(fullMasks, group); }
+
+/**
+ * Worker ids below `span` may hold blocks (they were given a capacity): each group's full mask becomes the bits of
+ * its members. A group is full when every member holds the block, not every id it could have, so a group the
+ * cluster only partly fills (256 workers in a core of 1,024: the fifth group of 59 has 20) gets summaries too.
+ * Only with members in two or more groups (with one, the walk reads one slot a block anyway, and a summary would
+ * only add one), and never for a group of one member (a summary must cost no more slots than it saves). A group
+ * that gains members is no longer full for the blocks its summaries name: its bit leaves every summary (one pass
+ * over the table, only when the members' span grows past a group that had summaries: rare, as ids are reused).
+ */
+function growMembers(span: u32): void {
+  if (span <= memberSpan) return;
+  memberSpan = span;
+  if (summaryGroup == NO_SUMMARIES) return;
+  let stale: u64 = 0; // groups whose full mask changed after summaries may have named them
+  for (let g: u32 = 0; g < <u32>groupCount; g++) {
+    const first = g * groupSize;
+    const members = span > first ? min(span - first, groupSize) : 0;
+    const full = span > groupSize && members >= 2 ? (members == 64 ? <u64>-1 : (<u64>1 << <u64>members) - 1) : 0;
+    const old = u64At(fullMasks, g);
+    if (old != full && old != 0) stale |= <u64>1 << <u64>g;
+    setU64(fullMasks, g, full);
+  }
+  if (stale == 0 || summaryCount == 0) return;
+  for (let i: u32 = 0; i < holderSlots; i++) {
+    const s = holdersAt(i);
+    const word = load<u64>(s, 8);
+    // the summary stays (with fewer bits, or none): the slot of a group it named has two or more holders
+    if (word != 0 && groupOf(word) == summaryGroup) store<u64>(s, word & ~stale, 8);
+  }
 }
 
 /** The first slot of `hash`'s run, which has one: its summary when it has one. */
@@ -442,6 +473,7 @@ export function setCapacity(worker: i32, blocks: u32): i32 {
   if (sum > <u64>poolBlocks) return fail(E_INDEX_FULL, <f64>(<u64>poolBlocks - (capacitySum - old)));
   capacitySum = sum;
   setU32(workerCapacity, w, blocks);
+  if (blocks > 0) growMembers(w + 1);
   while (u32At(workerCount, w) > blocks) dropNode(u32At(workerTail, w), w);
   return OK;
 }
@@ -592,11 +624,13 @@ function matchFewGroups(ptr: usize, n: i32, out: usize, groups: i32): i32 {
     const ring = homes + (<usize>(i & (PREFETCH_AHEAD - 1)) << 2);
     let s = load<usize>(ring);
     if (i + PREFETCH_AHEAD < n) {
-      // a block ahead: its run's first two cache lines (four slots a line)
+      // a block ahead: its run's first cache line. Touching the second too (the run's slots past the first four)
+      // made the walk 7–9% slower at 256 and 1,024 workers: a touch is a load that must complete before it
+      // retires, and the walk of a block mostly ends in the first line (the summary, then a partial group)
       const next = load<u64>(ptr + (<usize>(i + PREFETCH_AHEAD) << 3));
       const at = table + (<usize>reduce(((next ^ GROUP_SALT) * GOLDEN) >> 32, slots) << 4);
       store<usize>(ring, at);
-      ahead ^= load<u64>(at) ^ load<u64>(at + 64);
+      ahead ^= load<u64>(at);
     }
     let need = live; // the live groups whose slot for this block is still to be read
     let found: u64 = 0;

@@ -9,12 +9,15 @@ import { fail } from "./errors";
 import { workerInRange } from "./prefix-index";
 
 
+// @ts-ignore: decorator
+@inline const LIST_ENTRY_BYTES: usize = 16; // a role list's entry: the worker's cost floor f64 @0, its id i32 @8
+
 let maxWorkers: i32 = 0;
 let roles: usize = 0; // u8[maxWorkers]
 let prefillLoad: usize = 0; // f64[maxWorkers], active prefill tokens
 let decodeLoad: usize = 0; // f64[maxWorkers], active decode tokens (KV held by running decodes)
 let costFloor: usize = 0; // f64[maxWorkers], loadScale × prefill load + decode load: no cost is below it (cheapest)
-let decodeList: usize = 0; // i32[maxWorkers], ascending ids
+let decodeList: usize = 0; // entries (floor f64 @0, id i32 @8) by (cost floor, id): see the role lists' section
 let prefillList: usize = 0;
 let decodeCount: i32 = 0;
 let prefillCount: i32 = 0;
@@ -34,8 +37,8 @@ export function workersInit(workers: i32): void {
   memory.fill(decodeLoad, 0, w << 3);
   costFloor = heap.alloc(w << 3);
   memory.fill(costFloor, 0, w << 3);
-  decodeList = heap.alloc(w << 2);
-  prefillList = heap.alloc(w << 2);
+  decodeList = heap.alloc(w * LIST_ENTRY_BYTES);
+  prefillList = heap.alloc(w * LIST_ENTRY_BYTES);
 }
 
 export function workerSpan(): i32 { return highWater; }
@@ -47,22 +50,84 @@ export function prefillLoadOf(worker: i32): f64 { return load<f64>(prefillLoad +
 export function setRole(worker: i32, role: i32): i32 {
   if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);
   if (<u32>role > <u32>ROLE_BOTH) return fail(E_BAD_ROLE, role);
+  const old = load<u8>(roles + <usize>worker);
   store<u8>(roles + <usize>worker, <u8>role);
   if (role != ROLE_NONE && worker >= highWater) highWater = worker + 1;
-  decodeCount = 0;
-  prefillCount = 0;
-  for (let w = 0; w < highWater; w++) {
-    const r = load<u8>(roles + <usize>w);
-    if (r & ROLE_DECODE) {
-      store<i32>(decodeList + (<usize>decodeCount << 2), w);
-      decodeCount++;
-    }
-    if (r & ROLE_PREFILL) {
-      store<i32>(prefillList + (<usize>prefillCount << 2), w);
-      prefillCount++;
-    }
-  }
+  if (old & ROLE_DECODE) decodeCount = listRemove(decodeList, decodeCount, worker);
+  if (old & ROLE_PREFILL) prefillCount = listRemove(prefillList, prefillCount, worker);
+  if (role & ROLE_DECODE) decodeCount = listInsert(decodeList, decodeCount, worker);
+  if (role & ROLE_PREFILL) prefillCount = listInsert(prefillList, prefillCount, worker);
   return OK;
+}
+
+// ---- the role lists, in order of cost floor --------------------------------------------------------------
+// Each list holds its role's workers sorted by (cost floor, id), each entry with its floor (so the walk reads the
+// floors in order, not each worker's from the floor array), so `cheapest` visits them from the least loaded and
+// stops at the first whose floor is above the best cost found: at 1,024 workers it scores the few that could still
+// win instead of every one. A load or role change moves one worker (O(workers), like the id-ordered list
+// rebuilt on each role change it replaced); a new load scale re-sorts the lists.
+
+/** The address of entry k of a role list. */
+// @ts-ignore: decorator
+@inline function entryAt(list: usize, k: i32): usize { return list + <usize>k * LIST_ENTRY_BYTES; }
+
+/** Whether (floor, id) comes before entry `e`: the lower cost floor, then the lower id. */
+// @ts-ignore: decorator
+@inline function before(floor: f64, id: i32, e: usize): bool {
+  const f = load<f64>(e);
+  return floor < f || (floor == f && id < load<i32>(e, 8));
+}
+
+/** Removes `worker` from `list` (`count` entries) if listed; returns the new count. */
+function listRemove(list: usize, count: i32, worker: i32): i32 {
+  let k = 0;
+  while (k < count && load<i32>(entryAt(list, k), 8) != worker) k++;
+  if (k == count) return count;
+  memory.copy(entryAt(list, k), entryAt(list, k + 1), <usize>(count - k - 1) * LIST_ENTRY_BYTES);
+  return count - 1;
+}
+
+/** Inserts `worker` (not listed) into `list` (`count` entries, sorted) at its place; returns the new count. */
+function listInsert(list: usize, count: i32, worker: i32): i32 {
+  const floor = load<f64>(costFloor + (<usize>worker << 3));
+  let k = count;
+  while (k > 0 && before(floor, worker, entryAt(list, k - 1))) {
+    memory.copy(entryAt(list, k), entryAt(list, k - 1), LIST_ENTRY_BYTES);
+    k--;
+  }
+  store<f64>(entryAt(list, k), floor);
+  store<i32>(entryAt(list, k), worker, 8);
+  return count + 1;
+}
+
+/** Puts a worker whose cost floor changed back in its place in the lists of its roles. */
+function relist(worker: i32): void {
+  const role = load<u8>(roles + <usize>worker);
+  if (role & ROLE_DECODE) {
+    decodeCount = listInsert(decodeList, listRemove(decodeList, decodeCount, worker), worker);
+  }
+  if (role & ROLE_PREFILL) {
+    prefillCount = listInsert(prefillList, listRemove(prefillList, prefillCount, worker), worker);
+  }
+}
+
+/** Re-reads each entry's floor, then sorts `list` (`count` entries) by (cost floor, id): insertion sort. */
+function sortList(list: usize, count: i32): void {
+  for (let k = 0; k < count; k++) {
+    const e = entryAt(list, k);
+    store<f64>(e, load<f64>(costFloor + (<usize>load<i32>(e, 8) << 3)));
+  }
+  for (let i = 1; i < count; i++) {
+    const floor = load<f64>(entryAt(list, i));
+    const worker = load<i32>(entryAt(list, i), 8);
+    let k = i;
+    while (k > 0 && before(floor, worker, entryAt(list, k - 1))) {
+      memory.copy(entryAt(list, k), entryAt(list, k - 1), LIST_ENTRY_BYTES);
+      k--;
+    }
+    store<f64>(entryAt(list, k), floor);
+    store<i32>(entryAt(list, k), worker, 8);
+  }
 }
 
 export function setLoad(worker: i32, activePrefillTokens: f64, activeDecodeTokens: f64): i32 {
@@ -73,6 +138,7 @@ export function setLoad(worker: i32, activePrefillTokens: f64, activeDecodeToken
   store<f64>(prefillLoad + (<usize>worker << 3), activePrefillTokens);
   store<f64>(decodeLoad + (<usize>worker << 3), activeDecodeTokens);
   setFloor(worker);
+  relist(worker);
   return OK;
 }
 
@@ -89,6 +155,8 @@ export function setLoadScale(scale: f64): i32 {
   if (!(scale >= 0) || scale > 1e6) return fail(E_BAD_LOAD, scale);
   loadScale = scale;
   for (let w = 0; w < maxWorkers; w++) setFloor(w);
+  sortList(decodeList, decodeCount);
+  sortList(prefillList, prefillCount);
   return OK;
 }
 
@@ -101,24 +169,25 @@ export function setLoadScale(scale: f64): i32 {
 
 /**
  * The worker of `list` (`count` ids) with the lowest cost other than `exclude` (−1 for none), or −1; its cost in
- * lastCost. One pass, ties to the first listed (the lowest id). A worker whose cost floor (setFloor) is not below
- * the best cost so far is not scored: at 1,024 workers scoring was the route's largest cost after matching.
+ * lastCost. Ties go to the lowest id. The list is in order of cost floor (setFloor), and no worker costs less than
+ * its floor, so the walk ends at the first worker whose floor is above the best cost so far: none after it can
+ * win (one whose floor equals the best may tie it with a lower id, so it is scored).
  */
 function cheapest(list: usize, count: i32, exclude: i32, isl: f64, matched: usize, tokensPerBlock: f64): i32 {
   const scale = loadScale;
   const prefill = prefillLoad;
   const decode = decodeLoad;
-  const floor = costFloor;
   let best = -1;
   let bestCost = Infinity;
   for (let i = 0; i < count; i++) {
-    const w = load<i32>(list + (<usize>i << 2)); // bounded by count ≤ maxWorkers
-    // its cost ≥ its floor ≥ the best so far: it cannot win (a tie goes to the one listed first)
-    if (load<f64>(floor + (<usize>w << 3)) >= bestCost) continue;
+    const e = entryAt(list, i); // bounded by count ≤ maxWorkers
+    if (load<f64>(e) > bestCost) break;
+    const w = load<i32>(e, 8);
+    if (w == exclude) continue;
     const cached = <f64>load<u32>(matched + (<usize>w << 2)) * tokensPerBlock;
     const uncached = isl > cached ? isl - cached : 0.0;
     const c = scale * (load<f64>(prefill + (<usize>w << 3)) + uncached) + load<f64>(decode + (<usize>w << 3));
-    if (c < bestCost && w != exclude) {
+    if (c < bestCost || (c == bestCost && w < best)) {
       bestCost = c;
       best = w;
     }

@@ -312,7 +312,7 @@ function buildNative(): { run(expectedLastHash?: string): number; remove(): void
 /**
  * Router.route (wasm) of the prompt against n workers, worker w holding the first (w+1)/(n+1) of its blocks, and
  * the core's match alone in the same router (its engine's match of the block hashes): how much of the growth with
- * n is matching and how much is the rest (worker choice scores every worker).
+ * n is matching and how much is the rest (worker choice scores the workers whose cost floor can still win).
  */
 async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, pairs: Uint32Array, timeMs: number) {
   const route: Record<string, number> = {};
