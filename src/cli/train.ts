@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { REWARD_FORMS, type RewardForm } from "../learn/guard.js";
 import { trainJob } from "../learn/job.js";
 import { FEATURE_NAMES, type FeatureName } from "../table.js";
-import { defaultJobs, PooledSimEnvironment, WorkerPool } from "../learn/pool.js";
+import { defaultJobs, PooledSimEnvironment, pooledSaturation, WorkerPool } from "../learn/pool.js";
 import { intOption, UsageError, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
@@ -57,7 +57,12 @@ deterministic, so the table is the same for every N.`,
     const pool = jobs > 1 ? new WorkerPool(jobs, options.module!) : null;
     const r = await trainJob({
       ...options,
-      ...(pool ? { environment: (w, base) => new PooledSimEnvironment(pool, w, base) } : {}),
+      ...(pool
+        ? {
+            environment: (w, base) => new PooledSimEnvironment(pool, w, base),
+            findSaturation: (w, base) => pooledSaturation(pool, w, base),
+          }
+        : {}),
       k: intOption(v["k"], "k", 1, 256, 8),
       algo,
       ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),

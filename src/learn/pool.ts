@@ -10,6 +10,7 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import type { OslPredictor, SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
+import { findSaturatedScaleWith, type Saturation } from "../sim/saturation.js";
 import type { Table } from "../table.js";
 import { SimEnvironment, type Evaluation, type FeatureLog } from "./train.js";
 import type { MainJobPart, PartRunner } from "./main-job.js";
@@ -158,6 +159,11 @@ export class PooledSimEnvironment extends SimEnvironment {
     super(workload, base);
   }
 
+  /** as many evaluations at once as the pool has workers */
+  get concurrency(): number {
+    return this.pool.size;
+  }
+
   override async evaluate(table: Table): Promise<Evaluation> {
     this.evaluations++;
     const id = this.pool.workloadId(this.workload);
@@ -189,6 +195,22 @@ export class PooledSimEnvironment extends SimEnvironment {
     if (typeof predictor === "function") return new SimEnvironment(this.workload, { ...this.base, osl: predictor });
     return new PooledSimEnvironment(this.pool, this.workload, { ...this.base, osl: predictor });
   }
+}
+
+/**
+ * The saturated load with its probes on the pool (findSaturatedScaleWith): the probe the search needs and the one it
+ * guesses it needs next run side by side; the same scale as findSaturatedScale in this thread.
+ */
+export function pooledSaturation(
+  pool: WorkerPool,
+  w: Workload,
+  base: Omit<SimConfig, "table">,
+): Promise<Saturation> {
+  const id = pool.workloadId(w);
+  const config = portable(base);
+  return findSaturatedScaleWith(w, (scale) =>
+    pool.run<number>({ kind: "probe-load", workload: id, base: config, scale }, new Map([[id, w]])),
+  );
 }
 
 /** The configuration without what a worker has (the module) or cannot receive (a function). */
