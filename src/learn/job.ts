@@ -77,7 +77,14 @@ export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed"
   const seed = o.seed ?? 1;
   if (isGenerated(o)) {
     const n = o.requests ?? 2000;
-    return { train: generated(o.workload, seed, n), eval: generated(o.workload, seed + 1, n) };
+    const name = o.workload;
+    return {
+      train: generated(name, seed, n),
+      // drawn when first read: `dolphin train` never reads it
+      get eval() {
+        return generated(name, seed + 1, n);
+      },
+    };
   }
   const all = loadWorkload(o.workload, o.format ?? "auto", {
     seed,
@@ -108,7 +115,8 @@ export type SaturationFinder = (w: Workload, base: Omit<SimConfig, "table">) => 
 async function setupWith(o: JobOptions, find: SaturationFinder | undefined): Promise<Setup> {
   const { base, parts, loadSpec, load } = setupParts(o);
   if (o.scale !== undefined) return { base, parts, scale: o.scale, loadSpec };
-  if (load.kind !== "saturated" || !find) return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
+  if (load.kind !== "saturated" || !find)
+    return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
   return { base, parts, scale: (await find(parts.train, base)).scale, loadSpec };
 }
 
@@ -174,9 +182,13 @@ const withoutHoldOut = (g: TrainJobOptions["guard"]): Omit<GuardTraining, "heldO
 
 export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const t0 = performance.now();
-  const s = await setupWith(o, o.findSaturation);
   const guarded = o.reward === "both";
   const holdOut = guarded && (o.guard?.holdOut ?? true);
+  const found = setupWith(o, o.findSaturation);
+  // while the saturated load's probes run elsewhere (a pool), this thread draws a generator's held-out arrivals
+  // (kept among the recent draws, so guardParts below finds them drawn; a trace's come from the loaded parts)
+  if (holdOut && isGenerated(o)) guardParts(o, workloadParts(o));
+  const s = await found;
   const searchParts = holdOut ? guardParts(o, s.parts) : null;
   const w = scaledShared(searchParts?.train ?? s.parts.train, s.scale);
   const environment = o.environment ?? ((w: Workload, base: Omit<SimConfig, "table">) => new SimEnvironment(w, base));

@@ -201,11 +201,7 @@ export class PooledSimEnvironment extends SimEnvironment {
  * The saturated load with its probes on the pool (findSaturatedScaleWith): the probe the search needs and the one it
  * guesses it needs next run side by side; the same scale as findSaturatedScale in this thread.
  */
-export function pooledSaturation(
-  pool: WorkerPool,
-  w: Workload,
-  base: Omit<SimConfig, "table">,
-): Promise<Saturation> {
+export function pooledSaturation(pool: WorkerPool, w: Workload, base: Omit<SimConfig, "table">): Promise<Saturation> {
   const id = pool.workloadId(w);
   const config = portable(base);
   return findSaturatedScaleWith(w, (scale) =>

@@ -599,7 +599,9 @@ export async function searchBits(
   };
   let stale = 0;
   while (log.length < maxRounds && stale < patience) {
-    const untried = Array.from({ length: k }, (_, c) => c).filter((c) => !memo.has(withBit(best, c, 1 - best[c]!).join("")));
+    const untried = Array.from({ length: k }, (_, c) => c).filter(
+      (c) => !memo.has(withBit(best, c, 1 - best[c]!).join("")),
+    );
     if (untried.length === 0) break; // a local optimum: every single flip has been evaluated
     const { c, draws: used } = choose(untried, (i) => draws.peek(i));
     draws.skip(used);
