@@ -151,17 +151,22 @@ export class WorkerPool {
  * (a worker runs SimEnvironment.evaluate on its own copy of the workload), several at once through evaluateMany.
  */
 export class PooledSimEnvironment extends SimEnvironment {
+  /**
+   * `lookAhead` false: the environment reports one evaluation at a time, so the searches start nothing early (the
+   * main job, whose other searches and evaluations keep the pool busy: a run started early would take their core).
+   */
   constructor(
     readonly pool: WorkerPool,
     workload: Workload,
     base: Omit<SimConfig, "table">,
+    readonly lookAhead = true,
   ) {
     super(workload, base);
   }
 
-  /** as many evaluations at once as the pool has workers */
+  /** as many evaluations at once as the pool has workers (one without the look-ahead) */
   get concurrency(): number {
-    return this.pool.size;
+    return this.lookAhead ? this.pool.size : 1;
   }
 
   override async evaluate(table: Table): Promise<Evaluation> {
@@ -193,7 +198,7 @@ export class PooledSimEnvironment extends SimEnvironment {
    */
   override withOslPredictor(predictor: OslPredictor): SimEnvironment {
     if (typeof predictor === "function") return new SimEnvironment(this.workload, { ...this.base, osl: predictor });
-    return new PooledSimEnvironment(this.pool, this.workload, { ...this.base, osl: predictor });
+    return new PooledSimEnvironment(this.pool, this.workload, { ...this.base, osl: predictor }, this.lookAhead);
   }
 }
 
@@ -225,6 +230,7 @@ export function poolParts(pool: WorkerPool, progress: (line: string, done: boole
   const urgency = (part: MainJobPart): Urgency => (part.kind === "policy" ? "bulk" : "chain");
   return {
     run: (part) => pool.run({ kind: "main-part", part }, new Map(), progress, urgency(part)),
-    environment: (workload, base) => new PooledSimEnvironment(pool, workload, base),
+    // no look-ahead: the job's other searches and evaluations keep the workers busy (see PooledSimEnvironment)
+    environment: (workload, base) => new PooledSimEnvironment(pool, workload, base, false),
   };
 }
