@@ -21,8 +21,13 @@ const withoutCreationTime = (bytes: Uint8Array): Uint8Array => {
 };
 
 describe("dolphin train --jobs", () => {
-  for (const reward of ["both", "paper"]) {
-    it(`writes the same table with --jobs 1 and --jobs 2 (reward ${reward})`, () => {
+  // the saturated load is searched with its probes on the pool (a guessed probe beside the needed one)
+  for (const [reward, load] of [
+    ["both", "x1"],
+    ["paper", "x1"],
+    ["both", "saturated"],
+  ] as const) {
+    it(`writes the same table with --jobs 1 and --jobs 2 (reward ${reward}, load ${load})`, () => {
       const dir = mkdtempSync(join(tmpdir(), "dolphin-jobs-"));
       const run = (jobs: number) => {
         const out = join(dir, `table-${jobs}.msgpack`);
@@ -35,7 +40,7 @@ describe("dolphin train --jobs", () => {
           "--split",
           "2P2D",
           "--load",
-          "x1",
+          load,
           "--reward",
           reward,
           "--jobs",

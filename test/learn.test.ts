@@ -75,6 +75,35 @@ describe("search", () => {
     expect(r.bestReward).toBeGreaterThan(r.log[0]!.reward);
   });
 
+  it("with a look-ahead (an environment that runs two at once) evaluates the same tables in the same order", async () => {
+    /** FakeEnv that reports two evaluations at once and answers them in a scrambled order */
+    class TwoAtOnce extends FakeEnv {
+      readonly concurrency = 2;
+      started = 0;
+      running = 0;
+      mostAtOnce = 0;
+      override async evaluate(t: Table): Promise<Evaluation> {
+        this.started++;
+        this.mostAtOnce = Math.max(this.mostAtOnce, ++this.running);
+        const e = await super.evaluate(t);
+        await new Promise((r) => setTimeout(r, (this.started * 7) % 5));
+        this.running--;
+        return e;
+      }
+    }
+    for (const [target, initial, seed] of [
+      [[1, 0, 1, 1, 0, 0, 1, 0], [0, 1, 0, 0, 1, 1, 0, 1], 3],
+      [[1, 1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1], 1],
+      [[0, 1, 1, 0, 1, 0, 0, 1], [0, 1, 1, 0, 1, 0, 0, 0], 7],
+    ] as const) {
+      const serial = await searchBits(new FakeEnv([...target]), makeTable, [...initial], { seed, epsilon: 0.5 });
+      const ahead = new TwoAtOnce([...target]);
+      const r = await searchBits(ahead, makeTable, [...initial], { seed, epsilon: 0.5 });
+      expect(r).toEqual(serial);
+      expect(ahead.mostAtOnce).toBeGreaterThanOrEqual(2); // it did look ahead
+    }
+  });
+
   it("stops at the round limit", async () => {
     const r = await searchBits(new FakeEnv([1, 0, 1, 0, 1, 0, 1, 0]), makeTable, [0, 0, 0, 0, 0, 0, 0, 0], {
       maxRounds: 5,

@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { REWARD_FORMS, type RewardForm } from "../learn/guard.js";
 import { trainJob } from "../learn/job.js";
 import { FEATURE_NAMES, type FeatureName } from "../table.js";
-import { defaultJobs, PooledSimEnvironment, WorkerPool } from "../learn/pool.js";
+import { defaultJobs, PooledSimEnvironment, pooledSaturation, WorkerPool } from "../learn/pool.js";
 import { intOption, UsageError, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
@@ -29,9 +29,13 @@ attainment and lower the P90s' ratios to the rule's. Requests beyond each cluste
 percentile) go to the rule.
 --reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.
 
---jobs N (default: the number of cores) evaluates independent candidate tables side by side on N worker threads
-(the guarded search's moves of one cluster, its runs on the held-out arrivals beside the training ones); --jobs 1 evaluates them in turn in one thread. The simulator is
-deterministic, so the table is the same for every N.`,
+--jobs N (default: the number of cores) runs the simulations on N worker threads, two or more at a time: the
+saturated load's probes with the next probe the search will likely need; independent candidates side by side (the
+guarded search's moves of one cluster, its runs on the held-out arrivals beside the training ones, the proposing
+search beside the guarded one's first runs); and each search's round beside the table it evaluates next if this
+round's is not kept. --jobs 1 runs them in turn in one thread. Each distinct table is simulated once per train run.
+The searches evaluate the same tables in the same order for every N (a run started early that the search does not
+take is dropped), and the simulator is deterministic, so the table is the same for every N.`,
   options: {
     ...jobOptionSpecs,
     k: { type: "string" },
@@ -57,7 +61,12 @@ deterministic, so the table is the same for every N.`,
     const pool = jobs > 1 ? new WorkerPool(jobs, options.module!) : null;
     const r = await trainJob({
       ...options,
-      ...(pool ? { environment: (w, base) => new PooledSimEnvironment(pool, w, base) } : {}),
+      ...(pool
+        ? {
+            environment: (w, base) => new PooledSimEnvironment(pool, w, base),
+            findSaturation: (w, base) => pooledSaturation(pool, w, base),
+          }
+        : {}),
       k: intOption(v["k"], "k", 1, 256, 8),
       algo,
       ...(v["osl"] !== undefined ? { osl: parseOsl(String(v["osl"])) } : {}),

@@ -31,7 +31,7 @@
 
 import { meetsE2e, quantile, type RequestRecord, type Slo } from "../sim/metrics.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, DEFAULT_FALLBACK, type Fallback, type Table } from "../table.js";
-import { evaluateAll, type Environment, type Evaluation, type SearchStep } from "./train.js";
+import { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./train.js";
 
 /** Φ⁻¹(1 − 0.05 / 16): one-sided, 5% family-wise over the 2 × 8 moves of a pass at the default K = 8. */
 export const BONFERRONI_Z = 2.74;
@@ -149,56 +149,34 @@ export function pairedGain(
 /**
  * The environment with reward "both"'s constraint folded into its reward, for a search that proposes tables to the
  * guard: a table whose P90 TTFT or P90 TPOT exceeds (1 + slack) × the all-rule table's scores its attainment − 1.
+ * The all-rule table runs beside the first candidates (each reward waits for it), not before them.
  */
 export async function latencyConstrained(
   env: Environment,
   allRule: Table,
   slack = 0.02,
 ): Promise<Environment & { readonly evaluations: number }> {
-  const rule = p90Latencies((await env.evaluate(allRule)).records);
+  const rule = env.evaluate(allRule).then((e) => p90Latencies(e.records));
+  rule.catch(() => undefined); // awaited by every evaluation below, which reports its failure
+  const constrain = (e: Evaluation, r: { ttft: number; tpot: number }): Evaluation => {
+    const p = p90Latencies(e.records);
+    const within = p.ttft <= r.ttft * (1 + slack) && p.tpot <= r.tpot * (1 + slack);
+    return within ? e : { ...e, reward: e.reward - 1 };
+  };
   return {
     get evaluations() {
       return env.evaluations;
+    },
+    get concurrency() {
+      return env.concurrency;
     },
     async evaluate(t: Table): Promise<Evaluation> {
-      const e = await env.evaluate(t);
-      const p = p90Latencies(e.records);
-      const within = p.ttft <= rule.ttft * (1 + slack) && p.tpot <= rule.tpot * (1 + slack);
-      return within ? e : { ...e, reward: e.reward - 1 };
-    },
-  };
-}
-
-/**
- * The environment with each distinct table of one search evaluated once: the tables of one search differ only in
- * their values and fallback (one makeTable), and the simulator gives the same run for the same table.
- */
-function onceEach(env: Environment): Environment {
-  const runs = new Map<string, Promise<Evaluation>>();
-  const key = (t: Table): string => JSON.stringify([t.bits, t.fallback ?? null]);
-  return {
-    get evaluations() {
-      return env.evaluations;
-    },
-    evaluate(t: Table): Promise<Evaluation> {
-      const k = key(t);
-      let run = runs.get(k);
-      if (!run) runs.set(k, (run = env.evaluate(t)));
-      return run;
+      const [e, r] = await Promise.all([env.evaluate(t), rule]);
+      return constrain(e, r);
     },
     async evaluateMany(tables: Table[]): Promise<Evaluation[]> {
-      const keys = tables.map(key);
-      const fresh = tables.filter((_, i) => !runs.has(keys[i]!) && keys.indexOf(keys[i]!) === i);
-      if (fresh.length > 0) {
-        const evals = evaluateAll(env, fresh);
-        fresh.forEach((t, i) =>
-          runs.set(
-            key(t),
-            evals.then((e) => e[i]!),
-          ),
-        );
-      }
-      return Promise.all(keys.map((k) => runs.get(k)!));
+      const [es, r] = await Promise.all([evaluateAll(env, tables), rule]);
+      return es.map((e) => constrain(e, r));
     },
   };
 }
@@ -233,6 +211,11 @@ export async function searchGuarded(
     makeTable(values, fallback === DEFAULT_FALLBACK ? undefined : fallback);
   const evaluate = async (values: number[], fallback: Fallback, phase: SearchStep["phase"]): Promise<Evaluation> =>
     record(values, phase, await env.evaluate(tableOf(values, fallback)));
+  // where the environment runs several evaluations at once, the latency moves start the next cluster's runs early
+  const lookAhead = (searchEnv.concurrency ?? 1) > 1;
+  const startEarly = (cand: number[]): void => {
+    env.evaluate(tableOf(cand, fallback)).catch(() => undefined); // a run asked for later reports its own failure
+  };
   const heldOut = opts.heldOut && onceEach(opts.heldOut);
   const evaluateHeldOut = (values: number[], fallback: Fallback): Promise<Evaluation> =>
     heldOut!.evaluate(tableOf(values, fallback));
@@ -308,6 +291,11 @@ export async function searchGuarded(
   /** lower by `margin` (relative): the larger ratio, or the sum with the larger ratio no higher */
   const lowers = (a: { max: number; sum: number }, b: { max: number; sum: number }, margin: number): boolean =>
     a.max < b.max * (1 - margin) || (a.max <= b.max && a.sum < b.sum * (1 - margin));
+  /** a latency move's candidates for cluster c: its two other values */
+  const latencyCandidates = (c: number): number[][] =>
+    [CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE]
+      .filter((value) => value !== values[c])
+      .map((value) => values.map((v, i) => (i === c ? value : v)));
   const latencyPhase = async (): Promise<boolean> => {
     let any = false;
     for (let c = 0; c < k; c++) {
@@ -321,8 +309,14 @@ export async function searchGuarded(
         gain: ReturnType<typeof pairedGain>;
       } | null = null;
       // the cluster's other values are independent candidates: evaluated together, logged in order
-      const moveValues = [CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE].filter((value) => value !== values[c]);
-      const cands = moveValues.map((value) => values.map((v, i) => (i === c ? value : v)));
+      const cands = latencyCandidates(c);
+      // the look-ahead: the next cluster's candidates, which the pass evaluates next if this cluster does not move
+      // (the usual outcome); it only starts their runs early (src/learn/train.ts, searchBits)
+      const next = Array.from({ length: k - c - 1 }, (_, i) => c + 1 + i).find(
+        (n) => (current.byCluster.get(n)?.requests ?? 0) >= minRequests,
+      );
+      if (lookAhead && next !== undefined && log.length + 4 <= maxRounds)
+        for (const cand of latencyCandidates(next)) startEarly(cand);
       const evals = await evaluateAll(
         env,
         cands.map((v) => tableOf(v, fallback)),

@@ -5,10 +5,10 @@
 import type { RewardForm } from "./guard.js";
 import { parseSlo, type RequestRecord } from "../sim/metrics.js";
 import { resolveCluster } from "../sim/run.js";
-import { atScale, scaleForLoad } from "../sim/saturation.js";
+import { atScale, scaleForLoad, type Saturation } from "../sim/saturation.js";
 import { parseSplit, simulate, type SimConfig, type SimResult } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
-import { GENERATORS, parseLoad, splitInTime, type WorkloadFormat } from "../sim/workload.js";
+import { GENERATORS, parseLoad, splitInTime, type Load, type WorkloadFormat } from "../sim/workload.js";
 import { loadWorkload } from "../sim/workload-files.js";
 import { encodeTable, type FeatureName, type Table } from "../table.js";
 import { ruleTableFor } from "../sim/rule-table.js";
@@ -77,7 +77,14 @@ export function workloadParts(o: Pick<JobOptions, "workload" | "format" | "seed"
   const seed = o.seed ?? 1;
   if (isGenerated(o)) {
     const n = o.requests ?? 2000;
-    return { train: generated(o.workload, seed, n), eval: generated(o.workload, seed + 1, n) };
+    const name = o.workload;
+    return {
+      train: generated(name, seed, n),
+      // drawn when first read: `dolphin train` never reads it
+      get eval() {
+        return generated(name, seed + 1, n);
+      },
+    };
   }
   const all = loadWorkload(o.workload, o.format ?? "auto", {
     seed,
@@ -96,6 +103,25 @@ export interface Setup {
 
 /** The simulated cluster, the training and evaluation parts, and the load scale (found once when saturated). */
 export function setup(o: JobOptions): Setup {
+  const { base, parts, loadSpec, load } = setupParts(o);
+  if (o.scale !== undefined) return { base, parts, scale: o.scale, loadSpec };
+  return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
+}
+
+/** How a job finds the saturated load elsewhere (src/learn/pool.ts: its probes on worker threads). */
+export type SaturationFinder = (w: Workload, base: Omit<SimConfig, "table">) => Promise<Saturation>;
+
+/** `setup`, with the saturated load found by `find` when given (the same scale as in this thread). */
+async function setupWith(o: JobOptions, find: SaturationFinder | undefined): Promise<Setup> {
+  const { base, parts, loadSpec, load } = setupParts(o);
+  if (o.scale !== undefined) return { base, parts, scale: o.scale, loadSpec };
+  if (load.kind !== "saturated" || !find)
+    return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
+  return { base, parts, scale: (await find(parts.train, base)).scale, loadSpec };
+}
+
+/** Everything of `setup` but the scale: the cluster, the parts and the load asked for. */
+function setupParts(o: JobOptions): Omit<Setup, "scale"> & { load: Load } {
   const { preset, link } = resolveCluster(o.cluster, o.link);
   const base: Omit<SimConfig, "table"> = {
     preset,
@@ -107,10 +133,9 @@ export function setup(o: JobOptions): Setup {
   const parts = workloadParts(o);
   const loadSpec = o.load ?? "saturated";
   const load = parseLoad(loadSpec);
-  if (o.scale !== undefined) return { base, parts, scale: o.scale, loadSpec };
-  if (load.kind === "saturated")
+  if (o.scale === undefined && load.kind === "saturated")
     o.progress?.(`finding the saturated load of ${parts.train.name} on ${preset.name} ${o.split}…`, false);
-  return { base, parts, scale: scaleForLoad(load, parts.train, base), loadSpec };
+  return { base, parts, loadSpec, load };
 }
 
 export interface TrainJobOptions extends JobOptions {
@@ -126,6 +151,8 @@ export interface TrainJobOptions extends JobOptions {
   maxRounds?: number;
   /** where candidate tables are evaluated (src/learn/pool.ts: on worker threads); default SimEnvironment, in turn */
   environment?: (workload: Workload, base: Omit<SimConfig, "table">) => SimEnvironment;
+  /** where the saturated load's probes run (src/learn/pool.ts); default in this thread, in turn */
+  findSaturation?: SaturationFinder;
 }
 
 export interface TrainJobResult {
@@ -155,9 +182,13 @@ const withoutHoldOut = (g: TrainJobOptions["guard"]): Omit<GuardTraining, "heldO
 
 export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const t0 = performance.now();
-  const s = setup(o);
   const guarded = o.reward === "both";
   const holdOut = guarded && (o.guard?.holdOut ?? true);
+  const found = setupWith(o, o.findSaturation);
+  // while the saturated load's probes run elsewhere (a pool), this thread draws a generator's held-out arrivals
+  // (kept among the recent draws, so guardParts below finds them drawn; a trace's come from the loaded parts)
+  if (holdOut && isGenerated(o)) guardParts(o, workloadParts(o));
+  const s = await found;
   const searchParts = holdOut ? guardParts(o, s.parts) : null;
   const w = scaledShared(searchParts?.train ?? s.parts.train, s.scale);
   const environment = o.environment ?? ((w: Workload, base: Omit<SimConfig, "table">) => new SimEnvironment(w, base));

@@ -1,6 +1,7 @@
 // The worker thread of src/learn/pool.ts (Node only): holds the compiled core it was started with and the workloads
 // it has been sent, and runs one task at a time: a candidate table's evaluation (SimEnvironment.evaluate, the same
-// code the serial search runs) or a part of the main job (src/learn/main-job.ts).
+// code the serial search runs), a saturated-load probe (src/sim/saturation.ts) or a part of the main job
+// (src/learn/main-job.ts).
 
 import { parentPort, workerData } from "node:worker_threads";
 import type { Workload } from "../sim/types.js";
@@ -8,10 +9,12 @@ import type { Table } from "../table.js";
 import { runMainJobPart, type MainJobPart } from "./main-job.js";
 import type { PortableSimConfig } from "./pool.js";
 import { SimEnvironment } from "./train.js";
+import { probeAttainment, probeWorkload } from "../sim/saturation.js";
 
 export type PoolTask =
   | { kind: "evaluate"; workload: number; base: PortableSimConfig; table: Table }
   | { kind: "log-features"; workload: number; base: PortableSimConfig }
+  | { kind: "probe-load"; workload: number; base: PortableSimConfig; scale: number }
   | { kind: "main-part"; part: MainJobPart };
 
 /** What the pool sends: a task, with the workloads it names that this worker does not hold yet. */
@@ -28,6 +31,8 @@ export type PoolReply =
 
 const module = (workerData as { module: WebAssembly.Module }).module;
 const workloads = new Map<number, Workload>();
+/** each workload's saturated-load probe part, cut once (src/sim/saturation.ts) */
+const probeParts = new Map<number, Workload>();
 const port = parentPort;
 if (!port) throw new Error("pool-worker: not started as a worker thread (src/learn/pool.ts starts it)");
 
@@ -43,6 +48,11 @@ async function run(task: PoolTask): Promise<unknown> {
       return new SimEnvironment(workload(task.workload), { ...task.base, module }).evaluate(task.table);
     case "log-features":
       return new SimEnvironment(workload(task.workload), { ...task.base, module }).logFeatures();
+    case "probe-load": {
+      let probe = probeParts.get(task.workload);
+      if (!probe) probeParts.set(task.workload, (probe = probeWorkload(workload(task.workload))));
+      return probeAttainment(probe, { ...task.base, module }, task.scale);
+    }
     case "main-part":
       return runMainJobPart(task.part, module, (line, done) =>
         port!.postMessage({ kind: "progress", line, done } satisfies PoolReply),

@@ -10,6 +10,7 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import type { OslPredictor, SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
+import { findSaturatedScaleWith, type Saturation } from "../sim/saturation.js";
 import type { Table } from "../table.js";
 import { SimEnvironment, type Evaluation, type FeatureLog } from "./train.js";
 import type { MainJobPart, PartRunner } from "./main-job.js";
@@ -150,12 +151,22 @@ export class WorkerPool {
  * (a worker runs SimEnvironment.evaluate on its own copy of the workload), several at once through evaluateMany.
  */
 export class PooledSimEnvironment extends SimEnvironment {
+  /**
+   * `lookAhead` false: the environment reports one evaluation at a time, so the searches start nothing early (the
+   * main job, whose other searches and evaluations keep the pool busy: a run started early would take their core).
+   */
   constructor(
     readonly pool: WorkerPool,
     workload: Workload,
     base: Omit<SimConfig, "table">,
+    readonly lookAhead = true,
   ) {
     super(workload, base);
+  }
+
+  /** as many evaluations at once as the pool has workers (one without the look-ahead) */
+  get concurrency(): number {
+    return this.lookAhead ? this.pool.size : 1;
   }
 
   override async evaluate(table: Table): Promise<Evaluation> {
@@ -187,8 +198,20 @@ export class PooledSimEnvironment extends SimEnvironment {
    */
   override withOslPredictor(predictor: OslPredictor): SimEnvironment {
     if (typeof predictor === "function") return new SimEnvironment(this.workload, { ...this.base, osl: predictor });
-    return new PooledSimEnvironment(this.pool, this.workload, { ...this.base, osl: predictor });
+    return new PooledSimEnvironment(this.pool, this.workload, { ...this.base, osl: predictor }, this.lookAhead);
   }
+}
+
+/**
+ * The saturated load with its probes on the pool (findSaturatedScaleWith): the probe the search needs and the one it
+ * guesses it needs next run side by side; the same scale as findSaturatedScale in this thread.
+ */
+export function pooledSaturation(pool: WorkerPool, w: Workload, base: Omit<SimConfig, "table">): Promise<Saturation> {
+  const id = pool.workloadId(w);
+  const config = portable(base);
+  return findSaturatedScaleWith(w, (scale) =>
+    pool.run<number>({ kind: "probe-load", workload: id, base: config, scale }, new Map([[id, w]])),
+  );
 }
 
 /** The configuration without what a worker has (the module) or cannot receive (a function). */
@@ -207,6 +230,7 @@ export function poolParts(pool: WorkerPool, progress: (line: string, done: boole
   const urgency = (part: MainJobPart): Urgency => (part.kind === "policy" ? "bulk" : "chain");
   return {
     run: (part) => pool.run({ kind: "main-part", part }, new Map(), progress, urgency(part)),
-    environment: (workload, base) => new PooledSimEnvironment(pool, workload, base),
+    // no look-ahead: the job's other searches and evaluations keep the workers busy (see PooledSimEnvironment)
+    environment: (workload, base) => new PooledSimEnvironment(pool, workload, base, false),
   };
 }

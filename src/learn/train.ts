@@ -44,6 +44,11 @@ export interface Environment {
    * the tables' order, each the same as `evaluate` gives. Absent: the search evaluates them in turn.
    */
   evaluateMany?(tables: Table[]): Promise<Evaluation[]>;
+  /**
+   * How many evaluations the environment runs at once (a pool's size). Above one, a search starts the table it will
+   * most likely evaluate next beside the current one; absent or one: every evaluation runs when it is asked for.
+   */
+  readonly concurrency?: number;
   readonly evaluations: number;
 }
 
@@ -53,6 +58,44 @@ export async function evaluateAll(env: Environment, tables: Table[]): Promise<Ev
   const out: Evaluation[] = [];
   for (const t of tables) out.push(await env.evaluate(t));
   return out;
+}
+
+/**
+ * The environment with each distinct table evaluated once: for one search, or the searches of one `train` call (the
+ * proposal search and the guarded one), whose tables differ only in their values and fallback (one makeTable); the
+ * simulator gives the same run for the same table.
+ */
+export function onceEach(env: Environment): Environment {
+  const runs = new Map<string, Promise<Evaluation>>();
+  const key = (t: Table): string => JSON.stringify([t.bits, t.fallback ?? null]);
+  return {
+    get evaluations() {
+      return env.evaluations;
+    },
+    get concurrency() {
+      return env.concurrency;
+    },
+    evaluate(t: Table): Promise<Evaluation> {
+      const k = key(t);
+      let run = runs.get(k);
+      if (!run) runs.set(k, (run = env.evaluate(t)));
+      return run;
+    },
+    async evaluateMany(tables: Table[]): Promise<Evaluation[]> {
+      const keys = tables.map(key);
+      const fresh = tables.filter((_, i) => !runs.has(keys[i]!) && keys.indexOf(keys[i]!) === i);
+      if (fresh.length > 0) {
+        const evals = evaluateAll(env, fresh);
+        fresh.forEach((t, i) =>
+          runs.set(
+            key(t),
+            evals.then((e) => e[i]!),
+          ),
+        );
+      }
+      return Promise.all(keys.map((k) => runs.get(k)!));
+    },
+  };
 }
 
 /** An environment the learner also logs features in and names in its tables: what `prepare` needs. */
@@ -365,14 +408,18 @@ export async function train(env: LearningEnvironment, opts: TrainOptions = {}): 
   const p = await prepare(env, opts);
   if (opts.guard) {
     const { proposals, proposalRounds, ...guard } = opts.guard;
-    const g = await searchGuarded(p.env, p.makeTable, p.initial.length, env.describe.slo, {
+    // one run per distinct table across the proposal search and the guarded one (they share makeTable): the all-rule
+    // table, the proposed one and the latency moves' flips were each simulated twice
+    const shared = onceEach(p.env);
+    const g = await searchGuarded(shared, p.makeTable, p.initial.length, env.describe.slo, {
       ...guard,
-      // given tables may still be being learned: the search waits for them at its group moves; a proposal of its
-      // own is searched for first
-      proposals:
+      // given tables may still be being learned, and a proposal of the search's own is learned beside the guarded
+      // search's first runs: the guarded search waits for them only when it reaches its group moves
+      proposals: quietUntilAwaited(
         proposals !== undefined
-          ? quietUntilAwaited(givenProposals(p, proposals))
-          : await searchedProposal(p, proposalRounds ?? 40, guard.reward ?? "both", guard.latencySlack, opts),
+          ? givenProposals(p, proposals)
+          : searchedProposal(p, shared, proposalRounds ?? 40, guard.reward ?? "both", guard.latencySlack, opts),
+      ),
       ...(opts.guard.heldOut ? { heldOut: p.withPredictor(opts.guard.heldOut) } : {}),
       maxRounds: opts.maxRounds,
       onProgress: opts.onProgress,
@@ -421,6 +468,7 @@ async function givenProposals(p: Prepared, given: Table[] | Promise<Table[]>): P
 /** The guard's group-move proposal of its own: the paper's search's table, under reward "both"'s constraint. */
 async function searchedProposal(
   p: Prepared,
+  env: Environment,
   rounds: number,
   reward: RewardForm,
   slack: number | undefined,
@@ -428,8 +476,8 @@ async function searchedProposal(
 ): Promise<number[][]> {
   if (rounds <= 0) return [];
   const allRule = p.makeTable(p.initial.map(() => CLUSTER_RULE));
-  const env = reward === "both" ? await latencyConstrained(p.env, allRule, slack) : p.env;
-  const s = await searchBits(env, p.makeTable, p.initial, { ...opts, maxRounds: rounds, seed: opts.seed ?? 1 });
+  const searchEnv = reward === "both" ? await latencyConstrained(env, allRule, slack) : env;
+  const s = await searchBits(searchEnv, p.makeTable, p.initial, { ...opts, maxRounds: rounds, seed: opts.seed ?? 1 });
   return [s.best];
 }
 
@@ -446,7 +494,14 @@ export interface SearchResult {
   log: SearchStep[];
 }
 
-/** Scan, then epsilon-greedy refinement; each evaluation is one round. Memoized by bit string. */
+/**
+ * Scan, then epsilon-greedy refinement; each evaluation is one round. Memoized by bit string.
+ *
+ * Each round depends on the one before, so where the environment runs several evaluations at once (a pool,
+ * src/learn/pool.ts), the search starts the table it will evaluate next if this round's table is not kept (the
+ * usual outcome) beside this round's. That look-ahead only starts a run early: which tables the search evaluates,
+ * in which order, and so the table it returns, are the same as evaluating one after another.
+ */
 export async function searchBits(
   env: Environment,
   makeTable: (bits: number[]) => Table,
@@ -454,18 +509,34 @@ export async function searchBits(
   opts: Pick<TrainOptions, "scanInit" | "epsilon" | "patience" | "maxRounds" | "seed" | "onProgress"> = {},
 ): Promise<SearchResult> {
   const k = initial.length;
-  const rng = new Rng(opts.seed ?? 1, 3);
+  const draws = new LookAheadDraws(new Rng(opts.seed ?? 1, 3));
   const memo = new Map<string, Evaluation>();
   const log: SearchStep[] = [];
   let best = [...initial];
   let bestEval: Evaluation;
   let bestRound = 0;
   const maxRounds = opts.maxRounds ?? 80;
+  // runs started by a look-ahead, by bit string; a run the search then asks for is taken from here
+  const started = new Map<string, Promise<Evaluation>>();
+  const lookAhead = (env.concurrency ?? 1) > 1;
+  const run = (bits: number[]): Promise<Evaluation> => {
+    const key = bits.join("");
+    let p = started.get(key);
+    if (!p) {
+      started.set(key, (p = env.evaluate(makeTable(bits))));
+      p.catch(() => undefined); // a look-ahead the search never asks for must not fail the process
+    }
+    return p;
+  };
+  /** the look-ahead: starts the run of a table the search may ask for next (not yet evaluated, rounds left) */
+  const startEarly = (bits: number[]): void => {
+    if (lookAhead && log.length + 1 < maxRounds && !memo.has(bits.join(""))) void run(bits);
+  };
   const evaluate = async (bits: number[], phase: SearchStep["phase"]): Promise<Evaluation> => {
     const key = bits.join("");
     let e = memo.get(key);
     if (!e) {
-      e = await env.evaluate(makeTable(bits));
+      e = await run(bits);
       memo.set(key, e);
       const step: SearchStep = { round: log.length + 1, phase, bits: [...bits], reward: e.reward, accepted: false };
       log.push(step);
@@ -480,6 +551,9 @@ export async function searchBits(
     const step = log[bestRound - 1];
     if (step) step.accepted = true;
   };
+  const withBit = (bits: number[], c: number, value: number): number[] => bits.map((b, i) => (i === c ? value : b));
+  const scanInit = opts.scanInit ?? true;
+  if (scanInit && k > 0) startEarly(withBit(best, 0, 1 - best[0]!)); // the scan's first flip beside the initial table
   bestEval = await evaluate(best, "init");
   accept(best, bestEval);
   const clusterScore = (e: Evaluation, c: number): number => {
@@ -488,12 +562,12 @@ export async function searchBits(
   };
 
   // per-cluster scanning: cluster c local, then remote, the others fixed; keep the better for cluster c
-  if (opts.scanInit ?? true) {
+  if (scanInit) {
     for (let c = 0; c < k && log.length < maxRounds; c++) {
-      const local = [...best];
-      local[c] = 0;
-      const remote = [...best];
-      remote[c] = 1;
+      const local = withBit(best, c, 0);
+      const remote = withBit(best, c, 1);
+      // one of the two is the current table; the look-ahead: the next cluster's flip if this one keeps its value
+      if (c + 1 < k) startEarly(withBit(best, c + 1, 1 - best[c + 1]!));
       const eL = await evaluate(local, "scan");
       const eR = await evaluate(remote, "scan");
       const sL = clusterScore(eL, c);
@@ -518,19 +592,26 @@ export async function searchBits(
   // probability epsilon); keep the flip if the overall reward improves; stop when no single flip improves any more
   const epsilon = opts.epsilon ?? 0.2;
   const patience = opts.patience ?? 2 * k;
+  /** the cluster to flip among `untried`, from the next draws (`draw(i)`: the i-th of them) */
+  const choose = (untried: number[], draw: (i: number) => number): { c: number; draws: number } => {
+    if (draw(0) < epsilon) return { c: untried[Math.floor(draw(1) * untried.length)]!, draws: 2 };
+    return { c: untried.reduce((a, b) => (clusterScore(bestEval, b) < clusterScore(bestEval, a) ? b : a)), draws: 1 };
+  };
   let stale = 0;
   while (log.length < maxRounds && stale < patience) {
-    const untried = Array.from({ length: k }, (_, c) => c).filter((c) => {
-      const b = [...best];
-      b[c] = 1 - b[c]!;
-      return !memo.has(b.join(""));
-    });
+    const untried = Array.from({ length: k }, (_, c) => c).filter(
+      (c) => !memo.has(withBit(best, c, 1 - best[c]!).join("")),
+    );
     if (untried.length === 0) break; // a local optimum: every single flip has been evaluated
-    let c: number;
-    if (rng.next() < epsilon) c = untried[rng.int(untried.length)]!;
-    else c = untried.reduce((a, b) => (clusterScore(bestEval, b) < clusterScore(bestEval, a) ? b : a));
-    const cand = [...best];
-    cand[c] = 1 - cand[c]!;
+    const { c, draws: used } = choose(untried, (i) => draws.peek(i));
+    draws.skip(used);
+    const cand = withBit(best, c, 1 - best[c]!);
+    // the look-ahead: the next round's flip if this one is not kept (same table, same scores, the next draws)
+    const rest = untried.filter((u) => u !== c);
+    if (rest.length > 0 && stale + 1 < patience) {
+      const next = choose(rest, (i) => draws.peek(i)).c;
+      startEarly(withBit(best, next, 1 - best[next]!));
+    }
     const e = await evaluate(cand, "refine");
     if (e.reward > bestEval.reward) {
       accept(cand, e);
@@ -538,6 +619,22 @@ export async function searchBits(
     } else stale++;
   }
   return { best, bestReward: bestEval.reward, bestRound, log };
+}
+
+/** A random stream that can be read ahead (the search's look-ahead) without changing what is drawn after. */
+class LookAheadDraws {
+  private readonly ahead: number[] = [];
+  constructor(private readonly rng: Rng) {}
+  /** the i-th draw from now, drawn (and kept) if need be */
+  peek(i: number): number {
+    while (this.ahead.length <= i) this.ahead.push(this.rng.next());
+    return this.ahead[i]!;
+  }
+  /** uses up the next n draws */
+  skip(n: number): void {
+    this.peek(n - 1);
+    this.ahead.splice(0, n);
+  }
 }
 
 /** Evaluates every one of the 2^K tables (K ≤ 12): the search's yardstick. */
