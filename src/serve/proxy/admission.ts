@@ -178,6 +178,15 @@ export function overloaded(metrics: ProxyMetrics, reason: string, message: strin
   return err;
 }
 
+/**
+ * A worker call the proxy could not open for want of file descriptors (UpstreamError "local"): the proxy is
+ * overloaded, not the worker failed, so the client gets 503 with Retry-After (counted as shed, reason
+ * `file_descriptors`) rather than a 502.
+ */
+export function outOfDescriptors(metrics: ProxyMetrics, e: Error): HttpError {
+  return overloaded(metrics, "file_descriptors", e.message, 1);
+}
+
 /** The shortest time between two "shedding" log lines. */
 const SHED_LOG_PERIOD_MS = 10_000;
 

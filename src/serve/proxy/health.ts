@@ -57,7 +57,11 @@ export function checkWorkers(registry: WorkerRegistry, config: ServeConfig, agen
         await readUpstream(res, limit, 1 << 20).catch(() => undefined);
         verdict(res.statusCode === 200, `/health answered ${res.statusCode}`);
       })
-      .catch((e: Error) => verdict(false, e.message, isTimeout(e)));
+      .catch((e: Error) => {
+        // the proxy out of descriptors could not ask: no verdict on the worker
+        if (e instanceof UpstreamError && e.kind === "local") w.checking = false;
+        else verdict(false, e.message, isTimeout(e));
+      });
   }
 }
 

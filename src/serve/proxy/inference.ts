@@ -14,7 +14,7 @@ import { ENDPOINT_PATHS, OPENAI_ERRORS, validateInference, type Endpoint } from 
 import type { WorkerCalls } from "./remote-path.js";
 import type { RequestContext } from "./request-context.js";
 import type { Routing } from "./routing.js";
-import type { Admission } from "./admission.js";
+import { outOfDescriptors, type Admission } from "./admission.js";
 
 /** The duration histogram's labels, one object per endpoint rather than one per request. */
 const DURATION_LABELS: Record<Endpoint, { endpoint: string }> = {
@@ -130,6 +130,8 @@ export class Inference {
         // failure, a fallback or a retry (the decode worker would reject it too).
         if (err.clientMistake && err.body)
           throw new WorkerRejection(err.status, err.body, err.contentType ?? "application/json");
+        // the proxy out of descriptors: a local prefill would need one as well
+        if (err.kind === "local") throw outOfDescriptors(this.metrics, err);
         this.metrics.prefillFailures.inc({ kind: err.kind });
         if (!this.config.fallback_local) {
           throw new HttpError(

@@ -93,7 +93,7 @@ export class ProxyMetrics {
   );
   readonly shed = this.counter(
     "dolphin_shed_total",
-    "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting); worker_queue_full, worker_queue_timeout: the same for one worker's places",
+    "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting); worker_queue_full, worker_queue_timeout: the same for one worker's places; file_descriptors: a worker call the proxy had no descriptor for",
     ["reason"],
   );
   readonly workerFull = this.counter(

@@ -223,7 +223,8 @@ export class WorkerRegistry {
   upstreamFailed(w: WorkerState | undefined, stage: string, e: UpstreamError): void {
     if (!w || e.kind === "aborted" || e.clientMistake) return;
     this.metrics.upstreamErrors.inc({ kind: e.kind, stage, worker: w.spec.id });
-    if (!w.healthy) return;
+    // the proxy out of descriptors: not the worker's failure
+    if (!w.healthy || e.kind === "local") return;
     if (e.refused) {
       this.markDown(w, `${stage}: ${e.message}`, "refused");
       return;

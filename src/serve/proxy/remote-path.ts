@@ -26,6 +26,7 @@ import {
   type Agents,
 } from "./upstream.js";
 import type { ProxyMetrics } from "./metrics.js";
+import { outOfDescriptors } from "./admission.js";
 import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
 import type { EjectionCause, WorkerRegistry, WorkerState } from "./registry.js";
 import type { RequestContext } from "./request-context.js";
@@ -368,10 +369,11 @@ export class WorkerCalls {
     if (usage) noteUsage(ctx, usage);
   }
 
-  /** The client's answer to a decode call that failed: 504 on a timeout, else 502. */
-  private decodeFailed(w: WorkerState | undefined, id: string, e: unknown, what: string): DecodeFailure {
+  /** The client's answer to a failed decode call: 504 on a timeout, 503 if the proxy is out of descriptors, else 502. */
+  private decodeFailed(w: WorkerState | undefined, id: string, e: unknown, what: string): HttpError {
     const err = classify(e, `decode ${id}`);
     this.registry.upstreamFailed(w, "decode", err);
+    if (err.kind === "local") return outOfDescriptors(this.metrics, err);
     if (err.kind === "timeout")
       return new DecodeFailure(504, `decode worker ${id}: ${err.message}`, "upstream_timeout", false);
     return new DecodeFailure(502, `decode worker ${id} ${what}: ${err.message}`, "decode_failed", err.retryable);

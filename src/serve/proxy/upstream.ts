@@ -12,7 +12,11 @@ const SSE_SNIFF_LINE_BYTES = 1 << 20;
 
 // ---- failures ------------------------------------------------------------------------------------------------
 
-export type UpstreamFailure = "connect" | "timeout" | "reset" | "status" | "protocol" | "aborted";
+/**
+ * How a worker call failed. `local`: the proxy itself could not open the connection (out of file descriptors), which
+ * says nothing about the worker: never counted against it, answered 503 (retry later) rather than 502.
+ */
+export type UpstreamFailure = "connect" | "timeout" | "reset" | "status" | "protocol" | "aborted" | "local";
 
 /** A worker call that failed. `reset`, 5xx `status` and `protocol` count toward the worker's ejection (registry.ts). */
 export class UpstreamError extends Error {
@@ -78,6 +82,9 @@ export interface UpstreamCall {
   onRequest?: (req: http.ClientRequest) => void;
 }
 
+/** The proxy's own descriptors are exhausted (per process, per system): a socket could not even be made. */
+const OUT_OF_DESCRIPTORS = new Set(["EMFILE", "ENFILE"]);
+
 export const CONNECT_CODES = new Set([
   "ECONNREFUSED",
   "EHOSTUNREACH",
@@ -92,6 +99,8 @@ export function classify(e: unknown, where: string): UpstreamError {
   if (e instanceof UpstreamError) return e;
   const err = e as NodeJS.ErrnoException;
   if (err?.name === "AbortError" || err?.code === "ABORT_ERR") return new UpstreamError("aborted", `${where}: aborted`);
+  if (err?.code && OUT_OF_DESCRIPTORS.has(err.code))
+    return new UpstreamError("local", `${where}: the proxy is out of file descriptors (${err.code})`);
   if (err?.code && CONNECT_CODES.has(err.code)) {
     const failure = new UpstreamError("connect", `${where}: cannot connect (${err.code})`);
     failure.refused = err.code === "ECONNREFUSED";
