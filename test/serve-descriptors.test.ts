@@ -13,6 +13,16 @@ import { WorkerRegistry, type WorkerSubscriptions } from "../src/serve/proxy/reg
 import { classify } from "../src/serve/proxy/upstream.js";
 import { ruleTable } from "../src/table.js";
 
+/** Metrics of a proxy with nothing in flight. */
+const idleMetrics = (): ProxyMetrics =>
+  new ProxyMetrics(() => ({
+    inflight: 0,
+    queued: 0,
+    sessions: 0,
+    workers: [],
+    table: { kind: "always-local", checksum: "" },
+  }));
+
 const outOf = (code: string): Error =>
   Object.assign(new Error(`connect ${code} 127.0.0.1:8000 - Local (undefined:undefined)`), { code });
 
@@ -32,13 +42,7 @@ describe("dolphin serve: out of file descriptors on a worker call", () => {
   });
 
   it("answers 503 overloaded with Retry-After, counted as shed for file_descriptors", async () => {
-    const metrics = new ProxyMetrics(() => ({
-      inflight: 0,
-      queued: 0,
-      sessions: 0,
-      workers: [],
-      table: { kind: "always-local", checksum: "" },
-    }));
+    const metrics = idleMetrics();
     const answer = outOfDescriptors(metrics, classify(outOf("EMFILE"), "decode d0"));
     expect(answer.status).toBe(503);
     expect(answer.headers).toEqual({ "retry-after": "1" });
@@ -54,13 +58,7 @@ describe("dolphin serve: out of file descriptors on a worker call", () => {
       unsubscribe: () => undefined,
       close: () => {},
     };
-    const metrics = new ProxyMetrics(() => ({
-      inflight: 0,
-      queued: 0,
-      sessions: 0,
-      workers: [],
-      table: { kind: "always-local", checksum: "" },
-    }));
+    const metrics = idleMetrics();
     const registry = new WorkerRegistry(config, router, quiet, metrics, new Logger("silent", () => undefined));
     const w = registry.add({ id: "d0", url: "http://127.0.0.1:9", role: "decode" }, "config");
     for (let i = 0; i < 20; i++) registry.upstreamFailed(w, "decode", classify(outOf("EMFILE"), "decode d0"));

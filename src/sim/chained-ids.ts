@@ -17,7 +17,7 @@
 // The ids are the same partition of hashes as interning each hash (BlockIds) gives, for chained hashes; which
 // numbers they get does not change a simulation (caches find blocks by id and order them by use).
 
-import type { BlockHashes } from "./kv-cache.js";
+import { pairsOfIds, type BlockHashes } from "./kv-cache.js";
 
 export class ChainedBlockIds implements BlockHashes {
   /** id's hash at (2 id, 2 id + 1) */
@@ -73,14 +73,7 @@ export class ChainedBlockIds implements BlockHashes {
 
   /** The (lo, hi) pairs of some ids (for KV events). */
   pairs(ids: ArrayLike<number>, n = ids.length): Uint32Array {
-    const out = new Uint32Array(2 * n);
-    const hashes = this.hashes;
-    for (let i = 0; i < n; i++) {
-      const id = ids[i]!;
-      out[2 * i] = hashes[2 * id]!;
-      out[2 * i + 1] = hashes[2 * id + 1]!;
-    }
-    return out;
+    return pairsOfIds(this.hashes, ids, n);
   }
 
   private home(lo: number, hi: number, mask: number): number {

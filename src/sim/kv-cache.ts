@@ -34,6 +34,17 @@ export interface KvEventFilter {
 }
 
 /** Interns 64-bit block hashes, given as (lo, hi) pairs, to dense ids 0, 1, 2, … (open addressing). */
+/** The (lo, hi) pairs of the first `n` ids, from a table holding id's hash at (2 id, 2 id + 1). */
+export function pairsOfIds(hashes: Uint32Array, ids: ArrayLike<number>, n: number): Uint32Array {
+  const out = new Uint32Array(2 * n);
+  for (let i = 0; i < n; i++) {
+    const id = ids[i]!;
+    out[2 * i] = hashes[2 * id]!;
+    out[2 * i + 1] = hashes[2 * id + 1]!;
+  }
+  return out;
+}
+
 export class BlockIds implements BlockHashes {
   /** id's hash at (2 id, 2 id + 1): one cache line holds both halves a probe compares */
   private hashes = new Uint32Array(2 << 16);
@@ -84,14 +95,7 @@ export class BlockIds implements BlockHashes {
 
   /** The (lo, hi) pairs of some ids (for KV events). */
   pairs(ids: ArrayLike<number>, n = ids.length): Uint32Array {
-    const out = new Uint32Array(2 * n);
-    const hashes = this.hashes;
-    for (let i = 0; i < n; i++) {
-      const id = ids[i]!;
-      out[2 * i] = hashes[2 * id]!;
-      out[2 * i + 1] = hashes[2 * id + 1]!;
-    }
-    return out;
+    return pairsOfIds(this.hashes, ids, n);
   }
 
   private grow(size = this.slots.length * 2): void {
