@@ -87,16 +87,23 @@ function listRemove(list: usize, count: i32, worker: i32): i32 {
   return count - 1;
 }
 
-/** Inserts `worker` (not listed) into `list` (`count` entries, sorted) at its place; returns the new count. */
-function listInsert(list: usize, count: i32, worker: i32): i32 {
-  const floor = load<f64>(costFloor + (<usize>worker << 3));
-  let k = count;
+/**
+ * Writes (floor, worker) into the sorted first `sorted` entries of `list` at its place, moving the entries it comes
+ * before one place up (entry `sorted` is free or is the one being placed).
+ */
+function placeEntry(list: usize, sorted: i32, floor: f64, worker: i32): void {
+  let k = sorted;
   while (k > 0 && before(floor, worker, entryAt(list, k - 1))) {
     memory.copy(entryAt(list, k), entryAt(list, k - 1), LIST_ENTRY_BYTES);
     k--;
   }
   store<f64>(entryAt(list, k), floor);
   store<i32>(entryAt(list, k), worker, 8);
+}
+
+/** Inserts `worker` (not listed) into `list` (`count` entries, sorted) at its place; returns the new count. */
+function listInsert(list: usize, count: i32, worker: i32): i32 {
+  placeEntry(list, count, load<f64>(costFloor + (<usize>worker << 3)), worker);
   return count + 1;
 }
 
@@ -117,17 +124,7 @@ function sortList(list: usize, count: i32): void {
     const e = entryAt(list, k);
     store<f64>(e, load<f64>(costFloor + (<usize>load<i32>(e, 8) << 3)));
   }
-  for (let i = 1; i < count; i++) {
-    const floor = load<f64>(entryAt(list, i));
-    const worker = load<i32>(entryAt(list, i), 8);
-    let k = i;
-    while (k > 0 && before(floor, worker, entryAt(list, k - 1))) {
-      memory.copy(entryAt(list, k), entryAt(list, k - 1), LIST_ENTRY_BYTES);
-      k--;
-    }
-    store<f64>(entryAt(list, k), floor);
-    store<i32>(entryAt(list, k), worker, 8);
-  }
+  for (let i = 1; i < count; i++) placeEntry(list, i, load<f64>(entryAt(list, i)), load<i32>(entryAt(list, i), 8));
 }
 
 export function setLoad(worker: i32, activePrefillTokens: f64, activeDecodeTokens: f64): i32 {
