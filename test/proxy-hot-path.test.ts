@@ -245,9 +245,8 @@ describe("the proxy's stream relay", () => {
 describe("DecisionLog", () => {
   it("writes a record's ts from its time when it is read, and trims times with records", () => {
     const log = new DecisionLog(2);
-    const record = (id: string): DecisionRecord => ({ id, ts: "" }) as DecisionRecord;
     const t0 = Date.UTC(2026, 10, 30, 12, 0, 0, 5);
-    for (let i = 0; i < 5; i++) log.remember(record(`r${i}`), t0 + i);
+    for (let i = 0; i < 5; i++) log.newRecord(t0 + i).id = `r${i}`;
     const recent = log.recent(10);
     expect(recent.map((r) => r.id)).toEqual(["r3", "r4"]);
     expect(recent.map((r) => r.ts)).toEqual([new Date(t0 + 3).toISOString(), new Date(t0 + 4).toISOString()]);

@@ -58,19 +58,6 @@ export class DecisionLog {
     return r;
   }
 
-  /** Keeps `record`, made at `atMs`, as the newest; its `ts` ("" until then) is filled in when it is read. */
-  remember(record: DecisionRecord, atMs: number): void {
-    if (this.kept === 0) return;
-    if (this.ring.length < this.kept) {
-      this.ring.push(record);
-      this.times.push(atMs);
-      return;
-    }
-    this.ring[this.next] = record;
-    this.times[this.next] = atMs;
-    this.next = (this.next + 1) % this.kept;
-  }
-
   /** The last n records (at most `kept`), oldest first. */
   recent(n: number): DecisionRecord[] {
     const len = this.ring.length;
