@@ -47,6 +47,8 @@ export interface CoreBenchResult {
   route_us_by_workers: Record<"16" | "256" | "1024", number>;
   /** The core's match alone (Engine.match of the prompt's block hashes) in the same clusters: see routeByWorkers. */
   match_us_by_workers: Record<"16" | "256" | "1024", number>;
+  /** route at 1,024 workers over route at 16, the median of routeByWorkers' rounds (each round measures both). */
+  route_1024_over_16_workers: number;
   /** The core's index memory per cached block (all its tables), at 2^20 blocks: see indexBytesPerBlock. */
   index_bytes_per_block: number;
   wasm_bytes: number;
@@ -56,6 +58,8 @@ export interface CoreBenchResult {
 const PROMPT_TOKENS = 20_000;
 const WORKERS = 16;
 const DECIDE_BATCH = 1000;
+/** routeByWorkers' alternating rounds (each cluster gets timeMs / rounds of measuring a round) */
+const BY_WORKERS_ROUNDS = 9;
 
 /** A reproducible prompt of `n` token ids below Qwen's vocabulary size (the bindings' benchmark uses it too). */
 export function lcgTokens(n: number, seed: number): Uint32Array {
@@ -313,13 +317,15 @@ function buildNative(): { run(expectedLastHash?: string): number; remove(): void
  * Router.route (wasm) of the prompt against n workers, worker w holding the first (w+1)/(n+1) of its blocks, and
  * the core's match alone in the same router (its engine's match of the block hashes): how much of the growth with
  * n is matching and how much is the rest (worker choice scores the workers whose cost floor can still win).
+ * The three clusters are measured in alternating rounds (the order rotated each round), each figure the median of
+ * its rounds' medians and the 1,024 ÷ 16 ratio the median of the rounds' ratios: this machine has stretches of
+ * seconds where everything runs 1.3–1.8× slower, and one cluster measured wholly inside one would skew the ratio.
  */
 async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, pairs: Uint32Array, timeMs: number) {
-  const route: Record<string, number> = {};
-  const match: Record<string, number> = {};
+  const sizes = [16, 256, 1024] as const;
   const blocks = pairs.length >>> 1;
   let sink = 0;
-  for (const n of [16, 256, 1024]) {
+  const routers = sizes.map((n) => {
     const router = Router.create(kmeans(8), {
       ...routerOptions("wasm", module, n),
       capacityBlocks: blocks,
@@ -330,20 +336,37 @@ async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, p
       router.index.store(`w${w}`, pairs.subarray(0, 2 * held));
       router.setLoad(`w${w}`, { activePrefillTokens: (w * 997) % 4000, activeDecodeTokens: (w * 1999) % 30000 });
     }
-    const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs / 2) });
-    bench.add(`route:${n}`, () => {
-      sink += router.route({ tokens, oslHat: 300 }).blocks;
-    });
-    bench.add(`match:${n}`, () => {
-      sink += router.engine.match(pairs)[0]!;
-    });
-    await bench.run();
-    route[String(n)] = round(median(bench, `route:${n}`));
-    match[String(n)] = round(median(bench, `match:${n}`));
+    return router;
+  });
+  const rounds = BY_WORKERS_ROUNDS;
+  const route: number[][] = sizes.map(() => []);
+  const match: number[][] = sizes.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    for (let j = 0; j < sizes.length; j++) {
+      const at = (j + r) % sizes.length;
+      const router = routers[at]!;
+      // the first round warms each cluster up for as long as the other benchmarks do; later ones re-fill the caches
+      // the other clusters' rounds evicted
+      const bench = new Bench({ time: timeMs / rounds, warmupTime: r === 0 ? Math.min(200, timeMs / 2) : 20 });
+      bench.add("route", () => {
+        sink += router.route({ tokens, oslHat: 300 }).blocks;
+      });
+      bench.add("match", () => {
+        sink += router.engine.match(pairs)[0]!;
+      });
+      await bench.run();
+      route[at]!.push(median(bench, "route"));
+      match[at]!.push(median(bench, "match"));
+    }
   }
   if (sink === -1) console.log(sink);
   type ByWorkers = Record<"16" | "256" | "1024", number>;
-  return { route_us_by_workers: route as ByWorkers, match_us_by_workers: match as ByWorkers };
+  const bySize = (xs: number[][]) => Object.fromEntries(sizes.map((n, i) => [String(n), round(middle(xs[i]!))]));
+  return {
+    route_us_by_workers: bySize(route) as ByWorkers,
+    match_us_by_workers: bySize(match) as ByWorkers,
+    route_1024_over_16_workers: round(middle(route[2]!.map((us, r) => us / route[0]![r]!))),
+  };
 }
 
 /**
@@ -404,7 +427,7 @@ export function formatCoreBench(r: CoreBenchResult): string {
     `${"native chained xxh64, 20k tokens".padEnd(34)} ${r.native_hash_20k_tokens_us === undefined ? "(no cc or xxhash.h)" : `${r.native_hash_20k_tokens_us} µs (wasm/native ${r.hash_vs_native?.wasm}×, with the copies ${r.hash_vs_native?.wasm_with_copy}×)`}`,
     `${"route by workers (wasm)".padEnd(34)} ${Object.entries(r.route_us_by_workers)
       .map(([n, us]) => `${n}: ${us} µs`)
-      .join(", ")}`,
+      .join(", ")} (1,024 ÷ 16: ${r.route_1024_over_16_workers}×)`,
     `${"  of which match".padEnd(34)} ${Object.entries(r.match_us_by_workers)
       .map(([n, us]) => `${n}: ${us} µs`)
       .join(", ")}`,

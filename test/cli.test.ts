@@ -183,6 +183,9 @@ describe("dolphin", () => {
     for (const us of Object.values(j.route_us_by_workers)) expect(us).toBeGreaterThan(0);
     expect(Object.keys(j.match_us_by_workers).sort()).toEqual(["1024", "16", "256"]);
     for (const us of Object.values(j.match_us_by_workers)) expect(us).toBeGreaterThan(0);
+    // the median of per-round ratios: a ratio of two timings, so positive and finite
+    expect(j.route_1024_over_16_workers).toBeGreaterThan(0);
+    expect(Number.isFinite(j.route_1024_over_16_workers)).toBe(true);
     expect(j.index_bytes_per_block).toBeGreaterThan(0);
     // present only when cc and xxhash.h exist, and then a real figure (the bench checks it hashed the same prompt)
     if ("native_hash_20k_tokens_us" in j) expect(j.native_hash_20k_tokens_us).toBeGreaterThan(0);
