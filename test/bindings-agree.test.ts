@@ -1,7 +1,8 @@
-// Cross-language agreement beyond the vectors: seeded random tables (valid and corrupted), workers, index events,
-// loads, signals and requests, replayed through Node (the Router on the release core), Python
-// (bindings/python/tests/agree.py) and Go (bindings/go/internal/agree). Every hash, decision, match and error
-// message must be identical. A missing toolchain fails with how to install it (build/setup.mjs).
+// Cross-language agreement beyond the vectors: seeded random tables (valid and corrupted, some with output-length
+// classes and a model), workers, index events, loads, signals and requests (some by output-length class), replayed
+// through Node (the Router on the release core), Python (bindings/python/tests/agree.py) and Go
+// (bindings/go/internal/agree). Every hash, decision, match and error message must be identical. A missing toolchain
+// fails with how to install it (build/setup.mjs).
 
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
