@@ -16,7 +16,7 @@ import {
 } from "./prefix-index";
 import { checkInput, decision, hashes, input, inputBytes, matched, request, routeInit } from "./route";
 import { decodeTable, describeLoadedTable, stagedClusters, stagedFeatureCount, stagedKind, stagedOslAt, tableDecoderInit } from "./table/load";
-import { errorPathPtr, errorRecordPtr, infoRecordPtr, lastProblem } from "./table/report";
+import { errorPathPtr, errorRecordPtr, infoRecordPtr, lastProblem, oslClassRecordsPtr } from "./table/report";
 import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
 
 export { errorDetail } from "./errors";
@@ -231,3 +231,4 @@ export function loadTable(len: i32): i32 {
 export function tableErrorPtr(): usize { return errorRecordPtr(); }
 export function tableErrorPathPtr(): usize { return errorPathPtr(); }
 export function tableInfoPtr(): usize { return infoRecordPtr(); }
+export function tableOslClassesPtr(): usize { return oslClassRecordsPtr(); }

@@ -41,6 +41,7 @@ export function checkSpec(spec) {
     "decision_record",
     "table_error_record",
     "table_info_record",
+    "osl_class_record",
     "table_problems",
     "table_value_types",
   ]) {

@@ -10,7 +10,9 @@ import {
   ErrorCode,
   FEATURES,
   KINDS,
+  OSL_CLASS_SLOTS,
   OSL_FEATURES,
+  OslClassSlot,
   TABLE_ERROR_SLOTS,
   TABLE_INFO_SLOTS,
   TABLE_PROBLEMS,
@@ -30,6 +32,7 @@ export interface TableCoreExports {
   tableErrorPtr(): number;
   tableErrorPathPtr(): number;
   tableInfoPtr(): number;
+  tableOslClassesPtr(): number;
 }
 
 /** What the core reports about a table it made active (the table info record, strings sliced from the bytes). */
@@ -42,6 +45,9 @@ export interface CoreTableInfo {
   remoteBits: number;
   cells: number;
   oslClasses: number;
+  /** The output-length classes' names and representative lengths (the class records), empty when none. */
+  oslClassNames: string[];
+  oslClassRepresentative: number[];
   oslModelFeatures: number;
   stagedLength: number;
   oslAt: number;
@@ -168,6 +174,15 @@ export function readTableInfo(x: TableCoreExports, bytes: Uint8Array): CoreTable
     if (slot(name) >= 0) features.push(FEATURES[slot(name)]!);
   }
   const notes = str("notesAt", "notesLength");
+  const classes = new Float64Array(x.memory.buffer, x.tableOslClassesPtr(), slot("oslClasses") * OSL_CLASS_SLOTS);
+  const classSlot = (i: number, name: keyof typeof OslClassSlot): number =>
+    classes[i * OSL_CLASS_SLOTS + OslClassSlot[name]]!;
+  const oslClassNames: string[] = [];
+  const oslClassRepresentative: number[] = [];
+  for (let i = 0; i < slot("oslClasses"); i++) {
+    oslClassNames.push(stringAt(bytes, classSlot(i, "nameAt"), classSlot(i, "nameLength")));
+    oslClassRepresentative.push(classSlot(i, "representative"));
+  }
   const hex = (v: number) => v.toString(16).padStart(8, "0");
   return {
     kind: KINDS.find((k) => k.code === kindCode)?.name ?? "?",
@@ -178,6 +193,8 @@ export function readTableInfo(x: TableCoreExports, bytes: Uint8Array): CoreTable
     remoteBits: slot("remoteBits"),
     cells: slot("cells"),
     oslClasses: slot("oslClasses"),
+    oslClassNames,
+    oslClassRepresentative,
     oslModelFeatures: slot("oslModelFeatures"),
     stagedLength: slot("stagedLength"),
     oslAt: slot("oslAt"),

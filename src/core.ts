@@ -53,6 +53,7 @@ interface RawExports {
   tableErrorPtr(): number;
   tableErrorPathPtr(): number;
   tableInfoPtr(): number;
+  tableOslClassesPtr(): number;
   decideFeatures(isl: number, effP: number, effD: number, oslHat: number, turn: number, ctx: number): number;
 }
 

@@ -1,7 +1,8 @@
-// Cross-language agreement beyond the vectors: seeded random tables (valid and corrupted), workers, index events,
-// loads, signals and requests, replayed through Node (the Router on the release core), Python
-// (bindings/python/tests/agree.py) and Go (bindings/go/internal/agree). Every hash, decision, match and error
-// message must be identical. A missing toolchain fails with how to install it (build/setup.mjs).
+// Cross-language agreement beyond the vectors: seeded random tables (valid and corrupted, some with output-length
+// classes and a model), workers, index events, loads, signals and requests (some by output-length class), replayed
+// through Node (the Router on the release core), Python (bindings/python/tests/agree.py) and Go
+// (bindings/go/internal/agree). Every hash, decision, match and error message must be identical. A missing toolchain
+// fails with how to install it (build/setup.mjs).
 
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -36,8 +37,34 @@ const int = (r: Rand, lo: number, hi: number): number => lo + Math.floor(r() * (
 const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 
 const FEATURES = ["isl", "eff_P", "eff_D", "osl_hat"] as const;
+const CLASS_NAMES = ["short", "medium", "long", "très long", "🐬"] as const;
+const OSL_MODEL_FEATURES = ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens"] as const;
 
-function randomTable(r: Rand): Uint8Array {
+/** Output-length classes (and sometimes a model over them), drawn from `rc`, the classes' own stream. */
+function randomOslFields(rc: Rand): Partial<Table> {
+  const c = int(rc, 1, 4);
+  const names = CLASS_NAMES.slice(int(rc, 0, CLASS_NAMES.length - c)).slice(0, c);
+  const osl_classes = {
+    names,
+    thresholds: names.slice(1).map((_, i) => 100 * (i + 1)),
+    representative: names.map(() => (rc() < 0.5 ? int(rc, 0, 4000) : rc() * 4000)),
+  };
+  if (rc() < 0.7) return { osl_classes };
+  const f = int(rc, 1, OSL_MODEL_FEATURES.length);
+  const row = () => Array.from({ length: f }, () => rc() * 2 - 1);
+  const osl_model = {
+    kind: "logistic" as const,
+    features: OSL_MODEL_FEATURES.slice(0, f),
+    mean: Array.from({ length: f }, () => rc() * 4),
+    std: Array.from({ length: f }, () => 0.5 + rc()),
+    weights: names.map(row),
+    bias: names.map(() => rc() - 0.5),
+  };
+  return { osl_classes, osl_model };
+}
+
+// `rc` draws everything about output-length classes, so the other draws (from `r`) are the same with or without them
+function randomTable(r: Rand, rc: Rand): Uint8Array {
   const kind = pick(r, [
     "kmeans",
     "kmeans",
@@ -85,6 +112,7 @@ function randomTable(r: Rand): Uint8Array {
     }[kind];
     t = ruleTable(kind, params, { provenance: PROVENANCE });
   }
+  if (rc() < 0.6) t = { ...t, ...randomOslFields(rc) };
   const bytes = encodeTable(t);
   // one table in five is corrupted: a random byte changed, so the three hosts must give the same table error
   if (r() < 0.2) bytes[int(r, 0, bytes.length - 1)] = int(r, 0, 255);
@@ -100,7 +128,7 @@ const TEXT_UNITS = [
   "x",
 ];
 
-function randomScenario(r: Rand): Record<string, unknown> {
+function randomScenario(r: Rand, rc: Rand): Record<string, unknown> {
   const roles = ["decode", "prefill", "both"] as const;
   const workers = Array.from({ length: int(r, 1, 5) }, (_, i) => ({
     id: `w${i}`,
@@ -150,12 +178,17 @@ function randomScenario(r: Rand): Record<string, unknown> {
         prompt_tokens: r() < 0.3 ? int(r, 0, 3000) : 0,
       };
       if (r() < 0.9) step["osl_hat"] = r() < 0.05 ? -2 : int(r, 0, 2000);
+      if (rc() < 0.4) {
+        // a class by name or index (some not in the table); mostly without osl_hat, which would win
+        step["osl_class"] = rc() < 0.5 ? pick(rc, CLASS_NAMES) : int(rc, -1, 4);
+        if (rc() < 0.7) delete step["osl_hat"];
+      }
       if (r() < 0.25) step["pin"] = r() < 0.1 ? "nobody" : pick(r, workers).id;
       steps.push(step);
     }
   }
   return {
-    table: Buffer.from(randomTable(r)).toString("base64"),
+    table: Buffer.from(randomTable(r, rc)).toString("base64"),
     workers,
     block_size: pick(r, [1, 4, 16, 16, 32]),
     model: pick(r, ["", "", "llama-3-8b", "Qwen/Qwen2.5 ✓"]),
@@ -247,6 +280,7 @@ function runNode(s: Record<string, unknown>): unknown {
                 contextTokens: st["context_tokens"],
                 promptTokens: st["prompt_tokens"],
                 ...(st["osl_hat"] !== undefined ? { oslHat: st["osl_hat"] } : {}),
+                ...(st["osl_class"] !== undefined ? { oslClass: st["osl_class"] } : {}),
                 ...(st["pin"] !== undefined ? { decodeWorker: st["pin"] } : {}),
               }),
             ),
@@ -294,7 +328,8 @@ function runHost(
 
 describe("bindings agree with Node on seeded random scenarios", () => {
   const r = mulberry32(SEED);
-  const scenarios = Array.from({ length: SCENARIOS }, () => randomScenario(r));
+  const rc = mulberry32(SEED + 1);
+  const scenarios = Array.from({ length: SCENARIOS }, () => randomScenario(r, rc));
   const file = join(mkdtempSync(join(tmpdir(), "dolphin-agree-")), "scenarios.json");
   writeFileSync(file, JSON.stringify(scenarios));
   const node = JSON.parse(JSON.stringify(scenarios.map(runNode)));
@@ -304,6 +339,19 @@ describe("bindings agree with Node on seeded random scenarios", () => {
     expect(flat.filter((x) => x && typeof x === "object" && "path" in x).length).toBeGreaterThan(100);
     expect(flat.filter((x) => x && typeof x === "object" && "error" in x).length).toBeGreaterThan(5);
     expect((node as object[]).filter((s) => "load_error" in s).length).toBeGreaterThan(2);
+  });
+
+  it("the scenarios route by output-length class and meet both class errors", () => {
+    const byClass = scenarios.flatMap((s, i) => {
+      const steps = (s["steps"] as Record<string, unknown>[]).map((st, j) => [st, node[i].steps?.[j]] as const);
+      return steps.filter(([st]) => st["osl_class"] !== undefined && st["osl_hat"] === undefined).map(([, d]) => d);
+    });
+    const errors = byClass.map((d) => (d && typeof d === "object" && "error" in d ? String(d.error) : ""));
+    expect(byClass.filter((d) => d && typeof d === "object" && "path" in d).length).toBeGreaterThan(10);
+    expect(errors.filter((e) => e.startsWith("route: unknown oslClass ")).length).toBeGreaterThan(3);
+    expect(errors.filter((e) => e === "route: oslClass given but the table has no osl_classes").length).toBeGreaterThan(
+      3,
+    );
   });
 
   for (const [name, cmd] of [

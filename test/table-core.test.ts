@@ -14,7 +14,7 @@ import { instantiateCore } from "../src/core.js";
 import { loadTableInCore, type CoreTableInfo, type TableCoreExports } from "../src/core-table.js";
 import { ErrorCode } from "../src/generated/abi.js";
 import { stageTable } from "../src/staging.js";
-import { TableError, decodeTable, encodeTable, tableChecksum, type Table } from "../src/table.js";
+import { TableError, decodeTable, encodeTable, ruleTable, tableChecksum, type Table } from "../src/table.js";
 import { coreModule } from "./helpers.js";
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "spec", "vectors", "tables");
@@ -40,8 +40,22 @@ function newCore(flavour: "debug" | "release"): CoreExports {
   return x;
 }
 
+/** A table's output-length classes: names and representative lengths (empty when it has none). */
+interface OslClasses {
+  names: string[];
+  representative: number[];
+}
 type Outcome =
-  | { ok: true; kind: number; k: number; dims: number; oslAt: number; staged: Float64Array; info?: CoreTableInfo }
+  | {
+      ok: true;
+      kind: number;
+      k: number;
+      dims: number;
+      oslAt: number;
+      staged: Float64Array;
+      classes: OslClasses;
+      info?: CoreTableInfo;
+    }
   | { ok: false; field: string; message: string };
 
 /** The oracle: src/table.ts decodes, src/staging.ts stages. */
@@ -65,7 +79,12 @@ function viaTypeScript(bytes: Uint8Array): Outcome {
   const s = stageTable(table);
   // the core's k for PPD is its cell count, as setTable makes it
   const k = s.kind === 10 ? 3 * 9 * (table.params!["qps_levels"] as number[]).length : s.k;
-  return { ok: true, kind: s.kind, k, dims: s.dims, oslAt: s.oslAt, staged: s.staged };
+  // −0 reads as 0, as the core stages numbers (numberValue)
+  const classes = {
+    names: table.osl_classes?.names ?? [],
+    representative: (table.osl_classes?.representative ?? []).map((v) => (v === 0 ? 0 : v)),
+  };
+  return { ok: true, kind: s.kind, k, dims: s.dims, oslAt: s.oslAt, staged: s.staged, classes };
 }
 
 /** The core decodes and stages; the outcome is read back from its exports and memory. */
@@ -81,7 +100,17 @@ function viaCore(x: CoreExports, bytes: Uint8Array): Outcome {
   }
   expect(x.memory.buffer.byteLength).toBe(before);
   const staged = new Float64Array(x.memory.buffer, x.stagingPtr(), info.stagedLength).slice();
-  return { ok: true, kind: x.tableKind(), k: x.tableK(), dims: x.tableDims(), oslAt: info.oslAt, staged, info };
+  const classes = { names: info.oslClassNames, representative: info.oslClassRepresentative };
+  return {
+    ok: true,
+    kind: x.tableKind(),
+    k: x.tableK(),
+    dims: x.tableDims(),
+    oslAt: info.oslAt,
+    staged,
+    classes,
+    info,
+  };
 }
 
 /** Bit-for-bit equality of two staged arrays (−0 ≠ 0, NaN payloads compared). */
@@ -101,11 +130,12 @@ function expectSameOutcome(x: CoreExports, bytes: Uint8Array): Outcome {
     );
     return got;
   }
-  expect({ kind: got.kind, k: got.k, dims: got.dims, oslAt: got.oslAt }).toEqual({
+  expect({ kind: got.kind, k: got.k, dims: got.dims, oslAt: got.oslAt, classes: got.classes }).toEqual({
     kind: want.kind,
     k: want.k,
     dims: want.dims,
     oslAt: want.oslAt,
+    classes: want.classes,
   });
   if (!sameBits(got.staged, want.staged)) expect(Array.from(got.staged)).toEqual(Array.from(want.staged));
   expect(sameBits(got.staged, want.staged)).toBe(true);
@@ -640,6 +670,17 @@ for (const flavour of ["debug", "release"] as const) {
         }
         expect(show(got), name).toEqual(show(want));
       }
+    });
+
+    it("reports every output-length class, up to max_osl_classes, with its name and representative length", () => {
+      const names = Array.from({ length: 16 }, (_, i) => (i % 2 ? `class ${i}` : `クラス🐬${i}`));
+      const representative = names.map((_, i) => 10 * i + 0.5);
+      const thresholds = names.slice(1).map((_, i) => 100 * (i + 1));
+      const table = encodeTable({ ...ruleTable("trtllm"), osl_classes: { names, thresholds, representative } });
+      const got = expectSameOutcome(x, table);
+      expect(got.ok && got.classes).toEqual({ names, representative });
+      const none = expectSameOutcome(x, encodeTable(ruleTable("trtllm")));
+      expect(none.ok && none.classes).toEqual({ names: [], representative: [] });
     });
 
     it("names what it cannot hold: more than max_table_nodes values, and paths beyond error_text_bytes", () => {

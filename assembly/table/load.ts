@@ -4,17 +4,20 @@
 // field and the problem; the active table is never touched here (index.ts makes the staged table active).
 
 import {
-  OK, P_CHECKSUM_MISMATCH, P_EMPTY, TE_HASH_HI, TE_HASH_LO, TI_CELLS, TI_CHECKSUM_HI, TI_CHECKSUM_LO, TI_CREATED_AT,
-  TI_CREATED_LENGTH, TI_DIMS, TI_FEATURE0, TI_K, TI_KIND, TI_NOTES_AT, TI_NOTES_LENGTH, TI_OSL_AT, TI_OSL_CLASSES,
-  TI_OSL_MODEL_FEATURES, TI_REMOTE_BITS, TI_SEED, TI_SLO_TPOT_MS, TI_SLO_TTFT_MS, TI_SPLIT_AT, TI_SPLIT_LENGTH,
-  TI_STAGED_LENGTH, TI_TOOL_AT, TI_TOOL_LENGTH, TI_WORKLOAD_AT, TI_WORKLOAD_LENGTH, KIND_PPD,
+  LIMIT_MAX_OSL_CLASSES, OC_NAME_AT, OC_NAME_LENGTH, OC_REPRESENTATIVE, OK, P_CHECKSUM_MISMATCH, P_EMPTY, TE_HASH_HI,
+  TE_HASH_LO, TI_CELLS, TI_CHECKSUM_HI, TI_CHECKSUM_LO, TI_CREATED_AT, TI_CREATED_LENGTH, TI_DIMS, TI_FEATURE0, TI_K,
+  TI_KIND, TI_NOTES_AT, TI_NOTES_LENGTH, TI_OSL_AT, TI_OSL_CLASSES, TI_OSL_MODEL_FEATURES, TI_REMOTE_BITS, TI_SEED,
+  TI_SLO_TPOT_MS, TI_SLO_TTFT_MS, TI_SPLIT_AT, TI_SPLIT_LENGTH, TI_STAGED_LENGTH, TI_TOOL_AT, TI_TOOL_LENGTH,
+  TI_WORKLOAD_AT, TI_WORKLOAD_LENGTH, KIND_PPD,
 } from "../generated/abi";
 import { CANONICAL_BYTES, canonicalInit, tableChecksum } from "./canonical";
-import { checksumValue, isString } from "./fields";
+import { checksumValue, isString, numberValue } from "./fields";
 import { KEYS_BYTES, indexKeys, keysInit, mapGet } from "./keys";
 import { TAPE_BYTES, T_MAP, nodeCount, nodeEnd, nodeNum, nodePos, nodeType, readTape, tapeInit, tapeSize } from "./msgpack";
 import { checkPlain } from "./plain";
-import { REPORT_BYTES, clearInfo, note, pathBytes, pathName, reject, reportInit, reportReset, setInfo } from "./report";
+import {
+  REPORT_BYTES, clearInfo, note, pathBytes, pathName, reject, reportInit, reportReset, setInfo, setOslClass,
+} from "./report";
 import { oslAt, stageTable, stagedDims, stagedK, stagedLength } from "./stage";
 import {
   bits, checksum, clusters, dims, featureIndex, features, kind, oslClasses, oslModel, params, provenance, slo, split,
@@ -77,7 +80,25 @@ function countOnes(node: i32): i32 {
   return n;
 }
 
-/** Fills the info record from the table just decoded (call once it is active). */
+/**
+ * Fills the output-length class records: each class's name (where its UTF-8 text lies in the table bytes, as the
+ * info record gives provenance strings) and representative length, so a host can route by class name without
+ * decoding the table. Validated: 1–16 classes, names are strings, one representative per name.
+ */
+function describeOslClasses(): void {
+  if (oslClasses < 0) return;
+  const names = mapGet(oslClasses, "names");
+  let name = names + 1;
+  let representative = mapGet(oslClasses, "representative") + 1;
+  const n = min(nodeCount(names), LIMIT_MAX_OSL_CLASSES);
+  for (let i = 0; i < n; i++, name = nodeEnd(name), representative = nodeEnd(representative)) {
+    setOslClass(i, OC_NAME_AT, nodePos(name));
+    setOslClass(i, OC_NAME_LENGTH, nodeCount(name));
+    setOslClass(i, OC_REPRESENTATIVE, numberValue(representative));
+  }
+}
+
+/** Fills the info record and the class records from the table just decoded (call once it is active). */
 export function describeLoadedTable(): void {
   clearInfo();
   setInfo(TI_KIND, kind);
@@ -122,4 +143,5 @@ export function describeLoadedTable(): void {
   setString(TI_CREATED_AT, TI_CREATED_LENGTH, mapGet(provenance, "created"));
   setString(TI_WORKLOAD_AT, TI_WORKLOAD_LENGTH, mapGet(provenance, "workload"));
   setString(TI_NOTES_AT, TI_NOTES_LENGTH, mapGet(provenance, "notes"));
+  describeOslClasses();
 }

@@ -1,15 +1,17 @@
 // What the table decoder tells the host: the error record it fills when it rejects a table (a problem code from
 // spec/abi.json table_problems, the failing field path as UTF-8 text, and the values the message needs), and the
-// info record it fills when a table becomes active. Hosts turn the error record into the same text src/table.ts
-// TableError gives ("table: <field>: <problem>") with the generated TABLE_PROBLEMS templates.
+// info record and the output-length class records it fills when a table becomes active. Hosts turn the error record
+// into the same text src/table.ts TableError gives ("table: <field>: <problem>") with the generated TABLE_PROBLEMS
+// templates.
 //
 // The path is built while the validator descends (key by key, index by index) in one preallocated buffer: marks
 // and restores instead of strings, since the core must not allocate after init.
 
 import {
-  E_BAD_TABLE, LIMIT_ERROR_TEXT_BYTES, TABLE_ERROR_SLOTS, TABLE_INFO_SLOTS, TE_LENGTH, TE_PATH_LENGTH, TE_PATH_TRUNCATED,
-  TE_PROBLEM, TE_VALUE_AT, TE_VALUE_LENGTH, TE_VALUE_NUMBER, TE_VALUE_TYPE, TV_ARRAY, TV_BIN, TV_BOOLEAN, TV_INTEGER64,
-  TV_MAP, TV_MAP_OBJECT, TV_MISSING, TV_NIL, TV_NUMBER, TV_OBJECT, TV_STRING, TV_UNDEFINED,
+  E_BAD_TABLE, LIMIT_ERROR_TEXT_BYTES, LIMIT_MAX_OSL_CLASSES, OSL_CLASS_SLOTS, TABLE_ERROR_SLOTS, TABLE_INFO_SLOTS,
+  TE_LENGTH, TE_PATH_LENGTH, TE_PATH_TRUNCATED, TE_PROBLEM, TE_VALUE_AT, TE_VALUE_LENGTH, TE_VALUE_NUMBER,
+  TE_VALUE_TYPE, TV_ARRAY, TV_BIN, TV_BOOLEAN, TV_INTEGER64, TV_MAP, TV_MAP_OBJECT, TV_MISSING, TV_NIL, TV_NUMBER,
+  TV_OBJECT, TV_STRING, TV_UNDEFINED,
 } from "../generated/abi";
 import {
   T_ARRAY, T_BIG, T_BIN, T_BOOL, T_EXT, T_MAP, T_NIL, T_NUM, T_STR, nodeCount, nodeFormat, nodeNum, nodePos, nodeType,
@@ -18,24 +20,29 @@ import {
 
 let record: usize = 0; // f64[TABLE_ERROR_SLOTS]
 let info: usize = 0; // f64[TABLE_INFO_SLOTS]
+let oslClassRecords: usize = 0; // f64[LIMIT_MAX_OSL_CLASSES × OSL_CLASS_SLOTS]: room for the most a table holds
 let pathBuf: usize = 0; // u8[LIMIT_ERROR_TEXT_BYTES]: the path being built
 let pathLen: i32 = 0;
 let pathCut = false;
 let specialPath: i32 = 0; // 0: the built path, 1: "(bytes)"
 
-export const REPORT_BYTES: usize = (<usize>(TABLE_ERROR_SLOTS + TABLE_INFO_SLOTS) << 3) + <usize>LIMIT_ERROR_TEXT_BYTES;
+const OSL_CLASS_RECORDS_F64: i32 = LIMIT_MAX_OSL_CLASSES * OSL_CLASS_SLOTS;
+export const REPORT_BYTES: usize =
+  (<usize>(TABLE_ERROR_SLOTS + TABLE_INFO_SLOTS + OSL_CLASS_RECORDS_F64) << 3) + <usize>LIMIT_ERROR_TEXT_BYTES;
 
 /** Places the records and the path buffer at `at` (8-byte aligned); returns the address after them. */
 export function reportInit(at: usize): usize {
   record = at;
   info = record + (<usize>TABLE_ERROR_SLOTS << 3);
-  pathBuf = info + (<usize>TABLE_INFO_SLOTS << 3);
+  oslClassRecords = info + (<usize>TABLE_INFO_SLOTS << 3);
+  pathBuf = oslClassRecords + (<usize>OSL_CLASS_RECORDS_F64 << 3);
   return pathBuf + <usize>LIMIT_ERROR_TEXT_BYTES;
 }
 
 export function errorRecordPtr(): usize { return record; }
 export function errorPathPtr(): usize { return pathBuf; }
 export function infoRecordPtr(): usize { return info; }
+export function oslClassRecordsPtr(): usize { return oslClassRecords; }
 
 /** Clears the error record and the path before a load; `length` is the table's byte count. */
 export function reportReset(length: i32): void {
@@ -61,6 +68,12 @@ export function setInfo(slot: i32, v: f64): void {
 
 export function clearInfo(): void {
   memory.fill(info, 0, <usize>TABLE_INFO_SLOTS << 3);
+  memory.fill(oslClassRecords, 0, <usize>OSL_CLASS_RECORDS_F64 << 3);
+}
+
+/** One slot of class `i`'s record; `i` < LIMIT_MAX_OSL_CLASSES (the validator's bound on osl_classes). */
+export function setOslClass(i: i32, slot: i32, v: f64): void {
+  store<f64>(oslClassRecords + (<usize>(i * OSL_CLASS_SLOTS + slot) << 3), v);
 }
 
 // ---- the path ----------------------------------------------------------------------------------------------

@@ -9,6 +9,9 @@ package dolphin
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -32,13 +35,17 @@ type Options struct {
 	IndexBlocks     int     // index pool shared by all workers; 0: max(1,048,576, sum of capacities)
 }
 
-// Request is one request to route: exactly one of Tokens, Text or BlockHashes.
+// Request is one request to route: exactly one of Tokens, Text or BlockHashes. Its predicted output length is OSLHat
+// when given, else the representative length of the output-length class OSLClassName or OSLClassIndex picks (in the
+// table's osl_classes: Table().OSLClassNames), else what the table's output-length model predicts (0 without one).
 type Request struct {
 	Tokens           []uint32
 	Text             string
 	BlockHashes      []uint64
 	PromptTokens     int      // isl in text and hash modes (0: derived from the input)
-	OSLHat           *float64 // predicted output tokens; nil: the table's output-length model (or 0 without one)
+	OSLHat           *float64 // predicted output tokens; nil: not given
+	OSLClassName     string   // the class by name; "": none
+	OSLClassIndex    *int     // the class by index (Int(i)); nil: none
 	Turn             int      // the turn in its session (1 = first); 0: 1, the Node default
 	DecodeWorker     string   // pin the decode worker (a session's); "": none
 	ContextTokens    *float64 // session context the prompt repeats (PPD); nil: unknown
@@ -49,6 +56,9 @@ type Request struct {
 
 // Float returns a pointer to v, for Request.OSLHat and Request.ContextTokens.
 func Float(v float64) *float64 { return &v }
+
+// Int returns a pointer to v, for Request.OSLClassIndex.
+func Int(v int) *int { return &v }
 
 // TextRequest is a Request for a text prompt (64-byte blocks).
 func TextRequest(text string) Request { return Request{Text: text, text: true} }
@@ -67,7 +77,7 @@ type Decision struct {
 	Features      Features
 	MatchedBlocks struct{ Decode, Prefill int }
 	Blocks        int
-	OSLClass      int // the output-length class the table's model predicted; -1 when OSLHat was given
+	OSLClass      int // the output-length class the table's model predicted; -1 when OSLHat or a class was given
 	Reuse         float64
 	Cost          struct{ Decode, Prefill float64 }
 }
@@ -351,6 +361,9 @@ func (r *Router) oslHat(req *Request) (float64, error) {
 		}
 		return *req.OSLHat, nil
 	}
+	if req.OSLClassName != "" || req.OSLClassIndex != nil {
+		return r.classLength(req)
+	}
 	if r.table.OSLModel {
 		return -1, nil
 	}
@@ -360,6 +373,27 @@ func (r *Router) oslHat(req *Request) (float64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// classLength is the representative length of the request's output-length class, with the Node host's messages
+// (src/router.ts oslHatOf; the class shown as JSON.stringify shows it).
+func (r *Router) classLength(req *Request) (float64, error) {
+	if req.OSLClassName != "" && req.OSLClassIndex != nil {
+		return 0, &RequestError{"route: give OSLClassName or OSLClassIndex, not both"}
+	}
+	names := r.table.OSLClassNames
+	if len(names) == 0 {
+		return 0, &RequestError{"route: oslClass given but the table has no osl_classes"}
+	}
+	i, shown := slices.Index(names, req.OSLClassName), jsQuote(req.OSLClassName, false)
+	if req.OSLClassIndex != nil {
+		i, shown = *req.OSLClassIndex, strconv.Itoa(*req.OSLClassIndex)
+	}
+	if i < 0 || i >= len(names) {
+		classes := strings.Join(names, ", ")
+		return 0, &RequestError{"route: unknown oslClass " + shown + " (table classes: " + classes + ")"}
+	}
+	return r.table.OSLClassRepresentative[i], nil
 }
 
 func (r *Router) run(req *Request, record bool) error {

@@ -6,6 +6,7 @@ package dolphin
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -110,6 +111,52 @@ func TestErrorsHaveTheNodeMessages(t *testing.T) {
 	}
 	if _, err := r.Route(Request{Tokens: seq(0, 10)}); err == nil || err.Error() != "route: this table uses osl_hat and has no output-length model: give oslHat or oslClass" {
 		t.Fatalf("osl: %v", err)
+	}
+}
+
+func TestRouteByOutputLengthClass(t *testing.T) {
+	r := newRouter(t, "kmeans.msgpack") // osl_classes short, medium, long: representative 64, 512, 2048; no model
+	info := r.Table()
+	if !slices.Equal(info.OSLClassNames, []string{"short", "medium", "long"}) ||
+		!slices.Equal(info.OSLClassRepresentative, []float64{64, 512, 2048}) {
+		t.Fatalf("classes %q %v", info.OSLClassNames, info.OSLClassRepresentative)
+	}
+	byName, err := r.Route(Request{Tokens: seq(0, 64), OSLClassName: "long"})
+	if err != nil || byName.Features.OSLHat != 2048 || byName.OSLClass != -1 {
+		t.Fatalf("by name: %+v %v", byName, err)
+	}
+	if d, err := r.Route(Request{Tokens: seq(0, 64), OSLClassIndex: Int(0)}); err != nil || d.Features.OSLHat != 64 {
+		t.Fatalf("by index: %+v %v", d, err)
+	}
+	if d, _ := r.Route(Request{Tokens: seq(0, 64), OSLClassIndex: Int(2)}); d != byName {
+		t.Fatalf("index 2 %+v, name long %+v", d, byName)
+	}
+	if d, _ := r.Route(Request{Tokens: seq(0, 64), OSLClassName: "long", OSLHat: Float(7)}); d.Features.OSLHat != 7 {
+		t.Fatalf("a given OSLHat wins: %+v", d)
+	}
+	if x, err := r.Explain(Request{Tokens: seq(0, 64), OSLClassName: "medium"}); err != nil || x.Decision.Features.OSLHat != 512 {
+		t.Fatalf("explain: %+v %v", x, err)
+	}
+	none := newRouter(t, "dynamo-isl.msgpack")
+	if none.Table().OSLClassNames != nil {
+		t.Fatalf("a table without classes: %q", none.Table().OSLClassNames)
+	}
+	route := func(r *Router, req Request) error { _, err := r.Route(req); return err }
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{route(r, Request{Tokens: seq(0, 1), OSLClassName: "huge"}), `route: unknown oslClass "huge" (table classes: short, medium, long)`},
+		{route(r, Request{Tokens: seq(0, 1), OSLClassName: `"q"`}), `route: unknown oslClass "\"q\"" (table classes: short, medium, long)`},
+		{route(r, Request{Tokens: seq(0, 1), OSLClassIndex: Int(3)}), "route: unknown oslClass 3 (table classes: short, medium, long)"},
+		{route(r, Request{Tokens: seq(0, 1), OSLClassIndex: Int(-1)}), "route: unknown oslClass -1 (table classes: short, medium, long)"},
+		{route(r, Request{Tokens: seq(0, 1), OSLClassName: "long", OSLClassIndex: Int(0)}), "route: give OSLClassName or OSLClassIndex, not both"},
+		{route(none, Request{Tokens: seq(0, 1), OSLClassName: "long"}), "route: oslClass given but the table has no osl_classes"},
+	}
+	for i, c := range cases {
+		if c.err == nil || c.err.Error() != c.want {
+			t.Errorf("#%d: got %v, want %s", i, c.err, c.want)
+		}
 	}
 }
 

@@ -1,8 +1,9 @@
 package dolphin
 
 // Table files, loaded by the core's own decoder (loadTable): this file only copies the bytes in and reads back the
-// table info record, or turns the table error record into the message the Node host gives ("table: <field>:
-// <problem>", from the generated table_problems templates). No msgpack decoding happens in Go.
+// table info record and the output-length class records, or turns the table error record into the message the Node
+// host gives ("table: <field>: <problem>", from the generated table_problems templates). No msgpack decoding happens
+// in Go.
 
 import (
 	"encoding/binary"
@@ -24,11 +25,15 @@ type TableInfo struct {
 	RemoteBits int
 	Cells      int
 	OSLClasses int
-	OSLModel   bool
-	Checksum   string // "xxh64:<16 hex digits>"
-	Split      string // "" when absent
-	Seed       float64
-	Provenance map[string]string
+	// OSLClassNames are the output-length classes' names (what Request.OSLClassName may name), nil when none;
+	// OSLClassRepresentative their representative lengths (the osl_hat a request of that class routes with).
+	OSLClassNames          []string
+	OSLClassRepresentative []float64
+	OSLModel               bool
+	Checksum               string // "xxh64:<16 hex digits>"
+	Split                  string // "" when absent
+	Seed                   float64
+	Provenance             map[string]string
 }
 
 func kindName(code int) string {
@@ -292,6 +297,12 @@ func (c *core) tableInfo(table []byte) TableInfo {
 			return "", false
 		}
 		return text(table, r[at], r[length]), true
+	}
+	classes := c.f64s(uint32(c.call("tableOslClassesPtr")), info.OSLClasses*oslClassSlots)
+	for i := 0; i < info.OSLClasses; i++ {
+		class := classes[i*oslClassSlots : (i+1)*oslClassSlots]
+		info.OSLClassNames = append(info.OSLClassNames, text(table, class[ocNameAt], class[ocNameLength]))
+		info.OSLClassRepresentative = append(info.OSLClassRepresentative, class[ocRepresentative])
 	}
 	info.Split, _ = str(tiSplitAt, tiSplitLength)
 	for key, slots := range map[string][2]int{"tool": {tiToolAt, tiToolLength}, "created": {tiCreatedAt, tiCreatedLength},

@@ -48,6 +48,11 @@ export function emitAssemblyScript(spec) {
     spec.table_info_record.forEach((s, i) => c(`TI_${upper(s.name)}`, i, "i32", s.doc));
     c("TABLE_INFO_SLOTS", spec.table_info_record.length);
   }
+  if (spec.osl_class_record) {
+    out.push("");
+    spec.osl_class_record.forEach((s, i) => c(`OC_${upper(s.name)}`, i, "i32", s.doc));
+    c("OSL_CLASS_SLOTS", spec.osl_class_record.length);
+  }
   return `${out.join("\n")}\n`;
 }
 

@@ -97,5 +97,14 @@ export function emitGo(spec) {
     spec.table_info_record.forEach((s, i) => out.push(`const ti${goName(s.name)} = ${i}`));
     out.push(`const tableInfoSlots = ${spec.table_info_record.length}`);
   }
+  if (spec.osl_class_record) {
+    out.push(
+      "",
+      "// Slots of one output-length class record (f64 each; class i at tableOslClassesPtr() + 8 × i × oslClassSlots)",
+      "// loadTable fills on success.",
+    );
+    spec.osl_class_record.forEach((s, i) => out.push(`const oc${goName(s.name)} = ${i}`));
+    out.push(`const oslClassSlots = ${spec.osl_class_record.length}`);
+  }
   return `${out.join("\n")}\n`;
 }

@@ -76,5 +76,14 @@ export function emitPython(spec) {
     spec.table_info_record.forEach((s, i) => out.push(`TI_${upper(s.name)}: Final = ${i}`));
     out.push(`TABLE_INFO_SLOTS: Final = ${spec.table_info_record.length}`);
   }
+  if (spec.osl_class_record) {
+    out.push(
+      "",
+      "# Slots of one output-length class record (f64 each; class i at tableOslClassesPtr() + 8 × i × OSL_CLASS_SLOTS)",
+      "# loadTable fills on success.",
+    );
+    spec.osl_class_record.forEach((s, i) => out.push(`OC_${upper(s.name)}: Final = ${i}`));
+    out.push(`OSL_CLASS_SLOTS: Final = ${spec.osl_class_record.length}`);
+  }
   return `${out.join("\n")}\n`;
 }

@@ -68,5 +68,12 @@ export function emitTypeScript(spec) {
     out.push(`export const TableInfoSlot = ${obj(spec.table_info_record.map((s, i) => [camel(s.name), i]))} as const;`);
     out.push(`export const TABLE_INFO_SLOTS = ${spec.table_info_record.length};`);
   }
+  if (spec.osl_class_record) {
+    out.push(
+      "/** Slots of one output-length class record (OSL_CLASS_SLOTS f64 values per class at tableOslClassesPtr()) `loadTable` fills on success. */",
+    );
+    out.push(`export const OslClassSlot = ${obj(spec.osl_class_record.map((s, i) => [camel(s.name), i]))} as const;`);
+    out.push(`export const OSL_CLASS_SLOTS = ${spec.osl_class_record.length};`);
+  }
   return `${out.join("\n")}\n`;
 }

@@ -6,6 +6,7 @@ choice and the policies all happen there too. A Router is safe to share between 
 """
 from __future__ import annotations
 
+import math
 import threading
 from array import array
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Uni
 from . import _abi
 from ._core import Core
 from .errors import RequestError, WorkerError, js_number
-from .tables import TableInfo, load_table
+from .tables import TableInfo, _js_json, load_table
 
 TokensInput = Union[Sequence[int], "array[int]", memoryview]
 """Token ids: a sequence of ints, or (fastest) an array('I') / any buffer of unsigned 32-bit ints (numpy uint32)."""
@@ -22,6 +23,8 @@ TextInput = Union[str, bytes, bytearray]
 HashesInput = Union[Sequence[Union[int, str]], "array[int]"]
 """Block hashes: ints (unsigned or signed 64-bit, as vLLM publishes them), 16-hex-digit strings, or array('Q')."""
 WorkerInput = Union["Worker", Tuple[str, str], Tuple[str, str, int], Mapping[str, object]]
+OslClassInput = Union[str, int]
+"""An output-length class: its name or its index in the table's osl_classes (TableInfo.osl_class_names)."""
 
 DEFAULT_CAPACITY = 31_250  # GIE's LRU size per pod, the TypeScript default
 DEFAULT_MAX_WORKERS = 1024
@@ -68,7 +71,7 @@ class Decision:
     features: Features
     matched_blocks: MatchedBlocks
     blocks: int
-    osl_class: Optional[int]  # the output-length class the table's model predicted (None when osl_hat was given)
+    osl_class: Optional[int]  # the class the output-length model predicted (None when osl_hat or osl_class given)
     reuse: float
     cost: PerWorker
 
@@ -99,6 +102,32 @@ def _worker(spec: WorkerInput) -> Worker:
 
 def _show(value: object) -> str:
     return js_number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+
+
+def _class_index(names: Tuple[str, ...], osl_class: object) -> Optional[int]:
+    """The class a name or an index picks, as Node's `representative[i]` does (an integral number in range), or None."""
+    if isinstance(osl_class, str):
+        return names.index(osl_class) if osl_class in names else None
+    if isinstance(osl_class, float) and osl_class.is_integer():
+        osl_class = int(osl_class)
+    if isinstance(osl_class, int) and not isinstance(osl_class, bool) and 0 <= osl_class < len(names):
+        return osl_class
+    return None
+
+
+def _js_stringify(value: object) -> str:
+    """JSON.stringify of a class name or index, as the Node host quotes it in messages."""
+    if isinstance(value, str):
+        return _js_json(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        try:
+            x = float(value)
+        except OverflowError:  # an int beyond any double: Node cannot be given one
+            return str(value)
+        return js_number(x) if math.isfinite(x) else "null"
+    return repr(value)
 
 
 def token_array(tokens: TokensInput, what: str = "route") -> "array[int] | memoryview":
@@ -301,22 +330,25 @@ class Router:
 
     def route(self, tokens: Optional[TokensInput] = None, text: Optional[TextInput] = None,
               block_hashes: Optional[HashesInput] = None, *, prompt_tokens: int = 0, osl_hat: Optional[float] = None,
-              turn: int = 1, decode_worker: Optional[str] = None, context_tokens: float = -1,
-              prev_output_tokens: float = 0, max_tokens: float = 0) -> Decision:
-        """Routes one request: give exactly one of tokens, text or block_hashes."""
+              osl_class: Optional[OslClassInput] = None, turn: int = 1, decode_worker: Optional[str] = None,
+              context_tokens: float = -1, prev_output_tokens: float = 0, max_tokens: float = 0) -> Decision:
+        """Routes one request: give exactly one of tokens, text or block_hashes.
+
+        The predicted output length is osl_hat when given, else the representative length of osl_class (a name or
+        an index in the table's osl_classes), else what the table's output-length model predicts."""
         with self._lock:
-            record = self._run_locked(tokens, text, block_hashes, prompt_tokens, osl_hat, turn, decode_worker,
-                                      context_tokens, prev_output_tokens, max_tokens, self._record)
+            record = self._run_locked(tokens, text, block_hashes, prompt_tokens, osl_hat, osl_class, turn,
+                                      decode_worker, context_tokens, prev_output_tokens, max_tokens, self._record)
         return self._decision(record)
 
     def explain(self, tokens: Optional[TokensInput] = None, text: Optional[TextInput] = None,
                 block_hashes: Optional[HashesInput] = None, *, prompt_tokens: int = 0, osl_hat: Optional[float] = None,
-                turn: int = 1, decode_worker: Optional[str] = None, context_tokens: float = -1,
-                prev_output_tokens: float = 0, max_tokens: float = 0) -> Explanation:
+                osl_class: Optional[OslClassInput] = None, turn: int = 1, decode_worker: Optional[str] = None,
+                context_tokens: float = -1, prev_output_tokens: float = 0, max_tokens: float = 0) -> Explanation:
         """Routes without recording and says why: the standardized features and every cluster's score."""
         with self._lock:
-            record = self._run_locked(tokens, text, block_hashes, prompt_tokens, osl_hat, turn, decode_worker,
-                                      context_tokens, prev_output_tokens, max_tokens, False)
+            record = self._run_locked(tokens, text, block_hashes, prompt_tokens, osl_hat, osl_class, turn,
+                                      decode_worker, context_tokens, prev_output_tokens, max_tokens, False)
             t = self._table
             learned = t.kind in _abi.LEARNED_KINDS
             scores = tuple(self._core.read_f64s(self._core.scores_ptr, t.clusters or 0)) if learned else ()
@@ -324,11 +356,21 @@ class Router:
         d = self._decision(record)
         return Explanation(d, t.kind, t.features if learned else (), standardized, scores, _why(t.kind, d, scores))
 
-    def _osl_hat(self, osl_hat: Optional[float]) -> float:
+    def _osl_hat(self, osl_hat: Optional[float], osl_class: Optional[OslClassInput]) -> float:
+        """osl_hat for the core, in Node's order (src/router.ts oslHatOf): given, from a class, or −1 (the model)."""
         if osl_hat is not None:
             if not osl_hat >= 0:
                 raise RequestError(f"route: oslHat must be a number ≥ 0, got {_show(osl_hat)}")
             return float(osl_hat)
+        if osl_class is not None:
+            names = self._table.osl_class_names
+            if not names:
+                raise RequestError("route: oslClass given but the table has no osl_classes")
+            i = _class_index(names, osl_class)
+            if i is None:
+                raise RequestError(
+                    f"route: unknown oslClass {_js_stringify(osl_class)} (table classes: {', '.join(names)})")
+            return self._table.osl_class_representative[i]
         if self._table.osl_model:
             return -1.0
         if "osl_hat" in self._table.features:
@@ -336,8 +378,9 @@ class Router:
         return 0.0
 
     def _run_locked(self, tokens: Optional[TokensInput], text: Optional[TextInput], block_hashes: Optional[HashesInput],
-                    prompt_tokens: int, osl_hat: Optional[float], turn: int, decode_worker: Optional[str],
-                    context_tokens: float, prev_output_tokens: float, max_tokens: float, record: bool) -> List[float]:
+                    prompt_tokens: int, osl_hat: Optional[float], osl_class: Optional[OslClassInput], turn: int,
+                    decode_worker: Optional[str], context_tokens: float, prev_output_tokens: float, max_tokens: float,
+                    record: bool) -> List[float]:
         core = self._core
         flags = _abi.FLAG_RECORD if record else 0
         if (tokens is not None) + (text is not None) + (block_hashes is not None) != 1:
@@ -351,8 +394,9 @@ class Router:
         elif tokens is not None:
             length = core.write_input(memoryview(token_array(tokens, "route")), "route") // 4
         pinned = -1 if decode_worker is None else self._index_of(decode_worker)
-        core.request[:] = [float(length), float(flags), float(prompt_tokens), self._osl_hat(osl_hat), float(turn),
-                           float(pinned), float(context_tokens), float(prev_output_tokens), float(max_tokens)]
+        osl = self._osl_hat(osl_hat, osl_class)
+        core.request[:] = [float(length), float(flags), float(prompt_tokens), osl, float(turn), float(pinned),
+                           float(context_tokens), float(prev_output_tokens), float(max_tokens)]
         core.route()
         return core.decision[:]
 

@@ -1,6 +1,7 @@
 """Table files, loaded by the core's own decoder (`loadTable`): this module only copies the bytes in and reads back
-the table info record, or turns the table error record into the message the Node host gives ("table: <field>:
-<problem>", from the generated table_problems templates). No msgpack decoding happens in Python.
+the table info record and the output-length class records, or turns the table error record into the message the
+Node host gives ("table: <field>: <problem>", from the generated table_problems templates). No msgpack decoding
+happens in Python.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class TableInfo:
     remote_bits: int
     cells: int
     osl_classes: int
+    osl_class_names: Tuple[str, ...]  # osl_classes.names (what route's osl_class may name), () when none
+    osl_class_representative: Tuple[float, ...]  # each class's representative length: its osl_hat
     osl_model: bool
     checksum: str  # "xxh64:<16 hex digits>"
     split: Optional[str]
@@ -172,6 +175,9 @@ def _table_info(core: Core, table: bytes) -> TableInfo:
     notes = text(_abi.TI_NOTES_AT, _abi.TI_NOTES_LENGTH)
     if notes is not None:
         provenance["notes"] = notes
+    n = int(r[_abi.TI_OSL_CLASSES])
+    classes = core.read_f64s(int(core.call("tableOslClassesPtr")), n * _abi.OSL_CLASS_SLOTS)
+    records = [classes[i * _abi.OSL_CLASS_SLOTS:(i + 1) * _abi.OSL_CLASS_SLOTS] for i in range(n)]
     return TableInfo(
         kind=kind,
         clusters=int(r[_abi.TI_K]) if learned else None,
@@ -179,7 +185,9 @@ def _table_info(core: Core, table: bytes) -> TableInfo:
         features=features,
         remote_bits=int(r[_abi.TI_REMOTE_BITS]),
         cells=int(r[_abi.TI_CELLS]),
-        osl_classes=int(r[_abi.TI_OSL_CLASSES]),
+        osl_classes=n,
+        osl_class_names=tuple(_text(table, c[_abi.OC_NAME_AT], c[_abi.OC_NAME_LENGTH]) for c in records),
+        osl_class_representative=tuple(c[_abi.OC_REPRESENTATIVE] for c in records),
         osl_model=r[_abi.TI_OSL_MODEL_FEATURES] > 0,
         checksum=f"xxh64:{int(r[_abi.TI_CHECKSUM_HI]):08x}{int(r[_abi.TI_CHECKSUM_LO]):08x}",
         split=text(_abi.TI_SPLIT_AT, _abi.TI_SPLIT_LENGTH),

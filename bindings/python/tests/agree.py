@@ -54,6 +54,8 @@ def run(s: Dict[str, Any]) -> Dict[str, Any]:
                                           "prompt_tokens": step["prompt_tokens"], "decode_worker": step.get("pin")}
                 if "osl_hat" in step:
                     kwargs["osl_hat"] = step["osl_hat"]
+                if "osl_class" in step:
+                    kwargs["osl_class"] = step["osl_class"]
                 if step["mode"] == "hashes":
                     kwargs["block_hashes"] = hashes_of(p)
                 elif "tokens" in p:

@@ -113,6 +113,31 @@ def test_core_errors_have_the_node_messages() -> None:
     assert issubclass(TableError, DolphinError) and issubclass(CoreError, DolphinError)
 
 
+def test_route_by_output_length_class() -> None:
+    r = router(KMEANS)  # osl_classes short, medium, long: representative 64, 512, 2048; no output-length model
+    assert r.table.osl_class_names == ("short", "medium", "long")
+    assert r.table.osl_class_representative == (64, 512, 2048)
+    prompt = list(range(64))
+    by_name = r.route(tokens=prompt, osl_class="long")
+    assert by_name.features.osl_hat == 2048 and by_name.osl_class is None
+    assert r.route(tokens=prompt, osl_class=0).features.osl_hat == 64
+    assert r.route(tokens=prompt, osl_class=2) == by_name
+    assert r.route(tokens=prompt, osl_class="long", osl_hat=7).features.osl_hat == 7  # a given osl_hat wins
+    assert r.explain(tokens=prompt, osl_class="medium").decision.features.osl_hat == 512
+    assert router().table.osl_class_names == ()
+
+
+def test_output_length_class_errors_have_the_node_messages() -> None:
+    r = router(KMEANS)
+    for bad, shown in (("huge", '"huge"'), (3, "3"), (-1, "-1"), ("", '""'), ('"q"', '"\\"q\\""')):
+        with pytest.raises(RequestError) as e:
+            r.route(tokens=[1], osl_class=bad)
+        assert str(e.value) == f"route: unknown oslClass {shown} (table classes: short, medium, long)"
+    with pytest.raises(RequestError) as e:
+        router().route(tokens=[1], osl_class="long")
+    assert str(e.value) == "route: oslClass given but the table has no osl_classes"
+
+
 def test_set_table_is_atomic() -> None:
     r = router()
     with pytest.raises(TableError, match=r"^table: bits\[2\]: expected 0 \(local\) or 1 \(remote\), got 2$"):

@@ -28,6 +28,7 @@ type step struct {
 	QPS           float64  `json:"qps"`
 	Mode          string   `json:"mode"`
 	OSLHat        *float64 `json:"osl_hat"`
+	OSLClass      any      `json:"osl_class"` // a class name (string) or index (number)
 	Turn          int      `json:"turn"`
 	ContextTokens float64  `json:"context_tokens"`
 	PromptTokens  int      `json:"prompt_tokens"`
@@ -138,6 +139,12 @@ func run(s scenario) map[string]any {
 				req.Tokens = []uint32{}
 			}
 			req.OSLHat, req.Turn, req.ContextTokens, req.PromptTokens, req.DecodeWorker = st.OSLHat, st.Turn, dolphin.Float(st.ContextTokens), st.PromptTokens, st.Pin
+			switch class := st.OSLClass.(type) {
+			case string:
+				req.OSLClassName = class
+			case float64: // the scenarios' indices are integers
+				req.OSLClassIndex = dolphin.Int(int(class))
+			}
 			var d dolphin.Decision
 			if d, err = r.Route(req); err == nil {
 				result = decisionJSON(d)
