@@ -7,7 +7,7 @@ import { applyEventBatch, decodeEventBatch, encodeEventBatch, KvEventError } fro
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { parseSplit, simulate } from "../src/sim/simulator.js";
-import { generate } from "../src/sim/workload.js";
+import { generate } from "../src/sim/generators.js";
 import { ruleTable } from "../src/table.js";
 import { coreModule, routerOn } from "./helpers.js";
 

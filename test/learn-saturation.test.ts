@@ -11,7 +11,7 @@ import {
 import { PRESETS } from "../src/sim/perf.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { parseSplit } from "../src/sim/simulator.js";
-import { generate } from "../src/sim/workload.js";
+import { generate } from "../src/sim/generators.js";
 import { coreModule } from "./helpers.js";
 
 /** Runs the search against an attainment curve, in turn: the scale and the probes it used. */

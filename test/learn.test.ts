@@ -23,7 +23,7 @@ import {
 import { PRESETS } from "../src/sim/perf.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { parseSplit } from "../src/sim/simulator.js";
-import { generate } from "../src/sim/workload.js";
+import { generate } from "../src/sim/generators.js";
 import { decodeTable, encodeTable, validateTable, type Table } from "../src/table.js";
 import { coreModule, kmeansTable, routerOn } from "./helpers.js";
 

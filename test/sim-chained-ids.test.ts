@@ -6,7 +6,7 @@ import { resampleTrace } from "../bench/sim.js";
 import { ChainedBlockIds } from "../src/sim/chained-ids.js";
 import { BlockIds } from "../src/sim/kv-cache.js";
 import type { Workload } from "../src/sim/types.js";
-import { generate } from "../src/sim/workload.js";
+import { generate } from "../src/sim/generators.js";
 import { readMooncake } from "../src/sim/workload-files.js";
 
 const TRACE = fileURLToPath(new URL("../data/traces/mooncake_conversation_dev.jsonl", import.meta.url));

@@ -4,7 +4,8 @@ import { SLO_PRESETS, summarize, type RequestRecord } from "../src/sim/metrics.j
 import { LINKS, PRESETS } from "../src/sim/perf.js";
 import { parseSplit, simulate, type SimConfig, type SimResult } from "../src/sim/simulator.js";
 import type { SimRequest, Workload } from "../src/sim/types.js";
-import { generate, withLoad } from "../src/sim/workload.js";
+import { generate } from "../src/sim/generators.js";
+import { withLoad } from "../src/sim/workload.js";
 import { out as xx, xxh64Pair } from "../src/xxh64.js";
 import { ruleTable } from "../src/table.js";
 import { coreModule } from "./helpers.js";

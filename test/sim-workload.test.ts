@@ -6,15 +6,9 @@ import { basename, extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SimRequest, Workload } from "../src/sim/types.js";
-import {
-  GENERATORS,
-  WorkloadError,
-  generate,
-  parseLoad,
-  parseWorkload,
-  withLoad,
-  workloadName,
-} from "../src/sim/workload.js";
+import { generate } from "../src/sim/generators.js";
+import { parseWorkload } from "../src/sim/traces.js";
+import { GENERATORS, WorkloadError, parseLoad, withLoad, workloadName } from "../src/sim/workload.js";
 import { loadWorkload, readAzure, readLengths, readMooncake } from "../src/sim/workload-files.js";
 
 const data = (p: string) => fileURLToPath(new URL(`../data/${p}`, import.meta.url));

@@ -1,20 +1,11 @@
 // Workload files (Node): reads a trace or lengths file and hands its text to the browser-safe parsers in
-// workload.ts; loadWorkload takes a generator name or a file path, as the command line does.
+// traces.ts; loadWorkload takes a generator name or a file path, as the command line does.
 
 import { readFileSync, statSync } from "node:fs";
 import type { Workload } from "./types.js";
-import {
-  GENERATORS,
-  WorkloadError,
-  generate,
-  isGenerator,
-  parseAzure,
-  parseLengths,
-  parseMooncake,
-  parseWorkload,
-  type WorkloadFormat,
-  type WorkloadOptions,
-} from "./workload.js";
+import { generate } from "./generators.js";
+import { parseAzure, parseLengths, parseMooncake, parseWorkload } from "./traces.js";
+import { GENERATORS, WorkloadError, isGenerator, type WorkloadFormat, type WorkloadOptions } from "./workload.js";
 
 // Error messages, in one place (the parsers' own are in workload.ts).
 const msg = {

@@ -22,14 +22,9 @@ import { ruleTableFor } from "../../../src/sim/rule-table.js";
 import { atScale, scaleForLoad } from "../../../src/sim/saturation.js";
 import { parseSplit, simulate, type SimConfig, type SimResult } from "../../../src/sim/simulator.js";
 import type { Workload } from "../../../src/sim/types.js";
-import {
-  generate,
-  isGenerator,
-  parseLoad,
-  parseWorkload,
-  splitInTime,
-  type WorkloadFormat,
-} from "../../../src/sim/workload.js";
+import { generate } from "../../../src/sim/generators.js";
+import { parseWorkload } from "../../../src/sim/traces.js";
+import { isGenerator, parseLoad, splitInTime, type WorkloadFormat } from "../../../src/sim/workload.js";
 import { encodeTable, type Table } from "../../../src/table.js";
 import { clusterMap, type ClusterMapView } from "./cluster-map.js";
 
