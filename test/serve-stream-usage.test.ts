@@ -1,8 +1,18 @@
 // The proxy asking a decode worker for a stream's usage the client did not ask for (src/serve/proxy/stream-usage.ts):
 // the body it sends, and the filter that takes the usage-only event out of the client's stream wherever the worker's
 // bytes are cut.
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { ServeConfigInput } from "../src/serve/config.js";
+import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { askedOptions, askForUsage, UsageEventFilter } from "../src/serve/proxy/stream-usage.js";
+import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
+import { encodeTable } from "../src/table.js";
+import { coreModule, kmeansTable } from "./helpers.js";
 
 const bytes = (s: string): Buffer => Buffer.from(s, "utf8");
 const event = (v: unknown): string => `data: ${JSON.stringify(v)}\n\n`;
@@ -174,5 +184,171 @@ describe("UsageEventFilter: the client's stream without the usage event", () => 
     const r = filtered([bytes(CLIENT_STREAM)]);
     expect(r.out).toBe(CLIENT_STREAM);
     expect(r.usage).toBeNull();
+  });
+});
+
+// ---- through `dolphin serve`, in front of emulated workers ------------------------------------------------------
+
+const MODEL = "usage-model";
+/** A budget no answer here misses: every judged request meets it. */
+const SLO = { ttft_ms: 60_000, tpot_ms: 1_000 };
+
+const workers: WorkerHandle[] = [];
+const servers: http.Server[] = [];
+const proxies: RunningProxy[] = [];
+afterEach(async () => {
+  await Promise.all(proxies.splice(0).map((p) => p.close()));
+  await Promise.all(workers.splice(0).map((w) => w.close()));
+  const closing = servers.splice(0);
+  for (const s of closing) s.closeAllConnections();
+  await Promise.all(closing.map((s) => new Promise((resolve) => s.close(resolve))));
+});
+
+/** A learned table of one cluster valued `value` whose rule says the same, so every request takes that path. */
+function tableFile(value: "local" | "remote"): string {
+  const t = kmeansTable([[0, 0, 0, 0]], [value === "remote" ? 1 : 0], {
+    version: 2,
+    fallback: { kind: value === "remote" ? "always-remote" : "always-local", params: {} },
+    ood_bound: [1e9],
+    slo: SLO,
+  });
+  const path = join(mkdtempSync(join(tmpdir(), "dolphin-usage-")), "table.msgpack");
+  writeFileSync(path, encodeTable(t));
+  return path;
+}
+
+/** An emulated prefill and decode worker behind the proxy, routing every request `value`. */
+async function cluster(value: "local" | "remote", extra: Partial<ServeConfigInput> = {}) {
+  const start = (role: "prefill" | "decode") => startWorker({ role, model: MODEL, timeScale: 50, log: () => {} });
+  const [prefill, decode] = await Promise.all([start("prefill"), start("decode")]);
+  workers.push(prefill, decode);
+  return { proxy: await proxyFor(value, prefill.url, decode.url, extra), decode };
+}
+
+async function proxyFor(value: "local" | "remote", prefill: string, decode: string, extra: Partial<ServeConfigInput>) {
+  const proxy = await startProxy(
+    {
+      model: MODEL,
+      listen: { host: "127.0.0.1", port: 0 },
+      log_level: "silent",
+      table: tableFile(value),
+      workers: [
+        { id: "P0", url: prefill, role: "prefill" },
+        { id: "D0", url: decode, role: "decode" },
+      ],
+      drift: { control_share: 0 },
+      ...extra,
+    },
+    { module: coreModule("release") },
+  );
+  proxies.push(proxy);
+  return proxy;
+}
+
+/** A worker that streams its answer without usage whatever the request asks (one that ignores stream_options). */
+async function usageBlindWorker(stream: string): Promise<{ url: string; bodies: Record<string, unknown>[] }> {
+  const bodies: Record<string, unknown>[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (req.url === "/health") return void res.end("{}");
+      bodies.push(JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>);
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(stream);
+    });
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, bodies };
+}
+
+const REQUESTS = {
+  chat: { path: "/v1/chat/completions", body: { messages: [{ role: "user", content: "tell me about dolphins" }] } },
+  completions: { path: "/v1/completions", body: { prompt: "Once upon a time, a dolphin" } },
+};
+
+/** A streamed request's SSE events, each parsed (id and creation time left out: they differ per answer). */
+async function streamed(
+  url: string,
+  endpoint: keyof typeof REQUESTS,
+  extra: Record<string, unknown> = {},
+): Promise<{ status: number; route: string | null; events: unknown[]; raw: string }> {
+  const { path, body } = REQUESTS[endpoint];
+  const r = await fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, ...body, max_tokens: 5, stream: true, ...extra }),
+  });
+  const raw = await r.text();
+  const events = raw
+    .split("\n\n")
+    .filter(Boolean)
+    .map((e) => {
+      expect(e.startsWith("data: ")).toBe(true);
+      const data = e.slice("data: ".length);
+      if (data === "[DONE]") return data;
+      const { id: _id, created: _created, ...rest } = JSON.parse(data) as Record<string, unknown>;
+      return rest;
+    });
+  return { status: r.status, route: r.headers.get("x-dolphin-route"), events, raw };
+}
+
+async function metric(p: RunningProxy, line: RegExp): Promise<number> {
+  const text = await (await fetch(`${p.url}/metrics`)).text();
+  const m = new RegExp(`^${line.source} (\\S+)$`, "m").exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+const JUDGED = /dolphin_drift_judged_requests\{arm="learned",cluster="0"\}/;
+const UNJUDGED = /dolphin_drift_unjudged_total/;
+const compared = (path: string): RegExp => new RegExp(`dolphin_cache_compared_requests_total\\{path="${path}"\\}`);
+
+describe("dolphin serve asks for a stream's usage the client did not ask for", () => {
+  for (const value of ["local", "remote"] as const) {
+    it(`${value} path: the client's stream is the worker's without usage, and the request is judged`, async () => {
+      const { proxy, decode } = await cluster(value);
+      for (const endpoint of ["chat", "completions"] as const) {
+        const got = await streamed(proxy.url, endpoint);
+        expect(got.status).toBe(200);
+        expect(got.route).toBe(value);
+        expect(got.raw).not.toContain('"usage"');
+        // what the decode worker itself answers this request when nobody asks for usage (a local request)
+        const direct = await streamed(decode.url, endpoint);
+        expect(got.events).toEqual(direct.events);
+        expect(got.events.at(-1)).toBe("[DONE]");
+        expect(got.events.length).toBe(endpoint === "chat" ? 7 : 6); // (a role chunk,) 5 tokens, [DONE]
+      }
+      expect(await metric(proxy, JUDGED)).toBe(2);
+      expect(await metric(proxy, UNJUDGED)).toBe(0);
+      // the local path's cached tokens come from the stream's usage; the remote path's from the prefill answer
+      expect(await metric(proxy, compared(value))).toBe(2);
+    });
+  }
+
+  it("a client that asked for usage still gets its usage event, as the worker sent it", async () => {
+    const { proxy } = await cluster("local");
+    const got = await streamed(proxy.url, "chat", { stream_options: { include_usage: true } });
+    expect(got.events.at(-1)).toBe("[DONE]");
+    expect(got.events.at(-2)).toMatchObject({ choices: [], usage: { completion_tokens: 5 } });
+    expect(await metric(proxy, JUDGED)).toBe(1);
+  });
+
+  it("a worker that ignores stream_options sends no usage: its stream passes whole and the request goes unjudged", async () => {
+    const blind = await usageBlindWorker(CLIENT_STREAM);
+    const proxy = await proxyFor("local", blind.url, blind.url, {});
+    const got = await streamed(proxy.url, "chat");
+    expect(got.raw).toBe(CLIENT_STREAM);
+    expect(blind.bodies[0]!["stream_options"]).toEqual({ include_usage: true }); // asked all the same
+    expect(await metric(proxy, UNJUDGED)).toBe(1);
+    expect(await metric(proxy, JUDGED)).toBe(0);
+  });
+
+  it("with ask_stream_usage off, streams without usage go unjudged, as before", async () => {
+    const { proxy } = await cluster("local", { ask_stream_usage: false });
+    const got = await streamed(proxy.url, "chat");
+    expect(got.raw).not.toContain('"usage"');
+    expect(await metric(proxy, UNJUDGED)).toBe(1);
+    expect(await metric(proxy, JUDGED)).toBe(0);
+    expect(await metric(proxy, compared("local"))).toBeNaN(); // no series: never counted (the same line reads 2 above)
   });
 });
