@@ -434,9 +434,11 @@ const NOTHING = Buffer.alloc(0);
  * worker's answer is complete, the last piece goes with the end of the client's answer in the same write. The worker
  * waits while the client's socket is full. Usage is sniffed from the bytes as they pass; one idle timer, refreshed
  * per read. When the proxy asked for usage the client did not (ctx.usageAsked), the bytes pass through a
- * UsageEventFilter, which reads the usage and takes its event out (holding back at most an incomplete last line). `over` is called once: with null when the stream ended (the client's answer ended too) or the client left
+ * UsageEventFilter instead, which reads the usage and takes its event out (holding back at most an incomplete last
+ * line). `over` is called once: with null when the stream ended (the client's answer ended too) or the client left
  * (its stream is dropped), with the error when the worker's stream failed (the caller ends the client's answer with
- * an error event, on a line of its own: `atLineStart` says whether what was passed on ends with a blank line).
+ * an error event, on a line of its own: `atLineStart` says whether what was passed on ends with a blank line; a line
+ * the filter held back is dropped).
  */
 class StreamRelay {
   /** Usage read from the bytes as they pass (the client asked for it, or the stream carries none). */
@@ -525,9 +527,9 @@ class StreamRelay {
 
   private end(): void {
     if (this.done) return;
-    this.finish(null);
     // what the filter still holds (an incomplete last line) goes with the end
     const rest = this.filter?.push(NOTHING, true);
+    this.finish(null);
     if (rest && rest.length > 0) this.ctx.res.end(rest);
     else this.ctx.res.end();
   }
