@@ -5,7 +5,7 @@
 // (UsageEventFilter), reading the usage from it on the way: the client gets the events it asked for.
 
 import { isPlainObject } from "../../values.js";
-import { parseJson, usageOf, usageOfAnswer } from "./upstream.js";
+import { parseJson, usageOf } from "./upstream.js";
 
 type Usage = NonNullable<ReturnType<typeof usageOf>>;
 
@@ -61,7 +61,7 @@ const MAX_HELD_LINE_BYTES = 64 << 10;
 /**
  * The decode worker's SSE bytes, as the client gets them when the proxy asked for usage the client did not: the
  * usage-only event (a `data:` line whose JSON has `"choices":[]` and a `usage` object, alone in its event: vLLM's last
- * before `data: [DONE]`) is taken out, and its usage kept (`usage`, read as UsageSniffer reads it). Everything else
+ * before `data: [DONE]`) is taken out, and its usage kept (`usage`, from any `data:` line carrying one, as UsageSniffer). Everything else
  * passes byte for byte, in one piece per piece pushed (usually the piece itself, no copy): only an incomplete last line
  * is held back until its end arrives, since it may be the start of the usage event (a client's SSE parser could not
  * use half a line anyway), and a complete usage line until the blank line that ends its event.
@@ -133,11 +133,11 @@ export class UsageEventFilter {
   private usageEvent(buf: Buffer, from: number, start: number, end: number): number {
     const line = buf.subarray(start, end);
     if (!DATA_FIELD.equals(line.subarray(0, DATA_FIELD.length))) return 0;
-    const json = line.subarray(DATA_FIELD.length);
-    const usage = usageOfAnswer(json);
+    // parsed whole (once): whether `choices` is empty decides, not the usage alone (UsageSniffer reads only that)
+    const v = parseJson(line.subarray(DATA_FIELD.length));
+    const usage = usageOf(v);
     if (usage === null) return 0;
     this.usage = usage;
-    const v = parseJson(json);
     const usageOnly = isPlainObject(v) && Array.isArray(v["choices"]) && v["choices"].length === 0;
     if (!usageOnly || !this.blankBefore(buf, from, start)) return 0;
     const next = end + 1;
