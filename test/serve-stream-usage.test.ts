@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ServeConfigInput } from "../src/serve/config.js";
+import { parseConfig, type ServeConfigInput } from "../src/serve/config.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { askedOptions, askForUsage, UsageEventFilter } from "../src/serve/proxy/stream-usage.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
@@ -341,6 +341,14 @@ describe("dolphin serve asks for a stream's usage the client did not ask for", (
     expect(blind.bodies[0]!["stream_options"]).toEqual({ include_usage: true }); // asked all the same
     expect(await metric(proxy, UNJUDGED)).toBe(1);
     expect(await metric(proxy, JUDGED)).toBe(0);
+  });
+
+  it("reads ask_stream_usage, on by default, and names it when it is not a boolean", () => {
+    expect(parseConfig({ model: MODEL }).ask_stream_usage).toBe(true);
+    expect(parseConfig({ model: MODEL, ask_stream_usage: false }).ask_stream_usage).toBe(false);
+    expect(() => parseConfig({ model: MODEL, ask_stream_usage: "no" as unknown as boolean })).toThrow(
+      'config: ask_stream_usage: expected true or false, got "no"',
+    );
   });
 
   it("with ask_stream_usage off, streams without usage go unjudged, as before", async () => {
