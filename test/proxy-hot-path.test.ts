@@ -183,9 +183,18 @@ describe("the proxy's stream relay", () => {
     return { proxy, close: w.close };
   }
 
-  /** A streaming chat request through the proxy, its answer read `slowly` (paused between reads) or at once. */
-  function streamed(proxy: RunningProxy, slowly: boolean): Promise<Buffer> {
-    const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], stream: true });
+  /**
+   * A streaming chat request through the proxy, its answer read `slowly` (paused between reads) or at once. With
+   * `askUsage` the client asks for stream_options.include_usage (the relay passes the bytes as they are); without, the
+   * proxy asks the worker itself and takes the usage event out (stream-usage.ts).
+   */
+  function streamed(proxy: RunningProxy, slowly: boolean, askUsage: boolean): Promise<Buffer> {
+    const body = JSON.stringify({
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+      ...(askUsage ? { stream_options: { include_usage: true } } : {}),
+    });
     return new Promise((resolve, reject) => {
       const req = http.request(`${proxy.url}/v1/chat/completions`, { method: "POST" }, (res) => {
         const chunks: Buffer[] = [];
@@ -207,39 +216,46 @@ describe("the proxy's stream relay", () => {
   const event = (i: number, size = 20): string => `data: {"i":${i},"text":"${"x".repeat(size)}"}\n\n`;
   const usageEvent = `data: ${JSON.stringify({ choices: [], usage })}\n\n`;
 
-  it("passes on a burst of events written in one tick, the end included, byte for byte", async () => {
-    const sent = [...Array.from({ length: 8 }, (_, i) => event(i)), usageEvent, "data: [DONE]\n\n"];
-    const w = await through((_req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      for (const e of sent.slice(0, -1)) res.write(e);
-      res.end(sent.at(-1));
-    });
-    try {
-      expect((await streamed(w.proxy, false)).toString()).toBe(sent.join(""));
-    } finally {
-      await w.close();
-    }
-  });
+  /** What the client gets of `sent`: all of it when it asked for usage, else all but the usage event. */
+  const expected = (sent: string[], askUsage: boolean): string =>
+    sent.filter((e) => askUsage || e !== usageEvent).join("");
 
-  it("passes on a long stream that comes over many ticks to a slow client, the worker held back meanwhile", async () => {
-    const sent = Array.from({ length: 400 }, (_, i) => event(i, 4000));
-    sent.push(usageEvent, "data: [DONE]\n\n");
-    const w = await through(async (_req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      for (let i = 0; i < sent.length - 1; i++) {
-        if (!res.write(sent[i])) await new Promise((r) => res.once("drain", r));
-        if (i % 50 === 0) await sleep(1);
+  for (const askUsage of [true, false]) {
+    const asked = askUsage ? "the client asked for usage" : "the proxy asked for usage";
+    it(`passes on a burst of events written in one tick, the end included, byte for byte (${asked})`, async () => {
+      const sent = [...Array.from({ length: 8 }, (_, i) => event(i)), usageEvent, "data: [DONE]\n\n"];
+      const w = await through((_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        for (const e of sent.slice(0, -1)) res.write(e);
+        res.end(sent.at(-1));
+      });
+      try {
+        expect((await streamed(w.proxy, false, askUsage)).toString()).toBe(expected(sent, askUsage));
+      } finally {
+        await w.close();
       }
-      res.end(sent.at(-1));
     });
-    try {
-      const got = await streamed(w.proxy, true);
-      expect(got.length).toBe(Buffer.byteLength(sent.join("")));
-      expect(got.toString()).toBe(sent.join(""));
-    } finally {
-      await w.close();
-    }
-  });
+
+    it(`passes on a long stream that comes over many ticks to a slow client, the worker held back meanwhile (${asked})`, async () => {
+      const sent = Array.from({ length: 400 }, (_, i) => event(i, 4000));
+      sent.push(usageEvent, "data: [DONE]\n\n");
+      const w = await through(async (_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        for (let i = 0; i < sent.length - 1; i++) {
+          if (!res.write(sent[i])) await new Promise((r) => res.once("drain", r));
+          if (i % 50 === 0) await sleep(1);
+        }
+        res.end(sent.at(-1));
+      });
+      try {
+        const got = await streamed(w.proxy, true, askUsage);
+        expect(got.length).toBe(Buffer.byteLength(expected(sent, askUsage)));
+        expect(got.toString()).toBe(expected(sent, askUsage));
+      } finally {
+        await w.close();
+      }
+    });
+  }
 });
 
 describe("DecisionLog", () => {

@@ -321,7 +321,9 @@ describe("dolphin serve: the two paths", () => {
       if (done) break;
       rest += new TextDecoder().decode(value);
     }
-    expect(rest).toContain("data: [DONE]");
+    // the client did not ask for usage: the proxy asked the decode worker, and took the usage event out
+    expect(first + rest).toBe('data: {"choices":[{"delta":{"content":"first"}}]}\n\ndata: [DONE]\n\n');
+    expect(d.inference()[0]!.body["stream_options"]).toEqual({ include_usage: true });
     const prefillBody = pf.inference()[0]!.body;
     expect(prefillBody["stream"]).toBe(false);
     expect(prefillBody["max_tokens"]).toBe(1);
@@ -343,6 +345,23 @@ describe("dolphin serve: the two paths", () => {
     const text = await r.text();
     expect(text.match(/^data: /gm)?.length).toBe(4);
     expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+    const metrics = await (await fetch(`${p.url}/metrics`)).text();
+    expect(metrics).toContain('dolphin_cache_reported_tokens_total{path="local"} 7');
+    expect(metrics).toContain('dolphin_cache_compared_requests_total{path="local"} 1');
+  });
+
+  it("local path, streaming without include_usage: the worker is asked for usage, the client gets none", async () => {
+    const d = await startFake("d0", vllmLike("d0", { cached: 7 }));
+    const p = await proxy([worker(d, "decode")]);
+    const body = chatBody({ stream: true });
+    const text = await (await post(p, "/v1/chat/completions", body)).text();
+    expect(text.match(/^data: /gm)?.length).toBe(3); // two content chunks and [DONE]
+    expect(text).not.toContain('"usage"');
+    expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+    // the client's bytes with stream_options put in front: the same body otherwise
+    const sent = d.inference()[0]!;
+    expect(sent.body).toEqual({ ...body, stream_options: { include_usage: true } });
+    expect(JSON.stringify(sent.body).startsWith('{"stream_options":{"include_usage":true},')).toBe(true);
     const metrics = await (await fetch(`${p.url}/metrics`)).text();
     expect(metrics).toContain('dolphin_cache_reported_tokens_total{path="local"} 7');
     expect(metrics).toContain('dolphin_cache_compared_requests_total{path="local"} 1');

@@ -41,6 +41,12 @@ export interface ServeConfig {
   workers: WorkerConfig[];
   /** A prefill failure before the KV handoff falls back to local prefill on the decode worker. */
   fallback_local: boolean;
+  /**
+   * A streamed request without stream_options.include_usage is sent to its decode worker asking for usage (the drift
+   * guard's output tokens, the cache check's cached tokens), and the usage event is taken out of the client's stream.
+   * Off for a backend that rejects stream_options: such streams go unjudged.
+   */
+  ask_stream_usage: boolean;
   /** Bearer token of the /admin endpoints; null disables them (403). */
   admin_token: string | null;
   /**
@@ -140,6 +146,7 @@ export const DEFAULTS = {
   approximate_ttl_s: 300,
   max_workers: 32,
   fallback_local: true,
+  ask_stream_usage: true,
   admin_token: null,
   timeouts: {
     connect_ms: 5_000,
@@ -205,6 +212,7 @@ const TOP_KEYS = [
   "max_workers",
   "workers",
   "fallback_local",
+  "ask_stream_usage",
   "admin_token",
   "timeouts",
   "heartbeat",
@@ -389,6 +397,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     max_workers: number(o["max_workers"], "max_workers", D.max_workers, { min: 1, max: 16384, integer: true }),
     workers: [],
     fallback_local: boolean(o["fallback_local"], "fallback_local", D.fallback_local),
+    ask_stream_usage: boolean(o["ask_stream_usage"], "ask_stream_usage", D.ask_stream_usage),
     admin_token:
       o["admin_token"] === undefined || o["admin_token"] === null ? null : string(o["admin_token"], "admin_token"),
     timeouts: {

@@ -15,6 +15,7 @@ import type { WorkerCalls } from "./remote-path.js";
 import type { RequestContext } from "./request-context.js";
 import type { Routing } from "./routing.js";
 import { outOfDescriptors, type Admission } from "./admission.js";
+import { askedOptions, askForUsage } from "./stream-usage.js";
 
 /** The duration histogram's labels, one object per endpoint rather than one per request. */
 const DURATION_LABELS: Record<Endpoint, { endpoint: string }> = {
@@ -155,7 +156,18 @@ export class Inference {
       record.predicted_cached_tokens = ctx.predictedTokens = d.features.isl - d.features.effD;
     }
     ctx.res.setHeader("x-dolphin-route", record.route);
-    const payload = kvParams === undefined ? raw : JSON.stringify({ ...body, kv_transfer_params: kvParams });
+    // A stream's usage (output tokens for the drift guard, cached tokens for the cache check) comes only with
+    // stream_options.include_usage: asked for here when the client did not (stream-usage.ts), its event then taken
+    // out of the client's stream.
+    const localBody = this.config.ask_stream_usage ? askForUsage(raw, body) : null;
+    ctx.usageAsked = localBody !== null;
+    let payload: Buffer | string = localBody ?? raw;
+    if (kvParams !== undefined)
+      payload = JSON.stringify(
+        ctx.usageAsked
+          ? { ...body, stream_options: askedOptions(body), kv_transfer_params: kvParams }
+          : { ...body, kv_transfer_params: kvParams },
+      );
     await this.calls.decode(
       ctx,
       endpoint,
@@ -163,7 +175,7 @@ export class Inference {
       payload,
       body["stream"] === true,
       record.route === "remote" ? 0 : d.features.effD,
-      raw,
+      localBody ?? raw,
     );
     if (ctx.completionTokens !== null) session.prevOutputTokens = ctx.completionTokens;
   }

@@ -25,6 +25,7 @@ import {
   UsageSniffer,
   type Agents,
 } from "./upstream.js";
+import { UsageEventFilter } from "./stream-usage.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { outOfDescriptors } from "./admission.js";
 import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
@@ -425,18 +426,25 @@ export class WorkerCalls {
 }
 
 const LF = 0x0a;
+const NOTHING = Buffer.alloc(0);
 
 /**
  * One decode stream relayed to the client. What has come in is read and written on in one piece per read (`read()`
  * gives all that is buffered), so a burst of SSE events costs one chunk to the client, not one per event; when the
  * worker's answer is complete, the last piece goes with the end of the client's answer in the same write. The worker
  * waits while the client's socket is full. Usage is sniffed from the bytes as they pass; one idle timer, refreshed
- * per read. `over` is called once: with null when the stream ended (the client's answer ended too) or the client left
+ * per read. When the proxy asked for usage the client did not (ctx.usageAsked), the bytes pass through a
+ * UsageEventFilter instead, which reads the usage and takes its event out (holding back at most an incomplete last
+ * line). `over` is called once: with null when the stream ended (the client's answer ended too) or the client left
  * (its stream is dropped), with the error when the worker's stream failed (the caller ends the client's answer with
- * an error event, on a line of its own: `atLineStart` says whether what was passed on ends with a blank line).
+ * an error event, on a line of its own: `atLineStart` says whether what was passed on ends with a blank line; a line
+ * the filter held back is dropped).
  */
 class StreamRelay {
-  private readonly sniffer = new UsageSniffer();
+  /** Usage read from the bytes as they pass (the client asked for it, or the stream carries none). */
+  private readonly sniffer: UsageSniffer | null;
+  /** Usage read and its event taken out of what the client gets (the proxy asked for it). */
+  private readonly filter: UsageEventFilter | null;
   private timer: NodeJS.Timeout | null = null;
   /** The last two bytes passed on. */
   private last = LF;
@@ -452,6 +460,8 @@ class StreamRelay {
     private readonly releasePrefill: () => void,
     private readonly over: (e: unknown, atLineStart: boolean) => void,
   ) {
+    this.filter = ctx.usageAsked ? new UsageEventFilter() : null;
+    this.sniffer = this.filter ? null : new UsageSniffer();
     // on() rather than once(): each handler does nothing after the first event that ends the relay (`done`), and
     // once() wraps each listener in two more objects per stream
     upstream.on("readable", () => this.pump());
@@ -484,19 +494,22 @@ class StreamRelay {
       // the worker's answer all in: its last piece and the end of the client's answer in one write (the read that
       // emptied an ended stream's buffer has its 'end' emitted)
       const last = upstream.complete && upstream.readableLength === 0;
+      // what the client gets of it: all of it, unless the proxy asked for usage (then without the usage event; at
+      // times nothing yet, an incomplete line held back)
+      const out = this.filter ? this.filter.push(chunk, last) : chunk;
       let full = false;
-      if (last) ctx.res.end(chunk);
-      else full = !ctx.res.write(chunk);
+      if (last) ctx.res.end(out);
+      else if (out.length > 0) full = !ctx.res.write(out);
       // bookkeeping once the bytes have left
       this.releasePrefill();
-      this.sniffer.push(chunk);
-      const n = chunk.length;
+      this.sniffer?.push(chunk);
+      const n = out.length;
       if (n >= 2) {
-        this.beforeLast = chunk[n - 2]!;
-        this.last = chunk[n - 1]!;
+        this.beforeLast = out[n - 2]!;
+        this.last = out[n - 1]!;
       } else if (n === 1) {
         this.beforeLast = this.last;
-        this.last = chunk[0]!;
+        this.last = out[0]!;
       }
       if (last) {
         this.finish(null);
@@ -514,8 +527,11 @@ class StreamRelay {
 
   private end(): void {
     if (this.done) return;
+    // what the filter still holds (an incomplete last line) goes with the end
+    const rest = this.filter?.push(NOTHING, true);
     this.finish(null);
-    this.ctx.res.end();
+    if (rest && rest.length > 0) this.ctx.res.end(rest);
+    else this.ctx.res.end();
   }
 
   private failed(e: unknown): void {
@@ -526,7 +542,8 @@ class StreamRelay {
   private finish(e: unknown): void {
     this.done = true;
     if (this.timer) clearTimeout(this.timer);
-    if (this.sniffer.usage) noteUsage(this.ctx, this.sniffer.usage);
+    const usage = (this.filter ?? this.sniffer!).usage;
+    if (usage) noteUsage(this.ctx, usage);
     this.over(e, this.beforeLast === LF && this.last === LF);
   }
 }

@@ -59,6 +59,11 @@ export class RequestContext {
   predictedTokens = 0;
   reportedTokens: number | null = null;
   completionTokens: number | null = null;
+  /**
+   * The proxy asked the decode worker for a stream's usage the client did not ask for (stream-usage.ts): its usage
+   * event is taken out of the client's stream.
+   */
+  usageAsked = false;
   /** Load held on workers for this request, released when the response closes. */
   releases: Array<() => void> = [];
   /**
