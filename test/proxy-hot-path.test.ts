@@ -176,6 +176,7 @@ describe("the proxy's stream relay", () => {
         mode: "approximate",
         workers: [{ id: "d", url: w.url, role: "decode" }],
         log_level: "warn",
+        ask_stream_usage: true, // the relay's two ways: the client asked for usage, or the proxy did
       },
       { module: coreModule() },
     );

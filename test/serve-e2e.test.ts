@@ -59,7 +59,7 @@ describe("proxy + emulated workers (in process)", () => {
     expect(r.route).toBe("remote");
     const events = r.text.split("\n\n").filter(Boolean);
     expect(events.at(-1)).toBe("data: [DONE]");
-    // the proxy asked the worker for usage (for the drift guard); the client, which did not, gets no usage event
+    // the client did not ask for usage and gets no usage event
     expect(r.text).not.toContain('"usage"');
     const chunks = events.slice(0, -1).map((l) => JSON.parse(l.slice("data: ".length)));
     expect(

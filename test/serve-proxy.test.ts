@@ -284,7 +284,7 @@ describe("dolphin serve: the two paths", () => {
     expect(pf.inference()[0]!.headers["x-request-id"]).toBe(d.inference()[0]!.headers["x-request-id"]);
   });
 
-  it("remote path, streaming: the decode stream is passed on as it arrives, not buffered", async () => {
+  it("remote path, streaming (ask_stream_usage on): the decode stream is passed on as it arrives, not buffered", async () => {
     const pf = await startFake("p0");
     let release!: () => void;
     const gate = new Promise<void>((r) => {
@@ -301,7 +301,10 @@ describe("dolphin serve: the two paths", () => {
       );
       res.end("data: [DONE]\n\n");
     });
-    const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], { table: "always-remote" });
+    const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], {
+      table: "always-remote",
+      ask_stream_usage: true,
+    });
     const r = await post(p, "/v1/completions", {
       model: MODEL,
       prompt: "Once upon a time",
@@ -350,9 +353,9 @@ describe("dolphin serve: the two paths", () => {
     expect(metrics).toContain('dolphin_cache_compared_requests_total{path="local"} 1');
   });
 
-  it("local path, streaming without include_usage: the worker is asked for usage, the client gets none", async () => {
+  it("local path, streaming without include_usage, ask_stream_usage on: the worker is asked for usage, the client gets none", async () => {
     const d = await startFake("d0", vllmLike("d0", { cached: 7 }));
-    const p = await proxy([worker(d, "decode")]);
+    const p = await proxy([worker(d, "decode")], { ask_stream_usage: true });
     const body = chatBody({ stream: true });
     const text = await (await post(p, "/v1/chat/completions", body)).text();
     expect(text.match(/^data: /gm)?.length).toBe(3); // two content chunks and [DONE]

@@ -237,6 +237,7 @@ async function proxyFor(value: "local" | "remote", prefill: string, decode: stri
         { id: "D0", url: decode, role: "decode" },
       ],
       drift: { control_share: 0 },
+      ask_stream_usage: true,
       ...extra,
     },
     { module: coreModule("release") },
@@ -343,8 +344,9 @@ describe("dolphin serve asks for a stream's usage the client did not ask for", (
     expect(await metric(proxy, JUDGED)).toBe(0);
   });
 
-  it("reads ask_stream_usage, on by default, and names it when it is not a boolean", () => {
-    expect(parseConfig({ model: MODEL }).ask_stream_usage).toBe(true);
+  it("reads ask_stream_usage, off by default, and names it when it is not a boolean", () => {
+    expect(parseConfig({ model: MODEL }).ask_stream_usage).toBe(false);
+    expect(parseConfig({ model: MODEL, ask_stream_usage: true }).ask_stream_usage).toBe(true);
     expect(parseConfig({ model: MODEL, ask_stream_usage: false }).ask_stream_usage).toBe(false);
     expect(() => parseConfig({ model: MODEL, ask_stream_usage: "no" as unknown as boolean })).toThrow(
       'config: ask_stream_usage: expected true or false, got "no"',

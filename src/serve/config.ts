@@ -146,7 +146,7 @@ export const DEFAULTS = {
   approximate_ttl_s: 300,
   max_workers: 32,
   fallback_local: true,
-  ask_stream_usage: true,
+  ask_stream_usage: false,
   admin_token: null,
   timeouts: {
     connect_ms: 5_000,
