@@ -5,7 +5,7 @@
 // (UsageEventFilter), reading the usage from it on the way: the client gets the events it asked for.
 
 import { isPlainObject } from "../../values.js";
-import { parseJson, usageOf } from "./upstream.js";
+import { DATA_FIELD, parseJson, skipSpace, USAGE_KEY, usageOf } from "./upstream.js";
 
 type Usage = NonNullable<ReturnType<typeof usageOf>>;
 
@@ -20,9 +20,9 @@ export function askForUsage(raw: Buffer, body: Record<string, unknown>): Buffer 
   const options = askedOptions(body);
   if (options === null) return null;
   if (body["stream_options"] === undefined) {
-    const open = skipJsonSpace(raw, 0);
+    const open = skipSpace(raw, 0);
     // an empty object cannot take the key and its comma (a validated request is never empty; kept safe anyway)
-    if (raw[open] === OPEN_BRACE && raw[skipJsonSpace(raw, open + 1)] !== CLOSE_BRACE)
+    if (raw[open] === OPEN_BRACE && raw[skipSpace(raw, open + 1)] !== CLOSE_BRACE)
       return Buffer.concat([raw.subarray(0, open + 1), ASK_USAGE, raw.subarray(open + 1)]);
   }
   return JSON.stringify({ ...body, stream_options: options });
@@ -49,8 +49,6 @@ const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 const LF = 0x0a;
 const CR = 0x0d;
-const USAGE_KEY = Buffer.from('"usage"');
-const DATA_FIELD = Buffer.from("data:");
 /**
  * The longest incomplete line held back. A usage-only event is a few hundred bytes; a longer line is not one, so it
  * is passed on as it arrives rather than held (a content chunk with large logprobs, or a stream that never ends its
@@ -171,9 +169,4 @@ function isBlankLineBefore(buf: Buffer, from: number, start: number): boolean {
   const lineStart = start >= 2 ? Math.max(from, buf.lastIndexOf(LF, start - 2) + 1) : from;
   const length = start - 1 - lineStart;
   return length === 0 || (length === 1 && buf[lineStart] === CR);
-}
-
-function skipJsonSpace(buf: Buffer, i: number): number {
-  while (i < buf.length && (buf[i] === 0x20 || buf[i] === LF || buf[i] === CR || buf[i] === 0x09)) i++;
-  return i;
 }

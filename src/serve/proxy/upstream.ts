@@ -273,8 +273,9 @@ export function usageOf(v: unknown): { cached: number | null; completion: number
   return { cached, completion: typeof u["completion_tokens"] === "number" ? u["completion_tokens"] : null };
 }
 
-const USAGE_KEY = Buffer.from('"usage"');
-const DATA_FIELD = Buffer.from("data:");
+/** The key an answer's usage goes under, and the SSE field its events' JSON comes in (stream-usage.ts reads both). */
+export const USAGE_KEY = Buffer.from('"usage"');
+export const DATA_FIELD = Buffer.from("data:");
 const NEWLINE = 0x0a;
 const CLOSING_BRACE = 0x7d;
 
@@ -308,7 +309,8 @@ function isJsonSpace(c: number | undefined): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
-function skipSpace(buf: Buffer, i: number): number {
+/** The first index from `i` that is not JSON whitespace (buf.length when none is). */
+export function skipSpace(buf: Buffer, i: number): number {
   while (i < buf.length && isJsonSpace(buf[i])) i++;
   return i;
 }
