@@ -7,6 +7,9 @@
 //   bindings/go     `go mod download` of its go.mod, when the Go binding exists
 //   chromium        Debian's Chromium at /usr/bin/chromium, for the policy explorer's browser tests (playwright-core
 //                   drives it); installed with apt-get when missing, never downloaded by URL
+//   vllm            vLLM's CPU build with NIXL and the tiny model, in a per-user cache outside the clone
+//                   (${XDG_CACHE_HOME:-~/.cache}/dolphin-routing/vllm, or $DOLPHIN_CACHE/vllm), for
+//                   `dolphin serve --vllm` and the real-engine tests: build/vllm-setup.mjs
 //   libxxhash-dev   xxhash.h, for `dolphin bench core`'s native yardstick (bench/native-hash.c); installed with
 //                   apt-get when missing. Optional: without it (or without cc or apt-get) setup says so and goes on,
 //                   and the benchmark leaves native_hash_20k_tokens_us out
@@ -16,6 +19,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { vllmStep, VllmSetupError } from "./vllm-setup.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const VENV = join(root, ".venv");
@@ -143,7 +147,16 @@ function xxhashStep() {
   return xxhashBuilds() ? "libxxhash: installed libxxhash-dev" : `libxxhash: apt-get finished but ${missing}: ${how}`;
 }
 
-const STEPS = [pythonStep, goStep, chromiumStep, xxhashStep];
+function vllm() {
+  try {
+    return vllmStep({ checkOnly });
+  } catch (e) {
+    if (e instanceof VllmSetupError) throw new SetupError(e.message);
+    throw e;
+  }
+}
+
+const STEPS = [pythonStep, goStep, chromiumStep, xxhashStep, vllm];
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   let failed = false;

@@ -56,6 +56,7 @@ describe("dolphin serve: out of file descriptors on a worker call", () => {
     const quiet: WorkerSubscriptions = {
       subscribe: async () => undefined,
       unsubscribe: () => undefined,
+      resync: () => undefined,
       close: () => {},
     };
     const metrics = idleMetrics();

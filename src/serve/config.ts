@@ -21,6 +21,12 @@ export interface WorkerConfig {
   role: WorkerRole;
   /** vLLM's ZMQ KV-event publisher, e.g. tcp://10.0.0.5:5557 (precise mode). */
   kv_events_endpoint?: string;
+  /**
+   * vLLM's KV-event replay socket (kv_events_config.replay_endpoint), e.g. tcp://10.0.0.5:5558: on every subscribe the
+   * proxy asks it for the batches the engine still buffers, so a proxy started after the engines sees what they
+   * stored before it (vLLM publishes a block once, when it is stored), and a missed batch is asked for again.
+   */
+  kv_events_replay_endpoint?: string;
 }
 
 export interface ServeConfig {
@@ -47,6 +53,11 @@ export interface ServeConfig {
    * Off for a backend that rejects stream_options: such streams go unjudged.
    */
   ask_stream_usage: boolean;
+  /**
+   * Precise mode: when an answer reports more cached prompt tokens than the index predicted for the worker that
+   * prefilled, those blocks are stored in its index (events the proxy never saw: proxy/cache-evidence.ts).
+   */
+  cache_evidence: boolean;
   /** Bearer token of the /admin endpoints; null disables them (403). */
   admin_token: string | null;
   /**
@@ -147,6 +158,7 @@ export const DEFAULTS = {
   max_workers: 32,
   fallback_local: true,
   ask_stream_usage: false,
+  cache_evidence: true,
   admin_token: null,
   timeouts: {
     connect_ms: 5_000,
@@ -213,6 +225,7 @@ const TOP_KEYS = [
   "workers",
   "fallback_local",
   "ask_stream_usage",
+  "cache_evidence",
   "admin_token",
   "timeouts",
   "heartbeat",
@@ -305,7 +318,7 @@ function httpUrl(v: unknown, field: string): string {
 /** One worker entry (the config's `workers[i]`, or a POST /admin/workers body with field prefix "body"). */
 export function parseWorker(v: unknown, field: string): WorkerConfig {
   const o = object(v, field);
-  onlyKeys(o, field, ["id", "url", "role", "kv_events_endpoint"]);
+  onlyKeys(o, field, ["id", "url", "role", "kv_events_endpoint", "kv_events_replay_endpoint"]);
   const w: WorkerConfig = {
     id: string(o["id"], `${field}.id`),
     url: httpUrl(o["url"], `${field}.url`),
@@ -314,12 +327,17 @@ export function parseWorker(v: unknown, field: string): WorkerConfig {
         ? fail(`${field}.role`, `one of ${ROLES.join(", ")}`, undefined)
         : oneOf(o["role"], `${field}.role`, ROLES, "decode"),
   };
-  if (o["kv_events_endpoint"] !== undefined && o["kv_events_endpoint"] !== null) {
-    const ep = string(o["kv_events_endpoint"], `${field}.kv_events_endpoint`);
-    if (!/^(tcp|ipc|inproc):\/\/.+/.test(ep))
-      fail(`${field}.kv_events_endpoint`, "a ZMQ endpoint such as tcp://host:5557", ep);
-    w.kv_events_endpoint = ep;
+  for (const key of ["kv_events_endpoint", "kv_events_replay_endpoint"] as const) {
+    if (o[key] === undefined || o[key] === null) continue;
+    const ep = string(o[key], `${field}.${key}`);
+    if (!/^(tcp|ipc|inproc):\/\/.+/.test(ep)) fail(`${field}.${key}`, "a ZMQ endpoint such as tcp://host:5557", ep);
+    w[key] = ep;
   }
+  if (w.kv_events_replay_endpoint !== undefined && w.kv_events_endpoint === undefined)
+    throw new ConfigError(
+      `${field}.kv_events_replay_endpoint`,
+      "needs a kv_events_endpoint (the replay fills its gaps)",
+    );
   return w;
 }
 
@@ -398,6 +416,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     workers: [],
     fallback_local: boolean(o["fallback_local"], "fallback_local", D.fallback_local),
     ask_stream_usage: boolean(o["ask_stream_usage"], "ask_stream_usage", D.ask_stream_usage),
+    cache_evidence: boolean(o["cache_evidence"], "cache_evidence", D.cache_evidence),
     admin_token:
       o["admin_token"] === undefined || o["admin_token"] === null ? null : string(o["admin_token"], "admin_token"),
     timeouts: {

@@ -7,13 +7,15 @@
 // This file puts the proxy together and routes its HTTP requests; each concern is a module of proxy/:
 //   registry.ts         the workers, in rotation or not, and the load the proxy's requests put on them
 //   health.ts           heartbeat expiry, active /health checks of workers in rotation, probes of those out of it
-//   kv-feed.ts          KV events (ZMQ subscriptions, POSTed batches) into the index, via kv-ingest.ts (hash mapping)
+//   kv-feed.ts          KV events (ZMQ subscriptions with replay, POSTed batches) into the index, via kv-ingest.ts
+//   cache-evidence.ts   precise mode: an answer's reported cached tokens beyond the index's prediction stored in it
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
 //   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
 //   worker-admission.ts the same per worker: a full worker's request goes to another with room, or waits
 //   connections.ts      the client-connection limit (short of the fd limit): past it, 503 and close
 //   inference.ts        an inference request from body to answer, its log line and metrics
 //   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
+//   cached-tokens.ts    the remote path's client usage: the prefill worker's cached tokens, not the decode's
 //   admin.ts            /admin/*
 //   metrics.ts          /metrics (prom-client)
 //   openai.ts           the OpenAI request as the proxy reads it, and its error dialect
@@ -40,6 +42,8 @@ import { Admission, ShedLog } from "./proxy/admission.js";
 import { WorkerAdmission } from "./proxy/worker-admission.js";
 import { ConnectionGuard } from "./proxy/connections.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
+import { CacheEvidence } from "./proxy/cache-evidence.js";
+import { rootHash } from "../hashes.js";
 import { ProxyMetrics } from "./proxy/metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS } from "./proxy/openai.js";
 import { WorkerRegistry } from "./proxy/registry.js";
@@ -130,7 +134,11 @@ class ServeProxy {
     const places = (this.places = new WorkerAdmission(config.admission, metrics));
     const calls = new WorkerCalls(config, registry, this.agents, metrics, () => this.admission.active, places);
     registry.onEject = (id, cause) => calls.workerEjected(id, cause);
-    this.inference = new Inference(config, router, routing, calls, decisions, metrics, log, this.admission);
+    const evidence =
+      config.mode === "precise" && config.cache_evidence
+        ? new CacheEvidence(router, registry, config.block_size, rootHash(config.model), metrics)
+        : null;
+    this.inference = new Inference(config, router, routing, calls, decisions, metrics, log, this.admission, evidence);
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
     this.routes
       .on(ENDPOINT_PATHS.chat, { POST: (c) => this.inference.handle(c, "chat") })

@@ -17,9 +17,21 @@ export interface ZmqPublisher {
   readonly lastEndpoint: string | null;
 }
 
+/** The client of vLLM's KV-event replay socket (a ROUTER at kv_events_config.replay_endpoint). */
+export interface ZmqDealer {
+  connect(endpoint: string): void;
+  send(frames: (string | Buffer | Uint8Array)[]): Promise<void>;
+  receive(): Promise<Buffer[]>;
+  /** Milliseconds receive() waits before it rejects (EAGAIN); -1 waits for ever. */
+  receiveTimeout: number;
+  linger: number;
+  close(): void;
+}
+
 export interface Zeromq {
   Subscriber: new () => ZmqSubscriber;
   Publisher: new () => ZmqPublisher;
+  Dealer: new () => ZmqDealer;
 }
 
 /** The module, or why it could not be loaded. */

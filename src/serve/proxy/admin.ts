@@ -189,7 +189,8 @@ export class AdminApi {
       existing &&
       existing.spec.url === spec.url &&
       existing.spec.role === spec.role &&
-      existing.spec.kv_events_endpoint === spec.kv_events_endpoint;
+      existing.spec.kv_events_endpoint === spec.kv_events_endpoint &&
+      existing.spec.kv_events_replay_endpoint === spec.kv_events_replay_endpoint;
     if (existing && same) {
       existing.lastHeartbeatMs = Date.now();
       return sendJson(ctx.res, 200, {
@@ -236,6 +237,7 @@ export class AdminApi {
       url: w.spec.url,
       role: w.spec.role,
       kv_events_endpoint: w.spec.kv_events_endpoint ?? null,
+      kv_events_replay_endpoint: w.spec.kv_events_replay_endpoint ?? null,
       source: w.source,
       healthy: w.healthy,
       last_heartbeat_age_s: w.source === "registered" ? (Date.now() - w.lastHeartbeatMs) / 1000 : null,

@@ -16,6 +16,7 @@ import type { RequestContext } from "./request-context.js";
 import type { Routing } from "./routing.js";
 import { outOfDescriptors, type Admission } from "./admission.js";
 import { askedOptions, askForUsage } from "./stream-usage.js";
+import type { CacheEvidence } from "./cache-evidence.js";
 
 /** The duration histogram's labels, one object per endpoint rather than one per request. */
 const DURATION_LABELS: Record<Endpoint, { endpoint: string }> = {
@@ -38,6 +39,8 @@ export class Inference {
     private readonly metrics: ProxyMetrics,
     private readonly log: Logger,
     private readonly admission: Admission,
+    /** Precise mode: reported cached tokens beyond the prediction, stored in the index (null: approximate mode). */
+    private readonly evidence: CacheEvidence | null = null,
   ) {}
 
   /**
@@ -207,6 +210,14 @@ export class Inference {
       const m = this.metrics;
       m.promptTokens.at(r.route).inc(ctx.isl);
       m.cachePredictedTokens.at(r.route).inc(ctx.predictedTokens);
+      if (this.evidence && ctx.decision) {
+        const f = ctx.decision.features;
+        if (r.route === "remote") {
+          this.evidence.note(r.prefill_worker, ctx.promptTokens, ctx.predictedTokens, ctx.reportedTokens);
+          // the decode worker's own hits (blocks it holds from an earlier transfer or prefill)
+          this.evidence.note(r.decode_worker, ctx.promptTokens, f.isl - f.effD, ctx.decodeReportedTokens);
+        } else this.evidence.note(r.decode_worker, ctx.promptTokens, ctx.predictedTokens, ctx.reportedTokens);
+      }
       if (ctx.reportedTokens !== null) {
         m.cacheComparedRequests.at(r.route).inc();
         m.cacheComparedPredictedTokens.at(r.route).inc(ctx.predictedTokens);

@@ -91,6 +91,26 @@ export class ProxyMetrics {
     "ZMQ event batches missed (sequence gaps), by worker",
     ["worker"],
   );
+  readonly kvReplays = this.counter(
+    "dolphin_kv_replays_total",
+    "Replays asked of a worker's KV-event replay socket, by reason (subscribe, gap, restart, back) and outcome (ok, partial: the oldest batches asked for were no longer buffered, failed)",
+    ["worker", "reason", "outcome"],
+  );
+  readonly kvReplayedBatches = this.counter(
+    "dolphin_kv_replayed_batches_total",
+    "KV event batches received by replay, by worker",
+    ["worker"],
+  );
+  readonly cacheEvidenceBlocks = this.counter(
+    "dolphin_cache_evidence_blocks_total",
+    "Precise mode: blocks stored in a worker's index because its answer reported more cached tokens than the index predicted (events it never saw)",
+    ["worker"],
+  );
+  readonly kvEngineRestarts = this.counter(
+    "dolphin_kv_engine_restarts_total",
+    "Workers whose event sequence started over (an engine restart): their index was reset",
+    ["worker"],
+  );
   readonly shed = this.counter(
     "dolphin_shed_total",
     "Inference requests answered 503 by admission control: queue_full (at once) or queue_timeout (after waiting); worker_queue_full, worker_queue_timeout: the same for one worker's places; file_descriptors: a worker call the proxy had no descriptor for",

@@ -26,6 +26,8 @@ export interface WorkerState {
   ingest: EventIngest;
   subscriber: ZmqSubscriber | null;
   lastSeq: bigint | null;
+  /** While a KV-event replay runs: the live batches that came in meanwhile, applied after it (kv-feed.ts). */
+  replayPending: Buffer[][] | null;
   /** Failed calls since the last success (outlier detection). */
   consecutiveFailures: number;
   /** Calls and failures over the last outlier.failure_rate_window_s. */
@@ -97,6 +99,8 @@ export class OutcomeWindow {
 export interface WorkerSubscriptions {
   subscribe(w: WorkerState): Promise<void>;
   unsubscribe(w: WorkerState): void;
+  /** The worker came back into rotation with an empty index: fill it again from what its engine still buffers. */
+  resync(w: WorkerState): void;
   close(): void;
 }
 
@@ -150,6 +154,7 @@ export class WorkerRegistry {
       ingest: new EventIngest(this.config.block_size, this.root, this.config.capacity_blocks * 2),
       subscriber: null,
       lastSeq: null,
+      replayPending: null,
       consecutiveFailures: 0,
       outcomes: new OutcomeWindow(this.config.outlier.failure_rate_window_s * 1000),
       failedChecks: 0,
@@ -210,6 +215,7 @@ export class WorkerRegistry {
     w.failedChecks = 0;
     w.saturatedChecks = 0;
     this.pushLoad(w);
+    this.kv.resync(w);
     this.metrics.workerUp.inc({ worker: w.spec.id });
     this.log.log("info", "worker back in rotation", { worker: w.spec.id });
   }

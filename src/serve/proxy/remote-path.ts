@@ -26,6 +26,7 @@ import {
   type Agents,
 } from "./upstream.js";
 import { UsageEventFilter } from "./stream-usage.js";
+import { CachedTokensStream, rewriteCachedTokens } from "./cached-tokens.js";
 import type { ProxyMetrics } from "./metrics.js";
 import { outOfDescriptors } from "./admission.js";
 import { ENDPOINT_PATHS, type Endpoint } from "./openai.js";
@@ -361,8 +362,10 @@ export class WorkerCalls {
       this.registry.upstreamFailed(w, "decode", new UpstreamError("status", `answered ${status}`, status));
       throw new DecodeFailure(502, `decode worker ${id} answered ${status}: ${snippet(buf)}`, "decode_failed", true);
     }
-    ctx.res.writeHead(status, { "content-type": contentType, "content-length": buf.length });
-    ctx.res.end(buf);
+    const cached = status < 400 ? clientCachedTokens(ctx) : null;
+    const out = cached === null ? buf : rewriteCachedTokens(buf, cached);
+    ctx.res.writeHead(status, { "content-type": contentType, "content-length": out.length });
+    ctx.res.end(out);
     // Bookkeeping after the answer has left (end() writes it at once): the load it held and its usage are read when
     // the response closes, never in the same tick.
     releasePrefill();
@@ -445,6 +448,8 @@ class StreamRelay {
   private readonly sniffer: UsageSniffer | null;
   /** Usage read and its event taken out of what the client gets (the proxy asked for it). */
   private readonly filter: UsageEventFilter | null;
+  /** The remote path's cached tokens told to the client (cached-tokens.ts), when the client's stream has usage. */
+  private readonly rewrite: CachedTokensStream | null;
   private timer: NodeJS.Timeout | null = null;
   /** The last two bytes passed on. */
   private last = LF;
@@ -462,6 +467,8 @@ class StreamRelay {
   ) {
     this.filter = ctx.usageAsked ? new UsageEventFilter() : null;
     this.sniffer = this.filter ? null : new UsageSniffer();
+    const cached = this.filter ? null : clientCachedTokens(ctx);
+    this.rewrite = cached === null ? null : new CachedTokensStream(cached);
     // on() rather than once(): each handler does nothing after the first event that ends the relay (`done`), and
     // once() wraps each listener in two more objects per stream
     upstream.on("readable", () => this.pump());
@@ -496,7 +503,8 @@ class StreamRelay {
       const last = upstream.complete && upstream.readableLength === 0;
       // what the client gets of it: all of it, unless the proxy asked for usage (then without the usage event; at
       // times nothing yet, an incomplete line held back)
-      const out = this.filter ? this.filter.push(chunk, last) : chunk;
+      let out = this.filter ? this.filter.push(chunk, last) : chunk;
+      if (this.rewrite) out = this.rewrite.push(out, last);
       let full = false;
       if (last) ctx.res.end(out);
       else if (out.length > 0) full = !ctx.res.write(out);
@@ -528,7 +536,8 @@ class StreamRelay {
   private end(): void {
     if (this.done) return;
     // what the filter still holds (an incomplete last line) goes with the end
-    const rest = this.filter?.push(NOTHING, true);
+    let rest = this.filter?.push(NOTHING, true);
+    if (this.rewrite) rest = this.rewrite.push(rest ?? NOTHING, true);
     this.finish(null);
     if (rest && rest.length > 0) this.ctx.res.end(rest);
     else this.ctx.res.end();
@@ -567,9 +576,19 @@ class DecodeFailure extends HttpError {
   }
 }
 
+/**
+ * The cached tokens the client's usage should say, when they differ from what the decode worker reports: on the
+ * remote path, the prefill worker's count (the decode worker reports its own local hits, 0 after a first transfer).
+ */
+function clientCachedTokens(ctx: RequestContext): number | null {
+  return ctx.record?.route === "remote" && ctx.reportedTokens !== null ? ctx.reportedTokens : null;
+}
+
 /** What the decode worker reported: its cached tokens (unless the prefill worker's count already stands), its output. */
 function noteUsage(ctx: RequestContext, usage: Usage): void {
-  if (ctx.record?.route !== "remote" && usage.cached !== null) ctx.reportedTokens = usage.cached;
+  if (ctx.record?.route !== "remote") {
+    if (usage.cached !== null) ctx.reportedTokens = usage.cached;
+  } else ctx.decodeReportedTokens = usage.cached;
   if (usage.completion !== null) ctx.completionTokens = usage.completion;
 }
 

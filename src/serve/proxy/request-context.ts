@@ -58,6 +58,10 @@ export class RequestContext {
   isl = 0;
   predictedTokens = 0;
   reportedTokens: number | null = null;
+  /** The remote path's decode worker's own cached tokens (its local hits; reportedTokens is the prefill's). */
+  decodeReportedTokens: number | null = null;
+  /** The prompt's token ids as routed (precise mode's /tokenize, or a completions request's ids), else null. */
+  promptTokens: ArrayLike<number> | null = null;
   completionTokens: number | null = null;
   /**
    * The proxy asked the decode worker for a stream's usage the client did not ask for (stream-usage.ts): its usage

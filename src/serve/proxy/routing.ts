@@ -201,6 +201,7 @@ export class Routing {
       throw e;
     }
     session.decodeWorker = decision.decodeWorker;
+    ctx.promptTokens = request.tokens ?? null;
     return { decision, session, turn, pinned: request.decodeWorker !== undefined };
   }
 }

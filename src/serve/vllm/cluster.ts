@@ -1,0 +1,145 @@
+// `dolphin serve --vllm nPmD` and `dolphin envoy --vllm nPmD`: that many real vLLM engines on this machine
+// (engines.ts) and the router in front of them: the Node proxy in precise mode (every engine's KV events, with the
+// replay on subscribe that lets a proxy started late see caches filled before it), or Envoy with the filter
+// (approximate mode). The same split names as --emulate: R0…, P0…, D0….
+
+import { parseSplit } from "../../sim/simulator.js";
+import type { ServeConfigInput, ServeMode } from "../config.js";
+import { startProxy, type CloseOptions, type RunningProxy } from "../proxy.js";
+import type { EnvoySetup } from "../../envoy/config.js";
+import { startEnvoy, type EnvoyOptions, type RunningEnvoy } from "../../envoy/launch.js";
+import {
+  ENGINE_BLOCK_SIZE,
+  pinCores,
+  SERVED_MODEL,
+  startEngines,
+  stopEngines,
+  type EngineOptions,
+  type EngineRole,
+  type EngineSpec,
+  type VllmEngine,
+} from "./engines.js";
+
+/** The engines of a split, named and pinned: `1P1D` → P0 on core 0, D0 on core 1 (on two cores). */
+export function engineSpecs(split: string, numBlocks?: number): EngineSpec[] {
+  const s = parseSplit(split);
+  const roles: EngineRole[] = [
+    ...Array<EngineRole>(s.replicas).fill("both"),
+    ...Array<EngineRole>(s.prefill).fill("prefill"),
+    ...Array<EngineRole>(s.decode).fill("decode"),
+  ];
+  const counts = { both: 0, prefill: 0, decode: 0 };
+  const cores = pinCores(roles.map((role) => ({ role })));
+  return roles.map((role, i) => ({
+    id: `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`,
+    role,
+    ...(cores[i] !== undefined ? { core: cores[i] } : {}),
+    ...(numBlocks !== undefined ? { numBlocks } : {}),
+  }));
+}
+
+/** The proxy's config for running engines (precise mode by default: their KV events, replayed on subscribe). */
+export function proxyConfigFor(
+  engines: VllmEngine[],
+  o: { port: number; host?: string; table?: string; mode?: ServeMode; adminToken?: string },
+): ServeConfigInput {
+  return {
+    model: SERVED_MODEL,
+    mode: o.mode ?? "precise",
+    table: o.table ?? "dynamo-isl",
+    block_size: ENGINE_BLOCK_SIZE,
+    listen: { host: o.host ?? "127.0.0.1", port: o.port },
+    ...(o.adminToken ? { admin_token: o.adminToken } : {}),
+    workers: engines.map((e) => ({
+      id: e.id,
+      url: e.url,
+      role: e.role,
+      kv_events_endpoint: e.kvEventsEndpoint,
+      kv_events_replay_endpoint: e.replayEndpoint,
+    })),
+  };
+}
+
+export interface VllmServe {
+  proxy: RunningProxy;
+  engines: VllmEngine[];
+  close(opts?: CloseOptions): Promise<void>;
+}
+
+export async function startVllmServe(o: {
+  split: string;
+  port: number;
+  table?: string;
+  mode?: ServeMode;
+  adminToken?: string;
+  module?: WebAssembly.Module;
+  log?: (line: string) => void;
+  engines?: EngineOptions;
+}): Promise<VllmServe> {
+  const engines = await startEngines(engineSpecs(o.split), o.engines);
+  try {
+    const proxy = await startProxy(proxyConfigFor(engines, o), {
+      ...(o.module ? { module: o.module } : {}),
+      ...(o.log ? { log: o.log } : {}),
+    });
+    return {
+      proxy,
+      engines,
+      async close(opts?: CloseOptions) {
+        await proxy.close(opts);
+        await stopEngines(engines);
+      },
+    };
+  } catch (e) {
+    await stopEngines(engines);
+    throw e;
+  }
+}
+
+export interface VllmEnvoy {
+  envoy: RunningEnvoy;
+  engines: VllmEngine[];
+  close(): Promise<void>;
+}
+
+/** The Envoy setup for running engines (the filter routes in approximate mode: Envoy cannot subscribe to ZMQ). */
+export function envoySetupFor(
+  engines: VllmEngine[],
+  o: { port?: number; adminPort?: number; table?: string; concurrency?: number },
+): EnvoySetup {
+  return {
+    model: SERVED_MODEL,
+    table: o.table ?? "dynamo-isl",
+    listen: { port: o.port ?? 8000 },
+    admin: { port: o.adminPort ?? 9901 },
+    concurrency: o.concurrency ?? 2,
+    workers: engines.map((e) => ({ id: e.id, role: e.role, url: e.url })),
+  };
+}
+
+export async function startVllmEnvoy(
+  o: EnvoyOptions & {
+    split: string;
+    port?: number;
+    adminPort?: number;
+    table?: string;
+    concurrency?: number;
+    engines?: EngineOptions;
+  },
+): Promise<VllmEnvoy> {
+  const engines = await startEngines(engineSpecs(o.split), o.engines);
+  try {
+    const envoy = await startEnvoy(envoySetupFor(engines, o), o);
+    return {
+      envoy,
+      engines,
+      async close() {
+        await envoy.close();
+        await stopEngines(engines);
+      },
+    };
+  } catch (e) {
+    await stopEngines(engines);
+    throw e;
+  }
+}
