@@ -7,17 +7,22 @@ import { loadSetup } from "../envoy/config.js";
 import { startEmulatedEnvoy } from "../envoy/emulate.js";
 import { findEnvoy, startEnvoy, writeEnvoyConfig } from "../envoy/launch.js";
 import { flag, intOption, untilSignal, UsageError, type Command } from "./args.js";
+import { parseSplit } from "../sim/simulator.js";
+import { startVllmEnvoy } from "../serve/vllm/cluster.js";
+import { vllmInstall } from "../serve/vllm/install.js";
 
 export const command: Command = {
   usage: `dolphin envoy --emulate <nPmD|nR> [--port 8000] [--admin-port 9901] [--table T] [--concurrency 2]
               [--time-scale S]
+dolphin envoy --vllm <nPmD|nR> [--port 8000] [--admin-port 9901] [--table T] [--concurrency 2] [--model DIR]
 dolphin envoy --config envoy-plugin.json [--port N] [--admin-port N] [--concurrency N] [--write DIR]
 
 Runs Envoy (the official binary that npm run setup installs into .venv) with the dolphin proxy-wasm filter
 (build/dolphin-envoy.wasm): the same routing core as dolphin serve in approximate mode, local or two-step remote
 (vLLM's NixlConnector) per request. --emulate starts that many emulated workers (dolphin worker) behind it and
 prints the proxy and admin URLs; --table picks the policy (default dynamo-isl); --concurrency sets Envoy's worker
-threads. --config reads the workers (id, role, url) and the filter settings (docs/envoy.md); --write DIR writes
+threads. --vllm starts that many real vLLM engines instead (as dolphin serve --vllm; the filter routes in
+approximate mode). --config reads the workers (id, role, url) and the filter settings (docs/envoy.md); --write DIR writes
 envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener.yaml to swap the table).`,
   options: {
     emulate: { type: "string" },
@@ -28,6 +33,8 @@ envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener
     concurrency: { type: "string" },
     "time-scale": { type: "string" },
     write: { type: "string" },
+    vllm: { type: "string" },
+    model: { type: "string" },
   },
   async run(v) {
     const port = intOption(v["port"], "port", 0, 65535, 8000);
@@ -35,7 +42,30 @@ envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener
     const concurrency = intOption(v["concurrency"], "concurrency", 1, 256, 2);
     const print = (line: string): void => void process.stderr.write(`${line}\n`);
     let close: () => Promise<void>;
-    if (v["emulate"] !== undefined) {
+    if (v["vllm"] !== undefined) {
+      const split = String(v["vllm"]);
+      flag("vllm", () => parseSplit(split));
+      findEnvoy(); // before starting engines: says to run npm run setup
+      const install = vllmInstall();
+      print(`dolphin envoy: starting vLLM ${install.version} engines (${split}); each takes 30–60 s to start`);
+      const e = await startVllmEnvoy({
+        split,
+        port,
+        adminPort,
+        concurrency,
+        engines: {
+          progress: (l) => print(`dolphin envoy: ${l}`),
+          ...(v["model"] !== undefined ? { model: String(v["model"]) } : {}),
+        },
+        ...(v["table"] !== undefined ? { table: String(v["table"]) } : {}),
+      });
+      print(
+        `dolphin envoy: Envoy + dolphin filter at ${e.envoy.url} (admin ${e.envoy.adminUrl}) in front of ` +
+          `${e.engines.length} vLLM engines (${e.engines.map((w) => `${w.id} ${w.role} ${w.url}`).join(", ")}); try:\n  curl ${e.envoy.url}/v1/chat/completions ` +
+          `-H 'content-type: application/json' -d '{"model":"tiny-llama","messages":[{"role":"user","content":"hello"}],"max_tokens":8}'`,
+      );
+      close = () => e.close();
+    } else if (v["emulate"] !== undefined) {
       findEnvoy(); // before starting workers: says to run npm run setup
       const timeScale = v["time-scale"] !== undefined ? Number(v["time-scale"]) : 1;
       if (!(timeScale > 0 && Number.isFinite(timeScale))) throw new UsageError("--time-scale must be a number > 0");
@@ -55,7 +85,7 @@ envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener
       );
       close = () => e.close();
     } else {
-      if (v["config"] === undefined) throw new UsageError("give --config envoy-plugin.json or --emulate nPmD");
+      if (v["config"] === undefined) throw new UsageError("give --config envoy-plugin.json, --emulate nPmD or --vllm nPmD");
       const setup = flag("config", () => loadSetup(String(v["config"])));
       if (v["port"] !== undefined) setup.listen = { ...setup.listen, port };
       if (v["admin-port"] !== undefined) setup.admin = { ...setup.admin, port: adminPort };
