@@ -85,7 +85,8 @@ envoy.yaml and listener.yaml for them instead of running Envoy (rewrite listener
       );
       close = () => e.close();
     } else {
-      if (v["config"] === undefined) throw new UsageError("give --config envoy-plugin.json, --emulate nPmD or --vllm nPmD");
+      if (v["config"] === undefined)
+        throw new UsageError("give --config envoy-plugin.json, --emulate nPmD or --vllm nPmD");
       const setup = flag("config", () => loadSetup(String(v["config"])));
       if (v["port"] !== undefined) setup.listen = { ...setup.listen, port };
       if (v["admin-port"] !== undefined) setup.admin = { ...setup.admin, port: adminPort };
