@@ -6,13 +6,16 @@ import { flag, intOption, untilSignal, UsageError, type Command } from "./args.j
 
 export const command: Command = {
   usage: `dolphin worker --role prefill|decode|both [--cluster <preset|file>] [--port N] [--host H] [--model NAME]
-               [--time-scale S] [--kv-events-port N] [--kv-events-url URL] [--worker-id ID] [--link NAME]
+               [--time-scale S] [--kv-events-port N | --kv-events-endpoint EP] [--kv-events-replay-endpoint EP]
+               [--kv-events-buffer-steps N] [--kv-events-topic T] [--kv-events-url URL] [--worker-id ID] [--link NAME]
 
 An emulated vLLM worker for trying and testing the proxy without GPUs: /v1/completions and /v1/chat/completions
 (streaming or not), /tokenize (a deterministic tokenizer of our own), vLLM's kv_transfer_params protocol (the decode
 role pulls KV in the modeled transfer time), continuous batching timed by the calibrated step model (--time-scale S
 runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch KV events over ZMQ
-(--kv-events-port) and/or by POST (--kv-events-url), and vLLM-style /metrics. Port 8100 by default.`,
+(--kv-events-port, or --kv-events-endpoint such as tcp://127.0.0.1:5557) and/or by POST (--kv-events-url), with
+vLLM's replay socket (--kv-events-replay-endpoint, e.g. tcp://127.0.0.1:5558; the last --kv-events-buffer-steps
+batches, 10,000 by default), and vLLM-style /metrics. Port 8100 by default.`,
   options: {
     role: { type: "string" },
     cluster: { type: "string" },
@@ -21,6 +24,10 @@ runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch 
     model: { type: "string" },
     "time-scale": { type: "string" },
     "kv-events-port": { type: "string" },
+    "kv-events-endpoint": { type: "string" },
+    "kv-events-replay-endpoint": { type: "string" },
+    "kv-events-buffer-steps": { type: "string" },
+    "kv-events-topic": { type: "string" },
     "kv-events-url": { type: "string" },
     "worker-id": { type: "string" },
     link: { type: "string" },
@@ -32,6 +39,14 @@ runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch 
     const timeScale = v["time-scale"] !== undefined ? Number(v["time-scale"]) : 1;
     if (!(timeScale > 0 && Number.isFinite(timeScale)))
       throw new UsageError(`--time-scale must be a number > 0, got ${String(v["time-scale"])}`);
+    if (v["kv-events-port"] !== undefined && v["kv-events-endpoint"] !== undefined)
+      throw new UsageError("--kv-events-port and --kv-events-endpoint are two ways to say the same thing: give one");
+    if (
+      v["kv-events-replay-endpoint"] !== undefined &&
+      v["kv-events-port"] === undefined &&
+      v["kv-events-endpoint"] === undefined
+    )
+      throw new UsageError("--kv-events-replay-endpoint needs --kv-events-port or --kv-events-endpoint");
     const { preset } = flag("cluster", () =>
       resolveCluster(v["cluster"] !== undefined ? String(v["cluster"]) : "h100-8b", undefined),
     );
@@ -45,6 +60,22 @@ runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch 
       ...(v["kv-events-port"] !== undefined
         ? { kvEventsPort: intOption(v["kv-events-port"], "kv-events-port", 1, 65535, 5557) }
         : {}),
+      ...(v["kv-events-endpoint"] !== undefined ? { kvEventsEndpoint: String(v["kv-events-endpoint"]) } : {}),
+      ...(v["kv-events-replay-endpoint"] !== undefined
+        ? { kvEventsReplayEndpoint: String(v["kv-events-replay-endpoint"]) }
+        : {}),
+      ...(v["kv-events-buffer-steps"] !== undefined
+        ? {
+            kvEventsBufferSteps: intOption(
+              v["kv-events-buffer-steps"],
+              "kv-events-buffer-steps",
+              1,
+              10_000_000,
+              10_000,
+            ),
+          }
+        : {}),
+      ...(v["kv-events-topic"] !== undefined ? { kvEventsTopic: String(v["kv-events-topic"]) } : {}),
       ...(v["kv-events-url"] !== undefined ? { kvEventsUrl: String(v["kv-events-url"]) } : {}),
       ...(v["worker-id"] !== undefined ? { workerId: String(v["worker-id"]) } : {}),
       ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
@@ -52,6 +83,7 @@ runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch 
     process.stderr.write(
       `dolphin worker: ${w.role} ${w.preset.name} serving ${w.model} at ${w.url}` +
         (w.kvEventsEndpoint ? `, KV events on ${w.kvEventsEndpoint}` : "") +
+        (w.kvEventsReplayEndpoint ? ` (replay on ${w.kvEventsReplayEndpoint})` : "") +
         ` (emulated: timing from the simulator's model)\n`,
     );
     await untilSignal(() => w.close());

@@ -6,30 +6,37 @@
 //
 // This file starts one; each concern is a module of worker/: requests.ts (what a request may ask, checked as vLLM
 // checks it), routes.ts (the HTTP API), engine.ts (the simulated instance on the wall clock, and the KV handoff),
-// answers.ts (OpenAI answers and SSE), kv-events.ts (KV events over ZMQ or POST), metrics.ts (vLLM's /metrics).
+// answers.ts (OpenAI answers and SSE), kv-events.ts (KV events over ZMQ or POST, and vLLM's replay socket),
+// metrics.ts (vLLM's /metrics).
 //
 // Requests (POST /v1/completions with `prompt`: a string, token ids, or a one-element list of either; POST
 // /v1/chat/completions with `messages`, rendered by tokenizer.ts's chatPrompt): the output is exactly
 // max(max_tokens, min_tokens) tokens (max_tokens default 64; chat also reads max_completion_tokens), finish_reason
 // "length", no EOS. Output text is deterministic words (tokenizer.ts). `usage.prompt_tokens_details.cached_tokens`
-// is the prefix-cache hit at admission (whole 16-token blocks; a full hit recomputes its last block, as vLLM).
+// is the prefix-cache hit at admission (whole 16-token blocks; a full hit recomputes its last block, as vLLM), except
+// on a decode request: see below.
 //
 // Disaggregated protocol (reference-systems.md):
 //   - `kv_transfer_params.do_remote_decode: true` (a prefill request; roles prefill and both): runs the prefill only
 //     and answers with one token and `kv_transfer_params: {do_remote_prefill: true, do_remote_decode: false,
-//     remote_block_ids, remote_engine_id: workerId, remote_request_id, remote_host, remote_port, tp_size}`.
+//     remote_block_ids, remote_engine_id: workerId, remote_request_id, remote_host, remote_port, tp_size,
+//     dcp_size: 1, pp_size: 1, remote_num_tokens (the prompt), remote_blocks_expiry_time: null, transfer_mode: "pull",
+//     remote_prefill_cached_tokens (its own cached_tokens)}`, as vLLM 0.32 does.
 //     remote_host/remote_port are this worker's HTTP address (real NIXL uses a side-channel port);
 //     remote_block_ids are the interned ids of the prompt's full blocks (informational). The prompt's blocks stay
 //     pinned until released, or until kvPinTimeoutMs of simulated time passes (then released anyway, as vLLM's
 //     NIXL abort timeout does).
 //   - `kv_transfer_params.do_remote_prefill: true` with remote_host, remote_port, remote_request_id (a decode
 //     request; roles decode and both): admitted (KV reserved for prompt and output), it "pulls" the prompt's KV
-//     that is not already in its own prefix cache (as NIXL does): kvTransferMs of those tokens over the link, in
+//     that is not already in its own prefix cache (as NIXL does; a local hit, as vLLM's, stops short of the prompt's
+//     last token, so a full hit pulls the last block again): kvTransferMs of those tokens over the link, in
 //     simulated time; pulls into one worker share its inbound link one at a time (as the simulator). Then it decodes:
-//     its first token comes from its first decode step. When the pull ends it tells the prefill worker to release
-//     the blocks: `POST http://{remote_host}:{remote_port}/internal/kv-release` with `{"remote_request_id": …}`
-//     (200 `{"released": true}`, 404 when unknown). A failed release is counted (stats().kvReleaseFailures) and
-//     does not fail the request.
+//     its first token comes from its first decode step. Its usage's cached_tokens is what vLLM 0.32's decode engine
+//     reports: the params' remote_prefill_cached_tokens when they carry it (the prefill engine's count), else the
+//     whole prompt (its local hit plus the pulled, "external" tokens). When the pull ends it tells the prefill worker
+//     to release the blocks: `POST http://{remote_host}:{remote_port}/internal/kv-release` with
+//     `{"remote_request_id": …}` (200 `{"released": true}`, 404 when unknown). A failed release is counted
+//     (stats().kvReleaseFailures) and does not fail the request.
 //   - Without kv_transfer_params (or with both flags false) any role prefills and decodes locally (vLLM does).
 //     A prefill request sent to a decode-role worker, or a decode request to a prefill-role worker, is a 400.
 //
@@ -60,7 +67,7 @@ import { SIM_BLOCK_TOKENS } from "../sim/types.js";
 import type { WorkerRole } from "./config.js";
 import { closeServer, listen, urlHost } from "./http-toolkit.js";
 import { WorkerEngine } from "./worker/engine.js";
-import { KvEventPublisher } from "./worker/kv-events.js";
+import { KvEventPublisher, VLLM_BUFFER_STEPS } from "./worker/kv-events.js";
 import { WorkerMetrics } from "./worker/metrics.js";
 import { answer, workerRoutes } from "./worker/routes.js";
 
@@ -87,7 +94,15 @@ export interface WorkerOptions {
   kvEventsPort?: number;
   /** ZMQ endpoint to bind instead of kvEventsPort, e.g. "tcp://127.0.0.1:*" (an ephemeral port). */
   kvEventsEndpoint?: string;
-  /** ZMQ topic frame (default "kv-events"). */
+  /**
+   * vLLM's KV-event replay socket (kv_events_config.replay_endpoint): a ZMQ ROUTER to bind, e.g. "tcp://127.0.0.1:*"
+   * (an ephemeral port), answering replay requests from the last kvEventsBufferSteps batches as vLLM's does
+   * (worker/kv-events.ts). Needs kvEventsEndpoint or kvEventsPort. Default: none.
+   */
+  kvEventsReplayEndpoint?: string;
+  /** Batches the replay socket keeps (vLLM's kv_events_config.buffer_steps). Default 10,000. */
+  kvEventsBufferSteps?: number;
+  /** ZMQ topic frame (default "kv-events", what src/serve/vllm starts real engines with; vLLM's own default is ""). */
   kvEventsTopic?: string;
   /** POST every EventBatch (msgpack) here. */
   kvEventsUrl?: string;
@@ -140,6 +155,8 @@ export interface WorkerHandle {
   preset: ModelPreset;
   /** The ZMQ endpoint KV events are published on (null when off). */
   kvEventsEndpoint: string | null;
+  /** The ZMQ endpoint of the KV-event replay socket (null when off). */
+  kvEventsReplayEndpoint: string | null;
   /** The simulated instance (read-only use). */
   instance: Instance;
   stats(): WorkerStats;
@@ -178,10 +195,20 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   const { role, preset, link, timeScale, capacityBlocks, transfer, host, model, maxModelLen, log } =
     resolveOptions(opts);
 
+  // ZMQ publisher and replay socket, when asked for (bound once the HTTP server listens)
+  const endpoint =
+    opts.kvEventsEndpoint ?? (opts.kvEventsPort ? `tcp://${urlHost(host)}:${opts.kvEventsPort}` : undefined);
+  const replayEndpoint = opts.kvEventsReplayEndpoint ?? null;
+  if (replayEndpoint !== null && !endpoint)
+    throw new Error(
+      "worker: kvEventsReplayEndpoint needs kvEventsEndpoint or kvEventsPort (it replays what they publish)",
+    );
+
   const blockIds = new BlockIds();
   const kv = new KvEventPublisher(blockIds, {
     topic: opts.kvEventsTopic ?? "kv-events",
     url: opts.kvEventsUrl ?? null,
+    bufferSteps: opts.kvEventsBufferSteps ?? VLLM_BUFFER_STEPS,
     log,
   });
   // the metrics read the engine when scraped; the engine reports each TTFT to the metrics
@@ -235,13 +262,10 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
   Object.assign(engine.address, { workerId, host, port });
   kv.workerId = workerId;
 
-  // ZMQ publisher, when asked for
-  const endpoint =
-    opts.kvEventsEndpoint ?? (opts.kvEventsPort ? `tcp://${urlHost(host)}:${opts.kvEventsPort}` : undefined);
   if (endpoint) {
     let unavailable: string | null;
     try {
-      unavailable = await kv.bind(endpoint);
+      unavailable = await kv.bind(endpoint, replayEndpoint);
     } catch (e) {
       await closeServer(server);
       throw e;
@@ -263,6 +287,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     model,
     preset,
     kvEventsEndpoint: kv.endpoint,
+    kvEventsReplayEndpoint: kv.replayEndpoint,
     instance: inst,
     stats: () => {
       engine.pump();

@@ -182,10 +182,23 @@ export class WorkerEngine {
     c.finish();
   }
 
-  private notePrefixHit(c: Completion, job: Job): void {
-    c.cachedTokens = job.hitBlocks * SIM_BLOCK_TOKENS;
+  /**
+   * A job's local prefix-cache hit in tokens, as vLLM counts it: whole blocks, at most the prompt less one token
+   * (KVCacheManager.get_computed_blocks' max_cache_hit_length; the instance already caps prefills so, not decodes).
+   */
+  private localHitTokens(job: Job): number {
+    const n = job.req.promptTokens;
+    return Math.min(job.hitBlocks, Math.floor((n - 1) / SIM_BLOCK_TOKENS)) * SIM_BLOCK_TOKENS;
+  }
+
+  /**
+   * The prefix-cache metrics count the local hit (vllm:prefix_cache_queries/hits); the answer's cached_tokens is
+   * `reported` (by default the local hit too).
+   */
+  private notePrefixHit(c: Completion, local: number, reported = local): void {
+    c.cachedTokens = reported;
     this.counters.prefixQueryTokens += c.tokens.length;
-    this.counters.prefixHitTokens += c.cachedTokens;
+    this.counters.prefixHitTokens += local;
   }
 
   /** Tells the prefill worker its blocks were pulled (NIXL's notification, over HTTP here). */
@@ -222,7 +235,7 @@ export class WorkerEngine {
         const c = byReq.get(job.req);
         if (!c) return;
         kv.blocksDone(job.ids);
-        this.notePrefixHit(c, job);
+        this.notePrefixHit(c, this.localHitTokens(job));
         this.o.observeTtft((queue.nowMs - c.arrivalMs) / 1000);
         const requestId = c.requestId;
         this.pins.set(requestId, {
@@ -232,6 +245,8 @@ export class WorkerEngine {
           }),
         });
         const { workerId, host, port } = this.address;
+        // NixlConnector's request_finished (nixl/pull_scheduler.py), then the scheduler adds the prefill's cached
+        // tokens for the decode engine to report (Scheduler.update_from_output: remote_prefill_cached_tokens)
         c.kvParams = {
           do_remote_prefill: true,
           do_remote_decode: false,
@@ -241,14 +256,25 @@ export class WorkerEngine {
           remote_host: host,
           remote_port: port,
           tp_size: this.o.preset.tp,
+          dcp_size: 1,
+          pp_size: 1,
+          remote_num_tokens: job.req.promptTokens,
+          remote_blocks_expiry_time: null,
+          transfer_mode: "pull",
+          remote_prefill_cached_tokens: c.cachedTokens,
         };
         this.emit(c, 1);
         this.finish(c);
       },
       decodeAdmitted: (inst, job) => {
         const c = byReq.get(job.req);
-        if (c) this.notePrefixHit(c, job);
-        const tokens = Math.max(0, job.req.promptTokens - job.hitBlocks * SIM_BLOCK_TOKENS);
+        // NixlConnector pulls the whole prompt beyond the local hit (get_num_new_matched_tokens), so the local and
+        // external hits make the prompt: vLLM's decode engine reports that as cached_tokens (PrefillStats), unless
+        // the params carry the prefill engine's count (remote_prefill_cached_tokens), which it reports instead
+        const prompt = job.req.promptTokens;
+        const local = this.localHitTokens(job);
+        if (c) this.notePrefixHit(c, local, c.remote?.prefillCachedTokens ?? prompt);
+        const tokens = prompt - local;
         const start = Math.max(queue.nowMs, this.linkFreeAt);
         const end = start + kvTransferMs(tokens, this.o.preset, this.o.link, this.o.transfer);
         this.linkFreeAt = end;
@@ -264,7 +290,7 @@ export class WorkerEngine {
         this.o.observeTtft((timeMs - c.arrivalMs) / 1000);
         if (job.kind === "local") {
           kv.blocksDone(job.ids);
-          this.notePrefixHit(c, job);
+          this.notePrefixHit(c, this.localHitTokens(job));
           this.emit(c, 1); // the token the completed prefill samples (decode jobs' first tokens come through decoded)
         }
       },

@@ -121,6 +121,12 @@ export interface RemoteSource {
   host: string;
   port: number;
   requestId: string;
+  /**
+   * kv_transfer_params.remote_prefill_cached_tokens when an integer (the prefill engine's own cached tokens, which
+   * vLLM's decode engine reports as its usage's cached_tokens; OutputProcessor's RequestState.from_new_request), else
+   * null.
+   */
+  prefillCachedTokens: number | null;
 }
 
 /** What kv_transfer_params asks for. */
@@ -153,7 +159,9 @@ export function transferKind(v: unknown): { kind: JobKind; remote: RemoteSource 
   const ids = v["remote_block_ids"];
   if (ids !== undefined && ids !== null && !Array.isArray(ids))
     throw bad(`kv_transfer_params.remote_block_ids must be a list, got ${describeValue(ids)}`, "kv_transfer_params");
-  return { kind: "decode", remote: { host, port, requestId } };
+  const cached = v["remote_prefill_cached_tokens"];
+  const prefillCachedTokens = typeof cached === "number" && Number.isSafeInteger(cached) ? cached : null;
+  return { kind: "decode", remote: { host, port, requestId, prefillCachedTokens } };
 }
 
 /** A completions or chat-completions request as the engine runs it. */
