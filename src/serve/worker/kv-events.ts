@@ -4,7 +4,7 @@
 // [topic, seq (8-byte big-endian, 0, 1, 2, … one per batch), payload] and/or POSTed to kvEventsUrl (content-type
 // application/msgpack, header x-dolphin-worker: workerId, x-dolphin-seq: sequence), in order, one at a time.
 //
-// The payload is msgspec's msgpack of a KVEventBatch, byte for byte (encodeVllmEventBatch): the batch is
+// The payload is msgspec's msgpack of a KVEventBatch (encodeVllmEventBatch, with msgpackr): the batch is
 // array_like, `[ts (float64, wall-clock seconds), events, data_parallel_rank (0)]`; each event is a tagged struct,
 // so a MAP whose first key "type" names its class, then its fields in declaration order with those still at their
 // default omitted (omit_defaults): BlockStored {type, block_hashes, parent_block_hash, token_ids, block_size,
@@ -12,8 +12,9 @@
 // kv_cache_spec_kind: "full_attention"} (the last two filled by KVCacheManager.take_events), BlockRemoved {type,
 // block_hashes: [one hash], medium: "GPU", group_idx: 0} (one per evicted block), AllBlocksCleared {type}. Block
 // hashes are unsigned 64-bit ints (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES, on by default: the low 64 bits of the hash),
-// integers in msgpack's smallest encoding as msgspec writes them. block_size is this worker's, 16 (the engines here
-// run with 32).
+// integers in msgpack's smallest encoding as msgspec writes them, byte for byte but for one: a hash in [2^32, 2^63) is
+// an int64 where msgspec writes a uint64 (msgpackr's only form for it; the same value to any decoder). block_size is
+// this worker's, 16 (the engines here run with 32).
 //
 // With a replay endpoint it also binds vLLM's replay socket, a ZMQ ROUTER keeping the last bufferSteps batches sent
 // on the PUB (vLLM's buffer_steps, 10,000 by default) and answering as ZmqEventPublisher._service_replay does: a
@@ -22,6 +23,7 @@
 // of any other frame count is ignored. zeromq is optional (zeromq.ts): without it only kvEventsUrl works (logged at
 // startup).
 
+import { Packr } from "msgpackr";
 import type { KvEvent } from "../../kv-events.js";
 import type { BlockIds, KvEventSink } from "../../sim/kv-cache.js";
 import { SIM_BLOCK_TOKENS } from "../../sim/types.js";
@@ -39,126 +41,45 @@ const SPEC_KIND = "full_attention";
 
 // ---- msgspec-compatible msgpack ---------------------------------------------------------------------------------
 
-/** A msgpack writer producing msgspec's encodings: smallest int forms, float64 floats, str8 for 32..255 bytes. */
-class Writer {
-  private buf = Buffer.allocUnsafe(1024);
-  private n = 0;
+/**
+ * msgpackr as msgspec writes these batches: plain objects as maps in insertion order with the smallest header
+ * (variableMapSize), numbers below 2^32 as the smallest int, strings str8 from 32 bytes, non-integers as float64.
+ */
+const packr = new Packr({ useRecords: false, variableMapSize: true });
 
-  private room(k: number): void {
-    if (this.n + k <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.n + k));
-    this.buf.copy(next, 0, 0, this.n);
-    this.buf = next;
+/**
+ * Hash i of (lo, hi) pairs as the unsigned 64-bit integer vLLM publishes: a number below 2^32 (its smallest int form,
+ * as msgspec's), else a bigint (msgpackr: uint64 from 2^63, int64 below, where msgspec writes uint64: the same value).
+ */
+const hashAt = (p: Uint32Array, i: number): number | bigint =>
+  p[2 * i + 1] === 0 ? p[2 * i]! : (BigInt(p[2 * i + 1]!) << 32n) | BigInt(p[2 * i]!);
+
+const hashList = (p: Uint32Array): (number | bigint)[] =>
+  Array.from({ length: p.length >>> 1 }, (_, i) => hashAt(p, i));
+
+/** A KvEvent as vLLM's tagged struct: "type" first, then its fields in declaration order. */
+function vllmEvent(e: KvEvent): Record<string, unknown> {
+  switch (e.kind) {
+    case "stored":
+      return {
+        type: "BlockStored",
+        block_hashes: hashList(e.hashes),
+        parent_block_hash: e.parent ? hashAt(e.parent, 0) : null,
+        token_ids: e.tokenIds,
+        block_size: e.blockSize,
+        lora_id: null,
+        medium: e.medium,
+        lora_name: null,
+        // one entry per block: no LoRA, multimodal input, cache salt or prompt embeds (to_event_extra_keys)
+        extra_keys: Array.from({ length: e.hashes.length >>> 1 }, () => null),
+        group_idx: 0,
+        kv_cache_spec_kind: SPEC_KIND,
+      };
+    case "removed":
+      return { type: "BlockRemoved", block_hashes: hashList(e.hashes), medium: e.medium, group_idx: 0 };
+    case "cleared":
+      return { type: "AllBlocksCleared" };
   }
-
-  byte(b: number): void {
-    this.room(1);
-    this.buf[this.n++] = b;
-  }
-
-  nil(): void {
-    this.byte(0xc0);
-  }
-
-  /** A non-negative integer (a number up to 2^53 − 1 or a bigint below 2^64). */
-  uint(v: number | bigint): void {
-    if (typeof v === "bigint" && v <= BigInt(Number.MAX_SAFE_INTEGER)) v = Number(v);
-    if (typeof v === "bigint") {
-      this.room(9);
-      this.buf[this.n] = 0xcf;
-      this.buf.writeBigUInt64BE(v, this.n + 1);
-      this.n += 9;
-    } else if (v < 0x80) this.byte(v);
-    else if (v <= 0xff) {
-      this.room(2);
-      this.buf[this.n] = 0xcc;
-      this.buf[this.n + 1] = v;
-      this.n += 2;
-    } else if (v <= 0xffff) {
-      this.room(3);
-      this.buf[this.n] = 0xcd;
-      this.buf.writeUInt16BE(v, this.n + 1);
-      this.n += 3;
-    } else if (v <= 0xffffffff) {
-      this.room(5);
-      this.buf[this.n] = 0xce;
-      this.buf.writeUInt32BE(v, this.n + 1);
-      this.n += 5;
-    } else {
-      this.room(9);
-      this.buf[this.n] = 0xcf;
-      this.buf.writeBigUInt64BE(BigInt(v), this.n + 1);
-      this.n += 9;
-    }
-  }
-
-  float64(v: number): void {
-    this.room(9);
-    this.buf[this.n] = 0xcb;
-    this.buf.writeDoubleBE(v, this.n + 1);
-    this.n += 9;
-  }
-
-  str(s: string): void {
-    const len = Buffer.byteLength(s, "utf8");
-    this.room(5 + len);
-    if (len < 32) this.buf[this.n++] = 0xa0 | len;
-    else if (len <= 0xff) {
-      this.buf[this.n++] = 0xd9;
-      this.buf[this.n++] = len;
-    } else if (len <= 0xffff) {
-      this.buf[this.n++] = 0xda;
-      this.buf.writeUInt16BE(len, this.n);
-      this.n += 2;
-    } else {
-      this.buf[this.n++] = 0xdb;
-      this.buf.writeUInt32BE(len, this.n);
-      this.n += 4;
-    }
-    this.n += this.buf.write(s, this.n, "utf8");
-  }
-
-  private header(len: number, fix: number, b16: number, b32: number): void {
-    this.room(5);
-    if (len < 16) this.buf[this.n++] = fix | len;
-    else if (len <= 0xffff) {
-      this.buf[this.n++] = b16;
-      this.buf.writeUInt16BE(len, this.n);
-      this.n += 2;
-    } else {
-      this.buf[this.n++] = b32;
-      this.buf.writeUInt32BE(len, this.n);
-      this.n += 4;
-    }
-  }
-
-  array(len: number): void {
-    this.header(len, 0x90, 0xdc, 0xdd);
-  }
-
-  map(len: number): void {
-    this.header(len, 0x80, 0xde, 0xdf);
-  }
-
-  done(): Buffer {
-    return this.buf.subarray(0, this.n);
-  }
-}
-
-/** Pair i of (lo, hi) pairs as the unsigned 64-bit hash vLLM publishes. */
-const pairU64 = (p: Uint32Array, i: number): bigint => (BigInt(p[2 * i + 1]!) << 32n) | BigInt(p[2 * i]!);
-
-/** Hash i of (lo, hi) pairs as the unsigned 64-bit integer vLLM publishes (below 2^53 from a number, no bigint). */
-function writeHash(w: Writer, pairs: Uint32Array, i: number): void {
-  const hi = pairs[2 * i + 1]!;
-  if (hi < 0x200000) w.uint(hi * 0x100000000 + pairs[2 * i]!);
-  else w.uint(pairU64(pairs, i));
-}
-
-function writeHashes(w: Writer, pairs: Uint32Array): void {
-  const n = pairs.length >>> 1;
-  w.array(n);
-  for (let i = 0; i < n; i++) writeHash(w, pairs, i);
 }
 
 /**
@@ -166,65 +87,11 @@ function writeHashes(w: Writer, pairs: Uint32Array): void {
  * array `[ts, events, data_parallel_rank]`, each event a map keyed by field name after its "type" tag.
  */
 export function encodeVllmEventBatch(ts: number, events: readonly KvEvent[], dataParallelRank = 0): Buffer {
-  const w = new Writer();
-  w.array(3);
-  w.float64(ts);
-  w.array(events.length);
-  for (const e of events) {
-    switch (e.kind) {
-      case "stored": {
-        const blocks = e.hashes.length >>> 1;
-        w.map(11);
-        w.str("type");
-        w.str("BlockStored");
-        w.str("block_hashes");
-        writeHashes(w, e.hashes);
-        w.str("parent_block_hash");
-        if (e.parent) writeHash(w, e.parent, 0);
-        else w.nil();
-        w.str("token_ids");
-        w.array(e.tokenIds.length);
-        for (const t of e.tokenIds) w.uint(t);
-        w.str("block_size");
-        w.uint(e.blockSize);
-        w.str("lora_id");
-        w.nil();
-        w.str("medium");
-        if (e.medium === null) w.nil();
-        else w.str(e.medium);
-        w.str("lora_name");
-        w.nil();
-        // one entry per block: no LoRA, multimodal input, cache salt or prompt embeds (to_event_extra_keys)
-        w.str("extra_keys");
-        w.array(blocks);
-        for (let i = 0; i < blocks; i++) w.nil();
-        w.str("group_idx");
-        w.uint(0);
-        w.str("kv_cache_spec_kind");
-        w.str(SPEC_KIND);
-        break;
-      }
-      case "removed":
-        w.map(4);
-        w.str("type");
-        w.str("BlockRemoved");
-        w.str("block_hashes");
-        writeHashes(w, e.hashes);
-        w.str("medium");
-        if (e.medium === null) w.nil();
-        else w.str(e.medium);
-        w.str("group_idx");
-        w.uint(0);
-        break;
-      case "cleared":
-        w.map(1);
-        w.str("type");
-        w.str("AllBlocksCleared");
-        break;
-    }
-  }
-  w.uint(dataParallelRank);
-  return w.done();
+  // msgspec writes a Python float as float64 always, msgpackr an integer-valued number (or -0) as an int: ts goes in
+  // as a non-integer, so as float64 right after the one-byte array header, and is then written over.
+  const out = packr.pack([0.5, events.map(vllmEvent), dataParallelRank]);
+  out.writeDoubleBE(ts, 2);
+  return out;
 }
 
 // ---- the publisher ----------------------------------------------------------------------------------------------
