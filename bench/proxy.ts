@@ -229,7 +229,7 @@ listenAll(2, (req, res) => {
   });
 });`;
 
-const PASSTHROUGH_SCRIPT = `${CHILD_PRELUDE}
+export const PASSTHROUGH_SCRIPT = `${CHILD_PRELUDE}
 const target = new URL(cfg.upstream);
 const agent = new http.Agent({ keepAlive: true });
 listenAll(1, (req, res) => {

@@ -1,6 +1,7 @@
 // The dolphin command as a user runs it: a real process, stdin in, stdout out, exit codes.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -135,6 +136,24 @@ describe("dolphin", () => {
     expect(dolphin([]).code).toBe(2);
     expect(dolphin(["hash", "--block-size", "0"], "[]").code).toBe(2);
     expect(dolphin(["route", "--table", "spec/vectors/tables/invalid-checksum-mismatch.msgpack"], "").code).toBe(1);
+  });
+
+  it("serve --vllm and envoy --vllm say to run npm run setup when vLLM is not installed, and start nothing", () => {
+    const empty = mkdtempSync(join(tmpdir(), "dolphin-no-vllm-"));
+    try {
+      for (const cmd of ["serve", "envoy"]) {
+        const r = spawnSync(process.execPath, [BIN, cmd, "--vllm", "1P1D", "--port", "0"], {
+          encoding: "utf8",
+          timeout: 60_000,
+          env: { ...process.env, DOLPHIN_CACHE: empty },
+        });
+        expect(r.status).toBe(1);
+        expect(r.stderr).toMatch(/vLLM is not installed .*run npm run setup/);
+      }
+      expect(dolphin(["serve", "--vllm", "1X1D"]).err).toMatch(/--vllm/);
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 
   it("simulate warns when the cluster is overloaded at the requested rate, and only then", () => {

@@ -4,6 +4,8 @@ import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PRESETS } from "../src/sim/perf.js";
 import { startEmulated, type Emulated } from "../src/serve/emulate.js";
+import { startProxy } from "../src/serve/proxy.js";
+import type { ServeConfigInput } from "../src/serve/config.js";
 import { coreModule } from "./helpers.js";
 
 const longPrompt = (topic: string) => `Summarize everything you know about ${topic}. `.repeat(120);
@@ -22,6 +24,32 @@ async function chat(url: string, content: string, extra: Record<string, unknown>
   };
 }
 
+/** The config `startEmulated` gave its proxy, read back from its workers. */
+function proxyConfig(e: Emulated): ServeConfigInput {
+  return {
+    model: "dolphin-emulated",
+    mode: "precise",
+    workers: e.workers.map((w) => ({
+      id: w.workerId,
+      url: w.url,
+      role: w.role,
+      kv_events_endpoint: w.kvEventsEndpoint!,
+      kv_events_replay_endpoint: w.kvEventsReplayEndpoint!,
+    })),
+  };
+}
+
+/** A chat prompt's token ids as the worker's /tokenize gives them (what precise mode routes on). */
+async function tokenize(content: string): Promise<number[]> {
+  const r = await fetch(`${tokenizerUrl}/tokenize`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "dolphin-emulated", messages: [{ role: "user", content }] }),
+  });
+  return ((await r.json()) as { tokens: number[] }).tokens;
+}
+let tokenizerUrl = "";
+
 describe("proxy + emulated workers (in process)", () => {
   let e: Emulated;
   beforeAll(async () => {
@@ -33,6 +61,7 @@ describe("proxy + emulated workers (in process)", () => {
       module: coreModule("release"),
       log: () => {},
     });
+    tokenizerUrl = e.workers.find((w) => w.role === "decode")!.url;
   });
   afterAll(async () => e?.close());
 
@@ -69,6 +98,30 @@ describe("proxy + emulated workers (in process)", () => {
         .trim()
         .split(/\s+/),
     ).toHaveLength(6);
+  });
+
+  it("a second proxy started in front of the warm workers sees their caches before its first request (replay)", async () => {
+    const prompt = longPrompt("late joiners");
+    const first = await chat(e.proxy.url, prompt);
+    expect(first.status).toBe(200);
+    const deadline = Date.now() + 10_000;
+    while (e.proxy.router.index.count(first.decode!) === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    const late = await startProxy(
+      { ...proxyConfig(e), listen: { host: "127.0.0.1", port: 0 }, admin_token: null },
+      { module: coreModule("release"), log: () => {} },
+    );
+    try {
+      const hashes = late.router.hash({ tokens: await tokenize(prompt) });
+      const until = Date.now() + 10_000;
+      while ((late.router.index.match(hashes)[first.decode!] ?? 0) === 0 && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(late.router.index.match(hashes)[first.decode!]).toBeGreaterThan(0);
+      const again = await chat(late.url, prompt);
+      expect([again.status, again.route, again.decode]).toEqual([200, "local", first.decode]);
+    } finally {
+      await late.close();
+    }
   });
 
   it("falls back to local prefill when the prefill worker is gone", async () => {

@@ -847,6 +847,21 @@ describe("dolphin serve: config", () => {
     expect(
       error({ model: "m", workers: [{ id: "a", url: "http://x", role: "decode", kv_events_endpoint: "http://x" }] }),
     ).toBe("workers[0].kv_events_endpoint");
+    expect(
+      error({
+        model: "m",
+        workers: [{ id: "a", url: "http://x", role: "decode", kv_events_replay_endpoint: "tcp://x:1" }],
+      }),
+    ).toBe("workers[0].kv_events_replay_endpoint");
+    expect(
+      error({
+        model: "m",
+        workers: [
+          { id: "a", url: "http://x", role: "decode", kv_events_endpoint: "tcp://x:1", kv_events_replay_endpoint: "x" },
+        ],
+      }),
+    ).toBe("workers[0].kv_events_replay_endpoint");
+    expect(error({ model: "m", cache_evidence: "yes" })).toBe("cache_evidence");
     expect(error({ model: "m", heartbeat: { interval_s: 10, expiry_s: 5 } })).toBe("heartbeat.expiry_s");
     expect(error({ model: "m", lsiten: {} })).toBe("lsiten");
     expect(error({ model: "m", log_level: "loud" })).toBe("log_level");

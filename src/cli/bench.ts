@@ -20,6 +20,7 @@ export const command: Command = {
   usage: `dolphin bench core [--json] [--time MS]
 dolphin bench sim [--json] [--trace FILE] [--scale]
 dolphin bench proxy [--json] [--quick] [--runs N]
+dolphin bench proxy --vllm [--json] [--quick] [--rounds N]
 dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S] [--max-lag MS] [--max-busy PCT]
                        [--workers fake|SPLIT] [--time-scale S] [--generators N] [--connections N]
 dolphin bench envoy [--json] [--quick]
@@ -36,6 +37,9 @@ bench proxy: loopback only; the latency dolphin serve adds over calling a worker
 node:http pass-through adds, at 500 requests/s, plus the highest sustained rate, non-streaming and streaming.
 --runs N: N whole measurements (fresh processes each); every figure is then the median of the runs' and "runs"
 holds each run's result.
+bench proxy --vllm: measured on real vLLM (CPU build, tiny model: npm run setup installs it), 1P1D started for the
+run: what dolphin serve adds in precise and approximate mode over calling the decode engine directly (p50, p99, per
+round alternated, non-streaming and streaming), and /tokenize's cost alone; --rounds per mode (default 200).
 bench overload: loopback only; twice the highest rate the proxy sustains (or 2 × --rate) for --duration s (default
 60), against emulated workers in their own processes (--workers, default 1P2D; --time-scale, default 1) or a worker
 that answers at once (--workers fake): counts of 200/429/503, resets and hangs (no answer within --timeout s,
@@ -69,6 +73,8 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     generators: { type: "string" },
     connections: { type: "string" },
     scale: { type: "boolean" },
+    vllm: { type: "boolean" },
+    rounds: { type: "string" },
   },
   async run(v, pos) {
     if (pos[0] === "sim") {
@@ -102,6 +108,16 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
           : `simulated ${r.requests} requests (${r.trace}, ${r.cluster} ${r.split}, ${r.policy}): ${r.simulated_s} s of cluster time in ` +
               `${r.wall_s} s wall (${r.requests_per_wall_s} requests/s, ${r.speedup_vs_realtime}× real time); trace loaded in ${r.load_s} s\n`,
       );
+      return 0;
+    }
+    if (pos[0] === "proxy" && v["vllm"]) {
+      const { formatVllmProxyBench, runVllmProxyBench } = await import("../../bench/proxy-vllm.js");
+      const r = await runVllmProxyBench({
+        ...(v["quick"] ? { quick: true } : {}),
+        ...(v["rounds"] !== undefined ? { rounds: intOption(v["rounds"], "rounds", 10, 100_000, 200) } : {}),
+        progress: (l) => process.stderr.write(l + "\n"),
+      });
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatVllmProxyBench(r) + "\n");
       return 0;
     }
     if (pos[0] === "proxy") {

@@ -1,6 +1,6 @@
 // `dolphin serve --emulate nPmD`: a first try without GPUs. Starts n prefill and m decode emulated workers (or
-// nR replicas) on ephemeral ports, each publishing vLLM KV events over ZMQ when zeromq is installed (else by POST to
-// the proxy), and the proxy in front of them in precise mode.
+// nR replicas) on ephemeral ports, each publishing vLLM KV events over ZMQ with vLLM's replay socket when zeromq is
+// installed (else by POST to the proxy), and the proxy in front of them in precise mode.
 
 import { parseSplit } from "../sim/simulator.js";
 import type { ModelPreset } from "../sim/perf.js";
@@ -51,7 +51,7 @@ export async function startEmulated(o: {
           model,
           workerId: name,
           timeScale: o.timeScale ?? 1,
-          ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*" } : {}),
+          ...(zmq ? { kvEventsEndpoint: "tcp://127.0.0.1:*", kvEventsReplayEndpoint: "tcp://127.0.0.1:*" } : {}),
           ...(o.log ? { log: o.log } : {}),
         }),
       );
@@ -67,6 +67,7 @@ export async function startEmulated(o: {
         url: w.url,
         role: w.role,
         ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),
+        ...(w.kvEventsReplayEndpoint ? { kv_events_replay_endpoint: w.kvEventsReplayEndpoint } : {}),
       })),
     };
     const proxy = await startProxy(config, {

@@ -94,7 +94,7 @@ describe("P/D through NixlConnector: the remote path", () => {
     expect(lc.json.choices[0].message.content).toBe(rc.json.choices[0].message.content);
   });
 
-  it("tells the client the prefill engine's cached tokens on the remote path (the decode engine reports its own hits)", async () => {
+  it("tells the client the prefill engine's cached tokens on the remote path, streamed or not", async () => {
     const remote = await proxy([P0, D0], { table: "always-remote" });
     const prompt = tokens(2, 1200);
     const first = await complete(remote.url, prompt);

@@ -1,8 +1,10 @@
-// What the client is told was cached, on the remote path. The decode engine of a NIXL handoff reports
-// `usage.prompt_tokens_details.cached_tokens` as its own local prefix hits (0 the first time: the transferred blocks
-// count as external hits, vllm:external_prefix_cache_hits_total), not what was cached when the prompt was
-// prefilled. Clients bill and tune on that figure, so on the remote path it is rewritten to the prefill engine's
-// count, as llm-d's routing sidecar does. The answer's other bytes pass unchanged.
+// What the client is told was cached, on the remote path: the prefill engine's count of the prompt's cached tokens,
+// which is what was cached when the prompt was computed. Clients bill and tune on
+// `usage.prompt_tokens_details.cached_tokens`, so on the remote path the decode engine's figure is rewritten to the
+// prefill engine's, as llm-d's routing sidecar does. vLLM 0.32 already reports it so (its prefill answer's
+// kv_transfer_params carry remote_prefill_cached_tokens, which the decode engine reports), and there the rewrite
+// changes nothing; a decode engine without that (earlier vLLM, other engines) reports its local plus transferred
+// hits, the whole prompt. The answer's other bytes pass unchanged.
 //
 // `"cached_tokens":` can only be a key in JSON (a quote inside a string is escaped), so the rewrite works on the
 // bytes: every `"cached_tokens": <integer>` gets the new integer.

@@ -214,7 +214,7 @@ export class Inference {
         const f = ctx.decision.features;
         if (r.route === "remote") {
           this.evidence.note(r.prefill_worker, ctx.promptTokens, ctx.predictedTokens, ctx.reportedTokens);
-          // the decode worker's own hits (blocks it holds from an earlier transfer or prefill)
+          // the decode worker holds at least what it reported: it pulled every block of the prompt it lacked
           this.evidence.note(r.decode_worker, ctx.promptTokens, f.isl - f.effD, ctx.decodeReportedTokens);
         } else this.evidence.note(r.decode_worker, ctx.promptTokens, ctx.predictedTokens, ctx.reportedTokens);
       }

@@ -577,8 +577,8 @@ class DecodeFailure extends HttpError {
 }
 
 /**
- * The cached tokens the client's usage should say, when they differ from what the decode worker reports: on the
- * remote path, the prefill worker's count (the decode worker reports its own local hits, 0 after a first transfer).
+ * The cached tokens the client's usage should say, when they may differ from what the decode worker reports: on the
+ * remote path, the prefill worker's count (cached-tokens.ts).
  */
 function clientCachedTokens(ctx: RequestContext): number | null {
   return ctx.record?.route === "remote" && ctx.reportedTokens !== null ? ctx.reportedTokens : null;

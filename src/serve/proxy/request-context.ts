@@ -58,7 +58,7 @@ export class RequestContext {
   isl = 0;
   predictedTokens = 0;
   reportedTokens: number | null = null;
-  /** The remote path's decode worker's own cached tokens (its local hits; reportedTokens is the prefill's). */
+  /** The remote path's decode worker's reported cached tokens (reportedTokens is the prefill worker's). */
   decodeReportedTokens: number | null = null;
   /** The prompt's token ids as routed (precise mode's /tokenize, or a completions request's ids), else null. */
   promptTokens: ArrayLike<number> | null = null;

@@ -69,16 +69,43 @@ const STOP_GRACE_MS = 15_000;
 const running = new Set<ChildProcess>();
 let exitHookSet = false;
 
-/** A free loopback TCP port (bound then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * A free loopback TCP port for an engine, outside the kernel's ephemeral range: vLLM binds its own internal sockets
+ * to port 0 as it starts, so a port from that range, released for the engine to bind, could be handed to another
+ * engine's internal socket first (seen: "Address already in use" when engines start together). Each port is given
+ * once per process.
+ */
+export async function freePort(): Promise<number> {
+  const [low] = ephemeralRange();
+  const from = 10_000;
+  const to = Math.max(from + 1_000, low) - 1;
+  for (let tries = 0; tries < 200; tries++) {
+    const port = from + Math.floor(Math.random() * (to - from));
+    if (handedOut.has(port) || !(await bindable(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new EngineStartError(`no free port found in ${from}–${to} for a vLLM engine`);
+}
+
+const handedOut = new Set<number>();
+
+function ephemeralRange(): [number, number] {
+  try {
+    const [lo, hi] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+    if (lo && hi) return [lo, hi];
+  } catch {
+    // not Linux: the IANA range
+  }
+  return [49152, 65535];
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      const port = typeof a === "object" && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
+    s.once("error", () => resolve(false));
+    // every interface: the KV-event publisher binds tcp://*:port
+    s.listen(port, "0.0.0.0", () => s.close(() => resolve(true)));
   });
 }
 
