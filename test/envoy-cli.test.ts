@@ -59,7 +59,7 @@ describe("dolphin envoy", () => {
     expect(help.stdout).toContain("dolphin envoy --emulate <nPmD|nR>");
     const none = spawnSync(process.execPath, ["bin/dolphin.js", "envoy"], { encoding: "utf8" });
     expect(none.status).not.toBe(0);
-    expect(none.stderr).toContain("give --config envoy-plugin.json or --emulate nPmD");
+    expect(none.stderr).toContain("give --config envoy-plugin.json, --emulate nPmD or --vllm nPmD");
   });
 });
 

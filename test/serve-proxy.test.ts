@@ -241,6 +241,19 @@ describe("dolphin serve: the two paths", () => {
     expect(d.inference()[0]!.headers["x-request-id"]).toBe(r.headers.get("x-request-id"));
   });
 
+  it("refuses max_tokens beyond max_model_len with vLLM's message before any worker call", async () => {
+    const pf = await startFake("p0");
+    const d = await startFake("d0");
+    const p = await proxy([worker(pf, "prefill"), worker(d, "decode")], { table: "always-remote", max_model_len: 64 });
+    const r = await post(p, "/v1/chat/completions", chatBody({ max_tokens: 65 }));
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { error: { message: string } }).error.message).toBe(
+      "max_tokens=65 cannot be greater than max_model_len=64. Please request fewer output tokens.",
+    );
+    expect([pf.inference().length, d.inference().length]).toEqual([0, 0]);
+    expect((await post(p, "/v1/chat/completions", chatBody({ max_tokens: 64 }))).status).toBe(200);
+  });
+
   it("remote path: prefill gets vLLM's NixlConnector marks, decode gets the prefill's kv_transfer_params", async () => {
     const pf = await startFake("p0");
     const d = await startFake("d0");

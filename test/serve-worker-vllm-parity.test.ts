@@ -104,6 +104,21 @@ const be8 = (n: bigint): Buffer => {
   return b;
 };
 
+/** A BlockStored's keys, in the order vLLM 0.32's msgspec writes them. */
+const STORED_KEYS = [
+  "type",
+  "block_hashes",
+  "parent_block_hash",
+  "token_ids",
+  "block_size",
+  "lora_id",
+  "medium",
+  "lora_name",
+  "extra_keys",
+  "group_idx",
+  "kv_cache_spec_kind",
+];
+
 describe("KV-event payloads as vLLM 0.32 encodes them", () => {
   it("matches msgspec's encoding of the same KVEventBatch", () => {
     // Made with vLLM 0.32.0's own classes (vllm.distributed.kv_events, no engine started):
@@ -159,32 +174,8 @@ describe("KV-event payloads as vLLM 0.32 encodes them", () => {
     expect(ours).toStrictEqual(theirs);
     expect(shape(ours)).toEqual(shape(theirs));
     expect(ours[1].map((e: object) => Object.keys(e))).toEqual([
-      [
-        "type",
-        "block_hashes",
-        "parent_block_hash",
-        "token_ids",
-        "block_size",
-        "lora_id",
-        "medium",
-        "lora_name",
-        "extra_keys",
-        "group_idx",
-        "kv_cache_spec_kind",
-      ],
-      [
-        "type",
-        "block_hashes",
-        "parent_block_hash",
-        "token_ids",
-        "block_size",
-        "lora_id",
-        "medium",
-        "lora_name",
-        "extra_keys",
-        "group_idx",
-        "kv_cache_spec_kind",
-      ],
+      STORED_KEYS,
+      STORED_KEYS,
       ["type", "block_hashes", "medium", "group_idx"],
       ["type"],
     ]);

@@ -1,7 +1,7 @@
 // `dolphin envoy --emulate nPmD`: Envoy with the filter in front of emulated workers (dolphin worker), as
 // `dolphin serve --emulate` does for the Node proxy: a first try without GPUs, and the tests' and benchmark's setup.
 
-import { parseSplit } from "../sim/simulator.js";
+import { splitWorkers } from "../serve/emulate.js";
 import type { ModelPreset } from "../sim/perf.js";
 import { startWorker, type WorkerHandle } from "../serve/worker.js";
 import type { EnvoySetup } from "./config.js";
@@ -33,16 +33,8 @@ export async function startEmulatedWorkers(
   split: string,
   o: { preset?: ModelPreset | string; timeScale?: number; model?: string; log?: (line: string) => void },
 ): Promise<WorkerHandle[]> {
-  const s = parseSplit(split);
-  const roles: ("prefill" | "decode" | "both")[] = [
-    ...Array<"both">(s.replicas).fill("both"),
-    ...Array<"prefill">(s.prefill).fill("prefill"),
-    ...Array<"decode">(s.decode).fill("decode"),
-  ];
-  const counts = { both: 0, prefill: 0, decode: 0 };
   const workers: WorkerHandle[] = [];
-  for (const role of roles) {
-    const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
+  for (const { id: name, role } of splitWorkers(split)) {
     workers.push(
       await startWorker({
         role,

@@ -113,6 +113,12 @@ export interface ServeConfig {
   max_body_bytes: number;
   /** osl_hat for tables that use it but carry no output-length model (the request's max_tokens when smaller). */
   default_osl_hat: number;
+  /**
+   * The engines' --max-model-len, or null (unknown): a request whose max_tokens exceeds it is answered 400 by the
+   * proxy, as vLLM would, before any worker call; on the remote path vLLM's decode engine refuses it only after the
+   * prefill engine has done the prefill (and holds its KV blocks for the handoff's lease).
+   */
+  max_model_len: number | null;
   /** Recent decisions kept for GET /admin/decisions. */
   decisions_kept: number;
   log_level: LogLevel;
@@ -198,6 +204,7 @@ export const DEFAULTS = {
   sessions: { idle_s: 3_600, max: 100_000 },
   max_body_bytes: 8 << 20,
   default_osl_hat: 256,
+  max_model_len: null,
   decisions_kept: 1_000,
   log_level: "info" as LogLevel,
   drift: {
@@ -236,6 +243,7 @@ const TOP_KEYS = [
   "sessions",
   "max_body_bytes",
   "default_osl_hat",
+  "max_model_len",
   "decisions_kept",
   "log_level",
   "drift",
@@ -473,6 +481,10 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       integer: true,
     }),
     default_osl_hat: number(o["default_osl_hat"], "default_osl_hat", D.default_osl_hat, { min: 0 }),
+    max_model_len:
+      o["max_model_len"] === undefined || o["max_model_len"] === null
+        ? null
+        : number(o["max_model_len"], "max_model_len", 0, { min: 1, max: 1 << 24, integer: true }),
     decisions_kept: number(o["decisions_kept"], "decisions_kept", D.decisions_kept, {
       min: 0,
       max: 1_000_000,

@@ -16,6 +16,21 @@ export interface Emulated {
   close(opts?: CloseOptions): Promise<void>;
 }
 
+/** The workers of a split, named as every --emulate and --vllm command names them: R0…, then P0…, then D0…. */
+export function splitWorkers(split: string): { id: string; role: "prefill" | "decode" | "both" }[] {
+  const s = parseSplit(split);
+  const roles: ("prefill" | "decode" | "both")[] = [
+    ...Array<"both">(s.replicas).fill("both"),
+    ...Array<"prefill">(s.prefill).fill("prefill"),
+    ...Array<"decode">(s.decode).fill("decode"),
+  ];
+  const counts = { both: 0, prefill: 0, decode: 0 };
+  return roles.map((role) => ({
+    id: `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`,
+    role,
+  }));
+}
+
 export async function startEmulated(o: {
   split: string;
   port: number;
@@ -28,22 +43,13 @@ export async function startEmulated(o: {
   log?: (line: string) => void;
   adminToken?: string;
 }): Promise<Emulated> {
-  const split = parseSplit(o.split);
   const model = o.model ?? "dolphin-emulated";
-  const roles: ("prefill" | "decode" | "both")[] = [
-    ...Array<"both">(split.replicas).fill("both"),
-    ...Array<"prefill">(split.prefill).fill("prefill"),
-    ...Array<"decode">(split.decode).fill("decode"),
-  ];
   const zmq = (await loadZeromq()).zmq !== null;
   const workers: WorkerHandle[] = [];
-  const names: string[] = [];
-  const counts = { both: 0, prefill: 0, decode: 0 };
+  const names = splitWorkers(o.split);
   // A start-up failure (a port in use, say) closes whatever had started, so no worker or port outlives it.
   try {
-    for (const role of roles) {
-      const name = `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`;
-      names.push(name);
+    for (const { id: name, role } of names) {
       workers.push(
         await startWorker({
           role,
@@ -63,7 +69,7 @@ export async function startEmulated(o: {
       ...(o.adminToken ? { admin_token: o.adminToken } : {}),
       listen: { host: o.host ?? "127.0.0.1", port: o.port },
       workers: workers.map((w, i) => ({
-        id: names[i]!,
+        id: names[i]!.id,
         url: w.url,
         role: w.role,
         ...(w.kvEventsEndpoint ? { kv_events_endpoint: w.kvEventsEndpoint } : {}),

@@ -3,7 +3,7 @@
 // and a third, R0 (kv_both, a small cache of 160 blocks), for evictions, restarts and as the second decode worker
 // when D0 is killed. Started once for the whole file; the tests run in order, the destructive ones last. What is
 // asserted is what a user relies on: outputs, cached-token figures, the index against the engines' caches, faults.
-import { execFile } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -170,6 +170,23 @@ describe("precise mode: the index is the engines' caches", () => {
   });
 });
 
+describe("approximate mode (no KV events: the index is the proxy's own decisions)", () => {
+  it("answers both paths, chat and completions, as precise mode does", async () => {
+    const content = "Approximate routing hashes the prompt's text in 64-byte blocks. ".repeat(30);
+    const ids = tokens(12, 1000);
+    for (const table of ["always-remote", "always-local"]) {
+      const approx = await proxy([P0, D0], { table, mode: "approximate" });
+      const precise = await proxy([P0, D0], { table });
+      const [a, b] = [await chat(approx.url, content), await chat(precise.url, content)];
+      expect([a.status, a.route, b.route]).toEqual([200, table === "always-remote" ? "remote" : "local", a.route]);
+      expect(a.json.choices[0].message.content).toBe(b.json.choices[0].message.content);
+      const [c, d] = [await complete(approx.url, ids), await complete(precise.url, ids)];
+      expect([c.status, d.status]).toEqual([200, 200]);
+      expect(c.json.choices[0].text).toBe(d.json.choices[0].text);
+    }
+  });
+});
+
 describe("a proxy started in front of warm engines", () => {
   it("sees their caches at once with replay, after one request with cached-token evidence alone, never with neither", async () => {
     const warm = await proxy([P0, D0], { table: "always-local" });
@@ -231,11 +248,19 @@ describe("clients", () => {
 
   it("passes vLLM's 400 on (max_tokens beyond the context) with vLLM's message, on either path", async () => {
     for (const table of ["always-remote", "always-local"]) {
-      const p = await proxy([P0, D0], { table });
+      // max_model_len unknown to the proxy: the engines answer
+      const p = await proxy([P0, D0], { table, extra: { max_model_len: null } });
       const r = await complete(p.url, tokens(9, 200), { max_tokens: 5000 });
       expect(r.status).toBe(400);
-      expect(JSON.stringify(r.json)).toMatch(/max_tokens|maximum context length|too long/i);
+      expect(r.json.error.message).toMatch(/max_tokens=5000 cannot be greater than max_model_len=4096/);
     }
+    // known (as --vllm sets it): refused with the same message before the remote path spends a prefill on it
+    const known = await proxy([P0, D0], { table: "always-remote" });
+    const prefillsBefore = await metric(P0.url, "vllm:request_success_total");
+    const refused = await complete(known.url, tokens(9, 200), { max_tokens: 5000 });
+    expect([refused.status, refused.route]).toEqual([400, null]);
+    expect(refused.json.error.message).toMatch(/max_tokens=5000 cannot be greater than max_model_len=4096/);
+    expect(await metric(P0.url, "vllm:request_success_total")).toBe(prefillsBefore);
     const p = await proxy([P0, D0], { table: "always-local" });
     const tooLong = await complete(p.url, tokens(10, 4200));
     expect(tooLong.status).toBe(400);
@@ -376,5 +401,45 @@ describe("faults", () => {
     expect(events.some((e) => e.includes('"error"'))).toBe(true);
     const next = await complete(p.url, tokens(51, 300));
     expect([next.status, next.decode]).toEqual([200, other.id]);
+  });
+});
+
+describe("dolphin serve --vllm (the command, as a user runs it)", () => {
+  it("starts 1P1D and the proxy, answers through NIXL, and leaves no engine or port behind on Ctrl-C", async () => {
+    // the suite's engines go first: never more than three at once
+    for (const c of open.splice(0).reverse()) await c.close().catch(() => undefined);
+    await stopEngines(engines);
+    engines = [];
+    const bin = fileURLToPath(new URL("../../bin/dolphin.js", import.meta.url));
+    const child = spawn(process.execPath, [bin, "serve", "--vllm", "1P1D", "--port", "0", "--table", "always-remote"], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let err = "";
+    child.stderr.on("data", (d: Buffer) => void (err += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      await waitFor(
+        "the proxy's URL",
+        () => /proxy at (http:\/\/[\d.:]+)/.test(err) || child.exitCode !== null,
+        300_000,
+      );
+      const url = /proxy at (http:\/\/[\d.:]+)/.exec(err)?.[1];
+      expect(url, err).toBeDefined();
+      const engineUrls = [...err.matchAll(/(P0|D0) (?:prefill|decode) (http:\/\/[\d.:]+)/g)].map((m) => m[2]!);
+      expect(engineUrls).toHaveLength(2);
+      const r = await complete(url!, tokens(60, 700));
+      expect([r.status, r.route, r.prefill, r.decode]).toEqual([200, "remote", "P0", "D0"]);
+      child.kill("SIGINT");
+      expect(await exited).toBe(0);
+      for (const u of [url!, ...engineUrls]) await expect(fetch(`${u}/health`)).rejects.toThrow();
+      const left = spawnSync("pgrep", ["-f", "VLLM::EngineCore"], { encoding: "utf8" });
+      expect(left.stdout.trim()).toBe("");
+    } finally {
+      if (child.exitCode === null) {
+        child.kill("SIGINT"); // let it stop its engines
+        await Promise.race([exited, sleep(30_000)]);
+        if (child.exitCode === null) child.kill("SIGKILL");
+      }
+    }
   });
 });

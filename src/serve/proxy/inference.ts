@@ -68,7 +68,7 @@ export class Inference {
         "invalid_request_error",
         "invalid_json",
       );
-    validateInference(endpoint, body, this.config.model);
+    validateInference(endpoint, body, this.config.model, this.config.max_model_len);
     const routing = this.routing.route(ctx, endpoint, body);
     const routed = routing instanceof Promise ? await routing : routing;
     if (!routed) return;

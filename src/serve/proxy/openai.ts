@@ -44,7 +44,12 @@ const CONTENT_RULE = "a string, null or an array of content parts";
  * Rejects (400 naming the field, or 404 for another model) a request the workers would reject, before any routing: a
  * client's mistake is answered here and never reaches a worker, so it cannot count as a worker failure.
  */
-export function validateInference(endpoint: Endpoint, body: Record<string, unknown>, model: string): void {
+export function validateInference(
+  endpoint: Endpoint,
+  body: Record<string, unknown>,
+  model: string,
+  maxModelLen: number | null = null,
+): void {
   const bad = (param: string, message: string): HttpError =>
     new HttpError(400, `${param} ${message}`, "invalid_request_error", "invalid_request");
   const depth = nestingDepth(body, MAX_BODY_DEPTH);
@@ -64,6 +69,14 @@ export function validateInference(endpoint: Endpoint, body: Record<string, unkno
     if (v === undefined || v === null) continue;
     if (!(typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_OUTPUT_TOKENS))
       throw bad(key, `must be an integer in 1–${MAX_OUTPUT_TOKENS}, got ${JSON.stringify(v)}`);
+    // vLLM's own check and message (its serving layer): refused here, before a remote prefill is spent on it
+    if (maxModelLen !== null && v > maxModelLen)
+      throw new HttpError(
+        400,
+        `${key}=${v} cannot be greater than max_model_len=${maxModelLen}. Please request fewer output tokens.`,
+        "invalid_request_error",
+        "invalid_request",
+      );
   }
   if (endpoint === "chat") {
     const msgs = body["messages"];

@@ -3,35 +3,29 @@
 // replay on subscribe that lets a proxy started late see caches filled before it), or Envoy with the filter
 // (approximate mode). The same split names as --emulate: R0…, P0…, D0….
 
-import { parseSplit } from "../../sim/simulator.js";
+import { splitWorkers } from "../emulate.js";
 import type { ServeConfigInput, ServeMode } from "../config.js";
 import { startProxy, type CloseOptions, type RunningProxy } from "../proxy.js";
 import type { EnvoySetup } from "../../envoy/config.js";
 import { startEnvoy, type EnvoyOptions, type RunningEnvoy } from "../../envoy/launch.js";
 import {
   ENGINE_BLOCK_SIZE,
+  ENGINE_CONTEXT,
   pinCores,
   SERVED_MODEL,
   startEngines,
   stopEngines,
   type EngineOptions,
-  type EngineRole,
   type EngineSpec,
   type VllmEngine,
 } from "./engines.js";
 
 /** The engines of a split, named and pinned: `1P1D` → P0 on core 0, D0 on core 1 (on two cores). */
 export function engineSpecs(split: string, numBlocks?: number): EngineSpec[] {
-  const s = parseSplit(split);
-  const roles: EngineRole[] = [
-    ...Array<EngineRole>(s.replicas).fill("both"),
-    ...Array<EngineRole>(s.prefill).fill("prefill"),
-    ...Array<EngineRole>(s.decode).fill("decode"),
-  ];
-  const counts = { both: 0, prefill: 0, decode: 0 };
-  const cores = pinCores(roles.map((role) => ({ role })));
-  return roles.map((role, i) => ({
-    id: `${role === "both" ? "R" : role === "prefill" ? "P" : "D"}${counts[role]++}`,
+  const workers = splitWorkers(split);
+  const cores = pinCores(workers);
+  return workers.map(({ id, role }, i) => ({
+    id,
     role,
     ...(cores[i] !== undefined ? { core: cores[i] } : {}),
     ...(numBlocks !== undefined ? { numBlocks } : {}),
@@ -48,6 +42,7 @@ export function proxyConfigFor(
     mode: o.mode ?? "precise",
     table: o.table ?? "dynamo-isl",
     block_size: ENGINE_BLOCK_SIZE,
+    max_model_len: ENGINE_CONTEXT,
     listen: { host: o.host ?? "127.0.0.1", port: o.port },
     ...(o.adminToken ? { admin_token: o.adminToken } : {}),
     workers: engines.map((e) => ({
