@@ -137,6 +137,25 @@ export class WorkerRegistry {
     return [...this.workers.values()];
   }
 
+  /**
+   * The worker to tokenize a prompt on (precise mode): the healthy worker of any role with the least of the proxy's
+   * work on it (the prefill and decode tokens it holds), the first of those from `turn` on at a tie. Every worker of a
+   * P/D cluster serves the same model and tokenizer; a decode engine's API server is the busy one (it streams every
+   * answer), so an idle prefill engine's takes /tokenize off it.
+   */
+  tokenizer(turn: number): WorkerState | null {
+    const all = this.all();
+    let best: WorkerState | null = null;
+    let bestLoad = Infinity;
+    for (let k = 0; k < all.length; k++) {
+      const w = all[(turn + k) % all.length]!;
+      if (!w.healthy) continue;
+      const load = w.activePrefillTokens + w.activeDecodeTokens;
+      if (load < bestLoad) [best, bestLoad] = [w, load];
+    }
+    return best;
+  }
+
   healthyDecodeWorkers(): WorkerState[] {
     return this.all().filter((w) => w.healthy && w.spec.role !== "prefill");
   }

@@ -105,15 +105,14 @@ export class Routing {
     return { text };
   }
 
-  /** Precise mode: the decode workers' own tokenizer (vLLM's POST /tokenize), in turn. Null when it fails. */
+  /** Precise mode: the workers' own tokenizer (vLLM's POST /tokenize) on the least busy one. Null when it fails. */
   private async tokenize(
     ctx: RequestContext,
     endpoint: Endpoint,
     body: Record<string, unknown>,
   ): Promise<number[] | null> {
-    const candidates = this.registry.healthyDecodeWorkers();
-    if (candidates.length === 0) return null;
-    const w = candidates[this.tokenizeTurn++ % candidates.length]!;
+    const w = this.registry.tokenizer(this.tokenizeTurn++);
+    if (w === null) return null;
     const payload: Record<string, unknown> = { model: this.config.model };
     if (endpoint === "chat") {
       payload["messages"] = body["messages"];
