@@ -16,11 +16,11 @@ const NODE_EDGES = [
   // runs Envoy with the proxy-wasm filter: writes its configuration files, starts and watches the process
   "^src/envoy/",
   // finds the installed package's root and the files it ships (build/*.wasm, data/)
-  "^src/package-root\\.ts$",
+  "^src/core/package-root\\.ts$",
   // reads and compiles build/core*.wasm, for bindings/node, the servers and the CLI
-  "^src/core-file\\.ts$",
-  // reads a table file from disk, naming it in errors; src/table.ts is the browser-safe format
-  "^src/table-file\\.ts$",
+  "^src/core/core-file\\.ts$",
+  // reads a table file from disk, naming it in errors; src/table/table.ts is the browser-safe format
+  "^src/table/table-file\\.ts$",
   // reads workload files from disk; their parse* twins in workload.ts are the browser-safe part
   "^src/sim/workload-files\\.ts$",
   // turns command-line choices into a simulation: a workload by name or path, a table file, a cluster file
@@ -35,9 +35,43 @@ const NODE_EDGES = [
   "^src/learn/main-job\\.ts$",
   // the learner's worker pool and its worker thread: evaluations and main-job parts on worker_threads
   "^src/learn/pool(-worker)?\\.ts$",
-  // writes the report's files (markdown, SVG charts) into a folder; src/report.ts builds them and is browser-safe
-  "^src/report-files\\.ts$",
+  // writes the report's files (markdown, SVG charts) into a folder; src/report/report.ts builds them and is browser-safe
+  "^src/report/report-files\\.ts$",
 ];
+
+/**
+ * The folders of src/ are its layers, bottom to top; each may import only the folders named (and itself). The CLI
+ * (src/cli/) and the public entry (src/index.ts) sit above them all. Each folder's README says the same.
+ */
+const LAYERS = {
+  generated: { may: [], why: "constants generated from spec/abi.json" },
+  contract: { may: ["generated"], why: "the contract every host shares: the Engine interface, errors, value words" },
+  hashing: { may: [], why: "block hashing on the host (xxh64, chained hashes), no dependencies" },
+  table: { may: ["contract", "generated", "hashing"], why: "the table format (its checksum is an xxh64)" },
+  core: { may: ["contract", "generated", "table"], why: "the WebAssembly boundary and module loading" },
+  reference: { may: ["contract", "generated", "hashing", "table"], why: "the plain-TypeScript engine, the oracle" },
+  router: {
+    may: ["contract", "core", "generated", "hashing", "reference", "table"],
+    why: "the Router over either engine, the drift guard, KV events, windows",
+  },
+  sim: {
+    may: ["contract", "generated", "hashing", "router", "table"],
+    why: "the simulator routes through a Router; it never imports the learner or the servers",
+  },
+  report: { may: ["contract", "sim"], why: "reports and charts of evaluations" },
+  learn: {
+    may: ["contract", "core", "generated", "hashing", "report", "router", "sim", "table"],
+    why: "the learner talks to the simulator through its Environment and never imports the servers",
+  },
+  serve: {
+    may: ["contract", "core", "generated", "hashing", "learn", "reference", "router", "sim", "table"],
+    why: "the proxy, the emulated worker, real engines; live tuning imports the learner",
+  },
+  envoy: {
+    may: ["contract", "core", "generated", "hashing", "router", "serve", "sim", "table"],
+    why: "the Envoy launcher, above the servers whose workers it starts",
+  },
+};
 
 // The command line sits above everything in src/ and may import anything.
 const CLI = "^src/cli(\\.ts$|/)";
@@ -74,7 +108,7 @@ module.exports = {
       name: "src-not-bindings",
       comment:
         "The runtime entries in bindings/ import src/, never the reverse (src/serve included): a server that needs " +
-        "the compiled core takes it from src/core-file.ts. Only the CLI may use a binding.",
+        "the compiled core takes it from src/core/core-file.ts. Only the CLI may use a binding.",
       severity: "error",
       from: { path: "^src/", pathNot: CLI },
       to: { path: "^bindings/" },
@@ -83,26 +117,29 @@ module.exports = {
       name: "reference-is-the-oracle",
       comment:
         "src/reference/ is the plain-TypeScript engine the core is tested against, not a library: the host hashes " +
-        "with src/hashes.ts and src/xxh64.ts. Only the Router (which can run on the reference engine) and the " +
+        "with src/hashing/hashes.ts and src/hashing/xxh64.ts. Only the Router (which can run on the reference engine) and the " +
         "public API (src/index.ts) import it; the tests and benchmarks may.",
       severity: "error",
-      from: { path: "^src/", pathNot: ["^src/reference/", "^src/router\\.ts$", "^src/index\\.ts$"] },
+      from: { path: "^src/", pathNot: ["^src/reference/", "^src/router/router\\.ts$", "^src/index\\.ts$"] },
       to: { path: "^src/reference/" },
     },
     {
-      name: "sim-not-learn-or-serve",
-      comment: "The simulator never imports the learner or the servers (the learner talks to it through Environment).",
+      name: "no-circular",
+      comment:
+        "No two files import each other, directly or round about: each concern builds on the ones below it. Move " +
+        "what both sides need into a file of its own that both import.",
       severity: "error",
-      from: { path: "^src/sim/" },
-      to: { path: "^src/(learn|serve)/" },
+      from: {},
+      to: { circular: true },
     },
-    {
-      name: "learn-not-serve",
-      comment: "The learner never imports the servers (live tuning in src/serve imports the learner, not the reverse).",
+    // one rule per folder of src/ (LAYERS above): what it may import, and nothing else in src/
+    ...Object.entries(LAYERS).map(([folder, { may, why }]) => ({
+      name: `layer-${folder}`,
+      comment: `src/${folder}/ may import only ${may.length ? may.map((m) => `src/${m}/`).join(", ") : "nothing in src/"}: ${why}`,
       severity: "error",
-      from: { path: "^src/learn/" },
-      to: { path: "^src/serve/" },
-    },
+      from: { path: `^src/${folder}/` },
+      to: { path: "^src/", pathNot: [`^src/${folder}/`, ...may.map((m) => `^src/${m}/`)] },
+    })),
     {
       name: "nothing-imports-cli",
       comment: "The CLI is the top layer: nothing in src/ below it, bindings/ or assembly/ imports it.",

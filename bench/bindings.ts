@@ -12,7 +12,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Router } from "../src/router.js";
+import { Router } from "../src/router/router.js";
 import { lcgTokens } from "./core.js";
 
 export interface BindingsBenchResult {

@@ -18,12 +18,12 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Bench } from "tinybench";
-import { Role, type Engine } from "../src/core-api.js";
-import { createCore, instantiateCore } from "../src/core.js";
+import { Role, type Engine } from "../src/contract/core-api.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
-import { Router } from "../src/router.js";
-import { stageTable } from "../src/staging.js";
-import { validateTable, type Table } from "../src/table.js";
+import { Router } from "../src/router/router.js";
+import { stageTable } from "../src/table/staging.js";
+import { validateTable, type Table } from "../src/table/table.js";
 
 export interface Timing {
   wasm: number;

@@ -1,13 +1,13 @@
 // The public API, shared by every runtime entry.
-export { Router, setDefaultModuleProvider } from "./router.js";
-export type { Decision, Explanation, Features, RouteRequest, RouterOptions, WorkerSpec } from "./router.js";
-export { createCore, instantiateCore } from "./core.js";
+export { Router, setDefaultModuleProvider } from "./router/router.js";
+export type { Decision, Explanation, Features, RouteRequest, RouterOptions, WorkerSpec } from "./router/router.js";
+export { createCore, instantiateCore } from "./core/core.js";
 export { ReferenceEngine } from "./reference/engine.js";
-export { CoreError, ErrorCode } from "./errors.js";
-export { decodeTable, encodeTable, ruleTable, validateTable, TableError, describeTable } from "./table.js";
-export type { Table, PolicyKind, FeatureName, OslClasses, Provenance } from "./table.js";
-export { toPairs, pairsToHex, pairsToBigInts } from "./hashes.js";
-export type { Engine, CoreConfig } from "./core-api.js";
+export { CoreError, ErrorCode } from "./contract/errors.js";
+export { decodeTable, encodeTable, ruleTable, validateTable, TableError, describeTable } from "./table/table.js";
+export type { Table, PolicyKind, FeatureName, OslClasses, Provenance } from "./table/table.js";
+export { toPairs, pairsToHex, pairsToBigInts } from "./hashing/hashes.js";
+export type { Engine, CoreConfig } from "./contract/core-api.js";
 export {
   ClusterMonitor,
   controlLeadZ,
@@ -16,7 +16,7 @@ export {
   learnedArmWorse,
   meetsSlo,
   validateDriftOptions,
-} from "./drift-guard.js";
+} from "./router/drift-guard.js";
 export type {
   ArmCounts,
   DriftArm,
@@ -26,4 +26,4 @@ export type {
   DriftOutcome,
   DriftTicket,
   MonitorChange,
-} from "./drift-guard.js";
+} from "./router/drift-guard.js";

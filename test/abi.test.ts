@@ -3,10 +3,10 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ABI_VERSION, DECISION_SLOTS, Kind, REQUEST_SLOTS } from "../src/core-api.js";
-import { createCore, instantiateCore } from "../src/core.js";
-import { ErrorCode, coreErrorMessage } from "../src/errors.js";
-import { ruleTable } from "../src/table.js";
+import { ABI_VERSION, DECISION_SLOTS, Kind, REQUEST_SLOTS } from "../src/contract/core-api.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
+import { ErrorCode, coreErrorMessage } from "../src/contract/errors.js";
+import { ruleTable } from "../src/table/table.js";
 import { coreModule, routerOn } from "./helpers.js";
 
 const ROOT = join(import.meta.dirname, "..");

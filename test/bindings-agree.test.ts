@@ -9,12 +9,12 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import type { Decision, Router } from "../src/router.js";
-import { encodeTable, ruleTable, type Table } from "../src/table.js";
-import { pairsToHex } from "../src/hashes.js";
-import { instantiateCore } from "../src/core.js";
-import { loadTableInCore, type TableCoreExports } from "../src/core-table.js";
-import { TableError } from "../src/table.js";
+import type { Decision, Router } from "../src/router/router.js";
+import { encodeTable, ruleTable, type Table } from "../src/table/table.js";
+import { pairsToHex } from "../src/hashing/hashes.js";
+import { instantiateCore } from "../src/core/core.js";
+import { loadTableInCore, type TableCoreExports } from "../src/core/core-table.js";
+import { TableError } from "../src/table/table.js";
 import { coreModule, kmeansTable, PROVENANCE, routerOn } from "./helpers.js";
 import { pythonCommand, goCommand, ROOT } from "./bindings-tools.js";
 
@@ -240,7 +240,7 @@ function runNode(s: Record<string, unknown>): unknown {
     );
   } catch (e) {
     if (!(e instanceof TableError)) return { load_error: (e as Error).message };
-    // the bindings load tables through the core's decoder; Node's Router still decodes in TypeScript (src/table.ts),
+    // the bindings load tables through the core's decoder; Node's Router still decodes in TypeScript (src/table/table.ts),
     // whose message can differ in wording (see coreTableMessage): compare with what the core's decoder says
     return { load_error: coreTableMessage(new Uint8Array(Buffer.from(s["table"] as string, "base64"))) };
   }
@@ -296,7 +296,7 @@ function runNode(s: Record<string, unknown>): unknown {
 
 let tableCore: TableCoreExports | null = null;
 
-/** The message the core's own decoder (loadTable, src/core-table.ts) gives for a table, as the bindings report it. */
+/** The message the core's own decoder (loadTable, src/core/core-table.ts) gives for a table, as the bindings report it. */
 function coreTableMessage(bytes: Uint8Array): string {
   if (!tableCore) {
     tableCore = instantiateCore(coreModule("release")).exports as unknown as TableCoreExports;
@@ -304,7 +304,7 @@ function coreTableMessage(bytes: Uint8Array): string {
   }
   try {
     loadTableInCore(tableCore, bytes);
-    return "(accepted by the core's decoder, refused by src/table.ts)";
+    return "(accepted by the core's decoder, refused by src/table/table.ts)";
   } catch (e) {
     return (e as Error).message;
   }

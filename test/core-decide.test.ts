@@ -3,10 +3,10 @@
 // an odd K's padding, must still give the lowest index, with the score and every cluster's distance unchanged, as
 // the TypeScript reference (one scalar scan) does.
 import { describe, expect, it } from "vitest";
-import { createCore, instantiateCore } from "../src/core.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
-import { stageTable } from "../src/staging.js";
-import { validateTable, type Table } from "../src/table.js";
+import { stageTable } from "../src/table/staging.js";
+import { validateTable, type Table } from "../src/table/table.js";
 import { coreModule } from "./helpers.js";
 
 const FEATURES = ["isl", "eff_P", "eff_D", "osl_hat"];

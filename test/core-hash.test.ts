@@ -3,7 +3,7 @@
 // prompt, must hash exactly as the TypeScript reference does, in the release build and the debug one, with and
 // without a root.
 import { describe, expect, it } from "vitest";
-import { createCore, instantiateCore } from "../src/core.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
 import { coreModule } from "./helpers.js";
 

@@ -3,11 +3,11 @@
 // the Router using them for arrays of ids and for text. Each must give exactly what the copying path gives, in
 // both engines, and reject what it cannot hold with the same errors.
 import { describe, expect, it } from "vitest";
-import { Flag, type Engine, type RouteInput } from "../src/core-api.js";
-import { createCore, instantiateCore } from "../src/core.js";
+import { Flag, type Engine, type RouteInput } from "../src/contract/core-api.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
-import { stageTable } from "../src/staging.js";
-import { ruleTable } from "../src/table.js";
+import { stageTable } from "../src/table/staging.js";
+import { ruleTable } from "../src/table/table.js";
 import { coreModule, routerOn } from "./helpers.js";
 
 const CONFIG = { maxWorkers: 4, maxInputBytes: 4096, indexBlocks: 64 };

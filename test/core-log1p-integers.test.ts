@@ -4,11 +4,11 @@
 // largest feature (2^30 tokens), and random integers across that range; and a non-integer feature among them still
 // takes the general path.
 import { describe, expect, it } from "vitest";
-import { createCore, instantiateCore } from "../src/core.js";
-import { loadCoreModule } from "../src/core-file.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
+import { loadCoreModule } from "../src/core/core-file.js";
 import { log1p } from "../src/reference/log1p.js";
-import { stageTable } from "../src/staging.js";
-import { validateTable } from "../src/table.js";
+import { stageTable } from "../src/table/staging.js";
+import { validateTable } from "../src/table/table.js";
 
 const MAX_TOKENS = 2 ** 30;
 

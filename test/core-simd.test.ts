@@ -3,10 +3,10 @@
 // and the reduction of 1 + x), distances summed in the scalar order, ties to the lower
 // cluster, an odd K's padding lane never chosen, and features in any order or fewer than four.
 import { describe, expect, it } from "vitest";
-import { createCore, instantiateCore } from "../src/core.js";
-import { loadCoreModule } from "../src/core-file.js";
-import { stageTable } from "../src/staging.js";
-import { validateTable, type Table } from "../src/table.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
+import { loadCoreModule } from "../src/core/core-file.js";
+import { stageTable } from "../src/table/staging.js";
+import { validateTable, type Table } from "../src/table/table.js";
 
 const FEATURES = ["isl", "eff_P", "eff_D", "osl_hat"] as const;
 

@@ -3,10 +3,10 @@
 // under any sequence of role changes, loads (ties included), load scales and pinned or excluded workers.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Role, Slot, type Engine } from "../src/core-api.js";
-import { createCore, instantiateCore } from "../src/core.js";
+import { Role, Slot, type Engine } from "../src/contract/core-api.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
-import { stageTable } from "../src/staging.js";
+import { stageTable } from "../src/table/staging.js";
 import { coreModule, kmeansTable } from "./helpers.js";
 
 const WORKERS = 150; // three groups of the index at maxWorkers 150

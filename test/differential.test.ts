@@ -2,11 +2,11 @@
 // pressure, prefix matches, worker choice, features and decisions for every policy kind.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Kind, Role, type Engine, Flag, DECISION_SLOTS } from "../src/core-api.js";
-import { createCore, instantiateCore } from "../src/core.js";
+import { Kind, Role, type Engine, Flag, DECISION_SLOTS } from "../src/contract/core-api.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
-import { stageTable } from "../src/staging.js";
-import { ruleTable, validateTable, type Table } from "../src/table.js";
+import { stageTable } from "../src/table/staging.js";
+import { ruleTable, validateTable, type Table } from "../src/table/table.js";
 import { coreModule, kmeansTable, PROVENANCE } from "./helpers.js";
 
 const CONFIG = { maxWorkers: 130, maxInputBytes: 1 << 16, indexBlocks: 4096 };

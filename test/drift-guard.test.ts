@@ -1,4 +1,4 @@
-// The serving drift guard (src/drift-guard.ts) on synthetic outcomes: its statistic, its window, its control arm,
+// The serving drift guard (src/router/drift-guard.ts) on synthetic outcomes: its statistic, its window, its control arm,
 // and the hysteresis: a cluster that got worse than its rule reverts, a noisy but equal one and a clean one do not.
 import { describe, expect, it } from "vitest";
 import {
@@ -11,9 +11,9 @@ import {
   validateDriftOptions,
   type DriftEvent,
   type DriftGuardOptions,
-} from "../src/drift-guard.js";
+} from "../src/router/drift-guard.js";
 import { Rng } from "../src/sim/rng.js";
-import { encodeTable, ruleTable, type Table } from "../src/table.js";
+import { encodeTable, ruleTable, type Table } from "../src/table/table.js";
 import { kmeansTable, routerOn } from "./helpers.js";
 
 const WORKERS = [

@@ -9,10 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulatedWorkers } from "../src/envoy/emulate.js";
 import { startEnvoy, statValue, type RunningEnvoy } from "../src/envoy/launch.js";
 import type { EnvoySetup } from "../src/envoy/config.js";
-import { Router } from "../src/router.js";
+import { Router } from "../src/router/router.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import type { WorkerHandle } from "../src/serve/worker.js";
-import { ruleTable } from "../src/table.js";
+import { ruleTable } from "../src/table/table.js";
 import { coreModule } from "./helpers.js";
 
 const MODEL = "dolphin-emulated";

@@ -3,8 +3,8 @@
 // highest load, and deletion shifts both nodes (whose LRU neighbours must follow) and group slots (whose nodes must
 // follow). Counts and every worker's match are compared after each operation.
 import { describe, expect, it } from "vitest";
-import { Role, type Engine } from "../src/core-api.js";
-import { createCore, instantiateCore } from "../src/core.js";
+import { Role, type Engine } from "../src/contract/core-api.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
 import { coreModule } from "./helpers.js";
 

@@ -3,8 +3,8 @@
 // group that gains a member is no longer full for the blocks its summaries name. Matches stay the reference's.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Role, type Engine } from "../src/core-api.js";
-import { createCore, instantiateCore } from "../src/core.js";
+import { Role, type Engine } from "../src/contract/core-api.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
 import { coreModule } from "./helpers.js";
 

@@ -3,12 +3,12 @@
 import fc from "fast-check";
 import { Packr } from "msgpackr";
 import { describe, expect, it } from "vitest";
-import { applyEventBatch, decodeEventBatch, encodeEventBatch, KvEventError } from "../src/kv-events.js";
+import { applyEventBatch, decodeEventBatch, encodeEventBatch, KvEventError } from "../src/router/kv-events.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { parseSplit, simulate } from "../src/sim/simulator.js";
 import { generate } from "../src/sim/generators.js";
-import { ruleTable } from "../src/table.js";
+import { ruleTable } from "../src/table/table.js";
 import { coreModule, routerOn } from "./helpers.js";
 
 const packr = new Packr({ useRecords: false, variableMapSize: true });

@@ -5,7 +5,7 @@ import { latencyConstrained, oodBounds, pairedGain, searchGuarded } from "../src
 import { trainJob } from "../src/learn/job.js";
 import type { Environment, Evaluation } from "../src/learn/train.js";
 import type { RequestRecord } from "../src/sim/metrics.js";
-import { decodeTable, type Fallback, type Table } from "../src/table.js";
+import { decodeTable, type Fallback, type Table } from "../src/table/table.js";
 import { coreModule, kmeansTable } from "./helpers.js";
 
 const SLO = { ttftMs: 1000, tpotMs: 50 };

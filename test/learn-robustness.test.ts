@@ -1,7 +1,7 @@
 // The robustness study (`dolphin ablate --study robustness`): its matrix's shape, that every figure in a cell is what
 // `dolphin eval`'s own path gives for the same table, workload and load, and how a cell checks the issue's targets.
 import { describe, expect, it } from "vitest";
-import type { PolicyOutcome } from "../src/eval-output.js";
+import type { PolicyOutcome } from "../src/report/eval-output.js";
 import { evalJob, setup, trainJob } from "../src/learn/job.js";
 import { BASELINE_NAMES } from "../src/learn/policies.js";
 import {

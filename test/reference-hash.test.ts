@@ -1,10 +1,10 @@
-// Equivalence tests for the host's plain-TypeScript hashing (src/xxh64.ts, src/hashes.ts): xxh64 against
+// Equivalence tests for the host's plain-TypeScript hashing (src/hashing/xxh64.ts, src/hashing/hashes.ts): xxh64 against
 // xxhash-wasm's h64Raw, and chained block hashing against a straightforward BigInt implementation built here on h64Raw.
 
 import fc from "fast-check";
 import xxhash from "xxhash-wasm";
 import { describe, expect, it } from "vitest";
-import { blockCount, hashText, hashTokens, pairsToHex, rootHash, type Hash64 } from "../src/hashes.js";
+import { blockCount, hashText, hashTokens, pairsToHex, rootHash, type Hash64 } from "../src/hashing/hashes.js";
 import {
   fromHex,
   out,
@@ -15,7 +15,7 @@ import {
   xxh64Pair,
   xxh64StripesLane,
   xxh64U32,
-} from "../src/xxh64.js";
+} from "../src/hashing/xxh64.js";
 
 const { h64Raw } = await xxhash();
 const utf8 = new TextEncoder();

@@ -1,4 +1,4 @@
-// `dolphin report` (src/report.ts, src/report-files.ts) and its input (src/eval-output.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
+// `dolphin report` (src/report/report.ts, src/report/report-files.ts) and its input (src/report/eval-output.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
 // charts (well-formed XML, one bar or line per policy, the paper's marker, escaping) and the files written.
 
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -15,9 +15,9 @@ import {
   p90Chart,
   paperKind,
   parseReportInput,
-} from "../src/report.js";
-import { validateEvalOutput, type EvalOutput, type PolicyOutcome } from "../src/eval-output.js";
-import { writeReport } from "../src/report-files.js";
+} from "../src/report/report.js";
+import { validateEvalOutput, type EvalOutput, type PolicyOutcome } from "../src/report/eval-output.js";
+import { writeReport } from "../src/report/report-files.js";
 
 const POLICIES = [
   "dolphin",

@@ -1,11 +1,11 @@
 // Bad input never traps the core and always gets a clear error; memory stays bounded.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createCore, instantiateCore } from "../src/core.js";
-import { REQUEST_SLOTS } from "../src/core-api.js";
-import { CoreError } from "../src/errors.js";
-import { Router } from "../src/router.js";
-import { encodeTable, ruleTable } from "../src/table.js";
+import { createCore, instantiateCore } from "../src/core/core.js";
+import { REQUEST_SLOTS } from "../src/contract/core-api.js";
+import { CoreError } from "../src/contract/errors.js";
+import { Router } from "../src/router/router.js";
+import { encodeTable, ruleTable } from "../src/table/table.js";
 import { coreModule, kmeansTable, routerOn } from "./helpers.js";
 
 const WORKERS = [

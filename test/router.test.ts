@@ -1,9 +1,9 @@
 // The Router API as users touch it: cache-aware choices, the index, tables, explain, input forms.
 import { describe, expect, it } from "vitest";
 import { Router } from "../bindings/node/index.js";
-import { Slot } from "../src/core-api.js";
-import { hashTokens, pairsToBigInts, pairsToHex, rootHash } from "../src/hashes.js";
-import { encodeTable, ruleTable } from "../src/table.js";
+import { Slot } from "../src/contract/core-api.js";
+import { hashTokens, pairsToBigInts, pairsToHex, rootHash } from "../src/hashing/hashes.js";
+import { encodeTable, ruleTable } from "../src/table/table.js";
 import { kmeansTable, routerOn } from "./helpers.js";
 
 const WORKERS = [

@@ -4,14 +4,14 @@
 // workers' calls into 502s and counted them toward the workers' ejection.
 
 import { describe, expect, it } from "vitest";
-import { Router } from "../src/router.js";
+import { Router } from "../src/router/router.js";
 import { parseConfig } from "../src/serve/config.js";
 import { outOfDescriptors } from "../src/serve/proxy/admission.js";
 import { Logger } from "../src/serve/proxy/log.js";
 import { ProxyMetrics } from "../src/serve/proxy/metrics.js";
 import { WorkerRegistry, type WorkerSubscriptions } from "../src/serve/proxy/registry.js";
 import { classify } from "../src/serve/proxy/upstream.js";
-import { ruleTable } from "../src/table.js";
+import { ruleTable } from "../src/table/table.js";
 
 /** Metrics of a proxy with nothing in flight. */
 const idleMetrics = (): ProxyMetrics =>

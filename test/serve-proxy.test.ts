@@ -3,11 +3,11 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { encodeEventBatch } from "../src/kv-events.js";
-import { hashTokens, rootHash } from "../src/hashes.js";
+import { encodeEventBatch } from "../src/router/kv-events.js";
+import { hashTokens, rootHash } from "../src/hashing/hashes.js";
 import { ConfigError, parseConfig, type ServeConfigInput, type WorkerConfig } from "../src/serve/config.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
-import { encodeTable, ruleTable } from "../src/table.js";
+import { encodeTable, ruleTable } from "../src/table/table.js";
 import { coreModule } from "./helpers.js";
 
 const MODEL = "test-model";

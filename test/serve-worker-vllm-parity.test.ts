@@ -5,8 +5,8 @@
 // side's cached_tokens and BlockStored.
 import { Unpackr } from "msgpackr";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { decodeEventBatch } from "../src/kv-events.js";
-import { hashTokens, rootHash } from "../src/hashes.js";
+import { decodeEventBatch } from "../src/router/kv-events.js";
+import { hashTokens, rootHash } from "../src/hashing/hashes.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
 import { encodeVllmEventBatch, END_SEQ } from "../src/serve/worker/kv-events.js";
 

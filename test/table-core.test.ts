@@ -1,5 +1,5 @@
-// The core's table decoder (assembly/table/, src/core-table.ts) against the TypeScript decoder (src/table.ts
-// decodeTable + src/staging.ts stageTable), which stays the oracle: every table vector, generated valid tables
+// The core's table decoder (assembly/table/, src/core/core-table.ts) against the TypeScript decoder (src/table/table.ts
+// decodeTable + src/table/staging.ts stageTable), which stays the oracle: every table vector, generated valid tables
 // with perturbations (missing, extra and mistyped keys, out-of-range values, non-canonical encodings), and
 // flipped, truncated and extended bytes. Same accept/reject, same field and message, bit-identical staging;
 // nothing ever traps and memory never grows. Both builds: core.debug.wasm (assertions on) and core.wasm.
@@ -10,11 +10,11 @@ import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { Packr, unpack } from "msgpackr";
 import { describe, expect, it } from "vitest";
-import { instantiateCore } from "../src/core.js";
-import { loadTableInCore, type CoreTableInfo, type TableCoreExports } from "../src/core-table.js";
+import { instantiateCore } from "../src/core/core.js";
+import { loadTableInCore, type CoreTableInfo, type TableCoreExports } from "../src/core/core-table.js";
 import { ErrorCode } from "../src/generated/abi.js";
-import { stageTable } from "../src/staging.js";
-import { TableError, decodeTable, encodeTable, ruleTable, tableChecksum, type Table } from "../src/table.js";
+import { stageTable } from "../src/table/staging.js";
+import { TableError, decodeTable, encodeTable, ruleTable, tableChecksum, type Table } from "../src/table/table.js";
 import { coreModule } from "./helpers.js";
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "spec", "vectors", "tables");
@@ -58,7 +58,7 @@ type Outcome =
     }
   | { ok: false; field: string; message: string };
 
-/** The oracle: src/table.ts decodes, src/staging.ts stages. */
+/** The oracle: src/table/table.ts decodes, src/table/staging.ts stages. */
 // msgpackr decodes some extension types itself (BigInt, Error, Set, RegExp, typed arrays, structured-clone refs,
 // bundled strings), reading their payload as it likes; the core, a plain-msgpack reader, rejects them as unknown
 // "(bytes)" errors. Both reject such a table; only the field named differs, so the fuzz compares accept/reject there.
@@ -491,7 +491,7 @@ class RawBytes {
 }
 const raw = (...bytes: number[]): RawBytes => new RawBytes(Uint8Array.from(bytes));
 
-/** A valid kmeans table's entries, checksummed over `entries` as src/table.ts sees them (repeats: the last wins). */
+/** A valid kmeans table's entries, checksummed over `entries` as src/table/table.ts sees them (repeats: the last wins). */
 function kmeansEntries(extra: [unknown, unknown][] = [], checksum = true): [unknown, unknown][] {
   const base: [unknown, unknown][] = [
     ["format", "dolphin-routing.table"],

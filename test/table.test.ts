@@ -1,4 +1,4 @@
-// Routing-table format (src/table.ts): known-answer fixtures written by an independent encoder
+// Routing-table format (src/table/table.ts): known-answer fixtures written by an independent encoder
 // (spec/vectors/tables/gen-tables.mjs: msgpackr + xxhash-wasm), canonical encoding, validation with field paths,
 // rule defaults, and decoding that throws nothing but TableError for any bytes.
 
@@ -22,7 +22,7 @@ import {
   tableChecksum,
   validateTable,
   type Table,
-} from "../src/table.js";
+} from "../src/table/table.js";
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "spec", "vectors", "tables");
 const fixture = (name: string): Uint8Array => new Uint8Array(readFileSync(join(FIXTURES, name)));

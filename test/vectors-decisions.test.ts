@@ -5,9 +5,9 @@
 
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { Reason, Slot } from "../src/core-api.js";
-import type { Router } from "../src/router.js";
-import { decodeTable, type Table } from "../src/table.js";
+import { Reason, Slot } from "../src/contract/core-api.js";
+import type { Router } from "../src/router/router.js";
+import { decodeTable, type Table } from "../src/table/table.js";
 import { routerOn } from "./helpers.js";
 import { expandText, expandTokens, type LcgTokensFormula, type RepeatTextFormula } from "./vectors-expand.js";
 

@@ -3,8 +3,8 @@
 
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { hashText, hashTokens, pairsToHex, rootHash } from "../src/hashes.js";
-import { toHex } from "../src/xxh64.js";
+import { hashText, hashTokens, pairsToHex, rootHash } from "../src/hashing/hashes.js";
+import { toHex } from "../src/hashing/xxh64.js";
 import {
   caseText,
   caseTokens,

@@ -1,5 +1,5 @@
 // The table's checksum: xxh64 (seed 0) of the canonical msgpack encoding of the top-level map without its
-// `checksum` key (docs/table-format.md, "Checksum"; the same rules as src/table.ts's encoder): map keys sorted by
+// `checksum` key (docs/table-format.md, "Checksum"; the same rules as src/table/table.ts's encoder): map keys sorted by
 // code point (= UTF-8 byte order) at every level, the smallest format for every length and integer, numbers that
 // are integers within ±(2^53 − 1) written as integers (so 2.0 → 2 and −0 → 0), every other number as float64.
 //

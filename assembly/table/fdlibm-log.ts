@@ -1,7 +1,7 @@
 // The natural logarithm exactly as V8 computes Math.log (fdlibm's __ieee754_log, which V8 ships as
 // base::ieee754::log), for the GMM constants staged in the core: AssemblyScript's Math.log (musl's table-driven
 // log) differs from it in the last bit for some inputs, and the staged values must be bit-identical to
-// src/staging.ts's, which the TypeScript reference engine and the learner use. Only staging calls it; the hot
+// src/table/staging.ts's, which the TypeScript reference engine and the learner use. Only staging calls it; the hot
 // path keeps Math.log1p as before.
 
 const LN2_HI = reinterpret<f64>(0x3fe62e42fee00000); // 6.93147180369123816490e-01

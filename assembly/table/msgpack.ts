@@ -5,67 +5,30 @@
 // of its payload in the input, the index just past its subtree (to skip it) and its value as f64 (numbers,
 // booleans; an extension's type). Strings stay in the input: keys are compared byte-wise, never copied.
 //
-// What is accepted mirrors src/table.ts's decoder (msgpackr with mapsAsObjects: false, int64AsType: "bigint"), so
+// What is accepted mirrors src/table/table.ts's decoder (msgpackr with mapsAsObjects: false, int64AsType: "bigint"), so
 // the field a rejection names is the same: truncation, trailing bytes and extension types msgpackr does not know
 // are "(bytes)" errors; bin values, extension types −1 (timestamps) and 0 (undefined), and the reserved 0xc1 byte
 // decode here and are rejected by the plain-data check (plain.ts) at their field path, as they are there.
 
 import { LIMIT_MAX_TABLE_NODES, OK, P_TOO_MANY_VALUES, P_TRAILING, P_TRUNCATED, P_UNKNOWN_EXTENSION, TE_LIMIT, TE_VALUE_NUMBER } from "../generated/abi";
 import { note, pathBytes, reject } from "./report";
+import {
+  T_ARRAY, T_BIG, T_BIN, T_BOOL, T_EXT, T_MAP, T_NIL, T_NUM, T_STR, nodeCount, nodeEnd, nodeType, setEnd, setNode,
+  stackGet, stackSet, tapeGrow, tapeSize, tapeStart,
+} from "./tape";
 
-export const T_NIL: u8 = 1;
-export const T_BOOL: u8 = 2;
-export const T_NUM: u8 = 3; // any integer within ±(2^53 − 1), any float32/float64
-export const T_BIG: u8 = 4; // a 64-bit integer beyond ±(2^53 − 1)
-export const T_STR: u8 = 5;
-export const T_BIN: u8 = 6;
-export const T_ARRAY: u8 = 7;
-export const T_MAP: u8 = 8; // count = entries; children alternate key, value
-export const T_EXT: u8 = 9; // nodeNum = the extension type (−2 for the reserved byte 0xc1)
+// the tape's names, for the passes that import them from here
+export {
+  TAPE_BYTES, T_ARRAY, T_BIG, T_BIN, T_BOOL, T_EXT, T_MAP, T_NIL, T_NUM, T_STR, byteAt, nodeCount, nodeEnd, nodeFormat,
+  nodeNum, nodePos, nodeType, tableBase, tapeInit, tapeSize,
+} from "./tape";
 
 const SAFE: f64 = 9007199254740991; // 2^53 − 1
 
-let types: usize = 0; // u8[N]
-let formats: usize = 0; // u8[N]
-let counts: usize = 0; // i32[N]
-let positions: usize = 0; // i32[N]
-let ends: usize = 0; // i32[N]: index past the subtree (while a container is open: its items still to read)
-let nums: usize = 0; // f64[N]
-let stack: usize = 0; // i32[N]: open containers
-
-let base: usize = 0;
+let input: usize = 0; // the bytes being read (the tape's base)
 let length: i32 = 0;
-let used: i32 = 0;
 let at: i32 = 0; // read position
 
-/** Bytes the tape takes (tapeInit carves them from the decoder's one allocation). */
-export const TAPE_BYTES: usize = <usize>LIMIT_MAX_TABLE_NODES * (8 + 4 * 4 + 2);
-
-/** Places the tape at `at` (8-byte aligned); returns the address after it. */
-export function tapeInit(at: usize): usize {
-  const n = <usize>LIMIT_MAX_TABLE_NODES;
-  nums = at;
-  counts = nums + (n << 3);
-  positions = counts + (n << 2);
-  ends = positions + (n << 2);
-  stack = ends + (n << 2);
-  types = stack + (n << 2);
-  formats = types + n;
-  return formats + n;
-}
-
-export function tableBase(): usize { return base; }
-export function nodeType(i: i32): u8 { return load<u8>(types + <usize>i); }
-export function nodeFormat(i: i32): u8 { return load<u8>(formats + <usize>i); }
-export function nodeCount(i: i32): i32 { return load<i32>(counts + (<usize>i << 2)); }
-export function nodePos(i: i32): i32 { return load<i32>(positions + (<usize>i << 2)); }
-/** The node just past `i`'s subtree: its next sibling. */
-export function nodeEnd(i: i32): i32 { return load<i32>(ends + (<usize>i << 2)); }
-export function nodeNum(i: i32): f64 { return load<f64>(nums + (<usize>i << 3)); }
-export function byteAt(offset: i32): u8 { return load<u8>(base + <usize>offset); }
-
-// @ts-ignore: decorator
-@inline function setEnd(i: i32, v: i32): void { store<i32>(ends + (<usize>i << 2), v); }
 
 function truncated(): i32 {
   pathBytes();
@@ -76,14 +39,14 @@ function truncated(): i32 {
 // @ts-ignore: decorator
 @inline function has(n: i64): bool { return <i64>at + n <= <i64>length; }
 
-function be16(): u32 { const v = <u32>bswap<u16>(load<u16>(base + <usize>at)); at += 2; return v; }
-function be32(): u32 { const v = bswap<u32>(load<u32>(base + <usize>at)); at += 4; return v; }
-function be64(): u64 { const v = bswap<u64>(load<u64>(base + <usize>at)); at += 8; return v; }
+function be16(): u32 { const v = <u32>bswap<u16>(load<u16>(input + <usize>at)); at += 2; return v; }
+function be32(): u32 { const v = bswap<u32>(load<u32>(input + <usize>at)); at += 4; return v; }
+function be64(): u64 { const v = bswap<u64>(load<u64>(input + <usize>at)); at += 8; return v; }
 
 /** Reads one value's header (and a scalar's or string's payload) into node `i`; OK or E_BAD_TABLE. */
 function readNode(i: i32): i32 {
   if (!has(1)) return truncated();
-  const b = <i32>load<u8>(base + <usize>at);
+  const b = <i32>load<u8>(input + <usize>at);
   at++;
   let type: u8 = T_NUM;
   let count: i64 = 0;
@@ -99,12 +62,12 @@ function readNode(i: i32): i32 {
       case 0xc0: type = T_NIL; break;
       case 0xc1: type = T_EXT; num = -2; break;
       case 0xc2: case 0xc3: type = T_BOOL; num = b - 0xc2; break;
-      case 0xc4: case 0xd9: { if (!has(1)) return truncated(); type = b == 0xc4 ? T_BIN : T_STR; count = load<u8>(base + <usize>at); at++; break; }
+      case 0xc4: case 0xd9: { if (!has(1)) return truncated(); type = b == 0xc4 ? T_BIN : T_STR; count = load<u8>(input + <usize>at); at++; break; }
       case 0xc5: case 0xda: { if (!has(2)) return truncated(); type = b == 0xc5 ? T_BIN : T_STR; count = be16(); break; }
       case 0xc6: case 0xdb: { if (!has(4)) return truncated(); type = b == 0xc6 ? T_BIN : T_STR; count = be32(); break; }
       case 0xca: { if (!has(4)) return truncated(); num = <f64>reinterpret<f32>(be32()); break; }
       case 0xcb: { if (!has(8)) return truncated(); num = reinterpret<f64>(be64()); break; }
-      case 0xcc: { if (!has(1)) return truncated(); num = load<u8>(base + <usize>at); at++; break; }
+      case 0xcc: { if (!has(1)) return truncated(); num = load<u8>(input + <usize>at); at++; break; }
       case 0xcd: { if (!has(2)) return truncated(); num = be16(); break; }
       case 0xce: { if (!has(4)) return truncated(); num = be32(); break; }
       case 0xcf: {
@@ -114,7 +77,7 @@ function readNode(i: i32): i32 {
         else num = <f64>u;
         break;
       }
-      case 0xd0: { if (!has(1)) return truncated(); num = load<i8>(base + <usize>at); at++; break; }
+      case 0xd0: { if (!has(1)) return truncated(); num = load<i8>(input + <usize>at); at++; break; }
       case 0xd1: { if (!has(2)) return truncated(); num = <i16>be16(); break; }
       case 0xd2: { if (!has(4)) return truncated(); num = <i32>be32(); break; }
       case 0xd3: {
@@ -128,11 +91,11 @@ function readNode(i: i32): i32 {
       case 0xc7: case 0xc8: case 0xc9: {
         let size: i64 = 0;
         if (b >= 0xd4) size = <i64>1 << (b - 0xd4);
-        else if (b == 0xc7) { if (!has(1)) return truncated(); size = load<u8>(base + <usize>at); at++; }
+        else if (b == 0xc7) { if (!has(1)) return truncated(); size = load<u8>(input + <usize>at); at++; }
         else if (b == 0xc8) { if (!has(2)) return truncated(); size = be16(); }
         else { if (!has(4)) return truncated(); size = be32(); }
         if (!has(1)) return truncated();
-        const extType = load<i8>(base + <usize>at);
+        const extType = load<i8>(input + <usize>at);
         at++;
         if (!has(size)) return truncated();
         at += <i32>size;
@@ -161,11 +124,7 @@ function readNode(i: i32): i32 {
   // every item takes at least one byte: a count beyond the bytes left is a truncated value
   if (type == T_ARRAY && !has(count)) return truncated();
   if (type == T_MAP && !has(count * 2)) return truncated();
-  store<u8>(types + <usize>i, type);
-  store<u8>(formats + <usize>i, <u8>b);
-  store<i32>(counts + (<usize>i << 2), <i32>count);
-  store<i32>(positions + (<usize>i << 2), pos);
-  store<f64>(nums + (<usize>i << 3), num);
+  setNode(i, type, <u8>b, <i32>count, pos, num);
   return OK;
 }
 
@@ -174,39 +133,39 @@ function readNode(i: i32): i32 {
  * Node 0 is the top-level value.
  */
 export function readTape(ptr: usize, len: i32): i32 {
-  base = ptr;
+  input = ptr;
   length = len;
   at = 0;
-  used = 0;
+  tapeStart(ptr);
   let open = 0;
   do {
-    if (used >= LIMIT_MAX_TABLE_NODES) {
+    if (tapeSize() >= LIMIT_MAX_TABLE_NODES) {
       pathBytes();
       note(TE_LIMIT, LIMIT_MAX_TABLE_NODES);
       return reject(P_TOO_MANY_VALUES, -1);
     }
-    const i = used;
+    const i = tapeSize();
     const rc = readNode(i);
     if (rc != OK) return rc;
-    used++;
+    tapeGrow();
     const t = nodeType(i);
     const items = t == T_MAP ? nodeCount(i) * 2 : t == T_ARRAY ? nodeCount(i) : 0;
     if (items > 0) {
       setEnd(i, items);
-      store<i32>(stack + (<usize>open << 2), i);
+      stackSet(open, i);
       open++;
       continue;
     }
-    setEnd(i, used);
+    setEnd(i, tapeSize());
     // close every container whose last item this was
     while (open > 0) {
-      const top = load<i32>(stack + (<usize>(open - 1) << 2));
+      const top = stackGet(open - 1);
       const left = nodeEnd(top) - 1;
       if (left > 0) {
         setEnd(top, left);
         break;
       }
-      setEnd(top, used);
+      setEnd(top, tapeSize());
       open--;
     }
   } while (open > 0);
@@ -221,6 +180,3 @@ export function readTape(ptr: usize, len: i32): i32 {
 export function isSafeInteger(v: f64): bool {
   return isFinite(v) && Math.trunc(v) == v && Math.abs(v) <= SAFE;
 }
-
-/** Nodes on the tape after the last readTape. */
-export function tapeSize(): i32 { return used; }

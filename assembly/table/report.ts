@@ -1,7 +1,7 @@
 // What the table decoder tells the host: the error record it fills when it rejects a table (a problem code from
 // spec/abi.json table_problems, the failing field path as UTF-8 text, and the values the message needs), and the
 // info record and the output-length class records it fills when a table becomes active. Hosts turn the error record
-// into the same text src/table.ts TableError gives ("table: <field>: <problem>") with the generated TABLE_PROBLEMS
+// into the same text src/table/table.ts TableError gives ("table: <field>: <problem>") with the generated TABLE_PROBLEMS
 // templates.
 //
 // The path is built while the validator descends (key by key, index by index) in one preallocated buffer: marks
@@ -16,7 +16,7 @@ import {
 import {
   T_ARRAY, T_BIG, T_BIN, T_BOOL, T_EXT, T_MAP, T_NIL, T_NUM, T_STR, nodeCount, nodeFormat, nodeNum, nodePos, nodeType,
   tableBase,
-} from "./msgpack";
+} from "./tape";
 
 let record: usize = 0; // f64[TABLE_ERROR_SLOTS]
 let info: usize = 0; // f64[TABLE_INFO_SLOTS]
@@ -143,7 +143,7 @@ export function reject(problem: i32, node: i32): i32 {
   return E_BAD_TABLE;
 }
 
-/** Like reject, describing `key` as src/table.ts describes a decoded map key (maps and 64-bit integers differ). */
+/** Like reject, describing `key` as src/table/table.ts describes a decoded map key (maps and 64-bit integers differ). */
 export function rejectKey(problem: i32, key: i32): i32 {
   const rc = reject(problem, key);
   describeValue(key, true);

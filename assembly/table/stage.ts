@@ -1,5 +1,5 @@
 // Staging a validated table into the staging area, in exactly the layouts assembly/policy.ts setTable and
-// assembly/osl.ts checkOslSection read, and with exactly the values src/staging.ts stageTable computes (the same
+// assembly/osl.ts checkOslSection read, and with exactly the values src/table/staging.ts stageTable computes (the same
 // f64 operations in the same order, so the GMM constants are bit-identical): numbers as validation keeps them
 // (−0 → 0; bits as written), rule defaults from the generated contract, then the output-length model's section.
 
@@ -41,7 +41,7 @@ function putNumbers(node: i32): void {
   }
 }
 
-/** Bits as written (src/table.ts keeps a bit's value as decoded). */
+/** Bits as written (src/table/table.ts keeps a bit's value as decoded). */
 function putBits(node: i32): void {
   let c = node + 1;
   for (let i = 0; i < nodeCount(node); i++) {
@@ -87,7 +87,7 @@ function stageLearned(): void {
 function stageGmm(): void {
   const d = dims;
   let row: i32;
-  // log w_k − ½ Σ_j log(2π σ²_kj), as src/staging.ts computes it
+  // log w_k − ½ Σ_j log(2π σ²_kj), as src/table/staging.ts computes it
   const log2pi = fdlibmLog(2 * Math.PI);
   let w = weights + 1;
   row = variances + 1;

@@ -1,5 +1,5 @@
-// Field-by-field validation of a table on the tape, the twin of src/table.ts validateBody/validateTable: the same
-// rules, checked in the same order, so the first problem found (and the field it names) is the one src/table.ts
+// Field-by-field validation of a table on the tape, the twin of src/table/table.ts validateBody/validateTable: the same
+// rules, checked in the same order, so the first problem found (and the field it names) is the one src/table/table.ts
 // reports. Kind names, parameter names, defaults and limits come from the generated contract (spec/abi.json).
 // What validation finds (the kind, K, D, the nodes of the fields staging needs) is kept here for stage.ts.
 

@@ -3,7 +3,7 @@
 
 import { existsSync, readFileSync } from "node:fs";
 import { corePath, loadCoreModule } from "../../bindings/node/index.js";
-import { packageFile } from "../package-root.js";
+import { packageFile } from "../core/package-root.js";
 import { intOption, UsageError, type Command } from "./args.js";
 
 /** --time-scale of bench overload's emulated workers: a number > 0. */

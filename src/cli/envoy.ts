@@ -8,7 +8,7 @@ import { startEmulatedEnvoy } from "../envoy/emulate.js";
 import { findEnvoy, startEnvoy, writeEnvoyConfig } from "../envoy/launch.js";
 import { flag, intOption, untilSignal, UsageError, type Command } from "./args.js";
 import { parseSplit } from "../sim/simulator.js";
-import { startVllmEnvoy } from "../serve/vllm/cluster.js";
+import { startVllmEnvoy } from "../envoy/vllm.js";
 import { vllmInstall } from "../serve/vllm/install.js";
 
 export const command: Command = {

@@ -3,7 +3,7 @@
 import { existsSync } from "node:fs";
 import { evalJob } from "../learn/job.js";
 import { BASELINE_NAMES, parsePolicies } from "../learn/policies.js";
-import { readTableFile } from "../table-file.js";
+import { readTableFile } from "../table/table-file.js";
 import { flag, UsageError, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 

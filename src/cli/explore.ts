@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { extname, join, normalize, sep } from "node:path";
-import { packageFile } from "../package-root.js";
+import { packageFile } from "../core/package-root.js";
 import { intOption, untilSignal, type Command } from "./args.js";
 
 const MIME: Record<string, string> = {

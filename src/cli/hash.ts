@@ -1,9 +1,9 @@
 // `dolphin hash`: the chained block hashes of a prompt, one 16-hex-digit hash per full block.
 
 import { loadCoreModule } from "../../bindings/node/index.js";
-import { pairsToHex } from "../hashes.js";
-import { Router } from "../router.js";
-import { ruleTable } from "../table.js";
+import { pairsToHex } from "../hashing/hashes.js";
+import { Router } from "../router/router.js";
+import { ruleTable } from "../table/table.js";
 import { intOption, readStdin, UsageError, type Command } from "./args.js";
 
 export const command: Command = {

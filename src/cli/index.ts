@@ -15,7 +15,7 @@
 
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { packageFile } from "../package-root.js";
+import { packageFile } from "../core/package-root.js";
 import { UsageError, type Command, type Values } from "./args.js";
 
 interface Entry {

@@ -1,9 +1,9 @@
 // `dolphin report`: eval results (JSON, JSON lines, or arrays = load sweeps) into markdown and SVG charts.
 
 import { existsSync, readFileSync } from "node:fs";
-import type { EvalOutput } from "../eval-output.js";
-import { parseReportInput } from "../report.js";
-import { writeReport } from "../report-files.js";
+import type { EvalOutput } from "../report/eval-output.js";
+import { parseReportInput } from "../report/report.js";
+import { writeReport } from "../report/report-files.js";
 import { UsageError, type Command } from "./args.js";
 
 export const command: Command = {

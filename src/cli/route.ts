@@ -2,8 +2,8 @@
 
 import { existsSync } from "node:fs";
 import { loadCoreModule } from "../../bindings/node/index.js";
-import { Router, type RouteRequest, type RouterOptions, type WorkerSpec } from "../router.js";
-import { readTableFile } from "../table-file.js";
+import { Router, type RouteRequest, type RouterOptions, type WorkerSpec } from "../router/router.js";
+import { readTableFile } from "../table/table-file.js";
 import { intOption, readStdin, UsageError, type Command } from "./args.js";
 
 export const command: Command = {

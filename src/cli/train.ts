@@ -3,7 +3,7 @@
 import { writeFileSync } from "node:fs";
 import { REWARD_FORMS, type RewardForm } from "../learn/guard.js";
 import { trainJob } from "../learn/job.js";
-import { FEATURE_NAMES, type FeatureName } from "../table.js";
+import { FEATURE_NAMES, type FeatureName } from "../table/table.js";
 import { defaultJobs, PooledSimEnvironment, pooledSaturation, WorkerPool } from "../learn/pool.js";
 import { intOption, UsageError, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { packageRoot } from "../package-root.js";
+import { packageRoot } from "../core/package-root.js";
 import { bootstrap, listener, pluginConfig, toYaml, type EnvoySetup, type PluginConfig } from "./config.js";
 
 const READY_TIMEOUT_MS = 30_000;

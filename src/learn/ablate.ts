@@ -1,7 +1,7 @@
 // `dolphin ablate`: the paper's ablations and the questions it left open (seed 001), each a study that trains and
 // evaluates on the simulated cluster and returns rows for docs/results.md. Every figure is simulated.
 
-import { FEATURE_NAMES } from "../table.js";
+import { FEATURE_NAMES } from "../table/table.js";
 import { atScale } from "../sim/saturation.js";
 import { evalJob, setup, trainJob, type JobOptions, type TrainJobOptions } from "./job.js";
 import { runRobustness } from "./robustness.js";

@@ -18,7 +18,7 @@
 import { kmeans as mlKMeans } from "ml-kmeans";
 import { Rng } from "../sim/rng.js";
 
-export type { FeatureName } from "../table.js";
+export type { FeatureName } from "../table/table.js";
 
 /** Smallest standard deviation fitScaler returns, so a constant column does not divide by zero (its z is then ~0). */
 export const STD_FLOOR = 1e-6;
@@ -387,7 +387,7 @@ interface Mixture {
   weights: Float64Array;
 }
 
-/** Per component: log w_k − ½ (Σ_j log σ²_kj + D·log 2π), computed as src/staging.ts stages it for the core. */
+/** Per component: log w_k − ½ (Σ_j log σ²_kj + D·log 2π), computed as src/table/staging.ts stages it for the core. */
 function logConstants(m: Mixture, k: number, d: number): Float64Array {
   const out = new Float64Array(k);
   for (let c = 0; c < k; c++) {
@@ -447,7 +447,7 @@ function assignGmmFlat(x: Float64Array, n: number, d: number, m: Mixture, k: num
 
 /**
  * Most likely component per row: argmax_k log w_k − ½ Σ_j log(2π σ²_kj) − ½ Σ_j (z_j − μ_kj)² / σ²_kj, ties to the
- * lower k. The core's rule exactly (assembly/policy.ts classify, with the constants src/staging.ts computes).
+ * lower k. The core's rule exactly (assembly/policy.ts classify, with the constants src/table/staging.ts computes).
  */
 export function gmmAssign(z: number[][], m: Pick<GmmModel, "means" | "variances" | "weights">): number[] {
   const fn = "gmmAssign";

@@ -30,8 +30,9 @@
 // training requests' scores (kmeans: squared standardized distance, upper quantile; gmm: log-likelihood, lower).
 
 import { meetsE2e, quantile, type RequestRecord, type Slo } from "../sim/metrics.js";
-import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, DEFAULT_FALLBACK, type Fallback, type Table } from "../table.js";
-import { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./train.js";
+import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, DEFAULT_FALLBACK } from "../table/table.js";
+import type { Fallback, Table } from "../table/table.js";
+import { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./environment.js";
 
 /** Φ⁻¹(1 − 0.05 / 16): one-sided, 5% family-wise over the 2 × 8 moves of a pass at the default K = 8. */
 export const BONFERRONI_Z = 2.74;

@@ -10,10 +10,10 @@ import { parseSplit, simulate, type SimConfig, type SimResult } from "../sim/sim
 import type { Workload } from "../sim/types.js";
 import { GENERATORS, parseLoad, splitInTime, type Load, type WorkloadFormat } from "../sim/workload.js";
 import { loadWorkload } from "../sim/workload-files.js";
-import { encodeTable, type FeatureName, type Table } from "../table.js";
+import { encodeTable, type FeatureName, type Table } from "../table/table.js";
 import { ruleTableFor } from "../sim/rule-table.js";
 import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "./policies.js";
-import type { EvalLoad, EvalOutput } from "../eval-output.js";
+import type { EvalLoad, EvalOutput } from "../report/eval-output.js";
 import { noisyOslPredictor } from "./osl.js";
 import { SimEnvironment, train, type GuardTraining, type OslMode, type TrainResult } from "./train.js";
 

@@ -5,12 +5,12 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { EvalOutput } from "../eval-output.js";
-import { PAPER_DELTAS } from "../report.js";
-import { writeReport } from "../report-files.js";
+import type { EvalOutput } from "../report/eval-output.js";
+import { PAPER_DELTAS } from "../report/report.js";
+import { writeReport } from "../report/report-files.js";
 import type { SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
-import { CLUSTER_RULE, decodeTable, type Table } from "../table.js";
+import { CLUSTER_RULE, decodeTable, type Table } from "../table/table.js";
 import { guardCounts, type GuardMove } from "./guard.js";
 import { evalJob, evalRun, setup, trainJob, type TrainJobResult } from "./job.js";
 import { policyOutcome, POLICY_NAMES, type PolicyName } from "./policies.js";

@@ -8,7 +8,7 @@ import { Rng } from "../sim/rng.js";
 import { classOf } from "../sim/simulator.js";
 import { quantile } from "../sim/metrics.js";
 import type { SimRequest } from "../sim/types.js";
-import { OSL_MODEL_FEATURES, type OslClasses, type OslModel } from "../table.js";
+import { OSL_MODEL_FEATURES, type OslClasses, type OslModel } from "../table/table.js";
 
 /** What is known about a request at admission, plus (for training) its true output length. */
 export interface OslSample {

@@ -5,29 +5,11 @@
 
 import { parentPort, workerData } from "node:worker_threads";
 import type { Workload } from "../sim/types.js";
-import type { Table } from "../table.js";
+import type { Table } from "../table/table.js";
 import { runMainJobPart, type MainJobPart } from "./main-job.js";
-import type { PortableSimConfig } from "./pool.js";
+import type { PoolReply, PoolRequest, PoolTask } from "./pool-protocol.js";
 import { SimEnvironment } from "./train.js";
 import { probeAttainment, probeWorkload } from "../sim/saturation.js";
-
-export type PoolTask =
-  | { kind: "evaluate"; workload: number; base: PortableSimConfig; table: Table }
-  | { kind: "log-features"; workload: number; base: PortableSimConfig }
-  | { kind: "probe-load"; workload: number; base: PortableSimConfig; scale: number }
-  | { kind: "main-part"; part: MainJobPart };
-
-/** What the pool sends: a task, with the workloads it names that this worker does not hold yet. */
-export interface PoolRequest {
-  task: PoolTask;
-  workloads: [number, Workload][];
-}
-
-/** What a worker answers: progress lines while a task runs, then its value or its error. */
-export type PoolReply =
-  | { kind: "progress"; line: string; done: boolean }
-  | { kind: "result"; ok: true; value: unknown }
-  | { kind: "result"; ok: false; message: string; stack?: string };
 
 const module = (workerData as { module: WebAssembly.Module }).module;
 const workloads = new Map<number, Workload>();

@@ -11,16 +11,13 @@ import { Worker } from "node:worker_threads";
 import type { OslPredictor, SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
 import { findSaturatedScaleWith, type Saturation } from "../sim/saturation.js";
-import type { Table } from "../table.js";
+import type { Table } from "../table/table.js";
 import { SimEnvironment, type Evaluation, type FeatureLog } from "./train.js";
 import type { MainJobPart, PartRunner } from "./main-job.js";
-import type { PoolReply, PoolRequest, PoolTask } from "./pool-worker.js";
+import type { PoolReply, PoolRequest, PoolTask, PortableSimConfig } from "./pool-protocol.js";
 
 /** The default number of jobs: every core this process may use. */
 export const defaultJobs = (): number => availableParallelism();
-
-/** The simulator configuration a worker can receive: no module (it has its own) and no predictor function. */
-export type PortableSimConfig = Omit<SimConfig, "table" | "module" | "osl"> & { osl?: "model" | "oracle" };
 
 /**
  * Which tasks a free worker takes first: "chain" ones (a step of a sequential search, which everything after it

@@ -10,10 +10,10 @@
 // to evaluate; a trace or lengths file is split in time (first half to train, second half to evaluate), a lengths
 // file with its Poisson arrivals at the CLI's default rate (the saturated load rescales them anyway).
 
-import { packageFile } from "../package-root.js";
-import type { PolicyOutcome } from "../eval-output.js";
+import { packageFile } from "../core/package-root.js";
+import type { PolicyOutcome } from "../report/eval-output.js";
 import { isGenerator } from "../sim/workload.js";
-import type { Table } from "../table.js";
+import type { Table } from "../table/table.js";
 import { guardCounts } from "./guard.js";
 import { evalJob, evalRecords, setup, trainJob, type JobOptions } from "./job.js";
 import { BASELINE_NAMES } from "./policies.js";

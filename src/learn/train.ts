@@ -19,7 +19,8 @@ import {
   type Fallback,
   type FeatureName,
   type Table,
-} from "../table.js";
+} from "../table/table.js";
+import { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./environment.js";
 import { fitGmm, fitKMeans, fitScaler, standardize } from "./cluster.js";
 import {
   latencyConstrained,
@@ -32,72 +33,6 @@ import {
 } from "./guard.js";
 import { noisyOslPredictor, predictOslClass, trainOslClassifier, type OslSample, type OslTraining } from "./osl.js";
 
-/**
- * Where the search gets its reward. Asynchronous, so a live cluster (src/serve/tune.ts) is an environment like the
- * simulator, and `prepare` and `searchBits` are the same for both.
- */
-export interface Environment {
-  /** Runs a candidate table and reports per-cluster SLO attainment. */
-  evaluate(table: Table): Promise<Evaluation>;
-  /**
-   * Runs independent candidates at once where the environment can (a worker pool, src/learn/pool.ts); results in
-   * the tables' order, each the same as `evaluate` gives. Absent: the search evaluates them in turn.
-   */
-  evaluateMany?(tables: Table[]): Promise<Evaluation[]>;
-  /**
-   * How many evaluations the environment runs at once (a pool's size). Above one, a search starts the table it will
-   * most likely evaluate next beside the current one; absent or one: every evaluation runs when it is asked for.
-   */
-  readonly concurrency?: number;
-  readonly evaluations: number;
-}
-
-/** Evaluates independent candidates: together where the environment can, otherwise one after another. */
-export async function evaluateAll(env: Environment, tables: Table[]): Promise<Evaluation[]> {
-  if (env.evaluateMany) return env.evaluateMany(tables);
-  const out: Evaluation[] = [];
-  for (const t of tables) out.push(await env.evaluate(t));
-  return out;
-}
-
-/**
- * The environment with each distinct table evaluated once: for one search, or the searches of one `train` call (the
- * proposal search and the guarded one), whose tables differ only in their values and fallback (one makeTable); the
- * simulator gives the same run for the same table.
- */
-export function onceEach(env: Environment): Environment {
-  const runs = new Map<string, Promise<Evaluation>>();
-  const key = (t: Table): string => JSON.stringify([t.bits, t.fallback ?? null]);
-  return {
-    get evaluations() {
-      return env.evaluations;
-    },
-    get concurrency() {
-      return env.concurrency;
-    },
-    evaluate(t: Table): Promise<Evaluation> {
-      const k = key(t);
-      let run = runs.get(k);
-      if (!run) runs.set(k, (run = env.evaluate(t)));
-      return run;
-    },
-    async evaluateMany(tables: Table[]): Promise<Evaluation[]> {
-      const keys = tables.map(key);
-      const fresh = tables.filter((_, i) => !runs.has(keys[i]!) && keys.indexOf(keys[i]!) === i);
-      if (fresh.length > 0) {
-        const evals = evaluateAll(env, fresh);
-        fresh.forEach((t, i) =>
-          runs.set(
-            key(t),
-            evals.then((e) => e[i]!),
-          ),
-        );
-      }
-      return Promise.all(keys.map((k) => runs.get(k)!));
-    },
-  };
-}
-
 /** An environment the learner also logs features in and names in its tables: what `prepare` needs. */
 export interface LearningEnvironment extends Environment {
   /** Runs the workload under the environment's reference routing and reports each request's features. */
@@ -109,14 +44,6 @@ export interface LearningEnvironment extends Environment {
   withOslPredictor?(predictor: OslPredictor): Environment;
   /** what the tables learned here say about their origin */
   readonly describe: { tool: string; workload: string; slo: Slo };
-}
-
-export interface Evaluation {
-  /** SLO attainment (end to end) over all requests: the search's reward */
-  reward: number;
-  /** per cluster: requests and how many met the SLO */
-  byCluster: Map<number, { requests: number; met: number }>;
-  records: RequestRecord[];
 }
 
 /** One request of the feature-logging run: the router's features and where the reference routing sent it. */
@@ -249,14 +176,6 @@ export interface TrainOptions {
   /** what the table says about itself */
   provenance?: { workload: string; split?: string; notes?: string };
   onProgress?: (step: SearchStep, total: { rounds: number; best: number }) => void;
-}
-
-export interface SearchStep {
-  round: number;
-  phase: "init" | "scan" | "refine";
-  bits: number[];
-  reward: number;
-  accepted: boolean;
 }
 
 export interface TrainResult {
@@ -663,3 +582,6 @@ export async function exhaustive(
 export function attainment(records: RequestRecord[], slo: Slo): number {
   return records.length ? records.filter((r) => meetsE2e(r, slo)).length / records.length : 0;
 }
+
+// The search's environment lives in environment.ts (guard.ts shares it); its names stay importable from here.
+export { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./environment.js";

@@ -2,7 +2,7 @@
 // (hashes, index contents and LRU order, matches, worker choice, features, decisions, error codes), written
 // for clarity with JS Maps and Sets. It is the differential-test oracle and the benchmarks' baseline.
 
-import { CoreError } from "../errors.js";
+import { CoreError } from "../contract/errors.js";
 import {
   DECISION_SLOTS,
   DEFAULT_CORE_CONFIG,
@@ -16,14 +16,14 @@ import {
   type CoreConfig,
   type Engine,
   type RouteInput,
-} from "../core-api.js";
-import { ErrorCode as E } from "../errors.js";
+} from "../contract/core-api.js";
+import { ErrorCode as E } from "../contract/errors.js";
 import { LIMITS } from "../generated/abi.js";
-import { hashText as refHashText, hashTokens as refHashTokens } from "../hashes.js";
-import { stageTable } from "../staging.js";
-import { decodeTable } from "../table.js";
+import { hashText as refHashText, hashTokens as refHashTokens } from "../hashing/hashes.js";
+import { stageTable } from "../table/staging.js";
+import { decodeTable } from "../table/table.js";
 import { log1p } from "./log1p.js";
-import { out as xxOut, xxh64 } from "../xxh64.js";
+import { out as xxOut, xxh64 } from "../hashing/xxh64.js";
 
 const MAX_TOKENS = LIMITS.maxTokens;
 const MAX_I32 = 2 ** 31 - 1;

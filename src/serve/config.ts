@@ -4,10 +4,10 @@
 
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
-import { DRIFT_DEFAULTS } from "../drift-guard.js";
-import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table.js";
-import { readFailure } from "../table-file.js";
-import { describeValue } from "../values.js";
+import { DRIFT_DEFAULTS } from "../router/drift-guard.js";
+import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table/table.js";
+import { readFailure } from "../table/table-file.js";
+import { describeValue } from "../contract/values.js";
 
 export type WorkerRole = "prefill" | "decode" | "both";
 export type ServeMode = "precise" | "approximate";
@@ -122,7 +122,7 @@ export interface ServeConfig {
   /** Recent decisions kept for GET /admin/decisions. */
   decisions_kept: number;
   log_level: LogLevel;
-  /** The serving drift guard of learned tables (src/drift-guard.ts, docs/serving.md "Drift guard"). */
+  /** The serving drift guard of learned tables (src/router/drift-guard.ts, docs/serving.md "Drift guard"). */
   drift: {
     enabled: boolean;
     control_share: number;

@@ -26,9 +26,9 @@
 
 import http from "node:http";
 import { readFileSync } from "node:fs";
-import { loadCoreModule } from "../core-file.js";
-import { Router } from "../router.js";
-import { encodeTable, type Table } from "../table.js";
+import { loadCoreModule } from "../core/core-file.js";
+import { Router } from "../router/router.js";
+import { encodeTable, type Table } from "../table/table.js";
 import { loadConfigTable, parseConfig, type ServeConfig, type ServeConfigInput } from "./config.js";
 import { closeServer, HttpError, listen, pathOf, RouteTable, sendError, sendJson, urlHost } from "./http-toolkit.js";
 import { Logger } from "./proxy/log.js";
@@ -43,7 +43,7 @@ import { WorkerAdmission } from "./proxy/worker-admission.js";
 import { ConnectionGuard } from "./proxy/connections.js";
 import { KvEventFeed } from "./proxy/kv-feed.js";
 import { CacheEvidence } from "./proxy/cache-evidence.js";
-import { rootHash } from "../hashes.js";
+import { rootHash } from "../hashing/hashes.js";
 import { ProxyMetrics } from "./proxy/metrics.js";
 import { ENDPOINT_PATHS, OPENAI_ERRORS } from "./proxy/openai.js";
 import { WorkerRegistry } from "./proxy/registry.js";

@@ -19,7 +19,7 @@ import {
 } from "../learn/train.js";
 import { meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import type { SimRequest, Workload } from "../sim/types.js";
-import { CLUSTER_RULE, encodeTable, type Table } from "../table.js";
+import { CLUSTER_RULE, encodeTable, type Table } from "../table/table.js";
 
 export interface LiveOptions {
   proxyUrl: string;

@@ -40,7 +40,7 @@
 //   - Without kv_transfer_params (or with both flags false) any role prefills and decodes locally (vLLM does).
 //     A prefill request sent to a decode-role worker, or a decode request to a prefill-role worker, is a 400.
 //
-// KV events: block hashes are llm-d's chained scheme (src/hashes.ts: hashTokens(tokens, 16,
+// KV events: block hashes are llm-d's chained scheme (src/hashing/hashes.ts: hashTokens(tokens, 16,
 // rootHash(model))), the one the router uses in precise mode with `model` set to the served model name; the
 // batches and their transport are described in worker/kv-events.ts.
 //
@@ -51,7 +51,7 @@
 // sampling parameters are ignored (except that `n` other than 1 is a 400).
 
 import http from "node:http";
-import { rootHash } from "../hashes.js";
+import { rootHash } from "../hashing/hashes.js";
 import type { Instance } from "../sim/instance.js";
 import { BlockIds } from "../sim/kv-cache.js";
 import {

@@ -5,7 +5,7 @@
 // (about ±25% against current vLLM): docs/simulator-calibration.md, test/sim-perf.test.ts. Every routing result of
 // the simulator inherits that error. Pure functions, no I/O, no Node built-ins (the browser explorer loads this).
 
-import { describeValue, isPlainObject, JSON_WORDS } from "../values.js";
+import { describeValue, isPlainObject, JSON_WORDS } from "../contract/values.js";
 
 /** One model on one instance (tp GPUs). Coefficients in ms; T = decode sequences + new prefill tokens in a step. */
 export interface ModelPreset {

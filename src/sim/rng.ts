@@ -4,7 +4,7 @@
 // Generator: xoshiro128** 1.0 (Blackman & Vigna, prng.di.unimi.it), 32-bit state words, period 2^128 − 1; state
 // seeded by splitmix32 over (seed, stream) so that distinct streams of one seed are independent for our purposes.
 
-import { splitmix32 } from "../splitmix.js";
+import { splitmix32 } from "../hashing/splitmix.js";
 
 const TWO_POW_32 = 0x100000000;
 

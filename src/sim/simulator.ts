@@ -4,9 +4,9 @@
 // instance's prefix cache reaches the router's index as a KV event (optionally late), as a vLLM worker's would.
 // All results are simulated; the step-time model's error is stated in docs/simulator-calibration.md.
 
-import { applyEventBatch, decodeEventBatch, encodeEventBatch, type KvEvent } from "../kv-events.js";
-import { Router, type RouterOptions } from "../router.js";
-import type { Table } from "../table.js";
+import { applyEventBatch, decodeEventBatch, encodeEventBatch, type KvEvent } from "../router/kv-events.js";
+import { Router, type RouterOptions } from "../router/router.js";
+import type { Table } from "../table/table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
 import { ChainedBlockIds } from "./chained-ids.js";
@@ -23,7 +23,7 @@ import {
   type TransferModel,
 } from "./perf.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
-import { QpsWindow } from "../qps-window.js";
+import { QpsWindow } from "../router/qps-window.js";
 
 export interface SplitSpec {
   replicas: number;

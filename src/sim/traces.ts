@@ -5,7 +5,7 @@
 //
 // Browser-safe: the parsers take text; workload-files.ts (Node) reads the files.
 
-import { out, xxh64Pair } from "../xxh64.js";
+import { out, xxh64Pair } from "../hashing/xxh64.js";
 import { Rng } from "./rng.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
 import {

@@ -11,7 +11,7 @@
 // Browser-safe: nothing here, in traces.ts or in generators.ts touches the file system; workload-files.ts (Node) reads
 // files and hands their text to the parsers.
 
-import { out, xxh64Pair } from "../xxh64.js";
+import { out, xxh64Pair } from "../hashing/xxh64.js";
 import type { Rng } from "./rng.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
 

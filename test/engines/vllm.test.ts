@@ -9,9 +9,9 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngines, stopEngines, type EngineSpec, type VllmEngine } from "../../src/serve/vllm/engines.js";
 import { vllmInstall } from "../../src/serve/vllm/install.js";
-import { envoySetupFor } from "../../src/serve/vllm/cluster.js";
+import { envoySetupFor } from "../../src/envoy/vllm.js";
 import { startEnvoy, type RunningEnvoy } from "../../src/envoy/launch.js";
-import { encodeTable, ruleTable } from "../../src/table.js";
+import { encodeTable, ruleTable } from "../../src/table/table.js";
 import {
   ADMIN,
   cacheableBlocks,

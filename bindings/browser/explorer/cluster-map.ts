@@ -8,7 +8,7 @@
 import { standardize } from "../../../src/learn/cluster.js";
 import { guardCounts } from "../../../src/learn/guard.js";
 import { attainmentByCluster, type RequestRecord, type Slo } from "../../../src/sim/metrics.js";
-import { CLUSTER_REMOTE, DEFAULT_FALLBACK, type Table } from "../../../src/table.js";
+import { CLUSTER_REMOTE, DEFAULT_FALLBACK, type Table } from "../../../src/table/table.js";
 
 type Point = readonly number[];
 

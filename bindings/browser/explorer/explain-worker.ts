@@ -3,7 +3,7 @@
 // worker runs a long simulation.
 
 import { loadCoreModule, Router, setCoreUrl } from "../index.js";
-import { ruleTable, POLICY_KINDS, type PolicyKind } from "../../../src/table.js";
+import { ruleTable, POLICY_KINDS, type PolicyKind } from "../../../src/table/table.js";
 import { EXPLAIN_WORKERS, explainRequest } from "./explain.js";
 import type { ExplainTable, FromExplainWorker, ToExplainWorker } from "./protocol.js";
 import coreUrl from "../../../build/core.wasm?url";

@@ -3,7 +3,7 @@
 // of one prefill and one decode worker whose caches hold exactly those prefixes. Browser-safe: the explain worker
 // runs it, and test/explorer-explain.test.ts checks the page's answer against router.explain in Node.
 
-import type { Explanation, Router, WorkerSpec } from "../../../src/router.js";
+import type { Explanation, Router, WorkerSpec } from "../../../src/router/router.js";
 
 export interface ExplainInputs {
   promptTokens: number;

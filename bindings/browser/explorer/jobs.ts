@@ -4,7 +4,7 @@
 // Same steps, same order, same seeds as job.ts, so the page's figures equal the CLI's for the same inputs
 // (test/explorer-jobs.test.ts checks it against evalJob).
 
-import type { EvalLoad, EvalOutput, PolicyOutcome } from "../../../src/eval-output.js";
+import type { EvalLoad, EvalOutput, PolicyOutcome } from "../../../src/report/eval-output.js";
 import { BASELINE_NAMES, buildPpdTable, POLICY_NAMES, type PolicyName } from "../../../src/learn/policies.js";
 import type { RewardForm } from "../../../src/learn/guard.js";
 import { SimEnvironment, train, type SearchStep } from "../../../src/learn/train.js";
@@ -25,7 +25,7 @@ import type { Workload } from "../../../src/sim/types.js";
 import { generate } from "../../../src/sim/generators.js";
 import { parseWorkload } from "../../../src/sim/traces.js";
 import { isGenerator, parseLoad, splitInTime, type WorkloadFormat } from "../../../src/sim/workload.js";
-import { encodeTable, type Table } from "../../../src/table.js";
+import { encodeTable, type Table } from "../../../src/table/table.js";
 import { clusterMap, type ClusterMapView } from "./cluster-map.js";
 
 /** A workload: a generator by name, or a dropped file's text (parsed by the CLI's parsers). */

@@ -1,4 +1,4 @@
-"""The API users touch, mirroring the TypeScript `Router` (src/router.ts): workers by name, one table, one core.
+"""The API users touch, mirroring the TypeScript `Router` (src/router/router.ts): workers by name, one table, one core.
 
 `route(...)` copies the prompt into the core's input buffer, writes the request record, calls the core once and
 reads the decision record. Tables are decoded and validated by the core (`loadTable`); hashing, matching, worker
@@ -357,7 +357,7 @@ class Router:
         return Explanation(d, t.kind, t.features if learned else (), standardized, scores, _why(t.kind, d, scores))
 
     def _osl_hat(self, osl_hat: Optional[float], osl_class: Optional[OslClassInput]) -> float:
-        """osl_hat for the core, in Node's order (src/router.ts oslHatOf): given, from a class, or −1 (the model)."""
+        """osl_hat for the core, in Node's order (src/router/router.ts oslHatOf): given, from a class, or −1 (the model)."""
         if osl_hat is not None:
             if not osl_hat >= 0:
                 raise RequestError(f"route: oslHat must be a number ≥ 0, got {_show(osl_hat)}")

@@ -90,7 +90,7 @@ def _js_slice_40(s: str) -> str:
 
 
 def _describe_value(r: List[float], table: bytes) -> str:
-    """The offending value in words, as src/table.ts describe() writes it."""
+    """The offending value in words, as src/table/table.ts describe() writes it."""
     n = r[_abi.TE_VALUE_NUMBER]
     at = r[_abi.TE_VALUE_AT]
     t = int(r[_abi.TE_VALUE_TYPE])

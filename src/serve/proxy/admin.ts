@@ -3,9 +3,9 @@
 // (GET the list, POST to register or heartbeat, DELETE /admin/workers/<id> to deregister).
 
 import { timingSafeEqual } from "node:crypto";
-import { decodeEventBatch, KvEventError, type EventBatch } from "../../kv-events.js";
-import type { Router } from "../../router.js";
-import { describeTable } from "../../table.js";
+import { decodeEventBatch, KvEventError, type EventBatch } from "../../router/kv-events.js";
+import type { Router } from "../../router/router.js";
+import { describeTable } from "../../table/table.js";
 import { parseWorker, type ServeConfig, type WorkerConfig } from "../config.js";
 import { HttpError, readBody, RouteTable, sendBody, sendJson } from "../http-toolkit.js";
 import type { Logger } from "./log.js";

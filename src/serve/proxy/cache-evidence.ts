@@ -5,8 +5,8 @@
 // predicted, the prompt's first ⌊cached / block_size⌋ blocks are in that engine's cache: they are stored in its
 // index, and the next request with that prefix is routed to it. Only ever adds what the engine itself reported.
 
-import { hashTokens, type Hash64 } from "../../hashes.js";
-import type { Router } from "../../router.js";
+import { hashTokens, type Hash64 } from "../../hashing/hashes.js";
+import type { Router } from "../../router/router.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { WorkerRegistry } from "./registry.js";
 

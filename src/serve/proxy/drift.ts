@@ -1,9 +1,9 @@
-// The drift guard in `dolphin serve` (src/drift-guard.ts holds the guard itself): each request is routed through
+// The drift guard in `dolphin serve` (src/router/drift-guard.ts holds the guard itself): each request is routed through
 // it, and when an armed request's answer is over its outcome (end-to-end latency, output tokens from the worker's
 // usage, failure) goes back to the guard. Reverts and re-enables are logged and counted; /metrics reads its status.
 
-import { DriftGuard, type DriftEvent, type DriftTicket } from "../../drift-guard.js";
-import type { Decision, RouteRequest, Router } from "../../router.js";
+import { DriftGuard, type DriftEvent, type DriftTicket } from "../../router/drift-guard.js";
+import type { Decision, RouteRequest, Router } from "../../router/router.js";
 import type { ServeConfig } from "../config.js";
 import type { Logger } from "./log.js";
 import type { ProxyMetrics } from "./metrics.js";

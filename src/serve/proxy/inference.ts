@@ -2,8 +2,8 @@
 // decision, run the remote path's prefill (falling back to local prefill when it fails and fallback_local allows)
 // and the decode call (remote-path.ts); when the answer is over, one log line and the request's metrics.
 
-import type { Router } from "../../router.js";
-import { isPlainObject } from "../../values.js";
+import type { Router } from "../../router/router.js";
+import { isPlainObject } from "../../contract/values.js";
 import type { ServeConfig } from "../config.js";
 import { HttpError, readBody } from "../http-toolkit.js";
 import type { Logger } from "./log.js";

@@ -11,8 +11,8 @@
 // into rotation. Live batches that arrive meanwhile wait and are applied after, those the replay already gave
 // skipped.
 
-import { decodeEventBatch, type EventBatch } from "../../kv-events.js";
-import type { Router } from "../../router.js";
+import { decodeEventBatch, type EventBatch } from "../../router/kv-events.js";
+import type { Router } from "../../router/router.js";
 import type { ServeConfig } from "../config.js";
 import type { Logger } from "./log.js";
 import { loadZeromq, type Zeromq } from "../zeromq.js";

@@ -1,9 +1,9 @@
 // One worker's KV events into the router's index, with the engine's block hashes mapped to the router's chained
 // hashes. The events come from kv-feed.ts (ZMQ subscriptions) and admin.ts (POST /admin/kv-events).
 
-import type { EventBatch } from "../../kv-events.js";
-import { hashTokens, type Hash64 } from "../../hashes.js";
-import type { Router } from "../../router.js";
+import type { EventBatch } from "../../router/kv-events.js";
+import { hashTokens, type Hash64 } from "../../hashing/hashes.js";
+import type { Router } from "../../router/router.js";
 
 export interface IngestCounts {
   stored: number;

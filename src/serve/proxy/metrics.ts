@@ -4,7 +4,7 @@
 // Label objects are written with their keys in alphabetical order everywhere: prom-client prints a series' labels in
 // the order of the first object it saw, and the proxy's output has always had them sorted.
 
-import type { DriftClusterStatus } from "../../drift-guard.js";
+import type { DriftClusterStatus } from "../../router/drift-guard.js";
 import { Counter, HotCounter, LeLastHistogram, Registry, scrapedGauge } from "../prometheus.js";
 
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];

@@ -2,7 +2,7 @@
 // prompt text the approximate index hashes, and the conversation a request belongs to.
 
 import crypto from "node:crypto";
-import { isPlainObject } from "../../values.js";
+import { isPlainObject } from "../../contract/values.js";
 import { HttpError, type ErrorDialect } from "../http-toolkit.js";
 
 export type Endpoint = "chat" | "completions";

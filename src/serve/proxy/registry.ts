@@ -4,12 +4,12 @@
 // detection follows Envoy's: consecutive failures (consecutive_5xx) or a failure rate over a window with a minimum
 // volume (failure_percentage), never more than a share of a role at once, with a back-off that grows per ejection.
 
-import type { Router } from "../../router.js";
+import type { Router } from "../../router/router.js";
 import type { ServeConfig, WorkerConfig } from "../config.js";
 import type { Logger } from "./log.js";
 import type { UpstreamError } from "./upstream.js";
 import type { ZmqSubscriber } from "../zeromq.js";
-import { rootHash, type Hash64 } from "../../hashes.js";
+import { rootHash, type Hash64 } from "../../hashing/hashes.js";
 import { EventIngest } from "./kv-ingest.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { RequestContext } from "./request-context.js";

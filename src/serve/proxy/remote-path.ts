@@ -10,7 +10,7 @@
 // holds a place on its worker (worker-admission.ts).
 
 import type { ClientRequest, IncomingMessage } from "node:http";
-import { isPlainObject } from "../../values.js";
+import { isPlainObject } from "../../contract/values.js";
 import type { ServeConfig } from "../config.js";
 import { drained, HttpError } from "../http-toolkit.js";
 import {

@@ -1,13 +1,13 @@
 // One routing decision per inference request: the prompt as the router reads it (token ids from the workers'
 // /tokenize in precise mode, else text), the conversation's turn and PPD pin, the load signals, one Router call.
 
-import { CoreError, ErrorCode } from "../../errors.js";
-import type { Decision, RouteRequest, Router } from "../../router.js";
-import { isPlainObject } from "../../values.js";
+import { CoreError, ErrorCode } from "../../contract/errors.js";
+import type { Decision, RouteRequest, Router } from "../../router/router.js";
+import { isPlainObject } from "../../contract/values.js";
 import type { ServeConfig } from "../config.js";
 import { HttpError } from "../http-toolkit.js";
 import type { Logger } from "./log.js";
-import { QpsWindow } from "../../qps-window.js";
+import { QpsWindow } from "../../router/qps-window.js";
 import {
   classify,
   parseJson,

@@ -4,7 +4,7 @@
 // itself (askForUsage) and takes the usage-only event the worker then adds out of the client's stream
 // (UsageEventFilter), reading the usage from it on the way: the client gets the events it asked for.
 
-import { isPlainObject } from "../../values.js";
+import { isPlainObject } from "../../contract/values.js";
 import { DATA_FIELD, parseJson, skipSpace, USAGE_KEY, usageOf } from "./upstream.js";
 
 type Usage = NonNullable<ReturnType<typeof usageOf>>;

@@ -3,7 +3,7 @@
 
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
-import { isPlainObject } from "../../values.js";
+import { isPlainObject } from "../../contract/values.js";
 import { bufferedBody } from "../http-toolkit.js";
 
 const MAX_UPSTREAM_BODY_BYTES = 64 << 20;

@@ -1,13 +1,11 @@
-// `dolphin serve --vllm nPmD` and `dolphin envoy --vllm nPmD`: that many real vLLM engines on this machine
-// (engines.ts) and the router in front of them: the Node proxy in precise mode (every engine's KV events, with the
-// replay on subscribe that lets a proxy started late see caches filled before it), or Envoy with the filter
-// (approximate mode). The same split names as --emulate: R0…, P0…, D0….
+// `dolphin serve --vllm nPmD`: that many real vLLM engines on this machine (engines.ts) and the Node proxy in
+// precise mode in front of them (every engine's KV events, with the replay on subscribe that lets a proxy started
+// late see caches filled before it). The same split names as --emulate: R0…, P0…, D0…. `dolphin envoy --vllm` puts
+// Envoy in front instead (src/envoy/vllm.ts).
 
 import { splitWorkers } from "../emulate.js";
 import type { ServeConfigInput, ServeMode } from "../config.js";
 import { startProxy, type CloseOptions, type RunningProxy } from "../proxy.js";
-import type { EnvoySetup } from "../../envoy/config.js";
-import { startEnvoy, type EnvoyOptions, type RunningEnvoy } from "../../envoy/launch.js";
 import {
   ENGINE_BLOCK_SIZE,
   ENGINE_CONTEXT,
@@ -82,54 +80,6 @@ export async function startVllmServe(o: {
       engines,
       async close(opts?: CloseOptions) {
         await proxy.close(opts);
-        await stopEngines(engines);
-      },
-    };
-  } catch (e) {
-    await stopEngines(engines);
-    throw e;
-  }
-}
-
-export interface VllmEnvoy {
-  envoy: RunningEnvoy;
-  engines: VllmEngine[];
-  close(): Promise<void>;
-}
-
-/** The Envoy setup for running engines (the filter routes in approximate mode: Envoy cannot subscribe to ZMQ). */
-export function envoySetupFor(
-  engines: VllmEngine[],
-  o: { port?: number; adminPort?: number; table?: string; concurrency?: number },
-): EnvoySetup {
-  return {
-    model: SERVED_MODEL,
-    table: o.table ?? "dynamo-isl",
-    listen: { port: o.port ?? 8000 },
-    admin: { port: o.adminPort ?? 9901 },
-    concurrency: o.concurrency ?? 2,
-    workers: engines.map((e) => ({ id: e.id, role: e.role, url: e.url })),
-  };
-}
-
-export async function startVllmEnvoy(
-  o: EnvoyOptions & {
-    split: string;
-    port?: number;
-    adminPort?: number;
-    table?: string;
-    concurrency?: number;
-    engines?: EngineOptions;
-  },
-): Promise<VllmEnvoy> {
-  const engines = await startEngines(engineSpecs(o.split), o.engines);
-  try {
-    const envoy = await startEnvoy(envoySetupFor(engines, o), o);
-    return {
-      envoy,
-      engines,
-      async close() {
-        await envoy.close();
         await stopEngines(engines);
       },
     };

@@ -24,7 +24,7 @@
 // startup).
 
 import { Packr } from "msgpackr";
-import type { KvEvent } from "../../kv-events.js";
+import type { KvEvent } from "../../router/kv-events.js";
 import type { BlockIds, KvEventSink } from "../../sim/kv-cache.js";
 import { SIM_BLOCK_TOKENS } from "../../sim/types.js";
 import { loadZeromq, type ZmqPublisher } from "../zeromq.js";

@@ -3,7 +3,7 @@
 // of the disaggregated-prefill protocol a request asks for). Errors speak vLLM's dialect: `type` an exception class
 // name, `code` the status.
 
-import { describeValue, isPlainObject } from "../../values.js";
+import { describeValue, isPlainObject } from "../../contract/values.js";
 import type { JobKind } from "../../sim/instance.js";
 import type { WorkerRole } from "../config.js";
 import { HttpError, type ErrorDialect } from "../http-toolkit.js";

@@ -5,8 +5,8 @@
 
 import type http from "node:http";
 import { randomUUID } from "node:crypto";
-import { describeValue } from "../../values.js";
-import { hashTokens, type Hash64 } from "../../hashes.js";
+import { describeValue } from "../../contract/values.js";
+import { hashTokens, type Hash64 } from "../../hashing/hashes.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "../../sim/types.js";
 import { HttpError, pathOf, readBody, RouteTable, sendError, sendJson } from "../http-toolkit.js";
 import { sendMetrics } from "../prometheus.js";

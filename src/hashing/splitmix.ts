@@ -1,5 +1,5 @@
 // SplitMix32, the one mixing step shared by the simulator's seeded generator (src/sim/rng.ts seeds xoshiro128** with
-// it) and the drift guard's control coin (src/drift-guard.ts). Its own file so the package entry, which `dolphin hash`
+// it) and the drift guard's control coin (src/router/drift-guard.ts). Its own file so the package entry, which `dolphin hash`
 // and `dolphin route` load, reaches it without the simulator.
 
 /** The Weyl increment SplitMix adds to its counter each step (2^32 / φ). */

@@ -1,5 +1,5 @@
 // A table file read from disk (Node only): the CLI's and the simulator's runs read tables through here, so every error
-// names the file. src/table.ts (the format) stays browser-safe.
+// names the file. src/table/table.ts (the format) stays browser-safe.
 import { readFileSync } from "node:fs";
 import { decodeTable, type Table } from "./table.js";
 

@@ -1,8 +1,8 @@
 // The core's errors for TypeScript hosts. The core returns a code and a detail value (errorDetail()); the host
 // turns them into a CoreError whose message (from spec/abi.json, generated) says what went wrong and where.
 
-import { ERROR_MESSAGES, ErrorCode } from "./generated/abi.js";
-export { ErrorCode } from "./generated/abi.js";
+import { ERROR_MESSAGES, ErrorCode } from "../generated/abi.js";
+export { ErrorCode } from "../generated/abi.js";
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -13,12 +13,12 @@ import {
   type ReasonName,
   type RoleName,
   type RouteInput,
-} from "./core-api.js";
-import { createCore, instantiateCore } from "./core.js";
-import { toPairs, type HashesInput } from "./hashes.js";
-import { ReferenceEngine } from "./reference/engine.js";
-import { stageTable } from "./staging.js";
-import { DEFAULT_FALLBACK, decodeTable, validateTable, type FallbackKind, type Table } from "./table.js";
+} from "../contract/core-api.js";
+import { createCore, instantiateCore } from "../core/core.js";
+import { toPairs, type HashesInput } from "../hashing/hashes.js";
+import { ReferenceEngine } from "../reference/engine.js";
+import { stageTable } from "../table/staging.js";
+import { DEFAULT_FALLBACK, decodeTable, validateTable, type FallbackKind, type Table } from "../table/table.js";
 
 export interface WorkerSpec {
   /** The name the host uses (URL, pod name, engine id). */

@@ -6,7 +6,7 @@
 // big-endian, are used). Decoding never throws anything but KvEventError, whatever the bytes.
 
 import { Packr, Unpackr } from "msgpackr";
-import { describeValue, MSGPACK_WORDS } from "./values.js";
+import { describeValue, MSGPACK_WORDS } from "../contract/values.js";
 
 export type KvEvent =
   | {

@@ -3,7 +3,7 @@
 // whenever memory has grown (old views detach); u64 values cross as (lo, hi) u32 pairs, never as BigInt.
 
 import { loadTableInCore } from "./core-table.js";
-import { CoreError } from "./errors.js";
+import { CoreError } from "../contract/errors.js";
 import {
   ABI_VERSION,
   DECISION_SLOTS,
@@ -16,7 +16,7 @@ import {
   type CoreConfig,
   type Engine,
   type RouteInput,
-} from "./core-api.js";
+} from "../contract/core-api.js";
 
 interface RawExports {
   memory: WebAssembly.Memory;

@@ -1,9 +1,9 @@
 // The JSON of an evaluation: what `dolphin eval --json` and the main job write (src/learn/policies.ts
-// evaluatePolicies) and what `dolphin report` reads (src/report.ts). One type for both sides and its one validator,
+// evaluatePolicies) and what `dolphin report` reads (src/report/report.ts). One type for both sides and its one validator,
 // so the writer and the reader cannot drift apart. Browser-safe.
 
-import type { Percentiles } from "./sim/metrics.js";
-import { isPlainObject } from "./values.js";
+import type { Percentiles } from "../sim/metrics.js";
+import { isPlainObject } from "../contract/values.js";
 
 export type { Percentiles };
 

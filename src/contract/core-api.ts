@@ -1,9 +1,9 @@
-// The engine interface both implementations of the hot path satisfy: the WebAssembly core (src/core.ts) and
+// The engine interface both implementations of the hot path satisfy: the WebAssembly core (src/core/core.ts) and
 // the plain-TypeScript reference (src/reference/engine.ts). Numbers only: block hashes travel as pairs of u32
 // (lo, hi) in a Uint32Array, exactly the little-endian layout of u64s in WebAssembly memory.
 
 // The constants shared with the core are generated from spec/abi.json (build/gen-abi.mjs): never typed here.
-import { FEATURES, Kind, LIMITS, OSL_FEATURES, Reason, Role } from "./generated/abi.js";
+import { FEATURES, Kind, LIMITS, OSL_FEATURES, Reason, Role } from "../generated/abi.js";
 export {
   ABI_VERSION,
   DECISION_SLOTS,
@@ -19,7 +19,7 @@ export {
   Slot,
   type KindDescriptor,
   type ParamDescriptor,
-} from "./generated/abi.js";
+} from "../generated/abi.js";
 
 export type RoleName = keyof typeof Role;
 export type KindName = keyof typeof Kind;
@@ -107,7 +107,7 @@ export interface Engine {
   setTable(kind: number, k: number, dims: number, staged: Float64Array, oslAt: number): void;
   /**
    * Decodes, validates and activates a table file (msgpack bytes): the core's own decoder (assembly/table/) in the
-   * WebAssembly engine, src/table.ts decodeTable + src/staging.ts in the reference (the differential oracle).
+   * WebAssembly engine, src/table/table.ts decodeTable + src/table/staging.ts in the reference (the differential oracle).
    * Throws TableError naming the field; the active table is unchanged when it throws.
    */
   loadTable(bytes: Uint8Array): void;

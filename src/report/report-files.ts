@@ -1,5 +1,5 @@
-// The edge of `dolphin report`: writes what src/report.ts builds (report.md and its SVG charts) into a folder.
-// Kept apart so src/report.ts stays free of node:* and loads in a page.
+// The edge of `dolphin report`: writes what src/report/report.ts builds (report.md and its SVG charts) into a folder.
+// Kept apart so src/report/report.ts stays free of node:* and loads in a page.
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -1,11 +1,11 @@
 // `dolphin report`: eval and load-sweep results (what `dolphin eval --json` prints) as a markdown table and
 // hand-written SVG charts — P90 TTFT and TPOT per policy with the paper's published deltas marked, and SLO
 // attainment vs load. Every result here is simulated; the markdown and every chart say so.
-// No dependencies and no I/O (browser-safe): the SVG is plain strings, escaped once in `xml()`; src/report-files.ts
-// writes the files. The input's type and validator are in src/eval-output.ts.
+// No dependencies and no I/O (browser-safe): the SVG is plain strings, escaped once in `xml()`; src/report/report-files.ts
+// writes the files. The input's type and validator are in src/report/eval-output.ts.
 
 import { ReportError, validateEvalOutput, type EvalOutput, type PolicyOutcome } from "./eval-output.js";
-import { isPlainObject } from "./values.js";
+import { isPlainObject } from "../contract/values.js";
 
 export { ReportError };
 
@@ -775,7 +775,7 @@ function slug(s: string): string {
 
 /**
  * The report: report.md's text, one P90 chart per result (p90-<workload>-<split>.svg) and one attainment-vs-load
- * chart per sweep (attainment-vs-load-<workload>-<split>.svg), file names made unique. src/report-files.ts writes it.
+ * chart per sweep (attainment-vs-load-<workload>-<split>.svg), file names made unique. src/report/report-files.ts writes it.
  */
 export function buildReport(
   results: EvalOutput[],

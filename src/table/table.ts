@@ -14,9 +14,9 @@
 // Python writes an integer, so we follow Python. No Node-only imports: the browser explorer loads tables too.
 
 import { Unpackr } from "msgpackr";
-import { FEATURES, KINDS, OSL_FEATURES, type Kind, type ParamDescriptor } from "./generated/abi.js";
-import { describeValue, MSGPACK_WORDS } from "./values.js";
-import { xxh64Hex } from "./xxh64.js";
+import { FEATURES, KINDS, OSL_FEATURES, type Kind, type ParamDescriptor } from "../generated/abi.js";
+import { describeValue, MSGPACK_WORDS } from "../contract/values.js";
+import { xxh64Hex } from "../hashing/xxh64.js";
 
 export const TABLE_FORMAT = "dolphin-routing.table";
 /** The newest version this build reads and writes. Version 1 tables still load; a learned table is written as

@@ -2,7 +2,7 @@
 // layout that assembly/policy.ts setTable reads. Derived GMM constants (log-normalisers, inverse variances) are
 // computed here, once, so the WebAssembly core and the TypeScript reference use bit-identical numbers.
 
-import { Kind, KINDS } from "./core-api.js";
+import { Kind, KINDS } from "../contract/core-api.js";
 import { DEFAULT_FALLBACK, FEATURE_NAMES, OSL_MODEL_FEATURES, type Table } from "./table.js";
 
 export interface StagedTable {

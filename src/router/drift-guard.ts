@@ -32,9 +32,9 @@
 // only once a window with minSamples in each arm shows the learned arm's attainment at least the control's.
 
 import type { Decision, RouteRequest, Router } from "./router.js";
-import { SPLITMIX_GAMMA, splitmix32 } from "./splitmix.js";
-import { stageTable, type StagedTable } from "./staging.js";
-import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "./table.js";
+import { SPLITMIX_GAMMA, splitmix32 } from "../hashing/splitmix.js";
+import { stageTable, type StagedTable } from "../table/staging.js";
+import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "../table/table.js";
 
 export interface DriftGuardOptions {
   /** Share of requests routed on the alternate variant (the control arm of each learned cluster), in [0, 0.5]. */
@@ -444,7 +444,7 @@ export class DriftGuard {
 
 /**
  * The control coin: SplitMix32 (Steele, Lea & Flood's SplitMix, 32-bit) over a Weyl counter started from the seed.
- * It shares the mixing step (src/splitmix.ts) with src/sim/rng.ts, not the generator: the package's entry
+ * It shares the mixing step (src/hashing/splitmix.ts) with src/sim/rng.ts, not the generator: the package's entry
  * (src/index.ts), which `dolphin hash` and `dolphin route` load, does not pull in the simulator.
  */
 class ControlCoin {
