@@ -23,7 +23,6 @@ const OVERSIZED = {
   "assembly/prefix-index.ts": 760,
   "src/learn/cluster.ts": 703,
   "bench/overload.ts": 699,
-  "src/serve/proxy/remote-path.ts": 603,
   "src/learn/train.ts": 595,
   "src/serve/config.ts": 595,
   "src/sim/kv-cache.ts": 546,

@@ -15,6 +15,7 @@
 //   connections.ts      the client-connection limit (short of the fd limit): past it, 503 and close
 //   inference.ts        an inference request from body to answer, its log line and metrics
 //   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
+//   stream-relay.ts     a decode stream relayed to the client; what an answer's usage tells the request
 //   cached-tokens.ts    the remote path's client usage: the prefill worker's cached tokens, not the decode's
 //   admin.ts            /admin/*
 //   metrics.ts          /metrics (prom-client)
