@@ -1,22 +1,15 @@
-// The learner's clustering (src/learn/cluster.ts): scaling on known numbers; k-means and the Gaussian mixture on
-// seeded blobs with a known partition and known parameters; EM's log-likelihood trace; determinism; the decision
-// rules against the documented formulas computed here independently; equivalence of our Lloyd iterations with
-// ml-kmeans'; degenerate inputs; fitted models as valid tables. `LEARN_CLUSTER_REPORT=1` prints the timings.
+// The learner's clustering (src/learn/scaler.ts, kmeans.ts, gmm.ts): scaling on known numbers; k-means and the
+// Gaussian mixture on seeded blobs with a known partition and known parameters; EM's log-likelihood trace;
+// determinism; the decision rules against the documented formulas computed here independently; equivalence of our
+// Lloyd iterations with ml-kmeans'; degenerate inputs; fitted models as valid tables. `LEARN_CLUSTER_REPORT=1` prints
+// the timings.
 
 import fc from "fast-check";
 import { kmeans as mlKMeans } from "ml-kmeans";
 import { afterAll, describe, expect, it } from "vitest";
-import {
-  STD_FLOOR,
-  fitGmm,
-  fitKMeans,
-  fitScaler,
-  gmmAssign,
-  nearestCentroid,
-  refineKMeans,
-  standardize,
-  type GmmModel,
-} from "../src/learn/cluster.js";
+import { fitGmm, gmmAssign, type GmmModel } from "../src/learn/gmm.js";
+import { fitKMeans, nearestCentroid, refineKMeans } from "../src/learn/kmeans.js";
+import { STD_FLOOR, fitScaler, standardize } from "../src/learn/scaler.js";
 import { Rng } from "../src/sim/rng.js";
 import { validateTable } from "../src/table/table.js";
 import { PROVENANCE } from "./helpers.js";

@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { latencyConstrained, oodBounds, pairedGain, searchGuarded } from "../src/learn/guard.js";
 import { trainJob } from "../src/learn/job.js";
-import type { Environment, Evaluation } from "../src/learn/train.js";
+import type { Environment, Evaluation } from "../src/learn/environment.js";
 import type { RequestRecord } from "../src/sim/metrics.js";
 import { decodeTable, type Fallback, type Table } from "../src/table/table.js";
 import { coreModule, kmeansTable } from "./helpers.js";

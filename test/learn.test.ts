@@ -10,16 +10,11 @@ import {
 } from "../src/learn/osl.js";
 import { buildPpdTable, POLICY_NAMES } from "../src/learn/policies.js";
 import { evalJob, trainJob, workloadParts } from "../src/learn/job.js";
-import {
-  exhaustive,
-  prepare,
-  searchBits,
-  train,
-  type Environment,
-  type Evaluation,
-  type FeatureLog,
-  type LearningEnvironment,
-} from "../src/learn/train.js";
+import { exhaustive, searchBits } from "../src/learn/bit-search.js";
+import type { Environment, Evaluation } from "../src/learn/environment.js";
+import type { FeatureLog, LearningEnvironment } from "../src/learn/learning-environment.js";
+import { prepare } from "../src/learn/prepare.js";
+import { train } from "../src/learn/train.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { parseSplit } from "../src/sim/simulator.js";

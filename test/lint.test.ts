@@ -56,7 +56,7 @@ const OFFENDERS: Record<string, string> = {
   "src/bad-dynamic.ts": `export const cpus = async () => (await import("node:os")).cpus();\n`,
   "src/learn/bad-edge.ts": `export { loadWorkload } from "../sim/workload-files.js";\n`,
   "src/serve/bad-bindings.ts": `export { loadCoreModule } from "../../bindings/node/index.js";\n`,
-  "src/sim/bad-learn.ts": `import type { Environment } from "../learn/train.js";\nexport type E = Environment;\n`,
+  "src/sim/bad-learn.ts": `import type { TrainResult } from "../learn/train.js";\nexport type R = TrainResult;\n`,
   "src/sim/bad-serve.ts": `import { parseConfig } from "../serve/config.js";\nexport const p = parseConfig;\n`,
   "src/learn/bad-serve.ts": `import type { ServeConfig } from "../serve/config.js";\nexport type C = ServeConfig;\n`,
   "src/bad-cli.ts": `import "./cli/index.js";\n`,

@@ -5,7 +5,9 @@ import { FEATURE_NAMES } from "../table/table.js";
 import { atScale } from "../sim/saturation.js";
 import { evalJob, setup, trainJob, type JobOptions, type TrainJobOptions } from "./job.js";
 import { runRobustness } from "./robustness.js";
-import { exhaustive, prepare, searchBits, SimEnvironment } from "./train.js";
+import { exhaustive, searchBits } from "./bit-search.js";
+import { prepare } from "./prepare.js";
+import { SimEnvironment } from "./sim-environment.js";
 
 export const STUDIES = ["k", "scan", "osl-feature", "algo", "osl-noise", "load", "yardstick", "robustness"] as const;
 export type Study = (typeof STUDIES)[number];

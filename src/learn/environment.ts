@@ -1,7 +1,7 @@
-// What a search runs its candidate tables in: the Environment (the simulator, src/learn/train.ts SimEnvironment, or a
+// What a search runs its candidate tables in: the Environment (the simulator, src/learn/sim-environment.ts, or a
 // live cluster, src/serve/tune.ts), what one run reports (Evaluation), a search's log line (SearchStep), and the two
-// ways of running candidates that every search shares. Its own file, so the plain search (train.ts) and the guarded
-// one (guard.ts) both import it and neither imports the other.
+// ways of running candidates that every search shares. Its own file, so the plain search (bit-search.ts) and the
+// guarded one (guard.ts) both import it and neither imports the other.
 
 import type { RequestRecord } from "../sim/metrics.js";
 import type { Table } from "../table/table.js";

@@ -312,7 +312,7 @@ export async function searchGuarded(
       // the cluster's other values are independent candidates: evaluated together, logged in order
       const cands = latencyCandidates(c);
       // the look-ahead: the next cluster's candidates, which the pass evaluates next if this cluster does not move
-      // (the usual outcome); it only starts their runs early (src/learn/train.ts, searchBits)
+      // (the usual outcome); it only starts their runs early (src/learn/bit-search.ts, searchBits)
       const next = Array.from({ length: k - c - 1 }, (_, i) => c + 1 + i).find(
         (n) => (current.byCluster.get(n)?.requests ?? 0) >= minRequests,
       );

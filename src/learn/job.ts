@@ -15,7 +15,9 @@ import { ruleTableFor } from "../sim/rule-table.js";
 import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "./policies.js";
 import type { EvalLoad, EvalOutput } from "../report/eval-output.js";
 import { noisyOslPredictor } from "./osl.js";
-import { SimEnvironment, train, type GuardTraining, type OslMode, type TrainResult } from "./train.js";
+import { SimEnvironment } from "./sim-environment.js";
+import { train, type TrainResult } from "./train.js";
+import type { GuardTraining, OslMode } from "./train-options.js";
 
 export interface JobOptions {
   workload: string;

@@ -14,7 +14,7 @@ import { CLUSTER_RULE, decodeTable, type Table } from "../table/table.js";
 import { guardCounts, type GuardMove } from "./guard.js";
 import { evalJob, evalRun, setup, trainJob, type TrainJobResult } from "./job.js";
 import { policyOutcome, POLICY_NAMES, type PolicyName } from "./policies.js";
-import type { SimEnvironment } from "./train.js";
+import type { SimEnvironment } from "./sim-environment.js";
 
 export interface MainJobOptions {
   module: WebAssembly.Module;

@@ -8,7 +8,7 @@ import type { Workload } from "../sim/types.js";
 import type { Table } from "../table/table.js";
 import { runMainJobPart, type MainJobPart } from "./main-job.js";
 import type { PoolReply, PoolRequest, PoolTask } from "./pool-protocol.js";
-import { SimEnvironment } from "./train.js";
+import { SimEnvironment } from "./sim-environment.js";
 import { probeAttainment, probeWorkload } from "../sim/saturation.js";
 
 const module = (workerData as { module: WebAssembly.Module }).module;

@@ -4,7 +4,7 @@
 // message with the table and one with its evaluation. The simulator is deterministic, so an evaluation does not
 // depend on which worker ran it or how many there are: `--jobs 1` and `--jobs N` give the same tables.
 //
-// The browser has no pool: there the search calls SimEnvironment.evaluate in turn (src/learn/train.ts).
+// The browser has no pool: there the search calls SimEnvironment.evaluate in turn (src/learn/sim-environment.ts).
 
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
@@ -12,7 +12,9 @@ import type { OslPredictor, SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
 import { findSaturatedScaleWith, type Saturation } from "../sim/saturation.js";
 import type { Table } from "../table/table.js";
-import { SimEnvironment, type Evaluation, type FeatureLog } from "./train.js";
+import type { Evaluation } from "./environment.js";
+import type { FeatureLog } from "./learning-environment.js";
+import { SimEnvironment } from "./sim-environment.js";
 import type { MainJobPart, PartRunner } from "./main-job.js";
 import type { PoolReply, PoolRequest, PoolTask, PortableSimConfig } from "./pool-protocol.js";
 

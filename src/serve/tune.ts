@@ -10,13 +10,10 @@
 // synthesized from the workload's block hashes (one word per block, so shared prefixes stay shared); output lengths
 // are capped (maxOutputTokens) to keep a replay short.
 
-import {
-  train,
-  type Evaluation,
-  type FeatureLog,
-  type LearningEnvironment,
-  type SearchResult,
-} from "../learn/train.js";
+import type { SearchResult } from "../learn/bit-search.js";
+import type { Evaluation } from "../learn/environment.js";
+import type { FeatureLog, LearningEnvironment } from "../learn/learning-environment.js";
+import { train } from "../learn/train.js";
 import { meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import type { SimRequest, Workload } from "../sim/types.js";
 import { CLUSTER_RULE, encodeTable, type Table } from "../table/table.js";

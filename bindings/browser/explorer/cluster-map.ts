@@ -5,7 +5,7 @@
 // requests after training in the page, the evaluation requests of a Run. Browser-safe and dependency-free: the top
 // two eigenvectors of the covariance by power iteration with deflation (a handful of dimensions: 3 or 4 features).
 
-import { standardize } from "../../../src/learn/cluster.js";
+import { standardize } from "../../../src/learn/scaler.js";
 import { guardCounts } from "../../../src/learn/guard.js";
 import { attainmentByCluster, type RequestRecord, type Slo } from "../../../src/sim/metrics.js";
 import { CLUSTER_REMOTE, DEFAULT_FALLBACK, type Table } from "../../../src/table/table.js";

@@ -7,7 +7,9 @@
 import type { EvalLoad, EvalOutput, PolicyOutcome } from "../../../src/report/eval-output.js";
 import { BASELINE_NAMES, buildPpdTable, POLICY_NAMES, type PolicyName } from "../../../src/learn/policies.js";
 import type { RewardForm } from "../../../src/learn/guard.js";
-import { SimEnvironment, train, type SearchStep } from "../../../src/learn/train.js";
+import type { SearchStep } from "../../../src/learn/environment.js";
+import { SimEnvironment } from "../../../src/learn/sim-environment.js";
+import { train } from "../../../src/learn/train.js";
 import { parseSlo, type RequestRecord } from "../../../src/sim/metrics.js";
 import {
   clusterFromFile,
