@@ -1,22 +1,18 @@
-// `dolphin report` (src/report/report.ts, src/report/report-files.ts) and its input (src/report/eval-output.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
+// `dolphin report` (src/report/: report.ts and the files it draws on, report-files.ts) and its input (src/report/eval-output.ts): validation with field paths, the markdown table, deltas vs Dynamo, the SVG
 // charts (well-formed XML, one bar or line per policy, the paper's marker, escaping) and the files written.
 
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  PAPER_DELTAS,
-  ReportError,
-  attainmentVsLoadChart,
-  deltasVsBaseline,
-  markdownTable,
-  niceTicks,
-  p90Chart,
-  paperKind,
-  parseReportInput,
-} from "../src/report/report.js";
-import { validateEvalOutput, type EvalOutput, type PolicyOutcome } from "../src/report/eval-output.js";
+import { attainmentVsLoadChart } from "../src/report/attainment-chart.js";
+import { ReportError, validateEvalOutput, type EvalOutput, type PolicyOutcome } from "../src/report/eval-output.js";
+import { markdownTable } from "../src/report/markdown.js";
+import { deltasVsBaseline } from "../src/report/numbers.js";
+import { p90Chart } from "../src/report/p90-chart.js";
+import { PAPER_DELTAS, paperKind } from "../src/report/paper.js";
+import { parseReportInput } from "../src/report/report.js";
+import { niceTicks } from "../src/report/svg.js";
 import { writeReport } from "../src/report/report-files.js";
 
 const POLICIES = [

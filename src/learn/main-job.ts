@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { EvalOutput } from "../report/eval-output.js";
-import { PAPER_DELTAS } from "../report/report.js";
+import { PAPER_DELTAS } from "../report/paper.js";
 import { writeReport } from "../report/report-files.js";
 import type { SimConfig } from "../sim/simulator.js";
 import type { Workload } from "../sim/types.js";
