@@ -1,37 +1,25 @@
 // `dolphin bench envoy`: the latency Envoy + the dolphin filter adds on loopback over a direct call to the worker,
 // next to what Envoy alone adds on the same route, both measured in one run against the same fake worker.
 //
-// Processes: the fake OpenAI worker of bench/proxy.ts (its own node process; a decode port and a prefill port), and
+// Processes: the fake OpenAI worker of fake-servers.ts (its own node process; a decode port and a prefill port), and
 // three Envoys from the project's .venv (--concurrency 2 each, idle while another is measured):
 //   envoy         no filter: the listener's router alone, every request to the worker (the baseline)
 //   filter        the filter chain of `dolphin envoy` (wasm → buffer → header_mutation → router) with the table
 //                 always-local and one decode worker: every request takes the one-hop local path
 //   filter-remote the same with always-remote and a prefill worker: the two-step NixlConnector path (a detail,
 //                 non-streaming only)
-// The load generator, its open loop at a fixed rate and the rotated rounds are bench/proxy.ts's: one path at a
-// time at the full rate, the order rotated each round. Added latency at q = q(path) − q(direct).
+// The load generator and its open loop at a fixed rate are open-loop.ts's, the rotated rounds bench/proxy.ts's: one
+// path at a time at the full rate, the order rotated each round. Added latency at q = q(path) − q(direct).
 // filter_us_per_request: the filter's own work in its body callback (parse, catch-up on the shared decision log,
 // route), the mean of its dolphin_route_time_us histogram over the measured requests, as Envoy reports it.
 
 import os from "node:os";
 import { startEnvoy, type RunningEnvoy } from "../src/envoy/launch.js";
 import type { EnvoySetup } from "../src/envoy/config.js";
-import {
-  Children,
-  endpoint,
-  JSON_ANSWER,
-  minus,
-  openLoop,
-  portsLine,
-  PREFILL_ANSWER,
-  quantiles,
-  r3,
-  SSE_EVENTS,
-  UPSTREAM_SCRIPT,
-  type Endpoint,
-  type Quantiles,
-  type RunStats,
-} from "./proxy.js";
+import { startFakeWorker } from "./fake-servers.js";
+import { Children, MODEL } from "./harness.js";
+import { endpoint, openLoop, type Endpoint, type RunStats } from "./open-loop.js";
+import { minus, quantiles, r3, type Quantiles } from "./stats.js";
 
 export interface EnvoyModeResult {
   filter_added_latency_ms: Quantiles;
@@ -61,7 +49,6 @@ export interface EnvoyBenchOptions {
   progress?: (line: string) => void;
 }
 
-const MODEL = "bench-model";
 const P50_EXTRA_LIMIT_MS = 0.3;
 const P99_RATIO_LIMIT = 1.5;
 const CONCURRENCY = 2;
@@ -77,12 +64,9 @@ export async function runEnvoyBench(opts: EnvoyBenchOptions = {}): Promise<Envoy
   const envoys: RunningEnvoy[] = [];
   const eps: Endpoint[] = [];
   try {
-    const upstream = children.spawn("upstream", ["-e", UPSTREAM_SCRIPT], {
-      DOLPHIN_BENCH_CHILD: JSON.stringify({ json: JSON_ANSWER, sse: SSE_EVENTS, prefill: PREFILL_ANSWER }),
-    });
-    const [decodePort, prefillPort] = await children.ready(upstream, portsLine);
-    const decode = { id: "decode-0", role: "decode" as const, url: `http://127.0.0.1:${decodePort}` };
-    const prefill = { id: "prefill-0", role: "prefill" as const, url: `http://127.0.0.1:${prefillPort}` };
+    const { decodeUrl, prefillUrl } = await startFakeWorker(children);
+    const decode = { id: "decode-0", role: "decode" as const, url: decodeUrl };
+    const prefill = { id: "prefill-0", role: "prefill" as const, url: prefillUrl };
     const setup = (table: string, workers: EnvoySetup["workers"]): EnvoySetup => ({
       model: MODEL,
       table,

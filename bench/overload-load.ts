@@ -1,7 +1,7 @@
 // The load generator of `dolphin bench overload` (overload.ts): open-loop POSTs at a fixed rate from their own
 // processes, so the generator neither shares an event loop with what it measures nor limits it unseen.
 //
-// Each of `processes` children (`node -e`, CommonJS like bench/proxy.ts's children) sends every n-th request of one
+// Each of `processes` children (`node -e`, CommonJS like harness.ts's children) sends every n-th request of one
 // schedule: request i at start + i / rate, on the wall clock all children share. A child's connections are a
 // keep-alive pool of at most `connections / processes` (node:http Agent): a request finding every connection busy waits in the
 // pool, and that wait counts in its latency and its timeout, as it would for a real client. The pool's bound keeps
@@ -15,7 +15,7 @@
 // Every request sent ends exactly once: a status, a reset (ECONNRESET, EPIPE, ECONNREFUSED, "socket hang up"), a
 // hang (no whole answer within `timeoutMs` of being sent) or another error (by code).
 
-import { Children } from "./proxy.js";
+import { Children } from "./harness.js";
 
 export interface LoadOptions {
   url: string;

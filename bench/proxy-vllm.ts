@@ -17,7 +17,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { proxyConfigFor, engineSpecs } from "../src/serve/vllm/cluster.js";
 import { SERVED_MODEL, startEngines, stopEngines, type VllmEngine } from "../src/serve/vllm/engines.js";
-import { Children, LAUNCH_SCRIPT, PASSTHROUGH_SCRIPT, portsLine, proxyBanner, r3, repoRoot } from "./proxy.js";
+import { startPassthrough } from "./fake-servers.js";
+import { Children, startServe } from "./harness.js";
+import { r3 } from "./stats.js";
 
 export interface VllmProxyBenchOptions {
   /** Measured rounds per mode (default 200; quick 40). */
@@ -118,16 +120,10 @@ export async function runVllmProxyBench(o: VllmProxyBenchOptions = {}): Promise<
         file,
         JSON.stringify({ ...proxyConfigFor(engines, { port: 0, table: "always-local", mode }), log_level: "warn" }),
       );
-      const c = children.spawn(`proxy (${mode})`, ["-e", LAUNCH_SCRIPT], {
-        DOLPHIN_BENCH_ARGV: JSON.stringify([join(repoRoot(), "bin", "dolphin.js"), "serve", "--config", file]),
-      });
-      proxies[mode] = await children.ready(c, proxyBanner);
+      proxies[mode] = await startServe(children, `proxy (${mode})`, file);
     }
     // the yardstick: a bare node:http pass-through in front of the same engine, as bench proxy's
-    const pass = children.spawn("pass-through", ["-e", PASSTHROUGH_SCRIPT], {
-      DOLPHIN_BENCH_CHILD: JSON.stringify({ upstream: decode.url }),
-    });
-    const passUrl = `http://127.0.0.1:${(await children.ready(pass, portsLine))[0]}`;
+    const passUrl = await startPassthrough(children, "pass-through", decode.url);
     const body = (i: number, stream: boolean) =>
       JSON.stringify({
         model: SERVED_MODEL,

@@ -3,7 +3,8 @@
 // reset, a hang or an error), and the result has its shape. No assertion on how many were shed or how fast: that is
 // the bench's business. Needs dist/ (the children are `node bin/dolphin.js serve` and `dolphin worker`).
 import { describe, expect, it } from "vitest";
-import { formatOverloadBench, runOverloadBench, type OverloadBenchResult } from "../bench/overload.js";
+import { runOverloadBench } from "../bench/overload.js";
+import { formatOverloadBench, type OverloadBenchResult } from "../bench/overload-result.js";
 
 function expectAccounted(r: OverloadBenchResult): void {
   const answered = Object.values(r.statuses).reduce((a, b) => a + b, 0);

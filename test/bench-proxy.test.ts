@@ -3,13 +3,8 @@
 // No timing assertions: speed is the full bench's business. Needs dist/ (npm test builds it): the proxy child is
 // `node bin/dolphin.js serve`.
 import { describe, expect, it } from "vitest";
-import {
-  formatProxyBench,
-  medianOfRuns,
-  runProxyBench,
-  type ModeResult,
-  type ProxyBenchResult,
-} from "../bench/proxy.js";
+import { runProxyBench } from "../bench/proxy.js";
+import { formatProxyBench, medianOfRuns, type ModeResult, type ProxyBenchResult } from "../bench/proxy-result.js";
 
 const finite = (x: unknown): boolean => typeof x === "number" && Number.isFinite(x);
 

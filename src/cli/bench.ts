@@ -122,7 +122,8 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     }
     if (pos[0] === "proxy") {
       const runs = intOption(v["runs"], "runs", 1, 99, 1);
-      const { formatProxyBench, runProxyBench } = await import("../../bench/proxy.js");
+      const { runProxyBench } = await import("../../bench/proxy.js");
+      const { formatProxyBench } = await import("../../bench/proxy-result.js");
       const r = await runProxyBench({
         ...(v["quick"] ? { quick: true } : {}),
         runs,
@@ -132,7 +133,8 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       return 0;
     }
     if (pos[0] === "overload") {
-      const { formatOverloadBench, runOverloadBench } = await import("../../bench/overload.js");
+      const { runOverloadBench } = await import("../../bench/overload.js");
+      const { formatOverloadBench } = await import("../../bench/overload-result.js");
       const r = await runOverloadBench({
         ...(v["quick"] ? { quick: true } : {}),
         ...(v["rate"] !== undefined ? { rate: intOption(v["rate"], "rate", 1, 1_000_000, 0) } : {}),
