@@ -25,7 +25,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import { join } from "node:path";
-import { parseSplit } from "../src/sim/simulator.js";
+import { parseSplit } from "../src/sim/split.js";
 import { quantile } from "../src/sim/metrics.js";
 import {
   DEFAULT_CONNECTIONS,

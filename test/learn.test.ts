@@ -20,9 +20,9 @@ import {
   type FeatureLog,
   type LearningEnvironment,
 } from "../src/learn/train.js";
-import { PRESETS } from "../src/sim/perf.js";
+import { PRESETS } from "../src/sim/model-presets.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
-import { parseSplit } from "../src/sim/simulator.js";
+import { parseSplit } from "../src/sim/split.js";
 import { generate } from "../src/sim/generators.js";
 import { decodeTable, encodeTable, validateTable, type Table } from "../src/table/table.js";
 import { coreModule, kmeansTable, routerOn } from "./helpers.js";

@@ -7,7 +7,8 @@
 
 import { Rng } from "../sim/rng.js";
 import { attainmentByCluster, meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
-import { classOf, simulate, type OslPredictor, type SimConfig } from "../sim/simulator.js";
+import { classOf, simulate } from "../sim/simulator.js";
+import type { OslPredictor, SimConfig } from "../sim/sim-config.js";
 import type { SimRequest, Workload } from "../sim/types.js";
 import {
   CLUSTER_RULE,
