@@ -24,7 +24,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
-import { parseSplit } from "../src/sim/simulator.js";
+import { parseSplit } from "../src/sim/split.js";
 import { startFakeWorker } from "./fake-servers.js";
 import { Children, MODEL, proxyBanner, spawnDolphin, writeServeConfig } from "./harness.js";
 import {

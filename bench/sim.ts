@@ -3,9 +3,11 @@
 
 import { ruleTable } from "../src/table/table.js";
 import { parseSlo } from "../src/sim/metrics.js";
-import { PRESETS } from "../src/sim/perf.js";
+import { PRESETS } from "../src/sim/model-presets.js";
 import { Rng } from "../src/sim/rng.js";
-import { internWorkload, parseSplit, simulate, Simulation } from "../src/sim/simulator.js";
+import { internWorkload } from "../src/sim/shared-block-ids.js";
+import { parseSplit } from "../src/sim/split.js";
+import { simulate, Simulation } from "../src/sim/simulator.js";
 import type { SimRequest, Workload } from "../src/sim/types.js";
 import { readMooncake } from "../src/sim/workload-files.js";
 

@@ -8,9 +8,9 @@ import {
   probeWorkload,
   saturationSearch,
 } from "../src/sim/saturation.js";
-import { PRESETS } from "../src/sim/perf.js";
+import { PRESETS } from "../src/sim/model-presets.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
-import { parseSplit } from "../src/sim/simulator.js";
+import { parseSplit } from "../src/sim/split.js";
 import { generate } from "../src/sim/generators.js";
 import { coreModule } from "./helpers.js";
 

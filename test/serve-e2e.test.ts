@@ -2,7 +2,7 @@
 // over ZMQ), and `dolphin serve --emulate` as a separate process.
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PRESETS } from "../src/sim/perf.js";
+import { PRESETS } from "../src/sim/model-presets.js";
 import { startEmulated, type Emulated } from "../src/serve/emulate.js";
 import { startProxy } from "../src/serve/proxy.js";
 import type { ServeConfigInput } from "../src/serve/config.js";

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulated, type Emulated } from "../src/serve/emulate.js";
 import { followedCandidate, promptFor, tuneLive } from "../src/serve/tune.js";
 import { CLUSTER_RULE, type Table } from "../src/table/table.js";
-import { PRESETS } from "../src/sim/perf.js";
+import { PRESETS } from "../src/sim/model-presets.js";
 import { generate } from "../src/sim/generators.js";
 import { coreModule } from "./helpers.js";
 

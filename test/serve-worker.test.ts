@@ -6,7 +6,9 @@ import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeEventBatch, type EventBatch, type KvEvent } from "../src/router/kv-events.js";
 import { hashTokens, rootHash } from "../src/hashing/hashes.js";
-import { attnPairs, kvTransferMs, LINKS, PRESETS, stepTimeMs } from "../src/sim/perf.js";
+import { attnPairs, stepTimeMs } from "../src/sim/step-time.js";
+import { kvTransferMs, LINKS } from "../src/sim/kv-transfer.js";
+import { PRESETS } from "../src/sim/model-presets.js";
 import { chatPrompt, decodeToken, encode, OUTPUT_WORDS, pieces, tokenId, VOCAB_SIZE } from "../src/serve/tokenizer.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
 

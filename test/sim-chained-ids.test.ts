@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { resampleTrace } from "../bench/sim.js";
 import { ChainedBlockIds } from "../src/sim/chained-ids.js";
-import { BlockIds } from "../src/sim/kv-cache.js";
+import { BlockIds } from "../src/sim/block-ids.js";
 import type { Workload } from "../src/sim/types.js";
 import { generate } from "../src/sim/generators.js";
 import { readMooncake } from "../src/sim/workload-files.js";

@@ -2,7 +2,8 @@
 import { describe, expect, it } from "vitest";
 import { quantile } from "../src/sim/metrics.js";
 import { EventQueue, Priority } from "../src/sim/events.js";
-import { BlockIds, KvCache } from "../src/sim/kv-cache.js";
+import { BlockIds } from "../src/sim/block-ids.js";
+import { KvCache } from "../src/sim/kv-cache.js";
 import { BlocksStillToRoute } from "../src/sim/remaining.js";
 
 describe("event queue", () => {
@@ -178,7 +179,7 @@ describe("blocks still to route", () => {
 describe("instance abort", () => {
   it("drops aborted jobs wherever they are (waiting, prefilling, decoding) and gives their KV back", async () => {
     const { Instance } = await import("../src/sim/instance.js");
-    const { PRESETS } = await import("../src/sim/perf.js");
+    const { PRESETS } = await import("../src/sim/model-presets.js");
     const queue = new EventQueue();
     const finished: number[] = [];
     const host = {

@@ -1,8 +1,11 @@
 // The simulator against what the field has measured (issue 3, "Fidelity, as tests"). Every figure is simulated.
 import { describe, expect, it } from "vitest";
 import { SLO_PRESETS, summarize, type RequestRecord } from "../src/sim/metrics.js";
-import { LINKS, PRESETS } from "../src/sim/perf.js";
-import { parseSplit, simulate, type SimConfig, type SimResult } from "../src/sim/simulator.js";
+import { LINKS } from "../src/sim/kv-transfer.js";
+import { PRESETS } from "../src/sim/model-presets.js";
+import { parseSplit } from "../src/sim/split.js";
+import { simulate } from "../src/sim/simulator.js";
+import type { SimConfig, SimResult } from "../src/sim/sim-config.js";
 import type { SimRequest, Workload } from "../src/sim/types.js";
 import { generate } from "../src/sim/generators.js";
 import { withLoad } from "../src/sim/workload.js";

@@ -1,31 +1,24 @@
-// Calibration of the simulator's step-time and KV-transfer model (src/sim/perf.ts) against the points of
-// shared/docs/perf-model.md and the measured profiles in data/perf (data/README.md), plus the
-// closed forms the simulator relies on and cluster-file validation. docs/simulator-calibration.md states the model,
-// the tolerances and the measured errors; `SIM_PERF_REPORT=1 npx vitest run test/sim-perf.test.ts` prints them.
+// Calibration of the simulator's step-time and KV-transfer model (src/sim/step-time.ts, kv-transfer.ts, the presets
+// in model-presets.ts) against the points of shared/docs/perf-model.md and the measured profiles in data/perf
+// (data/README.md), plus the closed forms the simulator relies on and cluster-file validation (cluster-file.ts).
+// docs/simulator-calibration.md states the model, the tolerances and the measured errors;
+// `SIM_PERF_REPORT=1 npx vitest run test/sim-perf.test.ts` prints them.
 
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
+import { ClusterFileError, parseClusterFile } from "../src/sim/cluster-file.js";
+import { DEFAULT_TRANSFER, LINKS, kvTransferMs, resolveLink, type LinkPreset } from "../src/sim/kv-transfer.js";
 import {
-  ClusterFileError,
-  DEFAULT_TRANSFER,
-  LINKS,
   PRESETS,
-  attnPairs,
-  decodeRunMs,
-  decodeStepsWithin,
   kvCapacityBlocks,
   kvCapacityTokens,
-  kvTransferMs,
-  parseClusterFile,
-  resolveLink,
   resolvePreset,
-  stepTimeMs,
-  type LinkPreset,
   type ModelPreset,
-} from "../src/sim/perf.js";
+} from "../src/sim/model-presets.js";
+import { attnPairs, decodeRunMs, decodeStepsWithin, stepTimeMs } from "../src/sim/step-time.js";
 
 const PERF_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "data", "perf");
 const H8 = PRESETS["h100-8b"];

@@ -7,7 +7,7 @@ import { loadSetup } from "../envoy/config.js";
 import { startEmulatedEnvoy } from "../envoy/emulate.js";
 import { findEnvoy, startEnvoy, writeEnvoyConfig } from "../envoy/launch.js";
 import { flag, intOption, untilSignal, UsageError, type Command } from "./args.js";
-import { parseSplit } from "../sim/simulator.js";
+import { parseSplit } from "../sim/split.js";
 import { startVllmEnvoy } from "../envoy/vllm.js";
 import { vllmInstall } from "../serve/vllm/install.js";
 

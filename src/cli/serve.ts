@@ -5,7 +5,7 @@ import { loadConfig } from "../serve/config.js";
 import { startEmulated } from "../serve/emulate.js";
 import { startProxy } from "../serve/proxy.js";
 import { resolveCluster } from "../sim/run.js";
-import { parseSplit } from "../sim/simulator.js";
+import { parseSplit } from "../sim/split.js";
 import { flag, intOption, untilSignal, UsageError, type Command } from "./args.js";
 import { startVllmServe } from "../serve/vllm/cluster.js";
 import { vllmInstall } from "../serve/vllm/install.js";

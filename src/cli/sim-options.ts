@@ -6,7 +6,7 @@ import { loadCoreModule } from "../../bindings/node/index.js";
 import type { JobOptions } from "../learn/job.js";
 import { parseSlo } from "../sim/metrics.js";
 import { resolveCluster } from "../sim/run.js";
-import { parseSplit } from "../sim/simulator.js";
+import { parseSplit } from "../sim/split.js";
 import { parseLoad, type WorkloadFormat } from "../sim/workload.js";
 import { flag, intOption, progress, UsageError, type Values } from "./args.js";
 

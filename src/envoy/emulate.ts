@@ -2,7 +2,7 @@
 // `dolphin serve --emulate` does for the Node proxy: a first try without GPUs, and the tests' and benchmark's setup.
 
 import { splitWorkers } from "../serve/emulate.js";
-import type { ModelPreset } from "../sim/perf.js";
+import type { ModelPreset } from "../sim/model-presets.js";
 import { startWorker, type WorkerHandle } from "../serve/worker.js";
 import type { EnvoySetup } from "./config.js";
 import { startEnvoy, type EnvoyOptions, type RunningEnvoy } from "./launch.js";

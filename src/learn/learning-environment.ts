@@ -3,7 +3,7 @@
 // live cluster (src/serve/tune.ts) another.
 
 import type { Slo } from "../sim/metrics.js";
-import type { OslPredictor } from "../sim/simulator.js";
+import type { OslPredictor } from "../sim/sim-config.js";
 import type { Environment } from "./environment.js";
 import type { OslSample } from "./osl.js";
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { EvalOutput } from "../report/eval-output.js";
 import { PAPER_DELTAS } from "../report/paper.js";
 import { writeReport } from "../report/report-files.js";
-import type { SimConfig } from "../sim/simulator.js";
+import type { SimConfig } from "../sim/sim-config.js";
 import type { Workload } from "../sim/types.js";
 import { CLUSTER_RULE, decodeTable, type Table } from "../table/table.js";
 import { guardCounts, type GuardMove } from "./guard.js";

@@ -3,7 +3,8 @@
 // same simulator. All route through the core with the same worker choice around the bit.
 
 import type { Summary } from "../sim/metrics.js";
-import { simulate, type SimConfig } from "../sim/simulator.js";
+import { simulate } from "../sim/simulator.js";
+import type { SimConfig } from "../sim/sim-config.js";
 import type { EvalLoad, EvalOutput, PolicyOutcome } from "../report/eval-output.js";
 import type { Workload } from "../sim/types.js";
 import { withLoad } from "../sim/workload.js";

@@ -3,7 +3,7 @@
 // imports the other.
 
 import type { MainJobPart } from "./main-job.js";
-import type { SimConfig } from "../sim/simulator.js";
+import type { SimConfig } from "../sim/sim-config.js";
 import type { Workload } from "../sim/types.js";
 import type { Table } from "../table/table.js";
 

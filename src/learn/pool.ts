@@ -8,7 +8,7 @@
 
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
-import type { OslPredictor, SimConfig } from "../sim/simulator.js";
+import type { OslPredictor, SimConfig } from "../sim/sim-config.js";
 import type { Workload } from "../sim/types.js";
 import { findSaturatedScaleWith, type Saturation } from "../sim/saturation.js";
 import type { Table } from "../table/table.js";

@@ -3,7 +3,8 @@
 // mixture), and hand the search a table maker, the initial bits (what the reference routing did to most of each
 // cluster) and the environment with the chosen output-length predictor.
 
-import { classOf, type OslPredictor } from "../sim/simulator.js";
+import { classOf } from "../sim/simulator.js";
+import type { OslPredictor } from "../sim/sim-config.js";
 import {
   FEATURE_NAMES,
   validateTable,

@@ -3,7 +3,8 @@
 // run once per workload and cluster. A pool runs its simulations on worker threads (src/learn/pool.ts extends it).
 
 import { attainmentByCluster } from "../sim/metrics.js";
-import { simulate, type OslPredictor, type SimConfig } from "../sim/simulator.js";
+import { simulate } from "../sim/simulator.js";
+import type { OslPredictor, SimConfig } from "../sim/sim-config.js";
 import type { SimRequest, Workload } from "../sim/types.js";
 import { ruleTable, type Table } from "../table/table.js";
 import type { Evaluation } from "./environment.js";

@@ -2,8 +2,8 @@
 // nR replicas) on ephemeral ports, each publishing vLLM KV events over ZMQ with vLLM's replay socket when zeromq is
 // installed (else by POST to the proxy), and the proxy in front of them in precise mode.
 
-import { parseSplit } from "../sim/simulator.js";
-import type { ModelPreset } from "../sim/perf.js";
+import { parseSplit } from "../sim/split.js";
+import type { ModelPreset } from "../sim/model-presets.js";
 import { startProxy, type CloseOptions, type RunningProxy } from "./proxy.js";
 import { startWorker, type WorkerHandle } from "./worker.js";
 import type { ServeConfigInput } from "./config.js";

@@ -53,16 +53,9 @@
 import http from "node:http";
 import { rootHash } from "../hashing/hashes.js";
 import type { Instance } from "../sim/instance.js";
-import { BlockIds } from "../sim/kv-cache.js";
-import {
-  DEFAULT_TRANSFER,
-  kvCapacityBlocks,
-  resolveLink,
-  resolvePreset,
-  type LinkPreset,
-  type ModelPreset,
-  type TransferModel,
-} from "../sim/perf.js";
+import { BlockIds } from "../sim/block-ids.js";
+import { DEFAULT_TRANSFER, resolveLink, type LinkPreset, type TransferModel } from "../sim/kv-transfer.js";
+import { kvCapacityBlocks, resolvePreset, type ModelPreset } from "../sim/model-presets.js";
 import { SIM_BLOCK_TOKENS } from "../sim/types.js";
 import type { WorkerRole } from "./config.js";
 import { closeServer, listen, urlHost } from "./http-toolkit.js";

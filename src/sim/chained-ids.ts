@@ -17,7 +17,7 @@
 // The ids are the same partition of hashes as interning each hash (BlockIds) gives, for chained hashes; which
 // numbers they get does not change a simulation (caches find blocks by id and order them by use).
 
-import { pairsOfIds, type BlockHashes } from "./kv-cache.js";
+import { pairsOfIds, type BlockHashes } from "./block-ids.js";
 
 export class ChainedBlockIds implements BlockHashes {
   /** id's hash at (2 id, 2 id + 1) */

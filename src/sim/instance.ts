@@ -3,7 +3,7 @@
 // Each step (vLLM v1's scheduler, simplified): running decodes take one token each; running prefills take chunks
 // from what is left of the token budget (max_num_batched_tokens); waiting requests are then admitted in arrival
 // order while budget, sequence slots and KV blocks allow (head-of-line blocking, as vLLM: a request that does not
-// fit waits and so does everyone behind it). Step time comes from the calibrated model (perf.ts). A local prefill
+// fit waits and so does everyone behind it). Step time comes from the calibrated model (step-time.ts). A local prefill
 // on a decode instance is simply a mixed step: its decodes wait for the longer step (the interference).
 //
 // Simplifications, stated: a request reserves KV for its prompt and its whole output at admission (so there are no
@@ -11,9 +11,12 @@
 // decodes run, whole runs of steps are advanced at once (closed form), up to the next completion, and cut short
 // at the next step boundary when new work arrives.
 
-import { attnPairs, decodeRunMs, decodeStepsWithin, stepTimeMs, type ModelPreset } from "./perf.js";
+import { attnPairs, decodeRunMs, decodeStepsWithin, stepTimeMs } from "./step-time.js";
+import type { ModelPreset } from "./model-presets.js";
 import { EventQueue, Priority, type SimEvent } from "./events.js";
-import { KvCache, type BlockHashes, type KvEventFilter, type KvEventSink } from "./kv-cache.js";
+import { KvCache } from "./kv-cache.js";
+import type { BlockHashes } from "./block-ids.js";
+import type { KvEventFilter, KvEventSink } from "./cache-events.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "./types.js";
 
 export type InstanceRole = "prefill" | "decode" | "replica";

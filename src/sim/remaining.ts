@@ -14,7 +14,7 @@
 // Either way a block's eviction is sent only when its store was. Each worker's index holds a subset of its cache and
 // never evicts on its own (its capacity is the cache's), so what it holds of any block a match reads is unchanged.
 
-import type { KvEventFilter } from "./kv-cache.js";
+import type { KvEventFilter } from "./cache-events.js";
 
 /** Holds back every store until a request about to be routed can match the block (KvCache.publishFrom). */
 export class HeldBackStores implements KvEventFilter {

@@ -3,7 +3,7 @@
 // The one place a kind name becomes a table for `dolphin simulate`, the learner's baselines and the benchmarks.
 
 import { ruleTable, type PolicyKind, type Table } from "../table/table.js";
-import type { ModelPreset } from "./perf.js";
+import type { ModelPreset } from "./model-presets.js";
 
 /** Kinds a name alone determines: not the learned kinds, not PPD (its table is built from measurements). */
 export type RuleKind = Exclude<PolicyKind, "kmeans" | "gmm" | "ppd">;

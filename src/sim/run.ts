@@ -6,18 +6,14 @@ import { existsSync, readFileSync } from "node:fs";
 import { ruleTable, POLICY_KINDS, type PolicyKind, type Table } from "../table/table.js";
 import { readTableFile } from "../table/table-file.js";
 import { parseSlo, type Slo } from "./metrics.js";
-import {
-  DEFAULT_PRESET,
-  LINKS,
-  clusterFromFile,
-  resolveLink,
-  resolvePreset,
-  type LinkPreset,
-  type ModelPreset,
-} from "./perf.js";
+import { DEFAULT_PRESET, resolvePreset, type ModelPreset } from "./model-presets.js";
+import { LINKS, resolveLink, type LinkPreset } from "./kv-transfer.js";
+import { clusterFromFile } from "./cluster-file.js";
 import { ruleTableFor } from "./rule-table.js";
 import { atScale, scaleForLoad } from "./saturation.js";
-import { parseSplit, simulate, type SimConfig, type SimResult, type SplitSpec } from "./simulator.js";
+import { parseSplit, type SplitSpec } from "./split.js";
+import { simulate } from "./simulator.js";
+import type { SimConfig, SimResult } from "./sim-config.js";
 import type { Workload } from "./types.js";
 import { parseLoad, type Load, type WorkloadFormat } from "./workload.js";
 import { loadWorkload } from "./workload-files.js";

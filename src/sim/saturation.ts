@@ -2,7 +2,8 @@
 // arrival-rate scale a `--load` asks for; browser-safe, shared by `dolphin simulate` (run.ts) and the learner's jobs.
 
 import { ruleTable } from "../table/table.js";
-import { simulate, type SimConfig } from "./simulator.js";
+import { simulate } from "./simulator.js";
+import type { SimConfig } from "./sim-config.js";
 import type { Workload } from "./types.js";
 import { withLoad, type Load } from "./workload.js";
 

@@ -5,97 +5,19 @@
 // All results are simulated; the step-time model's error is stated in docs/simulator-calibration.md.
 
 import { applyEventBatch, decodeEventBatch, encodeEventBatch, type KvEvent } from "../router/kv-events.js";
-import { Router, type RouterOptions } from "../router/router.js";
-import type { Table } from "../table/table.js";
+import { Router } from "../router/router.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
-import { ChainedBlockIds } from "./chained-ids.js";
-import type { KvEventSink } from "./kv-cache.js";
+import type { ChainedBlockIds } from "./chained-ids.js";
+import type { KvEventSink } from "./cache-events.js";
 import { BlocksStillToRoute, HeldBackStores } from "./remaining.js";
-import { summarize, type RequestRecord, type Slo, type Summary } from "./metrics.js";
-import {
-  DEFAULT_TRANSFER,
-  kvCapacityBlocks,
-  kvTransferMs,
-  LINKS,
-  type LinkPreset,
-  type ModelPreset,
-  type TransferModel,
-} from "./perf.js";
+import { summarize, type RequestRecord } from "./metrics.js";
+import { kvCapacityBlocks } from "./model-presets.js";
+import { DEFAULT_TRANSFER, kvTransferMs, LINKS, type LinkPreset, type TransferModel } from "./kv-transfer.js";
+import type { SimConfig, SimResult } from "./sim-config.js";
+import { arrivalOrder, internedIds, internInOrder, sharedBlockIds } from "./shared-block-ids.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
 import { QpsWindow } from "../router/qps-window.js";
-
-export interface SplitSpec {
-  replicas: number;
-  prefill: number;
-  decode: number;
-}
-
-/** "3P1D", "2P2D", "4R", "1R1P2D": replicas (prefill and decode on one instance), prefill-only, decode-only. */
-export function parseSplit(s: string): SplitSpec {
-  const m = /^(?:(\d+)R)?(?:(\d+)P)?(?:(\d+)D)?$/.exec(s.trim());
-  const spec = m ? { replicas: Number(m[1] ?? 0), prefill: Number(m[2] ?? 0), decode: Number(m[3] ?? 0) } : null;
-  if (!spec || spec.replicas + spec.prefill + spec.decode === 0 || spec.replicas + spec.decode === 0) {
-    throw new Error(
-      `expected nPmD, nR or a mix like 1R1P2D with at least one decode-capable instance, got ${JSON.stringify(s)}`,
-    );
-  }
-  if (spec.replicas + spec.prefill + spec.decode > 1024) throw new Error(`at most 1024 instances, got ${s}`);
-  return spec;
-}
-
-/**
- * How the router learns each request's predicted output length: "model" lets the table's output-length classifier
- * predict it in the core (the default when the table has one); "oracle" gives the true length, or the true class's
- * representative length when the table has classes; a function decides per request (e.g. a noisy classifier).
- */
-export type OslPredictor = "model" | "oracle" | ((req: SimRequest) => number);
-
-export interface SimConfig {
-  preset: ModelPreset;
-  split: SplitSpec;
-  slo: Slo;
-  table: Table;
-  link?: LinkPreset;
-  /** Setup cost, efficiency and links per instance; default DEFAULT_TRANSFER with one link per GPU (preset.tp). */
-  transfer?: TransferModel;
-  /** Ship only the blocks the decode side lacks (backends that deduplicate). Default false. */
-  dedupeTransfer?: boolean;
-  /** Delay before a KV event reaches the router's index. Default 0. */
-  indexLagMs?: number;
-  /**
-   * "vllm": every store and eviction travels as a vLLM msgpack EventBatch that the router decodes (the path a live
-   * cluster's events take); "direct" (default): the same operations applied without encoding (faster, identical).
-   */
-  kvEvents?: "direct" | "vllm";
-  /**
-   * "needed" (default): only the KV events that can change a match (remaining.ts; the same decisions, less work);
-   * "all": every store and eviction, as a live worker's stream (to check that the two agree).
-   */
-  indexEvents?: "needed" | "all";
-  osl?: OslPredictor;
-  /**
-   * How the router's index learns what is cached: "precise" (default) from the instances' KV events; "approximate"
-   * from its own decisions only (what `dolphin serve` in approximate mode and the Envoy filter see), forgetting
-   * everything every approximateTtlMs (default 300,000, as approximate_ttl_s).
-   */
-  cacheView?: "precise" | "approximate";
-  approximateTtlMs?: number;
-  /** KV-cache blocks per instance; default from the preset's HBM. */
-  capacityBlocks?: number;
-  /** The compiled core; without it the router runs on the TypeScript reference engine. */
-  module?: WebAssembly.Module;
-  /** Extra router options (loadScale, ...). */
-  router?: Partial<RouterOptions>;
-}
-
-export interface SimResult {
-  records: RequestRecord[];
-  summary: Summary;
-  instances: { name: string; role: InstanceRole; busyMs: number; steps: number; evictions: number }[];
-  /** Simulated time from the first arrival to the last event. */
-  simulatedMs: number;
-}
 
 interface Pending {
   prefill: Instance;
@@ -461,75 +383,11 @@ export class Simulation implements InstanceHost {
   }
 }
 
-/** Positions of `reqs` in routing order: by arrival time, ties in request order. */
-function arrivalOrder(reqs: readonly SimRequest[]): number[] {
-  const order = reqs.map((_, i) => i);
-  if (reqs.some((r, i) => i > 0 && r.arrivalMs < reqs[i - 1]!.arrivalMs))
-    order.sort((a, b) => reqs[a]!.arrivalMs - reqs[b]!.arrivalMs || a - b);
-  return order;
-}
-
 /** Output-length class of `tokens`: class i covers (thresholds[i−1], thresholds[i]]. */
 export function classOf(tokens: number, thresholds: readonly number[]): number {
   let c = 0;
   while (c < thresholds.length && tokens > thresholds[c]!) c++;
   return c;
-}
-
-// ---- block ids shared across simulations ----------------------------------------------------------------------
-// The learner simulates the same arrivals hundreds of times (one run per candidate table, and the same requests at
-// other loads share their block arrays: withLoad copies requests, not blocks), so a block array's ids are kept beside
-// it (weakly: they go when the requests go), in the ChainedBlockIds they were interned in, and a simulation of
-// requests seen before reuses that ChainedBlockIds. Which ids blocks get does not change a simulation: caches find
-// blocks by id, and order them by use, never by id.
-
-const interned = new WeakMap<Uint32Array, { owner: ChainedBlockIds; ids: Int32Array }>();
-
-/** The ChainedBlockIds the first request's blocks were interned in before, or a fresh one. */
-function sharedBlockIds(requests: readonly SimRequest[]): ChainedBlockIds {
-  const first = requests.find((r) => r.blocks.length > 0);
-  return (first && interned.get(first.blocks)?.owner) ?? new ChainedBlockIds();
-}
-
-/**
- * The ids of every block of `blocks` in `owner`: interned once, then kept (a request of another family re-interns).
- * `into`: where to write them if they are new (a view of a buffer shared with other requests' ids).
- */
-function internedIds(blocks: Uint32Array, owner: ChainedBlockIds, into?: Int32Array): Int32Array {
-  const known = interned.get(blocks);
-  if (known && known.owner === owner) return known.ids;
-  const ids = owner.intern(blocks, into);
-  interned.set(blocks, { owner, ids });
-  return ids;
-}
-
-/**
- * The block ids of every request, in routing order (`order`), interned in `owner` where they were not already. The
- * new ones share one buffer (views of it), not an array per request: 100,000 prompts' ids are 0.3 GB at 32P32D.
- */
-function internInOrder(reqs: readonly SimRequest[], order: readonly number[], owner: ChainedBlockIds): Int32Array[] {
-  const isNew = (r: SimRequest): boolean => interned.get(r.blocks)?.owner !== owner;
-  let blocks = 0;
-  for (const r of reqs) if (isNew(r)) blocks += r.blocks.length >>> 1;
-  owner.reserve(blocks);
-  const buffer = new Int32Array(blocks);
-  let at = 0;
-  return order.map((i) => {
-    const r = reqs[i]!;
-    if (!isNew(r)) return internedIds(r.blocks, owner);
-    const n = r.blocks.length >>> 1;
-    at += n;
-    return internedIds(r.blocks, owner, buffer.subarray(at - n, at));
-  });
-}
-
-/**
- * Interns a workload's blocks ahead of its simulations, which then find them interned (as the learner's repeated
- * simulations of the same requests do): lets a benchmark time the workload's preparation and its simulation apart.
- */
-export function internWorkload(workload: Workload): void {
-  const reqs = workload.requests;
-  internInOrder(reqs, arrivalOrder(reqs), sharedBlockIds(reqs));
 }
 
 function sharesPrefix(a: Uint32Array, b: Uint32Array, blocks: number): boolean {

@@ -11,18 +11,14 @@ import type { SearchStep } from "../../../src/learn/environment.js";
 import { SimEnvironment } from "../../../src/learn/sim-environment.js";
 import { train } from "../../../src/learn/train.js";
 import { parseSlo, type RequestRecord } from "../../../src/sim/metrics.js";
-import {
-  clusterFromFile,
-  DEFAULT_PRESET,
-  LINKS,
-  resolveLink,
-  resolvePreset,
-  type LinkPreset,
-  type ModelPreset,
-} from "../../../src/sim/perf.js";
+import { clusterFromFile } from "../../../src/sim/cluster-file.js";
+import { DEFAULT_PRESET, resolvePreset, type ModelPreset } from "../../../src/sim/model-presets.js";
+import { LINKS, resolveLink, type LinkPreset } from "../../../src/sim/kv-transfer.js";
 import { ruleTableFor } from "../../../src/sim/rule-table.js";
 import { atScale, scaleForLoad } from "../../../src/sim/saturation.js";
-import { parseSplit, simulate, type SimConfig, type SimResult } from "../../../src/sim/simulator.js";
+import { parseSplit } from "../../../src/sim/split.js";
+import { simulate } from "../../../src/sim/simulator.js";
+import type { SimConfig, SimResult } from "../../../src/sim/sim-config.js";
 import type { Workload } from "../../../src/sim/types.js";
 import { generate } from "../../../src/sim/generators.js";
 import { parseWorkload } from "../../../src/sim/traces.js";

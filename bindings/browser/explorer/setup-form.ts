@@ -2,7 +2,7 @@
 // (a custom SLO, a custom model's cluster file) before any job starts, with a message that names the field. The
 // simulator's own parsers check the rest (split, load) in the worker, with the CLI's messages.
 
-import { clusterFromFile } from "../../../src/sim/perf.js";
+import { clusterFromFile } from "../../../src/sim/cluster-file.js";
 import { SLO_PRESETS } from "../../../src/sim/metrics.js";
 import type { ExplorerSetup, WorkloadSource } from "./jobs.js";
 

@@ -13,8 +13,9 @@
 import { performance } from "node:perf_hooks";
 import { EventQueue, Priority, type SimEvent } from "../../sim/events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "../../sim/instance.js";
-import type { BlockIds } from "../../sim/kv-cache.js";
-import { kvTransferMs, type LinkPreset, type ModelPreset, type TransferModel } from "../../sim/perf.js";
+import type { BlockIds } from "../../sim/block-ids.js";
+import { kvTransferMs, type LinkPreset, type TransferModel } from "../../sim/kv-transfer.js";
+import type { ModelPreset } from "../../sim/model-presets.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "../../sim/types.js";
 import type { WorkerRole } from "../config.js";
 import { urlHost } from "../http-toolkit.js";

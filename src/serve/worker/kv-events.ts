@@ -25,7 +25,8 @@
 
 import { Packr } from "msgpackr";
 import type { KvEvent } from "../../router/kv-events.js";
-import type { BlockIds, KvEventSink } from "../../sim/kv-cache.js";
+import type { BlockIds } from "../../sim/block-ids.js";
+import type { KvEventSink } from "../../sim/cache-events.js";
 import { SIM_BLOCK_TOKENS } from "../../sim/types.js";
 import { loadZeromq, type ZmqPublisher } from "../zeromq.js";
 
