@@ -9,19 +9,22 @@ import {
 } from "./generated/abi";
 import { fail } from "./errors";
 import { applyOslSection, checkOslSection, clearOslModel, oslInit } from "./osl";
-import { policyInit, scores, setSignals as setSignalValues, setTable as setTableValue, staging, standardized, STAGING_F64 } from "./policy";
-import {
-  capacityOf, clearWorker, countOf, freeCapacity, holds, indexInit, matchPrefix, removeBlocks, setCapacity,
-  storeBlocks, workerInRange,
-} from "./prefix-index";
+import { setTable as setTableValue } from "./policy/set-table";
+import { policyInit, scores, setSignals as setSignalValues, staging, standardized, STAGING_F64 } from "./policy/state";
+// route before prefix-index/: imports compile in order, and that order is the module's globals' (core.wasm's bytes)
 import { checkInput, decision, hashes, input, inputBytes, matched, request, routeInit } from "./route";
+import { indexInit } from "./prefix-index/layout";
+import { matchPrefix } from "./prefix-index/match";
+import {
+  capacityOf, clearWorker, countOf, freeCapacity, holds, removeBlocks, setCapacity, storeBlocks, workerInRange,
+} from "./prefix-index/store";
 import { decodeTable, describeLoadedTable, stagedClusters, stagedFeatureCount, stagedKind, stagedOslAt, tableDecoderInit } from "./table/load";
 import { errorPathPtr, errorRecordPtr, infoRecordPtr, lastProblem, oslClassRecordsPtr } from "./table/report";
 import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
 
 export { errorDetail } from "./errors";
 export { decideFeatures, route } from "./route";
-export { tableKind, tableK, tableDims } from "./policy";
+export { tableKind, tableK, tableDims } from "./policy/state";
 export { decodeWorkers, prefillWorkers } from "./workers";
 
 // @ts-ignore: decorator
@@ -52,7 +55,7 @@ export function init(maxWorkers: i32, maxInputBytes: i32, indexBlocks: i32): i32
   policyInit();
   oslInit();
   tableDecoderInit();
-  indexInit(maxWorkers, <u32>indexBlocks); // last: its tables are the one large allocation (prefix-index.ts)
+  indexInit(maxWorkers, <u32>indexBlocks); // last: its tables are the one large allocation (prefix-index/layout.ts)
   ready = true;
   return OK;
 }

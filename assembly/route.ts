@@ -11,15 +11,14 @@ import {
   R_TURN, REASON_NO_PREFILL_WORKER, REQUEST_SLOTS, ROLE_DECODE,
 } from "./generated/abi";
 import { fail } from "./errors";
-import {
-  decide, outBit, outCluster, outReason, outScore,
-} from "./policy";
-import { matchPrefix, storeBlocks } from "./prefix-index";
+import { decide } from "./policy/decide";
+import { outBit, outCluster, outReason, outScore } from "./policy/state";
+import { matchPrefix } from "./prefix-index/match";
+import { storeBlocks, workerInRange } from "./prefix-index/store";
 import { lastClass, oslClasses, predictOsl } from "./osl";
 import {
   chooseDecode, choosePrefill, costOf, lastCost, prefillLoadOf, roleOf, workerSpan,
 } from "./workers";
-import { workerInRange } from "./prefix-index";
 
 // text mode estimates tokens as bytes / 4, so a 64-byte block stands for 16 tokens
 // @ts-ignore: decorator

@@ -6,7 +6,7 @@
 
 import { E_BAD_LOAD, E_BAD_ROLE, E_UNKNOWN_WORKER, OK, ROLE_BOTH, ROLE_DECODE, ROLE_NONE, ROLE_PREFILL } from "./generated/abi";
 import { fail } from "./errors";
-import { workerInRange } from "./prefix-index";
+import { workerInRange } from "./prefix-index/store";
 
 
 // @ts-ignore: decorator

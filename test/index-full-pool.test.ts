@@ -66,10 +66,10 @@ describe.each([
   });
 });
 
-// Blocks held by every worker of some groups: the index keeps a summary of a block's full groups (prefix-index.ts),
-// made, kept and unmade as groups fill and lose workers (stores, removes, LRU evictions, clears). Matches and
-// counts = the reference after every operation. 125 workers end in a group of one (never full), 200 in one of
-// 17; 4,000 workers are too many for summaries (and for the bitmap walk).
+// Blocks held by every worker of some groups: the index keeps a summary of a block's full groups
+// (assembly/prefix-index/holders.ts), made, kept and unmade as groups fill and lose workers (stores, removes, LRU
+// evictions, clears). Matches and counts = the reference after every operation. 125 workers end in a group of one
+// (never full), 200 in one of 17; 4,000 workers are too many for summaries (and for the bitmap walk).
 describe.each([{ workers: 125 }, { workers: 200 }, { workers: 4000 }])(
   "index with full groups ($workers workers)",
   ({ workers }) => {

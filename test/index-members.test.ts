@@ -1,6 +1,6 @@
 // The index's summary slots name groups whose every member holds a block, members being the workers ever given a
-// capacity (assembly/prefix-index.ts growMembers): a group the cluster fills only partly gets summaries, and a
-// group that gains a member is no longer full for the blocks its summaries name. Matches stay the reference's.
+// capacity (assembly/prefix-index/holders.ts growMembers): a group the cluster fills only partly gets summaries,
+// and a group that gains a member is no longer full for the blocks its summaries name. Matches stay the reference's.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Role, type Engine } from "../src/contract/core-api.js";

@@ -9,7 +9,7 @@ import {
   PARAM_STAGE, PARAM_TYPES, PARAM_TYPE_SCALAR,
 } from "../generated/names";
 import { fail } from "../errors";
-import { staging } from "../policy";
+import { staging } from "../policy/state";
 import { fdlibmLog } from "./fdlibm-log";
 import { numberValue } from "./fields";
 import { mapGet } from "./keys";
