@@ -1,4 +1,4 @@
-// Staging a validated table into the staging area, in exactly the layouts assembly/policy.ts setTable and
+// Staging a validated table into the staging area, in exactly the layouts assembly/policy/set-table.ts setTable and
 // assembly/osl.ts checkOslSection read, and with exactly the values src/table/staging.ts stageTable computes (the same
 // f64 operations in the same order, so the GMM constants are bit-identical): numbers as validation keeps them
 // (−0 → 0; bits as written), rule defaults from the generated contract, then the output-length model's section.

@@ -114,7 +114,7 @@ function assignGmmFlat(x: Float64Array, n: number, d: number, m: Mixture, k: num
 
 /**
  * Most likely component per row: argmax_k log w_k − ½ Σ_j log(2π σ²_kj) − ½ Σ_j (z_j − μ_kj)² / σ²_kj, ties to the
- * lower k. The core's rule exactly (assembly/policy.ts classify, with the constants src/table/staging.ts computes).
+ * lower k. The core's rule exactly (assembly/policy/classify.ts, with the constants src/table/staging.ts computes).
  */
 export function gmmAssign(z: number[][], m: Pick<GmmModel, "means" | "variances" | "weights">): number[] {
   const fn = "gmmAssign";

@@ -1,5 +1,5 @@
 // The learner's k-means over standardized rows (src/learn/scaler.ts). The centroids go into a table as
-// docs/table-format.md describes; nearestCentroid is the core's kmeans rule (assembly/policy.ts, classify) in plain
+// docs/table-format.md describes; nearestCentroid is the core's kmeans rule (assembly/policy/classify.ts) in plain
 // TypeScript, with the same arithmetic in the same order, so a row is put in the cluster the core would put it in.
 //
 // k-means: greedy k-means++ seeding (Arthur & Vassilvitskii 2007, with 2 + ⌊ln K⌋ candidates per centre as in

@@ -1,4 +1,4 @@
-// The reference's policy (assembly/policy.ts decide, assembly/osl.ts predictOsl): the table in force, the signals
+// The reference's policy (assembly/policy/decide.ts decide, assembly/osl.ts predictOsl): the table in force, the signals
 // the rules read (prefill queue, QPS), and the decision for every kind, written to fields so the hot path allocates
 // nothing. The engine (engine.ts) checks the inputs, sets the table (staged-table.ts checks it) and reads the outputs.
 
@@ -41,7 +41,7 @@ export class ReferencePolicy {
     this.outScore = score;
   }
 
-  /** Sets outBit, outCluster, outReason, outScore. Mirrors assembly/policy.ts operation for operation. */
+  /** Sets outBit, outCluster, outReason, outScore. Mirrors assembly/policy/decide.ts operation for operation. */
   decide(
     isl: number,
     effP: number,
@@ -122,7 +122,7 @@ export class ReferencePolicy {
     }
   }
 
-  /** The bit of a rule that needs only the request and the signals (assembly/policy.ts ruleBit). */
+  /** The bit of a rule that needs only the request and the signals (assembly/policy/decide.ts ruleBit). */
   private ruleBit(
     kind: number,
     p0: number,

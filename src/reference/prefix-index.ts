@@ -1,4 +1,4 @@
-// The reference's prefix index (assembly/prefix-index.ts, with JS Maps and Sets): per worker the blocks it holds in
+// The reference's prefix index (assembly/prefix-index/, with JS Maps and Sets): per worker the blocks it holds in
 // LRU order within its capacity, per block the workers holding it, and the longest-prefix match of every worker.
 
 /** Exact, cheap Map key for a 64-bit hash given as (lo, hi). */

@@ -1,5 +1,5 @@
 // A staged table (the layout src/table/staging.ts makes) checked slot by slot in the core's order and with its
-// error codes (assembly/policy.ts setTable, assembly/osl.ts checkOslSection), and unpacked into the state the
+// error codes (assembly/policy/set-table.ts setTable, assembly/osl.ts checkOslSection), and unpacked into the state the
 // reference decides from (policy.ts). A table that fails a check is not unpacked.
 
 import { Kind, MAX_K, STAGING_F64 } from "../contract/core-api.js";
@@ -82,7 +82,7 @@ export function checkOsl(s: Float64Array, at: number): OslModelState | null {
   };
 }
 
-/** assembly/policy.ts setTable: the staged policy of `kind` checked and unpacked (the output-length section apart). */
+/** assembly/policy/set-table.ts setTable: the staged policy of `kind` checked and unpacked (the output-length section apart). */
 export function checkPolicy(kind: number, k: number, dims: number, s: Float64Array): TableState {
   const st = (i: number): number => s[i] ?? 0;
   const finiteFrom = (from: number, to: number): number => {
@@ -112,7 +112,7 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
     fallback1: 0.7,
     oodBound: new Float64Array(0),
   } satisfies TableState;
-  /** Index (0 or 1) of the first bad parameter of a two-parameter rule, or −1 (assembly/policy.ts badRuleParam). */
+  /** Index (0 or 1) of the first bad parameter of a two-parameter rule, or −1 (assembly/policy/set-table.ts badRuleParam). */
   const badRuleParam = (ruleKind: number, p0: number, p1: number): number => {
     if (!Number.isFinite(p0) || !(p0 >= 0)) return 0;
     if (!Number.isFinite(p1) || !(p1 >= 0)) return 1;
