@@ -8,7 +8,7 @@ import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { PRESETS } from "../src/sim/perf.js";
 import { parseSplit, simulate } from "../src/sim/simulator.js";
 import { generate } from "../src/sim/generators.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule, routerOn } from "./helpers.js";
 
 const packr = new Packr({ useRecords: false, variableMapSize: true });

@@ -18,7 +18,7 @@ import {
   type GmmModel,
 } from "../src/learn/cluster.js";
 import { Rng } from "../src/sim/rng.js";
-import { validateTable } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 import { PROVENANCE } from "./helpers.js";
 
 // ---- helpers ----

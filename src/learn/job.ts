@@ -10,7 +10,8 @@ import { parseSplit, simulate, type SimConfig, type SimResult } from "../sim/sim
 import type { Workload } from "../sim/types.js";
 import { GENERATORS, parseLoad, splitInTime, type Load, type WorkloadFormat } from "../sim/workload.js";
 import { loadWorkload } from "../sim/workload-files.js";
-import { encodeTable, type FeatureName, type Table } from "../table/table.js";
+import { encodeTable } from "../table/codec.js";
+import type { FeatureName, Table } from "../table/table.js";
 import { ruleTableFor } from "../sim/rule-table.js";
 import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "./policies.js";
 import type { EvalLoad, EvalOutput } from "../report/eval-output.js";

@@ -9,17 +9,17 @@ import { Rng } from "../sim/rng.js";
 import { attainmentByCluster, meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import { classOf, simulate, type OslPredictor, type SimConfig } from "../sim/simulator.js";
 import type { SimRequest, Workload } from "../sim/types.js";
+import { versionNeeded } from "../table/codec.js";
+import { ruleTable } from "../table/rule-table.js";
 import {
   CLUSTER_RULE,
   DEFAULT_FALLBACK,
   FEATURE_NAMES,
-  ruleTable,
-  validateTable,
-  versionNeeded,
   type Fallback,
   type FeatureName,
   type Table,
 } from "../table/table.js";
+import { validateTable } from "../table/validate.js";
 import { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./environment.js";
 import { fitGmm, fitKMeans, fitScaler, standardize } from "./cluster.js";
 import {

@@ -21,7 +21,7 @@ import { ErrorCode as E } from "../contract/errors.js";
 import { LIMITS } from "../generated/abi.js";
 import { hashText as refHashText, hashTokens as refHashTokens } from "../hashing/hashes.js";
 import { stageTable } from "../table/staging.js";
-import { decodeTable } from "../table/table.js";
+import { decodeTable } from "../table/codec.js";
 import { log1p } from "./log1p.js";
 import { out as xxOut, xxh64 } from "../hashing/xxh64.js";
 
