@@ -19,7 +19,7 @@ const NODE_EDGES = [
   "^src/core/package-root\\.ts$",
   // reads and compiles build/core*.wasm, for bindings/node, the servers and the CLI
   "^src/core/core-file\\.ts$",
-  // reads a table file from disk, naming it in errors; src/table/table.ts is the browser-safe format
+  // reads a table file from disk, naming it in errors; the rest of src/table/ is the browser-safe format
   "^src/table/table-file\\.ts$",
   // reads workload files from disk; their parse* twins in workload.ts are the browser-safe part
   "^src/sim/workload-files\\.ts$",

@@ -23,7 +23,8 @@ import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
 import { Router } from "../src/router/router.js";
 import { stageTable } from "../src/table/staging.js";
-import { validateTable, type Table } from "../src/table/table.js";
+import type { Table } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 
 export interface Timing {
   wasm: number;

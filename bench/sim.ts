@@ -1,7 +1,7 @@
 // `dolphin bench sim`: how fast the simulator runs the Mooncake dev trace on h100-8b 2P2D at trace load, routed by
 // the WebAssembly core under Dynamo's rule. Wall time of the simulation alone (loading the trace is reported apart).
 
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { parseSlo } from "../src/sim/metrics.js";
 import { PRESETS } from "../src/sim/model-presets.js";
 import { Rng } from "../src/sim/rng.js";

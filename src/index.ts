@@ -4,7 +4,11 @@ export type { Decision, Explanation, Features, RouteRequest, RouterOptions, Work
 export { createCore, instantiateCore } from "./core/core.js";
 export { ReferenceEngine } from "./reference/engine.js";
 export { CoreError, ErrorCode } from "./contract/errors.js";
-export { decodeTable, encodeTable, ruleTable, validateTable, TableError, describeTable } from "./table/table.js";
+export { decodeTable, encodeTable } from "./table/codec.js";
+export { describeTable } from "./table/describe-table.js";
+export { ruleTable } from "./table/rule-table.js";
+export { TableError } from "./table/table.js";
+export { validateTable } from "./table/validate.js";
 export type { Table, PolicyKind, FeatureName, OslClasses, Provenance } from "./table/table.js";
 export { toPairs, pairsToHex, pairsToBigInts } from "./hashing/hashes.js";
 export type { Engine, CoreConfig } from "./contract/core-api.js";

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { ABI_VERSION, DECISION_SLOTS, Kind, REQUEST_SLOTS } from "../src/contract/core-api.js";
 import { createCore, instantiateCore } from "../src/core/core.js";
 import { ErrorCode, coreErrorMessage } from "../src/contract/errors.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule, routerOn } from "./helpers.js";
 
 const ROOT = join(import.meta.dirname, "..");

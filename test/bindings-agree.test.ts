@@ -10,7 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Decision, Router } from "../src/router/router.js";
-import { encodeTable, ruleTable, type Table } from "../src/table/table.js";
+import { encodeTable } from "../src/table/codec.js";
+import { ruleTable } from "../src/table/rule-table.js";
+import type { Table } from "../src/table/table.js";
 import { pairsToHex } from "../src/hashing/hashes.js";
 import { instantiateCore } from "../src/core/core.js";
 import { loadTableInCore, type TableCoreExports } from "../src/core/core-table.js";
@@ -240,7 +242,7 @@ function runNode(s: Record<string, unknown>): unknown {
     );
   } catch (e) {
     if (!(e instanceof TableError)) return { load_error: (e as Error).message };
-    // the bindings load tables through the core's decoder; Node's Router still decodes in TypeScript (src/table/table.ts),
+    // the bindings load tables through the core's decoder; Node's Router still decodes in TypeScript (src/table/codec.ts),
     // whose message can differ in wording (see coreTableMessage): compare with what the core's decoder says
     return { load_error: coreTableMessage(new Uint8Array(Buffer.from(s["table"] as string, "base64"))) };
   }
@@ -304,7 +306,7 @@ function coreTableMessage(bytes: Uint8Array): string {
   }
   try {
     loadTableInCore(tableCore, bytes);
-    return "(accepted by the core's decoder, refused by src/table/table.ts)";
+    return "(accepted by the core's decoder, refused by src/table/codec.ts)";
   } catch (e) {
     return (e as Error).message;
   }

@@ -6,7 +6,8 @@ import { describe, expect, it } from "vitest";
 import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
 import { stageTable } from "../src/table/staging.js";
-import { validateTable, type Table } from "../src/table/table.js";
+import type { Table } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 import { coreModule } from "./helpers.js";
 
 const FEATURES = ["isl", "eff_P", "eff_D", "osl_hat"];

@@ -7,7 +7,7 @@ import { Flag, type Engine, type RouteInput } from "../src/contract/core-api.js"
 import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
 import { stageTable } from "../src/table/staging.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule, routerOn } from "./helpers.js";
 
 const CONFIG = { maxWorkers: 4, maxInputBytes: 4096, indexBlocks: 64 };

@@ -8,7 +8,7 @@ import { createCore, instantiateCore } from "../src/core/core.js";
 import { loadCoreModule } from "../src/core/core-file.js";
 import { log1p } from "../src/reference/log1p.js";
 import { stageTable } from "../src/table/staging.js";
-import { validateTable } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 
 const MAX_TOKENS = 2 ** 30;
 

@@ -6,7 +6,9 @@ import { Kind, Role, type Engine, Flag, DECISION_SLOTS } from "../src/contract/c
 import { createCore, instantiateCore } from "../src/core/core.js";
 import { ReferenceEngine } from "../src/reference/engine.js";
 import { stageTable } from "../src/table/staging.js";
-import { ruleTable, validateTable, type Table } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
+import type { Table } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 import { coreModule, kmeansTable, PROVENANCE } from "./helpers.js";
 
 const CONFIG = { maxWorkers: 130, maxInputBytes: 1 << 16, indexBlocks: 4096 };

@@ -13,7 +13,9 @@ import {
   type DriftGuardOptions,
 } from "../src/router/drift-guard.js";
 import { Rng } from "../src/sim/rng.js";
-import { encodeTable, ruleTable, type Table } from "../src/table/table.js";
+import { encodeTable } from "../src/table/codec.js";
+import { ruleTable } from "../src/table/rule-table.js";
+import type { Table } from "../src/table/table.js";
 import { kmeansTable, routerOn } from "./helpers.js";
 
 const WORKERS = [

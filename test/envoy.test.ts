@@ -12,7 +12,7 @@ import type { EnvoySetup } from "../src/envoy/config.js";
 import { Router } from "../src/router/router.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import type { WorkerHandle } from "../src/serve/worker.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule } from "./helpers.js";
 
 const MODEL = "dolphin-emulated";

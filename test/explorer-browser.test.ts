@@ -18,7 +18,9 @@ import { loadCoreModule, Router } from "../bindings/node/index.js";
 import { BASELINES, evaluate, sweep } from "../bindings/browser/explorer/jobs.js";
 import { explorerDir, serveExplorer } from "../src/cli/explore.js";
 import { evalJob } from "../src/learn/job.js";
-import { decodeTable, encodeTable, ruleTable, TableError } from "../src/table/table.js";
+import { decodeTable, encodeTable } from "../src/table/codec.js";
+import { ruleTable } from "../src/table/rule-table.js";
+import { TableError } from "../src/table/table.js";
 import { kmeansTable } from "./helpers.js";
 
 const CHROMIUM = "/usr/bin/chromium";

@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { loadCoreModule, Router } from "../bindings/node/index.js";
 import { checkExplainInputs, EXPLAIN_WORKERS, explainRequest } from "../bindings/browser/explorer/explain.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { kmeansTable } from "./helpers.js";
 
 const module = loadCoreModule();

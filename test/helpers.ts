@@ -1,7 +1,9 @@
 // Shared test fixtures: the built core modules, routers on either engine, simple tables.
 import { loadCoreModule, type CoreFlavour } from "../bindings/node/index.js";
 import { Router, type RouterOptions } from "../src/router/router.js";
-import { ruleTable, validateTable, type Table } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
+import type { Table } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 
 export function coreModule(flavour: CoreFlavour = "debug"): WebAssembly.Module {
   return loadCoreModule(flavour);

@@ -9,7 +9,7 @@ import { PRESETS } from "../src/sim/model-presets.js";
 import { parseSplit } from "../src/sim/split.js";
 import { simulate } from "../src/sim/simulator.js";
 import { generate } from "../src/sim/generators.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule, routerOn } from "./helpers.js";
 
 const packr = new Packr({ useRecords: false, variableMapSize: true });

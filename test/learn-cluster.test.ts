@@ -11,7 +11,7 @@ import { fitGmm, gmmAssign, type GmmModel } from "../src/learn/gmm.js";
 import { fitKMeans, nearestCentroid, refineKMeans } from "../src/learn/kmeans.js";
 import { STD_FLOOR, fitScaler, standardize } from "../src/learn/scaler.js";
 import { Rng } from "../src/sim/rng.js";
-import { validateTable } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 import { PROVENANCE } from "./helpers.js";
 
 // ---- helpers ----

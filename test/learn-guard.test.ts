@@ -5,7 +5,8 @@ import { latencyConstrained, oodBounds, pairedGain, searchGuarded } from "../src
 import { trainJob } from "../src/learn/job.js";
 import type { Environment, Evaluation } from "../src/learn/environment.js";
 import type { RequestRecord } from "../src/sim/metrics.js";
-import { decodeTable, type Fallback, type Table } from "../src/table/table.js";
+import { decodeTable } from "../src/table/codec.js";
+import type { Fallback, Table } from "../src/table/table.js";
 import { coreModule, kmeansTable } from "./helpers.js";
 
 const SLO = { ttftMs: 1000, tpotMs: 50 };

@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { decodeTable, encodeTable } from "../src/table/table.js";
+import { decodeTable, encodeTable } from "../src/table/codec.js";
 
 const BIN = new URL("../bin/dolphin.js", import.meta.url).pathname;
 const dolphin = (args: string[]) => {

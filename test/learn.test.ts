@@ -19,7 +19,9 @@ import { PRESETS } from "../src/sim/model-presets.js";
 import { SLO_PRESETS } from "../src/sim/metrics.js";
 import { parseSplit } from "../src/sim/split.js";
 import { generate } from "../src/sim/generators.js";
-import { decodeTable, encodeTable, validateTable, type Table } from "../src/table/table.js";
+import { decodeTable, encodeTable } from "../src/table/codec.js";
+import type { Table } from "../src/table/table.js";
+import { validateTable } from "../src/table/validate.js";
 import { coreModule, kmeansTable, routerOn } from "./helpers.js";
 
 /** An environment with a known reward landscape: clusters interact (pairs 0–1 and 2–3 prefer agreeing bits). */

@@ -5,7 +5,8 @@ import { createCore, instantiateCore } from "../src/core/core.js";
 import { REQUEST_SLOTS } from "../src/contract/core-api.js";
 import { CoreError } from "../src/contract/errors.js";
 import { Router } from "../src/router/router.js";
-import { encodeTable, ruleTable } from "../src/table/table.js";
+import { encodeTable } from "../src/table/codec.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule, kmeansTable, routerOn } from "./helpers.js";
 
 const WORKERS = [

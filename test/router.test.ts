@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { Router } from "../bindings/node/index.js";
 import { Slot } from "../src/contract/core-api.js";
 import { hashTokens, pairsToBigInts, pairsToHex, rootHash } from "../src/hashing/hashes.js";
-import { encodeTable, ruleTable } from "../src/table/table.js";
+import { encodeTable } from "../src/table/codec.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { kmeansTable, routerOn } from "./helpers.js";
 
 const WORKERS = [

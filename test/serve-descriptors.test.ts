@@ -11,7 +11,7 @@ import { Logger } from "../src/serve/proxy/log.js";
 import { ProxyMetrics } from "../src/serve/proxy/metrics.js";
 import { WorkerRegistry, type WorkerSubscriptions } from "../src/serve/proxy/registry.js";
 import { classify } from "../src/serve/proxy/upstream.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 
 /** Metrics of a proxy with nothing in flight. */
 const idleMetrics = (): ProxyMetrics =>

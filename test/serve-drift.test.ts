@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { DRIFT_DEFAULTS } from "../src/router/drift-guard.js";
 import { parseConfig } from "../src/serve/config.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
-import { encodeTable } from "../src/table/table.js";
+import { encodeTable } from "../src/table/codec.js";
 import { coreModule, kmeansTable } from "./helpers.js";
 
 const MODEL = "drift-model";

@@ -7,7 +7,8 @@ import { encodeEventBatch } from "../src/router/kv-events.js";
 import { hashTokens, rootHash } from "../src/hashing/hashes.js";
 import { ConfigError, parseConfig, type ServeConfigInput, type WorkerConfig } from "../src/serve/config.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
-import { encodeTable, ruleTable } from "../src/table/table.js";
+import { encodeTable } from "../src/table/codec.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule } from "./helpers.js";
 
 const MODEL = "test-model";

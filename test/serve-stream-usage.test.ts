@@ -11,7 +11,7 @@ import { parseConfig, type ServeConfigInput } from "../src/serve/config.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { askedOptions, askForUsage, UsageEventFilter } from "../src/serve/proxy/stream-usage.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
-import { encodeTable } from "../src/table/table.js";
+import { encodeTable } from "../src/table/codec.js";
 import { coreModule, kmeansTable } from "./helpers.js";
 
 const bytes = (s: string): Buffer => Buffer.from(s, "utf8");

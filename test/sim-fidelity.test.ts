@@ -10,7 +10,7 @@ import type { SimRequest, Workload } from "../src/sim/types.js";
 import { generate } from "../src/sim/generators.js";
 import { withLoad } from "../src/sim/workload.js";
 import { out as xx, xxh64Pair } from "../src/hashing/xxh64.js";
-import { ruleTable } from "../src/table/table.js";
+import { ruleTable } from "../src/table/rule-table.js";
 import { coreModule } from "./helpers.js";
 
 const module = coreModule("release");

@@ -1,4 +1,4 @@
-// The core's table decoder (assembly/table/, src/core/core-table.ts) against the TypeScript decoder (src/table/table.ts
+// The core's table decoder (assembly/table/, src/core/core-table.ts) against the TypeScript decoder (src/table/codec.ts
 // decodeTable + src/table/staging.ts stageTable), which stays the oracle: every table vector, generated valid tables
 // with perturbations (missing, extra and mistyped keys, out-of-range values, non-canonical encodings), and
 // flipped, truncated and extended bytes. Same accept/reject, same field and message, bit-identical staging;
@@ -14,7 +14,10 @@ import { instantiateCore } from "../src/core/core.js";
 import { loadTableInCore, type CoreTableInfo, type TableCoreExports } from "../src/core/core-table.js";
 import { ErrorCode } from "../src/generated/abi.js";
 import { stageTable } from "../src/table/staging.js";
-import { TableError, decodeTable, encodeTable, ruleTable, tableChecksum, type Table } from "../src/table/table.js";
+import { tableChecksum } from "../src/table/canonical.js";
+import { decodeTable, encodeTable } from "../src/table/codec.js";
+import { ruleTable } from "../src/table/rule-table.js";
+import { TableError, type Table } from "../src/table/table.js";
 import { coreModule } from "./helpers.js";
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "spec", "vectors", "tables");
@@ -58,7 +61,7 @@ type Outcome =
     }
   | { ok: false; field: string; message: string };
 
-/** The oracle: src/table/table.ts decodes, src/table/staging.ts stages. */
+/** The oracle: src/table/codec.ts decodes, src/table/staging.ts stages. */
 // msgpackr decodes some extension types itself (BigInt, Error, Set, RegExp, typed arrays, structured-clone refs,
 // bundled strings), reading their payload as it likes; the core, a plain-msgpack reader, rejects them as unknown
 // "(bytes)" errors. Both reject such a table; only the field named differs, so the fuzz compares accept/reject there.
@@ -491,7 +494,7 @@ class RawBytes {
 }
 const raw = (...bytes: number[]): RawBytes => new RawBytes(Uint8Array.from(bytes));
 
-/** A valid kmeans table's entries, checksummed over `entries` as src/table/table.ts sees them (repeats: the last wins). */
+/** A valid kmeans table's entries, checksummed over `entries` as src/table/codec.ts sees them (repeats: the last wins). */
 function kmeansEntries(extra: [unknown, unknown][] = [], checksum = true): [unknown, unknown][] {
   const base: [unknown, unknown][] = [
     ["format", "dolphin-routing.table"],

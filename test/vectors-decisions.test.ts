@@ -7,7 +7,8 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { Reason, Slot } from "../src/contract/core-api.js";
 import type { Router } from "../src/router/router.js";
-import { decodeTable, type Table } from "../src/table/table.js";
+import { decodeTable } from "../src/table/codec.js";
+import type { Table } from "../src/table/table.js";
 import { routerOn } from "./helpers.js";
 import { expandText, expandTokens, type LcgTokensFormula, type RepeatTextFormula } from "./vectors-expand.js";
 

@@ -1,7 +1,8 @@
 // The table's checksum: xxh64 (seed 0) of the canonical msgpack encoding of the top-level map without its
-// `checksum` key (docs/table-format.md, "Checksum"; the same rules as src/table/table.ts's encoder): map keys sorted by
-// code point (= UTF-8 byte order) at every level, the smallest format for every length and integer, numbers that
-// are integers within ±(2^53 − 1) written as integers (so 2.0 → 2 and −0 → 0), every other number as float64.
+// `checksum` key (docs/table-format.md, "Checksum"; the same rules as src/table/canonical.ts's encoder): map keys
+// sorted by code point (= UTF-8 byte order) at every level, the smallest format for every length and integer,
+// numbers that are integers within ±(2^53 − 1) written as integers (so 2.0 → 2 and −0 → 0), every other number as
+// float64.
 //
 // The encoding is never materialised: its bytes stream into an incremental xxh64 (assembly/xxh64.ts's rounds,
 // lane folding and finish, fed 32-byte stripes), so no buffer proportional to the table is needed. Runs only on a

@@ -1,6 +1,7 @@
-// Checks for single fields of a table, each the twin of a helper in src/table/table.ts (expectNumber, numberArray,
-// bitArray, strictlyAscending, expectString, expectIsoDate, the split and checksum patterns). Each checks value
-// node `node` (−1 = absent) at the current path (report.ts) and returns OK or E_BAD_TABLE with the record filled.
+// Checks for single fields of a table, each the twin of a helper in src/table/fields.ts (expectNumber, numberArray,
+// bitArray, strictlyAscending, expectString, expectIsoDate) or of src/table/validate.ts's split and checksum
+// patterns. Each checks value node `node` (−1 = absent) at the current path (report.ts) and returns OK or E_BAD_TABLE
+// with the record filled.
 
 import {
   OK, P_BIT, P_CLUSTER_VALUE, P_BITS, P_FINITE, P_INTEGER, P_NON_EMPTY_STRING, P_NON_NEGATIVE, P_NOT_ASCENDING, P_NUMBER_ARRAY,
@@ -9,7 +10,7 @@ import {
 import { T_ARRAY, T_NUM, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
 import { note, pathIndex, pathMark, pathRestore, reject } from "./report";
 
-/** Number rules (src/table/table.ts NumberRule): any finite number, > 0, ≥ 0, or a safe integer. */
+/** Number rules (src/table/fields.ts NumberRule): any finite number, > 0, ≥ 0, or a safe integer. */
 export const ANY: i32 = 0;
 export const POSITIVE: i32 = 1;
 export const NON_NEGATIVE: i32 = 2;
@@ -19,7 +20,7 @@ export function isArray(node: i32): bool { return node >= 0 && nodeType(node) ==
 export function isString(node: i32): bool { return node >= 0 && nodeType(node) == T_STR; }
 export function isNumber(node: i32): bool { return node >= 0 && nodeType(node) == T_NUM; }
 
-/** A number as src/table/table.ts keeps it: −0 becomes 0. */
+/** A number as src/table/fields.ts keeps it: −0 becomes 0. */
 export function numberValue(node: i32): f64 {
   const v = nodeNum(node);
   return v == 0 ? 0 : v;
@@ -107,7 +108,7 @@ export function sameString(a: i32, b: i32): bool {
   return true;
 }
 
-// ---- patterns (byte-wise twins of src/table/table.ts's regular expressions) --------------------------------------
+// ---- patterns (byte-wise twins of the regular expressions in src/table/) -----------------------------------------
 
 let cursor: i32 = 0;
 let stop: i32 = 0;
@@ -134,7 +135,7 @@ function accept(c: i32): bool {
 }
 
 /** ^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?)?$ with
- *  month 1–12, day 1–31, hour ≤ 24, minute ≤ 59, second ≤ 60 (src/table/table.ts expectIsoDate). */
+ *  month 1–12, day 1–31, hour ≤ 24, minute ≤ 59, second ≤ 60 (src/table/fields.ts expectIsoDate). */
 export function isIsoDate(node: i32): bool {
   if (!isString(node)) return false;
   cursor = nodePos(node);

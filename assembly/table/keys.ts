@@ -1,4 +1,4 @@
-// Map keys on the tape, seen as src/table/table.ts sees them after decoding: a key that appears twice keeps the position
+// Map keys on the tape, seen as src/table/codec.ts sees them after decoding: a key that appears twice keeps the position
 // of its first occurrence and the value of its last (a JavaScript Map), and loops over an object's own keys visit
 // array-index keys ("0", "17") first in numeric order, then the others in insertion order (JavaScript's property
 // order). Keys are compared byte-wise with the names the validator asks for (ASCII string literals, static data).

@@ -1,4 +1,4 @@
-// Decoding a table file in the core, in src/table/table.ts decodeTable's order: one complete msgpack value (msgpack.ts),
+// Decoding a table file in the core, in src/table/codec.ts decodeTable's order: one complete msgpack value (msgpack.ts),
 // plain data only (plain.ts), every field (validate.ts), then the checksum over the canonical encoding
 // (canonical.ts); only then is it staged (stage.ts). Any failure leaves the error record (report.ts) naming the
 // field and the problem; the active table is never touched here (index.ts makes the staged table active).

@@ -5,7 +5,7 @@
 // of its payload in the input, the index just past its subtree (to skip it) and its value as f64 (numbers,
 // booleans; an extension's type). Strings stay in the input: keys are compared byte-wise, never copied.
 //
-// What is accepted mirrors src/table/table.ts's decoder (msgpackr with mapsAsObjects: false, int64AsType: "bigint"), so
+// What is accepted mirrors src/table/codec.ts's decoder (msgpackr with mapsAsObjects: false, int64AsType: "bigint"), so
 // the field a rejection names is the same: truncation, trailing bytes and extension types msgpackr does not know
 // are "(bytes)" errors; bin values, extension types −1 (timestamps) and 0 (undefined), and the reserved 0xc1 byte
 // decode here and are rejected by the plain-data check (plain.ts) at their field path, as they are there.

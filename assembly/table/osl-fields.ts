@@ -1,5 +1,5 @@
 // The output-length fields of a table: `osl_classes` (names, thresholds, representative lengths) and `osl_model`
-// (a logistic classifier over OSL_FEATURE_NAMES, one weight row per class). The twin of src/table/table.ts
+// (a logistic classifier over OSL_FEATURE_NAMES, one weight row per class). The twin of src/table/osl-fields.ts
 // validateOslClasses/validateOslModel, in the same order.
 
 import {

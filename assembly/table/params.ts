@@ -1,6 +1,6 @@
 // A rule table's `params`, checked against its kind's parameters as spec/abi.json describes them (the generated
 // PARAM_* arrays): scalars (≥ 0, or > 0 when `positive`; required when they have no default), lists (each value
-// ≥ 0 or > 0, a length range, strictly ascending) and PPD's 3 × 9 × Q bit grid. The twin of src/table/table.ts
+// ≥ 0 or > 0, a length range, strictly ascending) and PPD's 3 × 9 × Q bit grid. The twin of src/table/params.ts
 // validateParams/validatePpdBits, in the same order.
 
 import {

@@ -1,7 +1,7 @@
-// The plain-data check, run on the whole tape before field validation, as src/table/table.ts's fromMsgpack runs before
+// The plain-data check, run on the whole tape before field validation, as src/table/codec.ts's fromMsgpack runs before
 // validateTable: nesting at most LIMIT_MAX_TABLE_NESTING levels below the top, integers within ±(2^53 − 1), string
 // map keys only, no bin and no extension values. Entries are visited as a JavaScript Map holds them (keys.ts), so
-// the first problem found is the one src/table/table.ts names. Recursion depth is bounded by the nesting check.
+// the first problem found is the one src/table/codec.ts names. Recursion depth is bounded by the nesting check.
 
 import {
   LIMIT_MAX_TABLE_NESTING, OK, P_BIN, P_EXTENSION, P_KEY_NOT_STRING, P_TOO_DEEP, P_UNSAFE_INTEGER, TE_LIMIT,

@@ -143,7 +143,7 @@ export function reject(problem: i32, node: i32): i32 {
   return E_BAD_TABLE;
 }
 
-/** Like reject, describing `key` as src/table/table.ts describes a decoded map key (maps and 64-bit integers differ). */
+/** Like reject, describing `key` as src/table/codec.ts describes a decoded map key (maps and 64-bit integers differ). */
 export function rejectKey(problem: i32, key: i32): i32 {
   const rc = reject(problem, key);
   describeValue(key, true);

@@ -41,7 +41,7 @@ function putNumbers(node: i32): void {
   }
 }
 
-/** Bits as written (src/table/table.ts keeps a bit's value as decoded). */
+/** Bits as written (src/table/fields.ts keeps a bit's value as decoded). */
 function putBits(node: i32): void {
   let c = node + 1;
   for (let i = 0; i < nodeCount(node); i++) {

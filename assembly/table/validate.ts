@@ -1,7 +1,8 @@
-// Field-by-field validation of a table on the tape, the twin of src/table/table.ts validateBody/validateTable: the same
-// rules, checked in the same order, so the first problem found (and the field it names) is the one src/table/table.ts
-// reports. Kind names, parameter names, defaults and limits come from the generated contract (spec/abi.json).
-// What validation finds (the kind, K, D, the nodes of the fields staging needs) is kept here for stage.ts.
+// Field-by-field validation of a table on the tape, the twin of src/table/validate.ts validateBody/validateTable: the
+// same rules, checked in the same order, so the first problem found (and the field it names) is the one
+// src/table/validate.ts reports. Kind names, parameter names, defaults and limits come from the generated contract
+// (spec/abi.json). What validation finds (the kind, K, D, the nodes of the fields staging needs) is kept here for
+// stage.ts.
 
 import {
   KIND_KMEANS, KIND_MAX, KIND_PPD, P_BOUNDS_PER_CLUSTER, P_FALLBACK_KIND, P_NEEDS_VERSION_2, P_UNKNOWN_FALLBACK_KEY, LIMIT_MAX_DIMS, LIMIT_MAX_K, OK, P_BITS_PER_CLUSTER, P_CHECKSUM_FORM, P_CLUSTER_COUNT,

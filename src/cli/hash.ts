@@ -3,7 +3,7 @@
 import { loadCoreModule } from "../../bindings/node/index.js";
 import { pairsToHex } from "../hashing/hashes.js";
 import { Router } from "../router/router.js";
-import { ruleTable } from "../table/table.js";
+import { ruleTable } from "../table/rule-table.js";
 import { intOption, readStdin, UsageError, type Command } from "./args.js";
 
 export const command: Command = {

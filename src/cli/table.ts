@@ -1,7 +1,7 @@
 // `dolphin table`: decode and validate a table file (checksum included) and describe it.
 
 import { readTableFile } from "../table/table-file.js";
-import { describeTable } from "../table/table.js";
+import { describeTable } from "../table/describe-table.js";
 import { UsageError, type Command } from "./args.js";
 
 export const command: Command = {

@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { checkAdminAccess, tuneLive } from "../serve/tune.js";
 import { parseSlo } from "../sim/metrics.js";
 import { loadWorkload } from "../sim/workload-files.js";
-import { encodeTable } from "../table/table.js";
+import { encodeTable } from "../table/codec.js";
 import { flag, intOption, UsageError, type Command } from "./args.js";
 
 export const command: Command = {

@@ -107,7 +107,7 @@ export interface Engine {
   setTable(kind: number, k: number, dims: number, staged: Float64Array, oslAt: number): void;
   /**
    * Decodes, validates and activates a table file (msgpack bytes): the core's own decoder (assembly/table/) in the
-   * WebAssembly engine, src/table/table.ts decodeTable + src/table/staging.ts in the reference (the differential oracle).
+   * WebAssembly engine, src/table/codec.ts decodeTable + src/table/staging.ts in the reference (the differential oracle).
    * Throws TableError naming the field; the active table is unchanged when it throws.
    */
   loadTable(bytes: Uint8Array): void;

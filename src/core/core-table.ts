@@ -1,7 +1,7 @@
 // Loading a table file through the core's own decoder (assembly/table/): the host writes the msgpack bytes into the
 // input buffer and calls `loadTable`; the core reads, validates, checksums and stages it, and makes it active. On
 // a bad table the core fills an error record (a problem code from spec/abi.json table_problems, the field path, the
-// values the message needs) and this module turns it into the same TableError src/table/table.ts decodeTable throws:
+// values the message needs) and this module turns it into the same TableError src/table/codec.ts decodeTable throws:
 // "table: <field>: <problem>", from the generated TABLE_PROBLEMS templates. Other hosts do the same with their
 // own generated copy of the templates; none needs a msgpack decoder of its own. Browser-safe (no Node imports).
 
@@ -61,7 +61,7 @@ export interface CoreTableInfo {
 const UTF8 = new TextDecoder();
 
 /**
- * Loads `bytes` (a table file) into the core and makes it active. Throws TableError (the message src/table/table.ts
+ * Loads `bytes` (a table file) into the core and makes it active. Throws TableError (the message src/table/codec.ts
  * decodeTable gives) when the core rejects the table, CoreError for other core errors (e.g. bytes larger than
  * the input buffer). The active table is unchanged when it throws.
  */
@@ -94,7 +94,7 @@ function integer64(bytes: Uint8Array, at: number, signed: boolean): bigint {
   return signed ? view.getBigInt64(0) : view.getBigUint64(0);
 }
 
-/** The offending value in words, as src/table/table.ts's describe() writes it. */
+/** The offending value in words, as src/table/fields.ts's describe() writes it. */
 export function describeTableValue(record: Float64Array, bytes: Uint8Array): string {
   const n = record[TableErrorSlot.valueNumber]!;
   const at = record[TableErrorSlot.valueAt]!;

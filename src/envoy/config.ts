@@ -12,7 +12,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { loadConfigTable } from "../serve/config.js";
-import { encodeTable } from "../table/table.js";
+import { encodeTable } from "../table/codec.js";
 
 export type EnvoyWorkerRole = "prefill" | "decode" | "both";
 

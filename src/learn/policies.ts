@@ -8,7 +8,9 @@ import type { SimConfig } from "../sim/sim-config.js";
 import type { EvalLoad, EvalOutput, PolicyOutcome } from "../report/eval-output.js";
 import type { Workload } from "../sim/types.js";
 import { withLoad } from "../sim/workload.js";
-import { defaultParams, ruleTable, type PolicyKind, type Table } from "../table/table.js";
+import { defaultParams } from "../table/params.js";
+import { ruleTable } from "../table/rule-table.js";
+import type { PolicyKind, Table } from "../table/table.js";
 
 /** "dolphin" (a learned kmeans or gmm table) and every other policy by its table kind's name: one name per kind. */
 export const POLICY_NAMES = [

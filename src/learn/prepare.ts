@@ -5,14 +5,9 @@
 
 import { classOf } from "../sim/simulator.js";
 import type { OslPredictor } from "../sim/sim-config.js";
-import {
-  FEATURE_NAMES,
-  validateTable,
-  versionNeeded,
-  type Fallback,
-  type FeatureName,
-  type Table,
-} from "../table/table.js";
+import { versionNeeded } from "../table/codec.js";
+import { FEATURE_NAMES, type Fallback, type FeatureName, type Table } from "../table/table.js";
+import { validateTable } from "../table/validate.js";
 import type { Environment } from "./environment.js";
 import { fitGmm } from "./gmm.js";
 import { oodBounds, type GuardedTableMaker } from "./guard.js";

@@ -6,7 +6,8 @@ import { attainmentByCluster } from "../sim/metrics.js";
 import { simulate } from "../sim/simulator.js";
 import type { OslPredictor, SimConfig } from "../sim/sim-config.js";
 import type { SimRequest, Workload } from "../sim/types.js";
-import { ruleTable, type Table } from "../table/table.js";
+import { ruleTable } from "../table/rule-table.js";
+import type { Table } from "../table/table.js";
 import type { Evaluation } from "./environment.js";
 import type { FeatureLog, LearningEnvironment } from "./learning-environment.js";
 

@@ -20,7 +20,7 @@ import { ErrorCode as E } from "../contract/errors.js";
 import { LIMITS } from "../generated/abi.js";
 import { hashText as refHashText, hashTokens as refHashTokens } from "../hashing/hashes.js";
 import { stageTable } from "../table/staging.js";
-import { decodeTable } from "../table/table.js";
+import { decodeTable } from "../table/codec.js";
 import { out as xxOut, xxh64 } from "../hashing/xxh64.js";
 import { fail } from "./fail.js";
 import { ReferencePolicy } from "./policy.js";

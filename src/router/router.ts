@@ -18,7 +18,9 @@ import { createCore, instantiateCore } from "../core/core.js";
 import { toPairs, type HashesInput } from "../hashing/hashes.js";
 import { ReferenceEngine } from "../reference/engine.js";
 import { stageTable } from "../table/staging.js";
-import { DEFAULT_FALLBACK, decodeTable, validateTable, type FallbackKind, type Table } from "../table/table.js";
+import { decodeTable } from "../table/codec.js";
+import { DEFAULT_FALLBACK, type FallbackKind, type Table } from "../table/table.js";
+import { validateTable } from "../table/validate.js";
 
 export interface WorkerSpec {
   /** The name the host uses (URL, pod name, engine id). */

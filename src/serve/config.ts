@@ -5,7 +5,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { DRIFT_DEFAULTS } from "../router/drift-guard.js";
-import { decodeTable, POLICY_KINDS, ruleTable, type PolicyKind, type Table } from "../table/table.js";
+import { decodeTable } from "../table/codec.js";
+import { ruleTable } from "../table/rule-table.js";
+import { POLICY_KINDS, type PolicyKind, type Table } from "../table/table.js";
 import { readFailure } from "../table/table-file.js";
 import { describeValue } from "../contract/values.js";
 

@@ -16,7 +16,8 @@ import type { FeatureLog, LearningEnvironment } from "../learn/learning-environm
 import { train } from "../learn/train.js";
 import { meetsE2e, type RequestRecord, type Slo } from "../sim/metrics.js";
 import type { SimRequest, Workload } from "../sim/types.js";
-import { CLUSTER_RULE, encodeTable, type Table } from "../table/table.js";
+import { encodeTable } from "../table/codec.js";
+import { CLUSTER_RULE, type Table } from "../table/table.js";
 
 export interface LiveOptions {
   proxyUrl: string;

@@ -2,7 +2,8 @@
 // parameter Dynamo leaves to the operator (dynamo-load's busy threshold, set against the preset's token budget).
 // The one place a kind name becomes a table for `dolphin simulate`, the learner's baselines and the benchmarks.
 
-import { ruleTable, type PolicyKind, type Table } from "../table/table.js";
+import { ruleTable } from "../table/rule-table.js";
+import type { PolicyKind, Table } from "../table/table.js";
 import type { ModelPreset } from "./model-presets.js";
 
 /** Kinds a name alone determines: not the learned kinds, not PPD (its table is built from measurements). */

@@ -3,7 +3,8 @@
 // named by path; the saturated load and load scaling are in saturation.ts (browser-safe).
 
 import { existsSync, readFileSync } from "node:fs";
-import { ruleTable, POLICY_KINDS, type PolicyKind, type Table } from "../table/table.js";
+import { ruleTable } from "../table/rule-table.js";
+import { POLICY_KINDS, type PolicyKind, type Table } from "../table/table.js";
 import { readTableFile } from "../table/table-file.js";
 import { parseSlo, type Slo } from "./metrics.js";
 import { DEFAULT_PRESET, resolvePreset, type ModelPreset } from "./model-presets.js";

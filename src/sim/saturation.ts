@@ -1,7 +1,7 @@
 // The saturated load (the highest arrival rate at which the reference policy still meets the SLO) and the
 // arrival-rate scale a `--load` asks for; browser-safe, shared by `dolphin simulate` (run.ts) and the learner's jobs.
 
-import { ruleTable } from "../table/table.js";
+import { ruleTable } from "../table/rule-table.js";
 import { simulate } from "./simulator.js";
 import type { SimConfig } from "./sim-config.js";
 import type { Workload } from "./types.js";

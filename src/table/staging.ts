@@ -1,5 +1,5 @@
 // Turns a validated Table into the core's staged form: a kind code, K, the feature count and the Float64Array
-// layout that assembly/policy.ts setTable reads. Derived GMM constants (log-normalisers, inverse variances) are
+// layout that assembly/policy/set-table.ts setTable reads. Derived GMM constants (log-normalisers, inverse variances) are
 // computed here, once, so the WebAssembly core and the TypeScript reference use bit-identical numbers.
 
 import { Kind, KINDS } from "../contract/core-api.js";

@@ -1,7 +1,8 @@
 // A table file read from disk (Node only): the CLI's and the simulator's runs read tables through here, so every error
-// names the file. src/table/table.ts (the format) stays browser-safe.
+// names the file. The rest of src/table/ (the format) stays browser-safe.
 import { readFileSync } from "node:fs";
-import { decodeTable, type Table } from "./table.js";
+import { decodeTable } from "./codec.js";
+import type { Table } from "./table.js";
 
 /** Why a file could not be read, in words (the errno code otherwise). */
 export function readFailure(e: unknown): string {

@@ -11,7 +11,8 @@ import { startEngines, stopEngines, type EngineSpec, type VllmEngine } from "../
 import { vllmInstall } from "../../src/serve/vllm/install.js";
 import { envoySetupFor } from "../../src/envoy/vllm.js";
 import { startEnvoy, type RunningEnvoy } from "../../src/envoy/launch.js";
-import { encodeTable, ruleTable } from "../../src/table/table.js";
+import { encodeTable } from "../../src/table/codec.js";
+import { ruleTable } from "../../src/table/rule-table.js";
 import {
   ADMIN,
   cacheableBlocks,

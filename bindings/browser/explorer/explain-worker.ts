@@ -3,7 +3,8 @@
 // worker runs a long simulation.
 
 import { loadCoreModule, Router, setCoreUrl } from "../index.js";
-import { ruleTable, POLICY_KINDS, type PolicyKind } from "../../../src/table/table.js";
+import { ruleTable } from "../../../src/table/rule-table.js";
+import { POLICY_KINDS, type PolicyKind } from "../../../src/table/table.js";
 import { EXPLAIN_WORKERS, explainRequest } from "./explain.js";
 import type { ExplainTable, FromExplainWorker, ToExplainWorker } from "./protocol.js";
 import coreUrl from "../../../build/core.wasm?url";

@@ -23,7 +23,8 @@ import type { Workload } from "../../../src/sim/types.js";
 import { generate } from "../../../src/sim/generators.js";
 import { parseWorkload } from "../../../src/sim/traces.js";
 import { isGenerator, parseLoad, splitInTime, type WorkloadFormat } from "../../../src/sim/workload.js";
-import { encodeTable, type Table } from "../../../src/table/table.js";
+import { encodeTable } from "../../../src/table/codec.js";
+import type { Table } from "../../../src/table/table.js";
 import { clusterMap, type ClusterMapView } from "./cluster-map.js";
 
 /** A workload: a generator by name, or a dropped file's text (parsed by the CLI's parsers). */

@@ -1,7 +1,9 @@
 // The explorer's Web Worker: loads the core (core.wasm, through the browser binding) and runs the simulator and the
 // learner off the page's thread, so the page stays responsive; cancelling a run is terminating this worker.
 
-import { decodeTable, describeTable, type Table } from "../../../src/table/table.js";
+import { decodeTable } from "../../../src/table/codec.js";
+import { describeTable } from "../../../src/table/describe-table.js";
+import type { Table } from "../../../src/table/table.js";
 import { clusterMap } from "./cluster-map.js";
 import { loadCoreModule, Router, setCoreUrl } from "../index.js";
 import { evaluate, sweep, trainTable } from "./jobs.js";

@@ -1,9 +1,9 @@
 // Writes the routing-table known-answer fixtures (spec/vectors/tables/*.msgpack) and manifest.json.
 //
-// Deliberately independent of src/table/table.ts: the objects are built by hand in plain JS, encoded with msgpackr under
+// Deliberately independent of src/table/: the objects are built by hand in plain JS, encoded with msgpackr under
 // the canonical options (keys sorted by code point here, useRecords false, variableMapSize true; every integer in
 // these fixtures is below 2^32, where msgpackr's integer choice is the canonical one) and checksummed with
-// xxhash-wasm. The tests then decode them with src/table/table.ts, so the two implementations check each other.
+// xxhash-wasm. The tests then decode them with src/table/codec.ts, so the two implementations check each other.
 // Python and Go bindings read the same files. Run from the repository root:  node spec/vectors/tables/gen-tables.mjs
 
 import { writeFileSync, mkdirSync, readdirSync, unlinkSync } from "node:fs";

@@ -5,7 +5,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { decodeEventBatch, KvEventError, type EventBatch } from "../../router/kv-events.js";
 import type { Router } from "../../router/router.js";
-import { describeTable } from "../../table/table.js";
+import { describeTable } from "../../table/describe-table.js";
 import { parseWorker, type ServeConfig, type WorkerConfig } from "../config.js";
 import { HttpError, readBody, RouteTable, sendBody, sendJson } from "../http-toolkit.js";
 import type { Logger } from "./log.js";
