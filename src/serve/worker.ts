@@ -64,7 +64,7 @@ import {
   type TransferModel,
 } from "../sim/perf.js";
 import { SIM_BLOCK_TOKENS } from "../sim/types.js";
-import type { WorkerRole } from "./config.js";
+import type { WorkerRole } from "./config-workers.js";
 import { closeServer, listen, urlHost } from "./http-toolkit.js";
 import { WorkerEngine } from "./worker/engine.js";
 import { KvEventPublisher, VLLM_BUFFER_STEPS } from "./worker/kv-events.js";

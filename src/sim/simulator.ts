@@ -5,7 +5,7 @@
 // All results are simulated; the step-time model's error is stated in docs/simulator-calibration.md.
 
 import { applyEventBatch, decodeEventBatch, encodeEventBatch, type KvEvent } from "../router/kv-events.js";
-import { Router, type RouterOptions } from "../router/router.js";
+import { Router } from "../router/router.js";
 import type { Table } from "../table/table.js";
 import { EventQueue, Priority } from "./events.js";
 import { Instance, type InstanceHost, type InstanceRole, type Job } from "./instance.js";
@@ -86,7 +86,7 @@ export interface SimConfig {
   /** The compiled core; without it the router runs on the TypeScript reference engine. */
   module?: WebAssembly.Module;
   /** Extra router options (loadScale, ...). */
-  router?: Partial<RouterOptions>;
+  router?: Partial<import("../router/types.js").RouterOptions>;
 }
 
 export interface SimResult {

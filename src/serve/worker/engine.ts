@@ -16,7 +16,7 @@ import { Instance, type InstanceHost, type InstanceRole, type Job } from "../../
 import type { BlockIds } from "../../sim/kv-cache.js";
 import { kvTransferMs, type LinkPreset, type ModelPreset, type TransferModel } from "../../sim/perf.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "../../sim/types.js";
-import type { WorkerRole } from "../config.js";
+import type { WorkerRole } from "../config-workers.js";
 import { urlHost } from "../http-toolkit.js";
 import type { Completion } from "./answers.js";
 import type { KvEventPublisher } from "./kv-events.js";
