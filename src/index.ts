@@ -1,6 +1,6 @@
 // The public API, shared by every runtime entry.
 export { Router, setDefaultModuleProvider } from "./router/router.js";
-export type { Decision, Explanation, Features, RouteRequest, RouterOptions, WorkerSpec } from "./router/router.js";
+export type { Decision, Explanation, Features, RouteRequest, RouterOptions, WorkerSpec } from "./router/types.js";
 export { createCore, instantiateCore } from "./core/core.js";
 export { ReferenceEngine } from "./reference/engine.js";
 export { CoreError, ErrorCode } from "./contract/errors.js";

@@ -1,6 +1,7 @@
 // Shared test fixtures: the built core modules, routers on either engine, simple tables.
 import { loadCoreModule, type CoreFlavour } from "../bindings/node/index.js";
-import { Router, type RouterOptions } from "../src/router/router.js";
+import { Router } from "../src/router/router.js";
+import type { RouterOptions } from "../src/router/types.js";
 import { ruleTable } from "../src/table/rule-table.js";
 import type { Table } from "../src/table/table.js";
 import { validateTable } from "../src/table/validate.js";

@@ -5,7 +5,8 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { spawn } from "node:child_process";
-import type { ServeConfigInput, WorkerConfig } from "../src/serve/config.js";
+import type { ServeConfigInput } from "../src/serve/config.js";
+import type { WorkerConfig } from "../src/serve/config-workers.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { coreModule } from "./helpers.js";
 

@@ -2,7 +2,8 @@
 
 import { existsSync } from "node:fs";
 import { loadCoreModule } from "../../bindings/node/index.js";
-import { Router, type RouteRequest, type RouterOptions, type WorkerSpec } from "../router/router.js";
+import { Router } from "../router/router.js";
+import type { RouteRequest, RouterOptions, WorkerSpec } from "../router/types.js";
 import { readTableFile } from "../table/table-file.js";
 import { intOption, readStdin, UsageError, type Command } from "./args.js";
 

@@ -1,7 +1,7 @@
 // `dolphin serve`: the routing proxy in front of vLLM-style workers, or of emulated ones (--emulate nPmD).
 
 import { loadCoreModule } from "../../bindings/node/index.js";
-import { loadConfig } from "../serve/config.js";
+import { loadConfig } from "../serve/config-files.js";
 import { startEmulated } from "../serve/emulate.js";
 import { startProxy } from "../serve/proxy.js";
 import { resolveCluster } from "../sim/run.js";

@@ -11,7 +11,7 @@
 
 import { readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
-import { loadConfigTable } from "../serve/config.js";
+import { loadConfigTable } from "../serve/config-files.js";
 import { encodeTable } from "../table/codec.js";
 
 export type EnvoyWorkerRole = "prefill" | "decode" | "both";

@@ -31,7 +31,8 @@
 // reenableAfterS seconds in which no look found the learned arm worse (any such look restarts the clock), and then
 // only once a window with minSamples in each arm shows the learned arm's attainment at least the control's.
 
-import type { Decision, RouteRequest, Router } from "./router.js";
+import type { Router } from "./router.js";
+import type { Decision, RouteRequest } from "./types.js";
 import { SPLITMIX_GAMMA, splitmix32 } from "../hashing/splitmix.js";
 import { stageTable, type StagedTable } from "../table/staging.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "../table/table.js";

@@ -10,8 +10,6 @@ import {
   Role,
   Slot,
   type Engine,
-  type ReasonName,
-  type RoleName,
   type RouteInput,
 } from "../contract/core-api.js";
 import { createCore, instantiateCore } from "../core/core.js";
@@ -19,106 +17,10 @@ import { toPairs, type HashesInput } from "../hashing/hashes.js";
 import { ReferenceEngine } from "../reference/engine.js";
 import { stageTable } from "../table/staging.js";
 import { decodeTable } from "../table/codec.js";
-import { DEFAULT_FALLBACK, type FallbackKind, type Table } from "../table/table.js";
+import type { Table } from "../table/table.js";
 import { validateTable } from "../table/validate.js";
-
-export interface WorkerSpec {
-  /** The name the host uses (URL, pod name, engine id). */
-  id: string;
-  role: RoleName;
-  /** Blocks the index keeps for this worker (LRU beyond). Default: options.capacityBlocks. */
-  capacityBlocks?: number;
-}
-
-export interface RouterOptions {
-  workers: WorkerSpec[];
-  /** Tokens per block in token and hash modes (1–4096). Default 16. */
-  blockSize?: number;
-  /** Root of the hash chain: xxh64(model ‖ "\0" ‖ salt). Default: neither. */
-  model?: string;
-  salt?: string;
-  /** Store each routed prompt on the chosen workers (approximate mode, when no KV events feed the index). */
-  recordDecisions?: boolean;
-  /** Default per-worker index capacity in blocks. Default 31,250 (GIE's LRU size per pod). */
-  capacityBlocks?: number;
-  /** Dynamo-style weight of prefill work against decode load in worker choice. Default 1. */
-  loadScale?: number;
-  /** Worker slots. Default 1024. */
-  maxWorkers?: number;
-  /** Longest prompt in tokens (text: bytes / 4). Default 1,048,576. */
-  maxPromptTokens?: number;
-  /** Index pool shared by all workers, in blocks. Default max(1,048,576, sum of capacities). */
-  indexBlocks?: number;
-  /** Which hot path: the WebAssembly core (default) or the plain-TypeScript reference. */
-  engine?: "wasm" | "reference";
-  /** The compiled core (otherwise the runtime entry's default loader provides it). */
-  module?: WebAssembly.Module;
-}
-
-export interface RouteRequest {
-  /** Token ids of the prompt (token mode). */
-  tokens?: ArrayLike<number>;
-  /** The prompt as text (text mode, 64-byte blocks). */
-  text?: string | Uint8Array;
-  /** Precomputed block hashes (e.g. from a trace or an engine's events). */
-  blockHashes?: HashesInput;
-  /** Prompt length in tokens when it cannot be derived (text and hash modes). */
-  promptTokens?: number;
-  /** Predicted output length in tokens (the representative length of its class). */
-  oslHat?: number;
-  /** Predicted output class (name or index into the table's osl_classes); used when oslHat is absent. */
-  oslClass?: string | number;
-  /** Conversation turn (1 = first), for PPD. Default 1. */
-  turn?: number;
-  /** Pin the decode worker (a session's). */
-  decodeWorker?: string;
-  /** Accumulated context tokens of the conversation, for PPD. Default: the decode worker's cached tokens. */
-  contextTokens?: number;
-  /** The session's previous output tokens (for the table's output-length model). */
-  prevOutputTokens?: number;
-  /** The request's max_tokens, when the client set one (for the output-length model). */
-  maxTokens?: number;
-}
-
-export interface Features {
-  isl: number;
-  effP: number;
-  effD: number;
-  oslHat: number;
-}
-
-export interface Decision {
-  path: "local" | "remote";
-  /** The policy's bit before worker constraints (1 = remote). */
-  bit: 0 | 1;
-  reason: ReasonName;
-  decodeWorker: string;
-  /** The prefill worker chosen (also when the path is local: it is where eff_P was measured). */
-  prefillWorker: string | null;
-  /** Cluster (k-means, GMM) or grid cell (PPD); null for other rules. */
-  cluster: number | null;
-  features: Features;
-  matchedBlocks: { decode: number; prefill: number };
-  /** Full blocks in the prompt. */
-  blocks: number;
-  /** The output-length class the table's model predicted (null when the caller gave osl_hat). */
-  oslClass: number | null;
-  /** The longest cached prefix on any worker / the prompt's blocks (0 for an empty prompt). */
-  reuse: number;
-  cost: { decode: number; prefill: number };
-}
-
-export interface Explanation {
-  decision: Decision;
-  kind: Table["kind"];
-  featureNames: string[];
-  /** log1p + standardized features, in the table's feature order (learned kinds). */
-  standardized: number[];
-  /** Squared distance to every centroid (k-means) or log-likelihood of every component (GMM). */
-  scores: number[];
-  bits: number[];
-  why: string;
-}
+import { explainWhy } from "./explain.js";
+import type { Decision, Explanation, RouteRequest, RouterOptions, WorkerSpec } from "./types.js";
 
 type ModuleProvider = () => Promise<WebAssembly.Module>;
 let defaultModule: ModuleProvider | null = null;
@@ -327,7 +229,7 @@ export class Router {
       standardized,
       scores,
       bits: learned ? [...(t.bits ?? [])] : [],
-      why: why(t, d, scores),
+      why: explainWhy(t, d, scores),
     };
   }
 
@@ -446,71 +348,6 @@ export class Router {
       reuse: d[Slot.reuse]!,
       cost: { decode: d[Slot.costD]!, prefill: d[Slot.costP]! },
     };
-  }
-}
-
-function why(t: Table, d: Decision, scores: number[]): string {
-  const f = d.features;
-  const path = d.path === "remote" ? "remote prefill" : "local prefill";
-  if (d.reason === "no-prefill-worker") return `the policy said remote, but no prefill worker is registered: ${path}`;
-  if (d.reason === "first-turn") return `PPD: turn 1 always goes through a prefill worker: ${path}`;
-  if (t.kind === "kmeans" || t.kind === "gmm") {
-    const c = d.cluster ?? 0;
-    const measure =
-      t.kind === "kmeans" ? `squared distance ${scores[c]?.toFixed(4)}` : `log-likelihood ${scores[c]?.toFixed(4)}`;
-    const fallback = t.fallback ?? DEFAULT_FALLBACK;
-    const ruled = `→ rule → ${d.bit === 1 ? "remote" : "local"} because ${ruleClause(fallback.kind, fallback.params, d)} (${fallback.kind})`;
-    if (d.reason === "rule-fallback") return `cluster ${c} ${ruled}: ${path}`;
-    if (d.reason === "out-of-distribution") {
-      const bound = t.ood_bound?.[c];
-      const beyond = t.kind === "kmeans" ? `${measure} > bound ${bound}` : `${measure} < floor ${bound}`;
-      return `cluster ${c} is out of distribution (${beyond}) ${ruled}: ${path}`;
-    }
-    return `nearest ${t.kind === "kmeans" ? "centroid" : "component"} is cluster ${c} (${measure}) whose bit is ${d.bit}: ${path}`;
-  }
-  const p = t.params ?? {};
-  switch (t.kind) {
-    case "dynamo-isl":
-      return `Dynamo isl_bounding: eff_D ${f.effD} < ${p["max_local_prefill_tokens"]} and eff_D/isl ${(f.effD / Math.max(f.isl, 1)).toFixed(3)} < ${p["max_local_prefill_ratio"]} is ${d.bit === 0}: ${path}`;
-    case "ppd":
-      return `PPD: grid cell ${d.cluster} holds ${d.bit}: ${path}`;
-    default:
-      return `${t.kind} rule gives ${d.bit}: ${path}`;
-  }
-}
-
-/** Why a rule that decides from the request alone gave the decision's bit (the fallback of a learned table). */
-function ruleClause(kind: FallbackKind, p: Record<string, number>, d: Decision): string {
-  const { isl, effD } = d.features;
-  const remote = d.bit === 1;
-  switch (kind) {
-    case "dynamo-isl": {
-      const tokens = p["max_local_prefill_tokens"]!;
-      const ratio = p["max_local_prefill_ratio"]!;
-      const r = (effD / Math.max(isl, 1)).toFixed(3);
-      if (!remote) return `eff_D ${effD} < ${tokens} and eff_D/isl ${r} < ${ratio}`;
-      return effD >= tokens ? `eff_D ${effD} ≥ ${tokens}` : `eff_D/isl ${r} ≥ ${ratio}`;
-    }
-    case "dynamo-load": {
-      const busy = p["prefill_busy_threshold"]! * p["max_num_batched_tokens"]!;
-      return remote
-        ? `the prefill worker is not busy (≤ ${busy} active tokens) or its load is unknown`
-        : `the prefill worker is busy (> ${busy} active tokens)`;
-    }
-    case "dynamo-legacy":
-      return remote
-        ? `eff_D ${effD} > ${p["max_local_prefill_length"]} and the prefill queue < ${p["max_prefill_queue_size"]}`
-        : `eff_D ${effD} ≤ ${p["max_local_prefill_length"]} or the prefill queue ≥ ${p["max_prefill_queue_size"]}`;
-    case "trtllm":
-      return remote
-        ? `nothing matched on the decode worker or isl − match > ${p["max_local_prefill_length"]}`
-        : `isl − match ≤ ${p["max_local_prefill_length"]}`;
-    case "llm-d":
-      return remote
-        ? `isl ${isl} ≥ ${p["prompt_tokens"]} and uncached tokens ≥ ${p["non_cached_tokens"]}`
-        : `non_cached_tokens is 0, isl < ${p["prompt_tokens"]} or uncached tokens < ${p["non_cached_tokens"]}`;
-    default:
-      return `${kind} always does`;
   }
 }
 

@@ -1,35 +1,29 @@
 // The `dolphin serve` configuration: a JSON file, parsed and validated once (docs/serving.md). Every field has a
 // default except `model`; every error names the field (`config: timeouts.connect_ms: expected …`), and a key this
-// build does not know is rejected, so a misspelt field never goes unnoticed.
+// build does not know is rejected, so a misspelt field never goes unnoticed. Here: the config's shape, its defaults
+// and the whole config's validation; one field's readers are config-values.ts, a worker entry config-workers.ts,
+// reading the file and its table from disk config-files.ts.
 
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, isAbsolute, resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { isAbsolute, resolve } from "node:path";
 import { DRIFT_DEFAULTS } from "../router/drift-guard.js";
-import { decodeTable } from "../table/codec.js";
-import { ruleTable } from "../table/rule-table.js";
-import { POLICY_KINDS, type PolicyKind, type Table } from "../table/table.js";
-import { readFailure } from "../table/table-file.js";
-import { describeValue } from "../contract/values.js";
+import { POLICY_KINDS } from "../table/table.js";
+import {
+  boolean,
+  ConfigError,
+  fail,
+  number,
+  numbersIn,
+  object,
+  oneOf,
+  onlyKeys,
+  section,
+  string,
+} from "./config-values.js";
+import { parseWorker, type WorkerConfig } from "./config-workers.js";
 
-export type WorkerRole = "prefill" | "decode" | "both";
 export type ServeMode = "precise" | "approximate";
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
-
-export interface WorkerConfig {
-  /** The name the router, the logs and KV events use. */
-  id: string;
-  /** Base URL of the worker's OpenAI server, e.g. http://10.0.0.5:8000 (no trailing slash kept). */
-  url: string;
-  role: WorkerRole;
-  /** vLLM's ZMQ KV-event publisher, e.g. tcp://10.0.0.5:5557 (precise mode). */
-  kv_events_endpoint?: string;
-  /**
-   * vLLM's KV-event replay socket (kv_events_config.replay_endpoint), e.g. tcp://10.0.0.5:5558: on every subscribe the
-   * proxy asks it for the batches the engine still buffers, so a proxy started after the engines sees what they
-   * stored before it (vLLM publishes a block once, when it is stored), and a missed batch is asked for again.
-   */
-  kv_events_replay_endpoint?: string;
-}
 
 export interface ServeConfig {
   listen: { host: string; port: number };
@@ -147,15 +141,6 @@ export type ServeConfigInput = { model: string } & {
       : ServeConfig[K];
 };
 
-export class ConfigError extends Error {
-  readonly field: string;
-  constructor(field: string, problem: string) {
-    super(`config: ${field}: ${problem}`);
-    this.name = "ConfigError";
-    this.field = field;
-  }
-}
-
 export const DEFAULTS = {
   listen: { host: "127.0.0.1", port: 8000 },
   table: "dynamo-isl",
@@ -250,106 +235,8 @@ const TOP_KEYS = [
   "log_level",
   "drift",
 ];
-const ROLES: readonly WorkerRole[] = ["prefill", "decode", "both"];
 const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "silent"];
 const MAX_INDEX_BLOCKS = 1 << 26;
-
-type Obj = Record<string, unknown>;
-
-function fail(field: string, what: string, v: unknown): never {
-  throw new ConfigError(
-    field,
-    v === undefined ? `missing (expected ${what})` : `expected ${what}, got ${describeValue(v)}`,
-  );
-}
-
-function object(v: unknown, field: string): Obj {
-  if (v === null || typeof v !== "object" || Array.isArray(v)) fail(field, "an object", v);
-  return v as Obj;
-}
-
-function onlyKeys(o: Obj, field: string, known: readonly string[]): void {
-  for (const k of Object.keys(o)) {
-    if (!known.includes(k))
-      throw new ConfigError(field ? `${field}.${k}` : k, `unknown key (known: ${known.join(", ")})`);
-  }
-}
-
-/** A section that may be absent or null (defaults) or an object with only the given keys. */
-function section(v: unknown, field: string, known: readonly string[]): Obj {
-  if (v === undefined || v === null) return {};
-  const o = object(v, field);
-  onlyKeys(o, field, known);
-  return o;
-}
-
-type NumberRule = { min: number; max?: number; integer?: boolean; exclusiveMin?: boolean };
-
-/** The numeric fields of one section: `key` read from it, named `section.key` in errors, defaulting to its default. */
-function numbersIn(o: Obj, path: string, defaults: object): (key: string, rule: NumberRule) => number {
-  return (key, rule) => number(o[key], `${path}.${key}`, (defaults as Record<string, number>)[key]!, rule);
-}
-
-function number(v: unknown, field: string, dflt: number, rule: NumberRule): number {
-  if (v === undefined) return dflt;
-  const { min, max = Number.MAX_SAFE_INTEGER, integer = false, exclusiveMin = false } = rule;
-  const what = `${integer ? "an integer" : "a number"} ${exclusiveMin ? ">" : "≥"} ${min}${max < Number.MAX_SAFE_INTEGER ? ` and ≤ ${max}` : ""}`;
-  if (typeof v !== "number" || !Number.isFinite(v)) fail(field, what, v);
-  if ((integer && !Number.isInteger(v)) || (exclusiveMin ? !(v > min) : !(v >= min)) || v > max) fail(field, what, v);
-  return v;
-}
-
-function string(v: unknown, field: string, dflt?: string): string {
-  if (v === undefined && dflt !== undefined) return dflt;
-  if (typeof v !== "string" || v === "") fail(field, "a non-empty string", v);
-  return v;
-}
-
-function oneOf<T extends string>(v: unknown, field: string, options: readonly T[], dflt: T): T {
-  if (v === undefined) return dflt;
-  if (typeof v !== "string" || !(options as readonly string[]).includes(v))
-    fail(field, `one of ${options.join(", ")}`, v);
-  return v as T;
-}
-
-function httpUrl(v: unknown, field: string): string {
-  const s = string(v, field);
-  let u: URL;
-  try {
-    u = new URL(s);
-  } catch {
-    return fail(field, "an http:// or https:// URL", v);
-  }
-  if (u.protocol !== "http:" && u.protocol !== "https:") fail(field, "an http:// or https:// URL", v);
-  if (u.search || u.hash) fail(field, "a base URL without query or fragment", v);
-  return s.replace(/\/+$/, "");
-}
-
-/** One worker entry (the config's `workers[i]`, or a POST /admin/workers body with field prefix "body"). */
-export function parseWorker(v: unknown, field: string): WorkerConfig {
-  const o = object(v, field);
-  onlyKeys(o, field, ["id", "url", "role", "kv_events_endpoint", "kv_events_replay_endpoint"]);
-  const w: WorkerConfig = {
-    id: string(o["id"], `${field}.id`),
-    url: httpUrl(o["url"], `${field}.url`),
-    role:
-      o["role"] === undefined
-        ? fail(`${field}.role`, `one of ${ROLES.join(", ")}`, undefined)
-        : oneOf(o["role"], `${field}.role`, ROLES, "decode"),
-  };
-  for (const key of ["kv_events_endpoint", "kv_events_replay_endpoint"] as const) {
-    if (o[key] === undefined || o[key] === null) continue;
-    const ep = string(o[key], `${field}.${key}`);
-    if (!/^(tcp|ipc|inproc):\/\/.+/.test(ep)) fail(`${field}.${key}`, "a ZMQ endpoint such as tcp://host:5557", ep);
-    w[key] = ep;
-  }
-  if (w.kv_events_replay_endpoint !== undefined && w.kv_events_endpoint === undefined)
-    throw new ConfigError(
-      `${field}.kv_events_replay_endpoint`,
-      "needs a kv_events_endpoint (the replay fills its gaps)",
-    );
-  return w;
-}
 
 /**
  * Validates a parsed config object and fills defaults. `baseDir` resolves a relative table path (the config
@@ -534,64 +421,9 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   return config;
 }
 
-function boolean(v: unknown, field: string, dflt: boolean): boolean {
-  if (v === undefined) return dflt;
-  if (typeof v !== "boolean") fail(field, "true or false", v);
-  return v;
-}
-
 /** A rule kind name stays as is; anything else is a table file path, made absolute. */
 function tableSpec(v: unknown, baseDir: string): string {
   const s = string(v, "table", DEFAULTS.table);
   if ((POLICY_KINDS as readonly string[]).includes(s) && !existsSync(resolve(baseDir, s))) return s;
   return isAbsolute(s) ? s : resolve(baseDir, s);
-}
-
-/** Reads and validates a config file (JSON). Errors name the file and the field. */
-export function loadConfig(path: string): ServeConfig {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    throw new ConfigError("(file)", `cannot read config file ${path}: ${readFailure(e)}`);
-  }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new ConfigError("(file)", `${path} is not JSON: ${(e as Error).message}`);
-  }
-  return parseConfig(raw, dirname(resolve(path)));
-}
-
-/** The table the config names: a rule kind with its defaults, or a msgpack file (validated, checksum checked). */
-export function loadConfigTable(config: Pick<ServeConfig, "table">): Table {
-  const spec = config.table;
-  if ((POLICY_KINDS as readonly string[]).includes(spec)) {
-    const kind = spec as PolicyKind;
-    if (kind === "kmeans" || kind === "gmm")
-      throw new ConfigError(
-        "table",
-        `"${kind}" tables are learned: give the path of a table file (dolphin train --out …)`,
-      );
-    try {
-      return ruleTable(kind);
-    } catch (e) {
-      throw new ConfigError(
-        "table",
-        `rule "${kind}" has required parameters, give a table file instead (${(e as Error).message})`,
-      );
-    }
-  }
-  let bytes: Uint8Array;
-  try {
-    bytes = readFileSync(spec);
-  } catch (e) {
-    throw new ConfigError("table", `cannot read table file ${spec}: ${readFailure(e)}`);
-  }
-  try {
-    return decodeTable(bytes);
-  } catch (e) {
-    throw new ConfigError("table", `${spec}: ${(e as Error).message}`);
-  }
 }

@@ -57,7 +57,7 @@ import { BlockIds } from "../sim/block-ids.js";
 import { DEFAULT_TRANSFER, resolveLink, type LinkPreset, type TransferModel } from "../sim/kv-transfer.js";
 import { kvCapacityBlocks, resolvePreset, type ModelPreset } from "../sim/model-presets.js";
 import { SIM_BLOCK_TOKENS } from "../sim/types.js";
-import type { WorkerRole } from "./config.js";
+import type { WorkerRole } from "./config-workers.js";
 import { closeServer, listen, urlHost } from "./http-toolkit.js";
 import { WorkerEngine } from "./worker/engine.js";
 import { KvEventPublisher, VLLM_BUFFER_STEPS } from "./worker/kv-events.js";

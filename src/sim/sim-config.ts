@@ -1,7 +1,7 @@
 // What a simulation takes (SimConfig: the preset, split, SLO, table, link and transfer model, and how KV events and
 // predicted output lengths reach the router) and what it gives back (SimResult). Types only; simulator.ts runs it.
 
-import type { RouterOptions } from "../router/router.js";
+import type { RouterOptions } from "../router/types.js";
 import type { Table } from "../table/table.js";
 import type { InstanceRole } from "./instance.js";
 import type { LinkPreset, TransferModel } from "./kv-transfer.js";

@@ -3,7 +3,8 @@
 // of one prefill and one decode worker whose caches hold exactly those prefixes. Browser-safe: the explain worker
 // runs it, and test/explorer-explain.test.ts checks the page's answer against router.explain in Node.
 
-import type { Explanation, Router, WorkerSpec } from "../../../src/router/router.js";
+import type { Router } from "../../../src/router/router.js";
+import type { Explanation, WorkerSpec } from "../../../src/router/types.js";
 
 export interface ExplainInputs {
   promptTokens: number;

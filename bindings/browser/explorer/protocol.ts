@@ -1,7 +1,7 @@
 // The messages between the explorer page (main.ts) and its Web Workers (worker.ts runs the simulator and the learner;
 // explain-worker.ts routes single requests for the explain view). Typed once here so both sides agree.
 
-import type { Explanation } from "../../../src/router/router.js";
+import type { Explanation } from "../../../src/router/types.js";
 import type { ClusterMapView } from "./cluster-map.js";
 import type { ExplainInputs } from "./explain.js";
 import type { EvalResult, ExplorerSetup, SweepResult, TrainProgress } from "./jobs.js";

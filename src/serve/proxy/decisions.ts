@@ -1,7 +1,7 @@
 // The proxy's routing decisions as GET /admin/decisions shows them: one record per inference request, its outcome
 // filled in when the answer is over, the last `decisions_kept` kept.
 
-import type { Decision } from "../../router/router.js";
+import type { Decision } from "../../router/types.js";
 
 export interface DecisionRecord {
   id: string;

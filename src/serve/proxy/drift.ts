@@ -3,7 +3,8 @@
 // usage, failure) goes back to the guard. Reverts and re-enables are logged and counted; /metrics reads its status.
 
 import { DriftGuard, type DriftEvent, type DriftTicket } from "../../router/drift-guard.js";
-import type { Decision, RouteRequest, Router } from "../../router/router.js";
+import type { Router } from "../../router/router.js";
+import type { Decision, RouteRequest } from "../../router/types.js";
 import type { ServeConfig } from "../config.js";
 import type { Logger } from "./log.js";
 import type { ProxyMetrics } from "./metrics.js";

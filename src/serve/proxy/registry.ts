@@ -5,7 +5,8 @@
 // volume (failure_percentage), never more than a share of a role at once, with a back-off that grows per ejection.
 
 import type { Router } from "../../router/router.js";
-import type { ServeConfig, WorkerConfig } from "../config.js";
+import type { ServeConfig } from "../config.js";
+import type { WorkerConfig } from "../config-workers.js";
 import type { Logger } from "./log.js";
 import type { UpstreamError } from "./upstream.js";
 import type { ZmqSubscriber } from "../zeromq.js";

@@ -3,7 +3,7 @@
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { randomUUID } from "node:crypto";
-import type { Decision } from "../../router/router.js";
+import type { Decision } from "../../router/types.js";
 import type { DecisionRecord } from "./decisions.js";
 
 /**

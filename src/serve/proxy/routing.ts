@@ -2,7 +2,8 @@
 // /tokenize in precise mode, else text), the conversation's turn and PPD pin, the load signals, one Router call.
 
 import { CoreError, ErrorCode } from "../../contract/errors.js";
-import type { Decision, RouteRequest, Router } from "../../router/router.js";
+import type { Router } from "../../router/router.js";
+import type { Decision, RouteRequest } from "../../router/types.js";
 import { isPlainObject } from "../../contract/values.js";
 import type { ServeConfig } from "../config.js";
 import { HttpError } from "../http-toolkit.js";

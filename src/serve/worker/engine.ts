@@ -17,7 +17,7 @@ import type { BlockIds } from "../../sim/block-ids.js";
 import { kvTransferMs, type LinkPreset, type TransferModel } from "../../sim/kv-transfer.js";
 import type { ModelPreset } from "../../sim/model-presets.js";
 import { SIM_BLOCK_TOKENS, type SimRequest } from "../../sim/types.js";
-import type { WorkerRole } from "../config.js";
+import type { WorkerRole } from "../config-workers.js";
 import { urlHost } from "../http-toolkit.js";
 import type { Completion } from "./answers.js";
 import type { KvEventPublisher } from "./kv-events.js";

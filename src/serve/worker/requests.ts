@@ -5,7 +5,7 @@
 
 import { describeValue, isPlainObject } from "../../contract/values.js";
 import type { JobKind } from "../../sim/instance.js";
-import type { WorkerRole } from "../config.js";
+import type { WorkerRole } from "../config-workers.js";
 import { HttpError, type ErrorDialect } from "../http-toolkit.js";
 import { VOCAB_SIZE, chatPrompt, encode, type ChatMessage } from "../tokenizer.js";
 
