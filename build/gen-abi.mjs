@@ -35,6 +35,7 @@ export function checkSpec(spec) {
         fail(`kind ${k.name}: required param ${p.name} must be positive`);
     }
   }
+  checkHostFields(spec, fail);
   if (new Set(spec.exports.map((e) => e.name)).size !== spec.exports.length) fail("exports repeats a name");
   for (const r of [
     "request_record",
@@ -48,6 +49,61 @@ export function checkSpec(spec) {
     if (spec[r] && new Set(spec[r].map((s) => s.name)).size !== spec[r].length) fail(`${r} repeats a name`);
   }
   return spec;
+}
+
+/**
+ * The kind fields only the TypeScript host reads: `explain` (the words of Router.explain: a learned kind's
+ * nearest / score / beyond, a rule kind's rule sentence and local / remote clauses, whose {placeholders} name the
+ * kind's parameters or "explain_values", {a × b} a product, and whose "when" compares two of them), `baseline` (its
+ * place among the baselines every evaluation compares, and a note for the help) and `needs_table`.
+ */
+function checkHostFields(spec, fail) {
+  const values = new Set((spec.explain_values ?? []).map((v) => v.name));
+  const orders = new Set();
+  for (const k of spec.kinds) {
+    const names = new Set([...values, ...k.params.map((p) => p.name)]);
+    const known = (name) => names.has(name) || fail(`kind ${k.name}: explain names unknown value "${name}"`);
+    const template = (t) => {
+      if (typeof t !== "string") fail(`kind ${k.name}: an explain template must be a string`);
+      for (const [, inside] of t.matchAll(/\{([^}]*)\}/g)) inside.split(" × ").forEach(known);
+    };
+    const clause = (c) => {
+      if (typeof c === "string") return template(c);
+      if (!Array.isArray(c) || typeof c.at(-1) !== "string")
+        fail(`kind ${k.name}: an explain clause is a template or a list whose last one has no "when"`);
+      for (const alt of c) {
+        if (typeof alt === "string") template(alt);
+        else {
+          const [a, op, b, ...rest] = String(alt.when).split(" ");
+          if (rest.length > 0 || !["<", "≤", ">", "≥"].includes(op))
+            fail(`kind ${k.name}: explain "when" must be "a op b" with op <, ≤, > or ≥, got "${alt.when}"`);
+          known(a);
+          known(b);
+          template(alt.say);
+        }
+      }
+    };
+    const e = k.explain ?? {};
+    const allowed = k.learned ? ["nearest", "score", "beyond"] : ["rule", "local", "remote"];
+    for (const key of Object.keys(e))
+      if (!allowed.includes(key)) fail(`kind ${k.name}: explain.${key} is not one of ${allowed.join(", ")}`);
+    if (k.learned) {
+      for (const key of allowed)
+        if (typeof e[key] !== "string") fail(`kind ${k.name}: explain.${key} must be a string`);
+    } else {
+      if (e.rule !== undefined) template(e.rule);
+      if (e.local !== undefined) clause(e.local);
+      if (e.remote !== undefined) clause(e.remote);
+    }
+    if (k.baseline !== undefined) {
+      if (k.learned) fail(`kind ${k.name}: a learned kind is no baseline (the learned table is "dolphin")`);
+      if (!Number.isInteger(k.baseline.order) || k.baseline.order < 1 || orders.has(k.baseline.order))
+        fail(`kind ${k.name}: baseline.order must be an integer ≥ 1 no other kind has`);
+      orders.add(k.baseline.order);
+    }
+    if (k.needs_table !== undefined && (k.learned || typeof k.needs_table !== "boolean"))
+      fail(`kind ${k.name}: needs_table is true or false, on rule kinds only (a learned kind always needs a table)`);
+  }
 }
 
 export function loadSpec() {

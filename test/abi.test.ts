@@ -140,6 +140,26 @@ describe("one source for the contract", () => {
     }
   });
 
+  it("fails the build on a kind's explain naming an unknown value, a clause that may say nothing, a baseline order taken twice", async () => {
+    const { checkSpec } = (await import(join(ROOT, "build/gen-abi.mjs"))) as { checkSpec(s: unknown): unknown };
+    const changed = (change: (trtllm: { explain: Record<string, unknown>; baseline: { order: number } }) => void) => {
+      const s = structuredClone(spec);
+      change(s.kinds.find((k: { name: string }) => k.name === "trtllm"));
+      return () => checkSpec(s);
+    };
+    expect(() => checkSpec(structuredClone(spec))).not.toThrow();
+    expect(changed((k) => (k.explain.local = "isl − match ≤ {max_local_prefil_length}"))).toThrow(
+      'kind trtllm: explain names unknown value "max_local_prefil_length"',
+    );
+    expect(changed((k) => (k.explain.remote = [{ when: "isl > max_local_prefill_length", say: "isl {isl}" }]))).toThrow(
+      'a list whose last one has no "when"',
+    );
+    expect(changed((k) => (k.explain.remote = [{ when: "isl >> eff_D", say: "isl {isl}" }, "x"]))).toThrow(
+      'explain "when" must be "a op b"',
+    );
+    expect(changed((k) => (k.baseline.order = 1))).toThrow("kind trtllm: baseline.order must be an integer ≥ 1");
+  });
+
   it("types no contract constant by hand in assembly/ or src/", () => {
     // error codes, kinds, flags, roles, reasons and record slots as numeric literals, the way they were once copied
     const handTyped =

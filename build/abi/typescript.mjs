@@ -30,9 +30,22 @@ export function emitTypeScript(spec) {
     '  | { name: string; type: "scalar"; default?: number; positive?: boolean; stage?: number; doc?: string }',
     '  | { name: string; type: "list"; default: readonly number[]; min_length: number; max_length: number; positive: boolean; doc?: string }',
     '  | { name: string; type: "ppd-bits"; doc?: string };',
-    "export interface KindDescriptor { name: string; code: number; learned: boolean; doc: string; summary?: string; params: readonly ParamDescriptor[] }",
-    "/** Every policy kind, described once (spec/abi.json): the table code, the reference engine, the baselines and the docs read this. */",
+    "/** Why a rule gave a bit: a template, or alternatives whose first that holds (`when`, or none) is said. */",
+    "export type ExplainClause = string | readonly (string | { when: string; say: string })[];",
+    "/** The words of Router.explain: a learned kind's nearest / score / beyond, a rule kind's rule sentence and local / remote clauses. */",
+    "export interface KindExplain { nearest?: string; score?: string; beyond?: string; rule?: string; local?: ExplainClause; remote?: ExplainClause }",
+    "export interface KindDescriptor { name: string; code: number; learned: boolean; doc: string; summary?: string; params: readonly ParamDescriptor[]; explain?: KindExplain; baseline?: { order: number; note?: string }; needs_table?: boolean }",
+    "/** Every policy kind, described once (spec/abi.json): the table code, the reference engine, explain, the baselines, the CLI's help and the docs read this. */",
     `export const KINDS: readonly KindDescriptor[] = ${json(kinds)};`,
+    "/** The decision's values an explain template may name besides the kind's parameters. */",
+    `export const EXPLAIN_VALUES = ${json((spec.explain_values ?? []).map((v) => v.name))} as const;`,
+    "/** The rule kinds every evaluation compares (after the learned table), in their `baseline.order`. */",
+    `export const BASELINE_KINDS = ${json(
+      kinds
+        .filter((k) => k.baseline)
+        .sort((a, b) => a.baseline.order - b.baseline.order)
+        .map((k) => k.name),
+    )} as const;`,
     "",
     "/** The core's exported functions (besides `memory`): every host checks they exist when it loads a module. */",
     `export const EXPORT_NAMES = ${json(spec.exports.map((e) => e.name))} as const;`,

@@ -61,3 +61,19 @@ export function untilSignal(close: () => Promise<void>): Promise<void> {
     process.once("SIGTERM", stop);
   });
 }
+
+/**
+ * A help sentence whose words are generated (names from spec/abi.json), wrapped greedily at the 120 columns the
+ * hand-wrapped help texts keep, so a new name lands on the right line.
+ */
+export function wrapHelp(text: string, width = 120): string {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line !== "" && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === "" ? word : `${line} ${word}`;
+  }
+  return [...lines, line].join("\n");
+}

@@ -1,20 +1,25 @@
 // `dolphin eval`: every policy on the same simulated arrivals (ones the table was not trained on).
 
 import { existsSync } from "node:fs";
+import { KINDS } from "../generated/abi.js";
 import { evalJob } from "../learn/job.js";
 import { BASELINE_NAMES, parsePolicies } from "../learn/policies.js";
 import { readTableFile } from "../table/table-file.js";
-import { flag, UsageError, type Command } from "./args.js";
+import { flag, UsageError, wrapHelp, type Command } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
 const DEFAULT_WITHOUT_TABLE = BASELINE_NAMES.join(",");
+// every baseline, with its descriptor's note on how an evaluation makes its table (spec/abi.json)
+const BASELINES = BASELINE_NAMES.map((name) => {
+  const note = KINDS.find((k) => k.name === name)?.baseline?.note;
+  return note ? `${name} (${note})` : name;
+}).join(", ");
 
 export const command: Command = {
   usage: `dolphin eval --workload <name|file> [--format …] [--cluster <preset|file>] --split <nPmD> [--slo <…>]
             [--table table.msgpack] [--policies dolphin,dynamo-isl,…] [--load saturated|trace|xS|R] [--seed N] [--requests N] [--json]
 
-Policies: dolphin (needs --table), dynamo-isl, dynamo-load, dynamo-legacy, llm-d, trtllm, ppd (its offline table built
-with Algorithm 1 on the training part), always-local, always-remote. Evaluated on arrivals the table was not
+${wrapHelp(`Policies: dolphin (needs --table), ${BASELINES}.`)} Evaluated on arrivals the table was not
 trained on: a generator with --seed + 1, a trace's second half. Every figure is simulated.`,
   options: { ...jobOptionSpecs, table: { type: "string" }, policies: { type: "string" }, json: { type: "boolean" } },
   async run(v) {

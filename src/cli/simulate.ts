@@ -2,10 +2,17 @@
 
 import { existsSync, writeFileSync } from "node:fs";
 import { loadCoreModule } from "../../bindings/node/index.js";
+import { KINDS } from "../generated/abi.js";
 import { policyTable, prepareRun, resolveCluster } from "../sim/run.js";
 import { simulate } from "../sim/simulator.js";
-import { flag, intOption, progress, UsageError, type Command } from "./args.js";
+import { flag, intOption, progress, UsageError, wrapHelp, type Command } from "./args.js";
 import { checkClusterFlags, formatOption } from "./sim-options.js";
+
+// the kinds a run builds from their defaults, and those it needs a table file for (spec/abi.json)
+const FROM_DEFAULTS = KINDS.filter((k) => !k.learned && !k.needs_table).map((k) => k.name);
+const NEED_TABLE = KINDS.filter((k) => k.learned || k.needs_table).map((k) => k.name);
+const needTable = `${NEED_TABLE.slice(0, -1).join(", ")} and ${NEED_TABLE.at(-1)}`;
+const POLICIES = `Policies: the table kinds (${FROM_DEFAULTS.join(", ")}; ${needTable} need --table).`;
 
 export const command: Command = {
   usage: `dolphin simulate --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
@@ -15,8 +22,7 @@ export const command: Command = {
 
 Workloads: hybrid, arxiv, leval, humaneval, multiturn (generated, seeded) or a Mooncake JSONL / Azure CSV / lengths
 CSV file. Clusters: h20-72b (default), h100-70b, h100-8b, or a JSON cluster file defining one preset. SLO presets:
-taichi-a (5 s, 250 ms), taichi-b (16 s, 60 ms), default (10 s, 100 ms). Policies: the table kinds (dynamo-isl,
-dynamo-load, dynamo-legacy, trtllm, llm-d, always-local, always-remote; kmeans, gmm and ppd need --table).
+${wrapHelp(`taichi-a (5 s, 250 ms), taichi-b (16 s, 60 ms), default (10 s, 100 ms). ${POLICIES}`)}
 --load saturated runs at the saturated load: the highest arrival rate at which the cluster, routed by dynamo-isl,
 still meets the SLO end to end for 90% of requests (found by search; docs/simulator.md). A run whose median request
 misses the TTFT SLO prints a warning: the cluster is overloaded at that rate. The cluster is simulated:

@@ -8,22 +8,16 @@ import type { SimConfig } from "../sim/sim-config.js";
 import type { EvalLoad, EvalOutput, PolicyOutcome } from "../report/eval-output.js";
 import type { Workload } from "../sim/types.js";
 import { withLoad } from "../sim/workload.js";
+import { BASELINE_KINDS } from "../generated/abi.js";
 import { defaultParams } from "../table/params.js";
 import { ruleTable } from "../table/rule-table.js";
 import type { PolicyKind, Table } from "../table/table.js";
 
-/** "dolphin" (a learned kmeans or gmm table) and every other policy by its table kind's name: one name per kind. */
-export const POLICY_NAMES = [
-  "dolphin",
-  "dynamo-isl",
-  "dynamo-load",
-  "dynamo-legacy",
-  "llm-d",
-  "trtllm",
-  "ppd",
-  "always-local",
-  "always-remote",
-] as const satisfies readonly ("dolphin" | PolicyKind)[];
+/**
+ * "dolphin" (a learned kmeans or gmm table) and every other policy by its table kind's name: one name per kind, the
+ * baselines in the order of their descriptors' `baseline.order` (spec/abi.json).
+ */
+export const POLICY_NAMES = ["dolphin", ...BASELINE_KINDS] as const satisfies readonly ("dolphin" | PolicyKind)[];
 export type PolicyName = (typeof POLICY_NAMES)[number];
 /** Every baseline (all but the learned table): what `dolphin eval` and the explorer compare when given no table. */
 export const BASELINE_NAMES: readonly PolicyName[] = POLICY_NAMES.filter((n) => n !== "dolphin");
