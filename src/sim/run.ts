@@ -3,6 +3,7 @@
 // named by path; the saturated load and load scaling are in saturation.ts (browser-safe).
 
 import { existsSync, readFileSync } from "node:fs";
+import { KINDS } from "../generated/abi.js";
 import { ruleTable } from "../table/rule-table.js";
 import { POLICY_KINDS, type PolicyKind, type Table } from "../table/table.js";
 import { readTableFile } from "../table/table-file.js";
@@ -10,7 +11,7 @@ import { parseSlo, type Slo } from "./metrics.js";
 import { DEFAULT_PRESET, resolvePreset, type ModelPreset } from "./model-presets.js";
 import { LINKS, resolveLink, type LinkPreset } from "./kv-transfer.js";
 import { clusterFromFile } from "./cluster-file.js";
-import { ruleTableFor } from "./rule-table.js";
+import { ruleTableFor, type RuleKind } from "./rule-table.js";
 import { atScale, scaleForLoad } from "./saturation.js";
 import { parseSplit, type SplitSpec } from "./split.js";
 import { simulate } from "./simulator.js";
@@ -65,9 +66,10 @@ export function policyTable(policy: string, preset: ModelPreset, tableFile?: str
     throw new Error(`unknown policy ${JSON.stringify(policy)}; one of ${POLICY_KINDS.join(", ")}`);
   }
   const kind = policy as PolicyKind;
-  if (kind === "kmeans" || kind === "gmm" || kind === "ppd")
-    throw new Error(`${kind} needs a table (a learned or built one)`);
-  return ruleTableFor(kind, preset);
+  const descriptor = KINDS.find((k) => k.name === kind);
+  // learned kinds, and the rules whose descriptor says so (ppd's grid), cannot be built from their defaults
+  if (descriptor?.learned || descriptor?.needs_table) throw new Error(`${kind} needs a table (a learned or built one)`);
+  return ruleTableFor(kind as RuleKind, preset);
 }
 
 export function resolveCluster(
