@@ -71,6 +71,7 @@ interface RouteCase {
     matched_blocks: { decode: number; prefill: number };
     blocks: number;
     cost: { decode: number; prefill: number };
+    load: { prefill: number | null; decode: number };
   };
 }
 
@@ -252,6 +253,7 @@ for (const spec of ENGINES) {
           matched_blocks: d.matchedBlocks,
           blocks: d.blocks,
           cost: d.cost,
+          load: d.load,
         }).toEqual(c.expected);
       });
     }
