@@ -80,7 +80,7 @@ function gmmObject(): Record<string, unknown> {
 describe("constants", () => {
   it("names the format, version, features and kinds", () => {
     expect(TABLE_FORMAT).toBe("dolphin-routing.table");
-    expect(TABLE_VERSION).toBe(2);
+    expect(TABLE_VERSION).toBe(3);
     expect(FEATURE_NAMES).toEqual(["isl", "eff_P", "eff_D", "osl_hat"]);
     expect(POLICY_KINDS).toHaveLength(10);
   });
