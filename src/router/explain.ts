@@ -74,10 +74,27 @@ export function explainWhy(t: Table, d: Decision, scores: number[]): string {
       const bound = t.ood_bound?.[c];
       return `cluster ${c} is out of distribution (${measure} ${beyond} ${bound}) ${ruled}: ${path}`;
     }
-    return `nearest ${nearest} is cluster ${c} (${measure}) whose bit is ${d.bit}: ${path}`;
+    const lb = t.load_bound;
+    if (d.reason === "load-out-of-range" && lb) {
+      const over: string[] = [];
+      const lp = d.load.prefill;
+      if (lp !== null && lp > lb.prefill[c]!) over.push(`prefill load ${lp} > bound ${lb.prefill[c]}`);
+      if (d.load.decode > lb.decode[c]!) over.push(`decode load ${d.load.decode} > bound ${lb.decode[c]}`);
+      return `cluster ${c} is beyond the load it was trained at (${over.join(" and ")}) ${ruled}: ${path}`;
+    }
+    return `nearest ${nearest} is cluster ${c} (${measure})${lb ? loadClause(lb.prefill[c]!, lb.decode[c]!, d) : ""} whose bit is ${d.bit}: ${path}`;
   }
   const rule = kind?.explain?.rule;
   return `${rule === undefined ? `${t.kind} rule gives ${d.bit}` : fill(rule, d, t.params ?? {})}: ${path}`;
+}
+
+/** The loads as fractions of the cluster's bounds: " at decode load 0.80 and prefill load 0.35 of its bounds,". */
+function loadClause(boundP: number, boundD: number, d: Decision): string {
+  // a bound of 0 admits only a load of 0: its fraction is 0
+  const frac = (load: number, bound: number): string => (bound > 0 ? load / bound : 0).toFixed(2);
+  const decode = `decode load ${frac(d.load.decode, boundD)}`;
+  if (d.load.prefill === null) return ` at ${decode} of its bound,`;
+  return ` at ${decode} and prefill load ${frac(d.load.prefill, boundP)} of its bounds,`;
 }
 
 /** Why a rule that decides from the request alone gave the decision's bit (the fallback of a learned table). */
