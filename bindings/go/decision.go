@@ -22,6 +22,10 @@ type Decision struct {
 	OSLClass      int // the output-length class the table's model predicted; -1 when OSLHat or a class was given
 	Reuse         float64
 	Cost          struct{ Decode, Prefill float64 }
+	// Load is what a table's load bounds are checked against (table version 3), in tokens: the chosen prefill
+	// worker's active prefill tokens (-1 when none was chosen) and the chosen decode worker's active prefill +
+	// active decode tokens.
+	Load struct{ Prefill, Decode float64 }
 }
 
 // Explanation says why: the standardized features and every cluster's score (learned kinds).
@@ -94,6 +98,7 @@ func (r *Router) decision() Decision {
 	}
 	d.MatchedBlocks.Decode, d.MatchedBlocks.Prefill = int(at(dMatchedD)), int(at(dMatchedP))
 	d.Cost.Decode, d.Cost.Prefill = at(dCostD), at(dCostP)
+	d.Load.Prefill, d.Load.Decode = at(dLoadP), at(dLoadD)
 	return d
 }
 

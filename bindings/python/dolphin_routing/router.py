@@ -55,6 +55,13 @@ class PerWorker:
 
 
 @dataclass(frozen=True)
+class Load:
+    """The loads a table's load bounds are checked against (table version 3), in tokens."""
+    prefill: Optional[float]  # the chosen prefill worker's active prefill tokens; None when none was chosen
+    decode: float  # the chosen decode worker's active prefill + active decode tokens
+
+
+@dataclass(frozen=True)
 class MatchedBlocks:
     decode: int
     prefill: int
@@ -74,6 +81,7 @@ class Decision:
     osl_class: Optional[int]  # the class the output-length model predicted (None when osl_hat or osl_class given)
     reuse: float
     cost: PerWorker
+    load: Load
 
 
 @dataclass(frozen=True)
@@ -420,6 +428,7 @@ class Router:
             osl_class=int(osl_class) if osl_class >= 0 else None,
             reuse=d[_abi.D_REUSE],
             cost=PerWorker(d[_abi.D_COST_D], d[_abi.D_COST_P]),
+            load=Load(d[_abi.D_LOAD_P] if d[_abi.D_LOAD_P] >= 0 else None, d[_abi.D_LOAD_D]),
         )
 
 
