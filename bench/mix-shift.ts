@@ -157,7 +157,7 @@ for (const t of families) {
     maxRounds: ROBUSTNESS_ROUNDS,
   });
   const table = trained.table;
-  const given = (table as { cluster_share?: number[] }).cluster_share;
+  const given = table.cluster_share;
   const sizes = trained.result.clusterSizes;
   const total = sizes.reduce((a, b) => a + b, 0);
   const shares = given ?? sizes.map((n) => n / total);

@@ -370,7 +370,7 @@ function activate(router: Router, v: StagedTable): void {
 /** The table's cluster_share (format version 3), else the given shares when they are one per cluster. */
 function trainingShares(table: Table, mix: MixHandOverOptions | false): number[] | null {
   if (!mix) return null;
-  const own = (table as Table & { cluster_share?: number[] }).cluster_share;
+  const own = table.cluster_share;
   const k = table.bits?.length ?? 0;
   if (own) return own;
   return mix.clusterShare && mix.clusterShare.length === k ? mix.clusterShare : null;
