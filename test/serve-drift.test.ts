@@ -111,33 +111,45 @@ async function metrics(p: RunningProxy): Promise<string> {
   return (await fetch(`${p.url}/metrics`)).text();
 }
 
+/** A proxy over two fake workers (a prefill and a decode) routing by the table file, its log lines into `lines`. */
+async function proxyOn(
+  table: string,
+  drift: Record<string, number>,
+  logLevel: "warn" | "info",
+  lines: string[],
+): Promise<RunningProxy> {
+  const [prefill, decode] = await Promise.all([fakeWorker(), fakeWorker()]);
+  const p = await startProxy(
+    {
+      model: MODEL,
+      listen: { host: "127.0.0.1", port: 0 },
+      log_level: logLevel,
+      table,
+      workers: [
+        { id: "prefill-0", url: prefill, role: "prefill" },
+        { id: "decode-0", url: decode, role: "decode" },
+      ],
+      drift,
+    },
+    { module: coreModule("release"), log: (l) => lines.push(l) },
+  );
+  proxies.push(p);
+  return p;
+}
+
 describe("dolphin serve drift guard", () => {
   it("reverts a learned cluster that loses to its fallback rule, and shows it in /metrics and the log", async () => {
-    const [prefill, decode] = await Promise.all([fakeWorker(), fakeWorker()]);
     const lines: string[] = [];
-    const p = await startProxy(
-      {
-        model: MODEL,
-        listen: { host: "127.0.0.1", port: 0 },
-        log_level: "warn",
-        table: tableFile(),
-        workers: [
-          { id: "prefill-0", url: prefill, role: "prefill" },
-          { id: "decode-0", url: decode, role: "decode" },
-        ],
-        drift: {
-          control_share: 0.5,
-          min_samples: 8,
-          z_revert: 2,
-          min_gap: 0.1,
-          window_s: 60,
-          revert_after_s: 0,
-          seed: 7,
-        },
-      },
-      { module: coreModule("release"), log: (l) => lines.push(l) },
-    );
-    proxies.push(p);
+    const drift = {
+      control_share: 0.5,
+      min_samples: 8,
+      z_revert: 2,
+      min_gap: 0.1,
+      window_s: 60,
+      revert_after_s: 0,
+      seed: 7,
+    };
+    const p = await proxyOn(tableFile(), drift, "warn", lines);
 
     // a first batch: both arms seen, too few for the test
     const first = await Promise.all(Array.from({ length: 10 }, () => chat(p)));
@@ -174,23 +186,8 @@ describe("dolphin serve drift guard", () => {
   }, 30_000);
 
   it("hands the learned clusters to the rule when the mix departs, and shows it in /metrics and the log", async () => {
-    const [prefill, decode] = await Promise.all([fakeWorker(), fakeWorker()]);
     const lines: string[] = [];
-    const p = await startProxy(
-      {
-        model: MODEL,
-        listen: { host: "127.0.0.1", port: 0 },
-        log_level: "info",
-        table: twoClusterTableFile(),
-        workers: [
-          { id: "prefill-0", url: prefill, role: "prefill" },
-          { id: "decode-0", url: decode, role: "decode" },
-        ],
-        drift: { control_share: 0, mix_window: 20, seed: 7 },
-      },
-      { module: coreModule("release"), log: (l) => lines.push(l) },
-    );
-    proxies.push(p);
+    const p = await proxyOn(twoClusterTableFile(), { control_share: 0, mix_window: 20, seed: 7 }, "info", lines);
     let text = await metrics(p);
     expect(text).toMatch(/^dolphin_mix_shift Nan$/m); // no full window yet (prom-client writes NaN so)
     expect(text).toMatch(/^dolphin_mix_shift_alarm 0$/m);
