@@ -1146,7 +1146,10 @@ function loadBoundScenarios() {
       [W("d0", "decode")],
     );
   }
-  const above = { d0: { active_prefill_tokens: 0, active_decode_tokens: 1e6 }, p0: { active_prefill_tokens: 1e6 } };
+  const above = {
+    d0: { active_prefill_tokens: 0, active_decode_tokens: 1e6 },
+    p0: { active_prefill_tokens: 1e6, active_decode_tokens: 0 },
+  };
   if (found.has("ood")) scenario("out of distribution above both bounds keeps its reason", found.get("ood"), above);
   if (found.has(2)) scenario("a rule cluster above both bounds keeps rule-fallback", found.get(2), above);
   return out;

@@ -171,16 +171,19 @@ const flipHexDigit = (cs) => cs.slice(0, -1) + (cs.endsWith("0") ? "1" : "0");
 const invalid = {
   "invalid-checksum-mismatch": [{ ...tables.kmeans, checksum: flipHexDigit(tables.kmeans.checksum) }, "checksum"],
   "invalid-version-4": [withChecksum({ ...valid["always-local"], version: 4 }), "version"],
-  "invalid-load-bound-in-v2": [
-    withChecksum({ ...kmeansGuarded, load_bound: kmeansLoad.load_bound }),
-    "load_bound",
-  ],
+  "invalid-load-bound-in-v2": [withChecksum({ ...kmeansGuarded, load_bound: kmeansLoad.load_bound }), "load_bound"],
   "invalid-load-bound-count": [
-    withChecksum({ ...kmeansLoad, load_bound: { ...kmeansLoad.load_bound, decode: kmeansLoad.load_bound.decode.slice(1) } }),
+    withChecksum({
+      ...kmeansLoad,
+      load_bound: { ...kmeansLoad.load_bound, decode: kmeansLoad.load_bound.decode.slice(1) },
+    }),
     "load_bound.decode",
   ],
   "invalid-load-bound-negative": [
-    withChecksum({ ...kmeansLoad, load_bound: { ...kmeansLoad.load_bound, prefill: [4096, 8192, -1, 16384, 4096, 1024, 0, 30000] } }),
+    withChecksum({
+      ...kmeansLoad,
+      load_bound: { ...kmeansLoad.load_bound, prefill: [4096, 8192, -1, 16384, 4096, 1024, 0, 30000] },
+    }),
     "load_bound.prefill[2]",
   ],
   "invalid-load-bound-key": [
