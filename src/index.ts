@@ -29,5 +29,9 @@ export type {
   DriftGuardOptions,
   DriftOutcome,
   DriftTicket,
+  MixHandOverOptions,
+  MixShiftEvent,
   MonitorChange,
 } from "./router/drift-guard.js";
+export { MIX_DEFAULTS, MixGuard, populationStabilityIndex } from "./router/mix-guard.js";
+export type { MixChange, MixGuardOptions, MixStatus } from "./router/mix-guard.js";

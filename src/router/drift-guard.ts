@@ -30,44 +30,50 @@
 // coin's share now probes the learned value, the rest is the rule) and the cluster is re-enabled only after
 // reenableAfterS seconds in which no look found the learned arm worse (any such look restarts the clock), and then
 // only once a window with minSamples in each arm shows the learned arm's attainment at least the control's.
+//
+// Hand-over (issue 24, outcome 2). With training shares (the table's `cluster_share`, or `clusterShare` given for an
+// older table) a mix-shift guard (src/router/mix-guard.ts) watches every routed request's cluster. When it raises an
+// alarm, every learned cluster that is not reverted is handed over to the rule, routed as a reverted cluster in
+// re-enable mode (the coin's share probes the learned value), until its arms give evidence either way: back to its
+// learned value once a window shows the learned arm at least the control's, reverted when the revert test holds.
+// The one-cluster state and its test live in drift-monitor.ts.
 
 import type { Router } from "./router.js";
 import type { Decision, RouteRequest } from "./types.js";
 import { SPLITMIX_GAMMA, splitmix32 } from "../hashing/splitmix.js";
 import { stageTable, type StagedTable } from "../table/staging.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "../table/table.js";
+import {
+  ClusterMonitor,
+  controlLeadZ,
+  validateDriftOptions,
+  type ArmCounts,
+  type DriftArm,
+  type DriftGuardOptions,
+  type DriftOutcome,
+  meetsSlo,
+} from "./drift-monitor.js";
+import { MixGuard, validateMixOptions, validateShares, type MixGuardOptions, type MixStatus } from "./mix-guard.js";
 
-export interface DriftGuardOptions {
-  /** Share of requests routed on the alternate variant (the control arm of each learned cluster), in [0, 0.5]. */
-  controlShare?: number;
-  /** The sliding window both arms are compared over, seconds (> 0). */
-  windowS?: number;
-  /** Fewest judged requests each arm needs in the window before the test may act (integer ≥ 1). */
-  minSamples?: number;
-  /** One-sided z the control's lead must reach to revert (> 0). */
-  zRevert?: number;
-  /** Attainment points (0–1) the control must lead by to revert. */
-  minGap?: number;
-  /** Seconds the revert test must hold at every look before the cluster reverts (0: at the first look). */
-  revertAfterS?: number;
-  /** 0: a reverted cluster stays on the rule until the next table swap; > 0: clean seconds before re-enabling. */
-  reenableAfterS?: number;
-  /** Seed of the control coin. */
-  seed?: number;
+export {
+  ClusterMonitor,
+  controlLeadZ,
+  DRIFT_DEFAULTS,
+  learnedArmWorse,
+  meetsSlo,
+  validateDriftOptions,
+  type ArmCounts,
+  type DriftArm,
+  type DriftGuardOptions,
+  type DriftOutcome,
+  type MonitorChange,
+} from "./drift-monitor.js";
+
+/** The mix-shift guard's settings in the drift guard; `false` turns it off. */
+export interface MixHandOverOptions extends MixGuardOptions {
+  /** Training shares for a table without `cluster_share` (one per cluster); ignored when the table has its own. */
+  clusterShare?: number[];
 }
-
-export const DRIFT_DEFAULTS: Readonly<Required<DriftGuardOptions>> = {
-  controlShare: 0.05,
-  windowS: 600,
-  minSamples: 50,
-  zRevert: 3,
-  minGap: 0.02,
-  revertAfterS: 300,
-  reenableAfterS: 0,
-  seed: 1,
-};
-
-export type DriftArm = "learned" | "control";
 
 /** Which arm a routed request belongs to; hand it back to observe() when the request is over. */
 export interface DriftTicket {
@@ -78,19 +84,13 @@ export interface DriftTicket {
   readonly epoch: number;
 }
 
-/** How a request ended, as the host saw it. */
-export type DriftOutcome = { failed: true } | { failed?: false; e2eMs: number; outputTokens: number };
-
-export interface ArmCounts {
-  requests: number;
-  met: number;
-}
-
 export interface DriftClusterStatus {
   cluster: number;
   /** The table's value for the cluster. */
   value: "local" | "remote" | "rule";
   reverted: boolean;
+  /** Handed over to the rule by a mix-shift alarm, waiting for its arms' evidence. */
+  handedOver: boolean;
   /** In the window: judged requests and those that met the SLO, per arm; attainment null without requests. */
   learned: ArmCounts & { attainment: number | null };
   control: ArmCounts & { attainment: number | null };
@@ -99,183 +99,24 @@ export interface DriftClusterStatus {
   /** Requests routed in this cluster in the window, and the share of them beyond its out-of-distribution bound. */
   decisions: number;
   oodShare: number;
-  /** Since the table was adopted: requests the guard routed by the rule (control draws and reverted routes). */
+  /** Since the table was adopted: requests the guard routed by the rule (control draws, reverted, handed over). */
   controlRouted: number;
   revertedRouted: number;
+  handedOverRouted: number;
   reverts: number;
   reenables: number;
+  handovers: number;
+  handbacks: number;
 }
 
 export interface DriftEvent {
-  type: "revert" | "reenable";
+  type: "revert" | "reenable" | "handover" | "handback";
   cluster: number;
   value: "local" | "remote";
   learned: ArmCounts;
   control: ArmCounts;
   z: number;
   table: { kind: string; checksum: string };
-}
-
-// ---- the statistic ---------------------------------------------------------------------------------------------
-
-/** Pooled one-sided two-proportion z of the control's lead over the learned arm; 0 when an arm is empty or p̂ is 0 or 1. */
-export function controlLeadZ(learned: ArmCounts, control: ArmCounts): number {
-  const nL = learned.requests;
-  const nC = control.requests;
-  if (nL === 0 || nC === 0) return 0;
-  const pooled = (learned.met + control.met) / (nL + nC);
-  const se = Math.sqrt(pooled * (1 - pooled) * (1 / nL + 1 / nC));
-  return se > 0 ? (control.met / nC - learned.met / nL) / se : 0;
-}
-
-/** The revert test: both arms have minSamples, the control leads by ≥ minGap and by z ≥ zRevert. */
-export function learnedArmWorse(
-  learned: ArmCounts,
-  control: ArmCounts,
-  o: Pick<Required<DriftGuardOptions>, "minSamples" | "minGap" | "zRevert">,
-): boolean {
-  if (learned.requests < o.minSamples || control.requests < o.minSamples) return false;
-  const lead = control.met / control.requests - learned.met / learned.requests;
-  return lead >= o.minGap && controlLeadZ(learned, control) >= o.zRevert;
-}
-
-/** The learner's reward (the paper's end-to-end attainment): no failure and E2E ≤ TTFT SLO + (osl − 1) × TPOT SLO. */
-export function meetsSlo(slo: { ttft_ms: number; tpot_ms: number }, outcome: DriftOutcome): boolean {
-  if (outcome.failed) return false;
-  return outcome.e2eMs <= slo.ttft_ms + Math.max(outcome.outputTokens - 1, 0) * slo.tpot_ms;
-}
-
-// ---- the sliding window ----------------------------------------------------------------------------------------
-
-/** Buckets per window: the window slides a tenth of its length at a time. */
-const WINDOW_BUCKETS = 10;
-const LEARNED_N = 0;
-const LEARNED_MET = 1;
-const CONTROL_N = 2;
-const CONTROL_MET = 3;
-const DECISIONS = 4;
-const OOD = 5;
-const FIELDS = 6;
-
-/** Counts over the last WINDOW_BUCKETS buckets of `bucketMs` each, in a ring (a stale slot is zeroed on reuse). */
-class SlidingCounts {
-  private readonly counts = new Float64Array(WINDOW_BUCKETS * FIELDS);
-  private readonly bucketOf = new Float64Array(WINDOW_BUCKETS).fill(-Infinity);
-
-  constructor(private readonly bucketMs: number) {}
-
-  add(nowMs: number, field: number, n = 1): void {
-    const b = Math.floor(nowMs / this.bucketMs);
-    const slot = ((b % WINDOW_BUCKETS) + WINDOW_BUCKETS) % WINDOW_BUCKETS;
-    if (this.bucketOf[slot] !== b) {
-      this.counts.fill(0, slot * FIELDS, slot * FIELDS + FIELDS);
-      this.bucketOf[slot] = b;
-    }
-    this.counts[slot * FIELDS + field]! += n;
-  }
-
-  /** Every field summed over the buckets still inside the window at nowMs. */
-  sum(nowMs: number): Float64Array {
-    const b = Math.floor(nowMs / this.bucketMs);
-    const out = new Float64Array(FIELDS);
-    for (let slot = 0; slot < WINDOW_BUCKETS; slot++) {
-      const age = b - this.bucketOf[slot]!;
-      if (!(age >= 0 && age < WINDOW_BUCKETS)) continue;
-      for (let f = 0; f < FIELDS; f++) out[f]! += this.counts[slot * FIELDS + f]!;
-    }
-    return out;
-  }
-
-  clear(): void {
-    this.counts.fill(0);
-    this.bucketOf.fill(-Infinity);
-  }
-}
-
-export interface MonitorChange {
-  type: "revert" | "reenable";
-  learned: ArmCounts;
-  control: ArmCounts;
-}
-
-// ---- one cluster's test -----------------------------------------------------------------------------------------
-
-/**
- * The test of one learned cluster, apart from any router: its sliding window, the revert test with its persistence,
- * and the probation of a reverted cluster. `record` returns the change an outcome caused, if any. Simulations and
- * tests drive it directly; DriftGuard keeps one per cluster.
- */
-export class ClusterMonitor {
-  private readonly o: Required<DriftGuardOptions>;
-  private readonly window: SlidingCounts;
-  reverted = false;
-  /** Bumped on every change: the outcomes of requests routed before it are dropped (see DriftTicket.epoch). */
-  epoch = 0;
-  /** When the current unbroken run of looks that found the learned arm worse began (NaN: the last look did not). */
-  private worseSinceMs = NaN;
-  /** Reverted, with re-enabling on: when the current clean stretch began. */
-  private cleanSinceMs = 0;
-  reverts = 0;
-  reenables = 0;
-  /** Requests routed by the rule: control draws while learned, and routes while reverted. */
-  controlRouted = 0;
-  revertedRouted = 0;
-
-  constructor(options: DriftGuardOptions = {}) {
-    this.o = validateDriftOptions(options);
-    this.window = new SlidingCounts((this.o.windowS * 1000) / WINDOW_BUCKETS);
-  }
-
-  /** A request routed in this cluster, out of distribution or not (for the OOD share). */
-  routed(outOfDistribution: boolean, nowMs: number): void {
-    this.window.add(nowMs, DECISIONS);
-    if (outOfDistribution) this.window.add(nowMs, OOD);
-  }
-
-  /** One judged outcome of an arm, then a look at the test: the change it caused, with the arms that caused it. */
-  record(which: DriftArm, met: boolean, nowMs: number): MonitorChange | null {
-    const n = which === "learned" ? LEARNED_N : CONTROL_N;
-    this.window.add(nowMs, n);
-    if (met) this.window.add(nowMs, n + 1); // LEARNED_MET, CONTROL_MET follow their counts
-    const { learned, control } = this.arms(nowMs);
-    const worse = learnedArmWorse(learned, control, this.o);
-    if (!this.reverted) {
-      if (!worse) this.worseSinceMs = NaN;
-      else if (Number.isNaN(this.worseSinceMs)) this.worseSinceMs = nowMs;
-      if (!worse || nowMs - this.worseSinceMs < this.o.revertAfterS * 1000) return null;
-      return this.change({ type: "revert", learned, control }, nowMs);
-    }
-    if (worse) {
-      this.cleanSinceMs = nowMs; // a dirty look restarts the probation
-      return null;
-    }
-    if (this.o.reenableAfterS === 0 || nowMs - this.cleanSinceMs < this.o.reenableAfterS * 1000) return null;
-    const enough = learned.requests >= this.o.minSamples && control.requests >= this.o.minSamples;
-    if (!enough || learned.met / learned.requests < control.met / control.requests) return null;
-    return this.change({ type: "reenable", learned, control }, nowMs);
-  }
-
-  /** Both arms in the window at nowMs. */
-  arms(nowMs: number): { learned: ArmCounts; control: ArmCounts; decisions: number; ood: number } {
-    const sums = this.window.sum(nowMs);
-    return {
-      learned: { requests: sums[LEARNED_N]!, met: sums[LEARNED_MET]! },
-      control: { requests: sums[CONTROL_N]!, met: sums[CONTROL_MET]! },
-      decisions: sums[DECISIONS]!,
-      ood: sums[OOD]!,
-    };
-  }
-
-  private change(change: MonitorChange, nowMs: number): MonitorChange {
-    this.reverted = change.type === "revert";
-    if (this.reverted) this.reverts++;
-    else this.reenables++;
-    this.epoch++;
-    this.cleanSinceMs = nowMs;
-    this.worseSinceMs = NaN;
-    this.window.clear(); // the arms' shares change: a fresh window compares like with like
-    return change;
-  }
 }
 
 // ---- the guard -------------------------------------------------------------------------------------------------
@@ -292,6 +133,17 @@ interface TableState {
   /** The variants staged for the core: `normal` (reverted clusters at rule) and `alternate` (the coin's). */
   normal: StagedTable;
   alternate: StagedTable;
+  /** The mix-shift guard, when there are training shares and learned clusters. */
+  mix: MixGuard | null;
+}
+
+/** A mix-shift alarm raised or cleared. */
+export interface MixShiftEvent {
+  type: "alarm" | "clear";
+  psi: number;
+  /** The clusters handed over to the rule by this alarm. */
+  handedOver: number[];
+  table: { kind: string; checksum: string };
 }
 
 const VALUE_NAMES = ["local", "remote", "rule"] as const;
@@ -302,15 +154,22 @@ export class DriftGuard {
   private state: TableState | null = null;
   private followed: Table | null = null;
   private generation = 0;
-  /** Called on every revert and re-enable (the proxy logs a line and counts it). */
+  private readonly mixOptions: MixHandOverOptions | false;
+  /** Called on every revert, re-enable, hand-over and hand-back (the proxy logs a line and counts it). */
   onEvent: ((event: DriftEvent) => void) | null = null;
+  /** Called when the mix-shift guard raises or clears its alarm. */
+  onMixShift: ((event: MixShiftEvent) => void) | null = null;
 
   constructor(
     private readonly router: Router,
     options: DriftGuardOptions = {},
+    mix: MixHandOverOptions | false = {},
   ) {
     this.o = validateDriftOptions(options);
     this.coin = new ControlCoin(this.o.seed);
+    if (mix) validateMixOptions(mix); // now, not at the first table
+    if (mix && mix.clusterShare) validateShares(mix.clusterShare);
+    this.mixOptions = mix;
   }
 
   get options(): Readonly<Required<DriftGuardOptions>> {
@@ -334,7 +193,14 @@ export class DriftGuard {
         activate(this.router, s.normal);
       }
     } else decision = this.router.route(request);
-    return { decision, ticket: this.classify(s, decision, nowMs) };
+    const ticket = this.classify(s, decision, nowMs);
+    if (s.mix && decision.cluster !== null) this.watchMix(s, decision.cluster, nowMs);
+    return { decision, ticket };
+  }
+
+  /** The mix-shift guard of the current table (null without training shares or learned clusters). */
+  mixStatus(): MixStatus | null {
+    return this.follow()?.mix?.status() ?? null;
   }
 
   /** Records how an armed request ended and looks at its cluster's test. Stale tickets are ignored. */
@@ -346,16 +212,38 @@ export class DriftGuard {
     const change = m.record(ticket.arm, meetsSlo(slo, outcome), nowMs);
     if (!change) return;
     this.stageVariants(s);
-    const { type, learned, control } = change;
+    this.emit(s, change.type, ticket.cluster, change.learned, change.control);
+  }
+
+  private emit(s: TableState, type: DriftEvent["type"], cluster: number, learned: ArmCounts, control: ArmCounts): void {
     this.onEvent?.({
       type,
-      cluster: ticket.cluster,
-      value: VALUE_NAMES[s.values[ticket.cluster]!] as "local" | "remote",
+      cluster,
+      value: VALUE_NAMES[s.values[cluster]!] as "local" | "remote",
       learned,
       control,
       z: controlLeadZ(learned, control),
       table: { kind: s.table.kind, checksum: s.table.checksum },
     });
+  }
+
+  /** One routed request's cluster to the mix-shift guard; on an alarm every learned cluster goes to the rule. */
+  private watchMix(s: TableState, cluster: number, nowMs: number): void {
+    const change = s.mix!.observe(cluster);
+    if (!change) return;
+    const handedOver =
+      change === "alarm"
+        ? s.monitors.flatMap((m, c) => (s.values[c] !== CLUSTER_RULE && m.handOver(nowMs) ? [c] : []))
+        : [];
+    if (handedOver.length > 0) this.stageVariants(s);
+    this.onMixShift?.({
+      type: change,
+      psi: s.mix!.psi,
+      handedOver,
+      table: { kind: s.table.kind, checksum: s.table.checksum },
+    });
+    const none = { requests: 0, met: 0 };
+    for (const c of handedOver) this.emit(s, "handover", c, none, none);
   }
 
   /** Every cluster of the current learned table (empty for a rule table). */
@@ -368,6 +256,7 @@ export class DriftGuard {
         cluster: c,
         value: VALUE_NAMES[s.values[c]!]!,
         reverted: m.reverted,
+        handedOver: m.handedOver,
         learned: withAttainment(learned),
         control: withAttainment(control),
         z: controlLeadZ(learned, control),
@@ -375,8 +264,11 @@ export class DriftGuard {
         oodShare: decisions > 0 ? ood / decisions : 0,
         controlRouted: m.controlRouted,
         revertedRouted: m.revertedRouted,
+        handedOverRouted: m.handedOverRouted,
         reverts: m.reverts,
         reenables: m.reenables,
+        handovers: m.handovers,
+        handbacks: m.handbacks,
       };
     });
   }
@@ -394,17 +286,20 @@ export class DriftGuard {
   private adopt(table: Table): TableState {
     const values = [...(table.bits ?? [])];
     const staged = stageTable(table);
+    const shares = trainingShares(table, this.mixOptions);
+    const learned = values.some((v) => v === CLUSTER_LOCAL || v === CLUSTER_REMOTE);
     return {
       table,
       generation: this.generation,
       values,
-      hasArms: values.some((v) => v === CLUSTER_LOCAL || v === CLUSTER_REMOTE),
+      hasArms: learned,
       monitors: values.map(() => new ClusterMonitor(this.o)),
       normal: staged,
       alternate: this.variant(
         table,
         values.map(() => CLUSTER_RULE),
       ),
+      mix: this.mixOptions && shares && learned ? new MixGuard(shares, this.mixOptions) : null,
     };
   }
 
@@ -412,16 +307,21 @@ export class DriftGuard {
     return stageTable({ ...table, bits: values });
   }
 
-  /** normal: reverted clusters at rule; alternate: learned clusters at rule, reverted ones probed when re-enabling. */
+  /**
+   * normal: reverted and handed-over clusters at rule; alternate: learned clusters at rule, handed-over ones (and
+   * reverted ones when re-enabling) probed at their learned value.
+   */
   private stageVariants(s: TableState): void {
     const probing = this.o.reenableAfterS > 0;
+    const ruled = (m: ClusterMonitor): boolean => m.reverted || m.handedOver;
+    const probed = (m: ClusterMonitor): boolean => (m.reverted && probing) || m.handedOver;
     s.normal = this.variant(
       s.table,
-      s.values.map((v, c) => (s.monitors[c]!.reverted ? CLUSTER_RULE : v)),
+      s.values.map((v, c) => (ruled(s.monitors[c]!) ? CLUSTER_RULE : v)),
     );
     s.alternate = this.variant(
       s.table,
-      s.values.map((v, c) => (s.monitors[c]!.reverted && probing ? v : CLUSTER_RULE)),
+      s.values.map((v, c) => (probed(s.monitors[c]!) ? v : CLUSTER_RULE)),
     );
     activate(this.router, s.normal);
   }
@@ -436,6 +336,7 @@ export class DriftGuard {
     else if (d.reason === "rule-fallback" && s.values[c] !== CLUSTER_RULE) which = "control";
     if (which === "control") {
       if (m.reverted) m.revertedRouted++;
+      else if (m.handedOver) m.handedOverRouted++;
       else m.controlRouted++;
     }
     if (which === null || (m.reverted && this.o.reenableAfterS === 0)) return null;
@@ -466,23 +367,15 @@ function activate(router: Router, v: StagedTable): void {
   router.engine.setTable(v.kind, v.k, v.dims, v.staged, v.oslAt);
 }
 
-function withAttainment(a: ArmCounts): ArmCounts & { attainment: number | null } {
-  return { ...a, attainment: a.requests > 0 ? a.met / a.requests : null };
+/** The table's cluster_share (format version 3), else the given shares when they are one per cluster. */
+function trainingShares(table: Table, mix: MixHandOverOptions | false): number[] | null {
+  if (!mix) return null;
+  const own = table.cluster_share;
+  const k = table.bits?.length ?? 0;
+  if (own) return own;
+  return mix.clusterShare && mix.clusterShare.length === k ? mix.clusterShare : null;
 }
 
-/** The options with defaults filled in; a bad one is a RangeError naming it. */
-export function validateDriftOptions(options: DriftGuardOptions): Required<DriftGuardOptions> {
-  const o = { ...DRIFT_DEFAULTS, ...options };
-  const check = (name: keyof DriftGuardOptions, ok: boolean, what: string): void => {
-    if (!ok) throw new RangeError(`drift guard: ${name} must be ${what}, got ${String(o[name])}`);
-  };
-  check("controlShare", o.controlShare >= 0 && o.controlShare <= 0.5, "a number in [0, 0.5]");
-  check("windowS", o.windowS > 0 && Number.isFinite(o.windowS), "a finite number > 0");
-  check("minSamples", Number.isInteger(o.minSamples) && o.minSamples >= 1, "an integer ≥ 1");
-  check("zRevert", o.zRevert > 0 && Number.isFinite(o.zRevert), "a finite number > 0");
-  check("minGap", o.minGap >= 0 && o.minGap <= 1, "a number in [0, 1]");
-  check("revertAfterS", o.revertAfterS >= 0 && Number.isFinite(o.revertAfterS), "a finite number ≥ 0");
-  check("reenableAfterS", o.reenableAfterS >= 0 && Number.isFinite(o.reenableAfterS), "a finite number ≥ 0");
-  check("seed", Number.isSafeInteger(o.seed), "a safe integer");
-  return o;
+function withAttainment(a: ArmCounts): ArmCounts & { attainment: number | null } {
+  return { ...a, attainment: a.requests > 0 ? a.met / a.requests : null };
 }

@@ -7,6 +7,7 @@
 import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { DRIFT_DEFAULTS } from "../router/drift-guard.js";
+import { MIX_DEFAULTS } from "../router/mix-guard.js";
 import { POLICY_KINDS } from "../table/table.js";
 import {
   boolean,
@@ -129,6 +130,11 @@ export interface ServeConfig {
     revert_after_s: number;
     reenable_after_s: number;
     seed: number;
+    /** The mix-shift guard (src/router/mix-guard.ts): on for tables with cluster_share. */
+    mix_enabled: boolean;
+    mix_window: number;
+    mix_psi_alarm: number;
+    mix_psi_clear: number;
   };
 }
 
@@ -204,6 +210,10 @@ export const DEFAULTS = {
     revert_after_s: DRIFT_DEFAULTS.revertAfterS,
     reenable_after_s: DRIFT_DEFAULTS.reenableAfterS,
     seed: DRIFT_DEFAULTS.seed,
+    mix_enabled: true,
+    mix_window: MIX_DEFAULTS.window,
+    mix_psi_alarm: MIX_DEFAULTS.psiAlarm,
+    mix_psi_clear: MIX_DEFAULTS.psiClear,
   },
 };
 
@@ -390,8 +400,21 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       revert_after_s: driftNumber("revert_after_s", { min: 0 }),
       reenable_after_s: driftNumber("reenable_after_s", { min: 0 }),
       seed: driftNumber("seed", { min: 0, integer: true }),
+      mix_enabled: boolean(drift["mix_enabled"], "drift.mix_enabled", D.drift.mix_enabled),
+      mix_window: driftNumber("mix_window", { min: 20, integer: true }),
+      mix_psi_alarm: driftNumber("mix_psi_alarm", { min: 0, exclusiveMin: true }),
+      // by default half the alarm level, whatever the alarm level is
+      mix_psi_clear:
+        drift["mix_psi_clear"] === undefined
+          ? driftNumber("mix_psi_alarm", { min: 0, exclusiveMin: true }) / 2
+          : driftNumber("mix_psi_clear", { min: 0, exclusiveMin: true }),
     },
   };
+  if (config.drift.mix_psi_clear > config.drift.mix_psi_alarm)
+    throw new ConfigError(
+      "drift.mix_psi_clear",
+      `must not exceed drift.mix_psi_alarm (${config.drift.mix_psi_alarm}), got ${config.drift.mix_psi_clear}`,
+    );
 
   if (config.heartbeat.expiry_s <= config.heartbeat.interval_s) {
     throw new ConfigError(

@@ -18,6 +18,14 @@ import type { SimConfig, SimResult } from "./sim-config.js";
 import { arrivalOrder, internedIds, internInOrder, sharedBlockIds } from "./shared-block-ids.js";
 import { SIM_BLOCK_TOKENS, type SimRequest, type Workload } from "./types.js";
 import { QpsWindow } from "../router/qps-window.js";
+import type { Decision, RouteRequest } from "../router/types.js";
+
+/** Routes in the router's place and hears how each request ended (src/sim/drift-guard-run.ts: the drift guard). */
+export interface RouteHook {
+  route(r: SimRequest, request: RouteRequest, nowMs: number): Decision;
+  /** A request finished (its record complete) or was rejected (failed), at simulated time nowMs. */
+  ended(r: SimRequest, record: RequestRecord, nowMs: number): void;
+}
 
 interface Pending {
   prefill: Instance;
@@ -55,6 +63,8 @@ export class Simulation implements InstanceHost {
   private stillToRoute: BlocksStillToRoute | null = null;
   private readonly capacityBlocks: number;
   private readonly specs: { name: string; role: InstanceRole }[];
+  /** null (the default): every request is routed by `router.route` itself. */
+  routeHook: RouteHook | null = null;
 
   constructor(config: SimConfig) {
     this.config = config;
@@ -233,7 +243,7 @@ export class Simulation implements InstanceHost {
       const from = this.heldBack.firstHeldBack(ids);
       if (from >= 0) for (const inst of this.instances) inst.cache.publishFrom(ids, from);
     }
-    const d = this.router.route({
+    const request: RouteRequest = {
       blockHashes: r.blocks,
       promptTokens: r.promptTokens,
       ...(oslHat !== undefined ? { oslHat } : {}),
@@ -241,7 +251,8 @@ export class Simulation implements InstanceHost {
       turn: r.turn,
       ...(r.contextTokens !== undefined ? { contextTokens: r.contextTokens } : {}),
       ...(pinned !== undefined ? { decodeWorker: pinned } : {}),
-    });
+    };
+    const d = this.routeHook ? this.routeHook.route(r, request, this.queue.nowMs) : this.router.route(request);
     if (this.stillToRoute) this.stillToRoute.routed++;
     if (ppd && r.session !== undefined && r.turn <= 1) this.sessionDecode.set(r.session, d.decodeWorker);
     const record = this.newRecord(r, d.path, d.decodeWorker, d.prefillWorker, d.cluster ?? -1, d.features);
@@ -314,11 +325,13 @@ export class Simulation implements InstanceHost {
         inst.cache.cacheUnpinned(this.ids(next), job.promptBlocks, upTo);
       }
     }
+    this.routeHook?.ended(job.req, rec, timeMs);
   }
 
   rejected(inst: Instance, job: Job): void {
     this.recordOf(job.req).failed = true;
     this.pending.delete(job.req.id);
+    this.routeHook?.ended(job.req, this.recordOf(job.req), this.queue.nowMs);
   }
 
   loadChanged(inst: Instance): void {

@@ -1,8 +1,9 @@
 // The drift guard in `dolphin serve` (src/router/drift-guard.ts holds the guard itself): each request is routed through
 // it, and when an armed request's answer is over its outcome (end-to-end latency, output tokens from the worker's
-// usage, failure) goes back to the guard. Reverts and re-enables are logged and counted; /metrics reads its status.
+// usage, failure) goes back to the guard. Reverts, re-enables, hand-overs, hand-backs and the mix-shift guard's alarms
+// are logged and counted; /metrics reads its status.
 
-import { DriftGuard, type DriftEvent, type DriftTicket } from "../../router/drift-guard.js";
+import { DriftGuard, type DriftEvent, type DriftTicket, type MixShiftEvent } from "../../router/drift-guard.js";
 import type { Router } from "../../router/router.js";
 import type { Decision, RouteRequest } from "../../router/types.js";
 import type { ServeConfig } from "../config.js";
@@ -19,18 +20,28 @@ export class ServeDriftGuard {
     private readonly metrics: ProxyMetrics,
     private readonly log: Logger,
   ) {
-    this.guard = new DriftGuard(router, {
-      controlShare: config.control_share,
-      windowS: config.window_s,
-      minSamples: config.min_samples,
-      zRevert: config.z_revert,
-      minGap: config.min_gap,
-      revertAfterS: config.revert_after_s,
-      reenableAfterS: config.reenable_after_s,
-      seed: config.seed,
-    });
+    this.guard = new DriftGuard(
+      router,
+      {
+        controlShare: config.control_share,
+        windowS: config.window_s,
+        minSamples: config.min_samples,
+        zRevert: config.z_revert,
+        minGap: config.min_gap,
+        revertAfterS: config.revert_after_s,
+        reenableAfterS: config.reenable_after_s,
+        seed: config.seed,
+      },
+      config.mix_enabled
+        ? { window: config.mix_window, psiAlarm: config.mix_psi_alarm, psiClear: config.mix_psi_clear }
+        : false,
+    );
     this.guard.onEvent = (e) => this.changed(e);
-    metrics.watchDrift(() => this.guard.status());
+    this.guard.onMixShift = (e) => this.mixShifted(e);
+    metrics.watchDrift(
+      () => this.guard.status(),
+      () => this.guard.mixStatus(),
+    );
   }
 
   /** The guard's decision; an armed request reports its outcome when its response closes. */
@@ -58,21 +69,41 @@ export class ServeDriftGuard {
 
   private changed(e: DriftEvent): void {
     const labels = { cluster: String(e.cluster) };
-    if (e.type === "revert") this.metrics.driftReverts.inc(labels);
-    else this.metrics.driftReenables.inc(labels);
-    this.log.log(
-      e.type === "revert" ? "warn" : "info",
-      e.type === "revert"
-        ? "drift guard: cluster reverted to the fallback rule"
-        : "drift guard: cluster re-enabled after a clean probation",
-      {
-        cluster: e.cluster,
-        value: e.value,
-        learned: e.learned,
-        control: e.control,
-        z: Math.round(e.z * 100) / 100,
-        table: e.table,
+    const { counter, message } = {
+      revert: { counter: this.metrics.driftReverts, message: "drift guard: cluster reverted to the fallback rule" },
+      reenable: {
+        counter: this.metrics.driftReenables,
+        message: "drift guard: cluster re-enabled after a clean probation",
       },
+      handover: {
+        counter: this.metrics.driftHandovers,
+        message: "drift guard: cluster handed over to the fallback rule (the traffic's mix departed)",
+      },
+      handback: {
+        counter: this.metrics.driftHandbacks,
+        message: "drift guard: handed-over cluster given back its learned value (no worse than the rule)",
+      },
+    }[e.type];
+    counter.inc(labels);
+    this.log.log(e.type === "revert" ? "warn" : "info", message, {
+      cluster: e.cluster,
+      value: e.value,
+      learned: e.learned,
+      control: e.control,
+      z: Math.round(e.z * 100) / 100,
+      table: e.table,
+    });
+  }
+
+  /** One warn line per alarm (with the clusters it handed over), one info line when the mix is back. */
+  private mixShifted(e: MixShiftEvent): void {
+    if (e.type === "alarm") this.metrics.mixShiftAlarms.inc();
+    this.log.log(
+      e.type === "alarm" ? "warn" : "info",
+      e.type === "alarm"
+        ? "mix-shift guard: the traffic's cluster shares departed from the training shares"
+        : "mix-shift guard: the traffic's cluster shares are back near the training shares",
+      { psi: Math.round(e.psi * 1000) / 1000, handed_over: e.handedOver, table: e.table },
     );
   }
 }

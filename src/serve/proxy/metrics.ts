@@ -5,6 +5,7 @@
 // the order of the first object it saw, and the proxy's output has always had them sorted.
 
 import type { DriftClusterStatus } from "../../router/drift-guard.js";
+import type { MixStatus } from "../../router/mix-guard.js";
 import { Counter, HotCounter, LeLastHistogram, Registry, scrapedGauge } from "../prometheus.js";
 
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -177,6 +178,20 @@ export class ProxyMetrics {
     "Drift guard: reverted clusters given back their learned value after a clean probation",
     ["cluster"],
   );
+  readonly driftHandovers = this.counter(
+    "dolphin_drift_handovers_total",
+    "Drift guard: learned clusters handed over to the fallback rule by a mix-shift alarm",
+    ["cluster"],
+  );
+  readonly driftHandbacks = this.counter(
+    "dolphin_drift_handbacks_total",
+    "Drift guard: handed-over clusters given back their learned value (its probe did at least as well as the rule)",
+    ["cluster"],
+  );
+  readonly mixShiftAlarms = this.counter(
+    "dolphin_mix_shift_alarms_total",
+    "Mix-shift guard: alarms raised (the recent clusters' shares departed from the training shares)",
+  );
   readonly driftUnjudged = this.counter(
     "dolphin_drift_unjudged_total",
     "Drift guard: armed requests left out of the test (output length unknown: a stream without usage)",
@@ -219,8 +234,28 @@ export class ProxyMetrics {
   }
 
   /** The drift guard's gauges, read from its per-cluster status when scraped (learned tables only). */
-  watchDrift(status: () => DriftClusterStatus[]): void {
+  watchDrift(status: () => DriftClusterStatus[], mix: () => MixStatus | null): void {
     const r = this.registry;
+    scrapedGauge(
+      r,
+      "dolphin_mix_shift",
+      "Mix-shift guard: PSI of the recent window's cluster shares against the table's training shares (NaN: no full window, or no guard)",
+      [],
+      () => [[{}, mix()?.psi ?? NaN] as const],
+    );
+    scrapedGauge(r, "dolphin_mix_shift_alarm", "Mix-shift guard: 1 while its alarm is raised", [], () => [
+      [{}, mix()?.alarm ? 1 : 0] as const,
+    ]);
+    scrapedGauge(
+      r,
+      "dolphin_drift_handed_over",
+      "Drift guard: 1 while a learned cluster is handed over to the fallback rule after a mix-shift alarm",
+      ["cluster"],
+      () =>
+        status()
+          .filter((c) => c.value !== "rule")
+          .map((c) => [{ cluster: String(c.cluster) }, c.handedOver ? 1 : 0] as const),
+    );
     const learnedClusters = (): DriftClusterStatus[] => status().filter((c) => c.value !== "rule");
     scrapedGauge(
       r,
@@ -269,6 +304,7 @@ export class ProxyMetrics {
         learnedClusters().flatMap((c) => [
           [{ cause: "control", cluster: String(c.cluster) }, c.controlRouted] as const,
           [{ cause: "reverted", cluster: String(c.cluster) }, c.revertedRouted] as const,
+          [{ cause: "handed-over", cluster: String(c.cluster) }, c.handedOverRouted] as const,
         ]),
     );
     scrapedGauge(
