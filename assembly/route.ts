@@ -4,7 +4,7 @@
 
 import { hashTextBlocks, hashTokenBlocks, blockSize, TEXT_BLOCK_BYTES } from "./blocks";
 import {
-  D_BIT, D_BLOCKS, D_CLUSTER, D_COST_D, D_COST_P, D_DECODE, D_EFF_D, D_EFF_P, D_ISL, D_MATCHED_D, D_MATCHED_P, D_OSL_CLASS,
+  D_BIT, D_BLOCKS, D_CLUSTER, D_COST_D, D_COST_P, D_DECODE, D_EFF_D, D_EFF_P, D_ISL, D_LOAD_D, D_LOAD_P, D_MATCHED_D, D_MATCHED_P, D_OSL_CLASS,
   D_OSL_HAT, D_PATH, D_PREFILL, D_REASON, D_REUSE, D_SCORE, DECISION_SLOTS, E_BAD_LENGTH, E_BAD_OSL, E_BAD_PINNED, E_BAD_TURN, E_INPUT_TOO_LARGE, E_NO_DECODE_WORKER, OK,
   E_BAD_FLAGS, FLAG_HASHES, FLAG_RECORD, FLAG_TEXT, LIMIT_MAX_TOKENS, LIMIT_TEXT_BLOCK_BYTES, LIMIT_TEXT_TOKENS_PER_BLOCK,
   R_CONTEXT_TOKENS, R_FLAGS, R_LENGTH, R_MAX_TOKENS, R_OSL_HAT, R_PINNED_DECODE, R_PREV_OUTPUT_TOKENS, R_PROMPT_TOKENS,
@@ -17,7 +17,7 @@ import { matchPrefix } from "./prefix-index/match";
 import { storeBlocks, workerInRange } from "./prefix-index/store";
 import { lastClass, oslClasses, predictOsl } from "./osl";
 import {
-  chooseDecode, choosePrefill, costOf, lastCost, prefillLoadOf, roleOf, workerSpan,
+  chooseDecode, choosePrefill, costOf, decodeLoadOf, lastCost, prefillLoadOf, roleOf, workerSpan,
 } from "./workers";
 
 // text mode estimates tokens as bytes / 4, so a 64-byte block stands for 16 tokens
@@ -81,7 +81,8 @@ export function decideFeatures(isl: f64, effP: f64, effD: f64, oslHat: f64, turn
   if (!(oslHat >= 0 && oslHat <= MAX_TOKENS)) return fail(E_BAD_OSL, oslHat);
   if (turn < 0) return fail(E_BAD_TURN, turn);
   if (isNaN(contextTokens) || contextTokens > MAX_TOKENS) return fail(E_BAD_LENGTH, contextTokens);
-  const rc = decide(isl, effP, effD, oslHat, isl - effD, turn, contextTokens, -1);
+  // no workers: no prefill load (not checked) and a decode load of 0, so load bounds never fire here
+  const rc = decide(isl, effP, effD, oslHat, isl - effD, turn, contextTokens, -1, 0);
   if (rc != OK) return rc;
   // every slot written (the ones a decision without workers has none of are 0): stores, not a memory.fill call
   writeDecision(outBit, -1, -1, isl, effP, effD, oslHat);
@@ -92,6 +93,8 @@ export function decideFeatures(isl: f64, effP: f64, effD: f64, oslHat: f64, turn
   put(D_COST_P, 0);
   put(D_OSL_CLASS, -1);
   put(D_REUSE, 0);
+  put(D_LOAD_P, -1);
+  put(D_LOAD_D, 0);
   return OK;
 }
 
@@ -201,9 +204,10 @@ export function route(): i32 {
   const effD = isl - cachedD;
   const effP = isl - cachedP;
 
-  // 5. the bit
-  rc = decide(isl, effP, effD, oslHat, cachedD, turn, contextTokens,
-    prefillWorker >= 0 ? prefillLoadOf(prefillWorker) : -1);
+  // 5. the bit, under the chosen workers' loads
+  const loadP = prefillWorker >= 0 ? prefillLoadOf(prefillWorker) : -1.0;
+  const loadD = decodeLoadOf(decodeWorker);
+  rc = decide(isl, effP, effD, oslHat, cachedD, turn, contextTokens, loadP, loadD);
   if (rc != OK) return rc;
   const path = prefillWorker >= 0 ? outBit : 0;
 
@@ -221,5 +225,7 @@ export function route(): i32 {
   put(D_COST_P, costP);
   put(D_OSL_CLASS, predict ? lastClass : -1);
   put(D_REUSE, reuse);
+  put(D_LOAD_P, loadP);
+  put(D_LOAD_D, loadD);
   return OK;
 }

@@ -46,6 +46,11 @@ export function decodeWorkers(): i32 { return decodeCount; }
 export function prefillWorkers(): i32 { return prefillCount; }
 export function roleOf(worker: i32): u8 { return load<u8>(roles + <usize>worker); }
 export function prefillLoadOf(worker: i32): f64 { return load<f64>(prefillLoad + (<usize>worker << 3)); }
+/** A decode worker's load as a table's load bounds see it: its active prefill + active decode tokens. */
+export function decodeLoadOf(worker: i32): f64 {
+  const at = <usize>worker << 3;
+  return load<f64>(prefillLoad + at) + load<f64>(decodeLoad + at);
+}
 
 export function setRole(worker: i32, role: i32): i32 {
   if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);

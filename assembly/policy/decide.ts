@@ -1,18 +1,19 @@
 // The policy's decision: `decide` maps a request's features to a bit (0 local, 1 remote) under the active table.
 // Learned kinds (seeds 000/001): classify (classify.ts), then the cluster's bit, or the table's fallback rule for a
-// cluster that names it or a request outside what the cluster was trained on. Rule kinds are the baselines of
+// cluster that names it, a request outside what the cluster was trained on, or a load above the one it was tested at. Rule kinds are the baselines of
 // reference-systems.md, as data (ruleBit); PPD reads its bit from a grid of context, ratio and QPS classes.
 
 import { fail } from "../errors";
 import {
   E_NO_TABLE, OK, KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_LEGACY, KIND_DYNAMO_LOAD,
   KIND_GMM, KIND_KMEANS, KIND_LLM_D, KIND_PPD, KIND_TRTLLM, REASON_CLUSTER, REASON_FIRST_TURN,
-  REASON_OUT_OF_DISTRIBUTION, REASON_RULE, REASON_RULE_FALLBACK,
+  REASON_LOAD_OUT_OF_RANGE, REASON_OUT_OF_DISTRIBUTION, REASON_RULE, REASON_RULE_FALLBACK,
 } from "../generated/abi";
 import { classify } from "./classify";
 import {
-  bits, fallback0, fallback1, fallbackKind, hasOodBounds, kind, nQps, nRatioEdges, oodBound, outBit, outCluster,
-  outReason, outScore, param0, param1, prefillQueue, qps, qpsLevels, ratioEdges,
+  bits, fallback0, fallback1, fallbackKind, hasLoadBounds, hasOodBounds, kind, loadBoundDecode, loadBoundPrefill, nQps,
+  nRatioEdges, oodBound, outBit, outCluster, outReason, outScore, param0, param1, prefillQueue, qps, qpsLevels,
+  ratioEdges,
 } from "./state";
 
 // @ts-ignore: decorator
@@ -48,15 +49,26 @@ function ruleBit(
 }
 
 /**
+ * The load lies above what cluster `cluster` was tested at: the prefill load (when a prefill worker was chosen:
+ * `prefillLoad` ≥ 0) above its prefill bound, or the decode load above its decode bound. Bounds are ≥ 0, so a
+ * prefill load of −1 (none chosen) never exceeds one.
+ */
+function beyondLoadBound(cluster: i32, prefillLoad: f64, decodeLoad: f64): bool {
+  const at = <usize>cluster << 3;
+  return (prefillLoad >= 0 && prefillLoad > load<f64>(loadBoundPrefill + at)) || decodeLoad > load<f64>(loadBoundDecode + at);
+}
+
+/**
  * The policy's bit (0 local, 1 remote) for one request. `decodeCachedTokens` is hit_D before clamping,
  * `contextTokens` < 0 means "unknown" (PPD then uses the decode worker's cached tokens), `prefillBusyTokens`
- * is the chosen prefill worker's active prefill tokens (< 0 when there is none).
+ * is the chosen prefill worker's active prefill tokens (< 0 when there is none), `decodeLoad` the chosen decode
+ * worker's active prefill + decode tokens: the loads a table version 3's `load_bound` is checked against.
  */
 // inlined into its two callers (decideFeatures and route): no call on the dependent chain, the cluster in a local
 // @ts-ignore: decorator
 @inline export function decide(
   isl: f64, effP: f64, effD: f64, oslHat: f64, decodeCachedTokens: f64, turn: i32, contextTokens: f64,
-  prefillBusyTokens: f64,
+  prefillBusyTokens: f64, decodeLoad: f64,
 ): i32 {
   outCluster = -1;
   outScore = 0;
@@ -74,6 +86,10 @@ function ruleBit(
       const value = key & 0xFF;
       if (outside || value == CLUSTER_RULE) {
         outReason = outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK;
+        outBit = ruleBit(fallbackKind, fallback0, fallback1, isl, effD, decodeCachedTokens, prefillBusyTokens);
+      } else if (hasLoadBounds && beyondLoadBound(cluster, prefillBusyTokens, decodeLoad)) {
+        // the cluster's value was not tested at this load (table version 3): the fallback rule decides
+        outReason = REASON_LOAD_OUT_OF_RANGE;
         outBit = ruleBit(fallbackKind, fallback0, fallback1, isl, effD, decodeCachedTokens, prefillBusyTokens);
       } else {
         outReason = REASON_CLUSTER;

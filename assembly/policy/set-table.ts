@@ -8,8 +8,8 @@ import {
   KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_LOAD, KIND_GMM, KIND_KMEANS, KIND_LLM_D, KIND_PPD,
 } from "../generated/abi";
 import {
-  bits, centroidPairs, centroids, clusterKeys, dims, fallback0, fallback1, fallbackKind, featureIdx, hasOodBounds,
-  invVar, k, kind, logConst, MAX_DIMS, MAX_K, MAX_QPS_LEVELS, MAX_RATIO_EDGES, mean, naturalOrder, nQps, nRatioEdges,
+  bits, centroidPairs, centroids, clusterKeys, dims, fallback0, fallback1, fallbackKind, featureIdx, hasLoadBounds,
+  hasOodBounds, invVar, k, kind, loadBoundDecode, loadBoundPrefill, logConst, MAX_DIMS, MAX_K, MAX_QPS_LEVELS, MAX_RATIO_EDGES, mean, naturalOrder, nQps, nRatioEdges,
   oodBound, param0, param1, qpsLevels, ratioEdges, staging, STAGING_F64, std,
 } from "./state";
 
@@ -86,6 +86,7 @@ function isFallbackKind(ruleKind: i32): bool {
  *  kmeans: featureIdx[D] mean[D] std[D] centroids[K×D] values[K] guard
  *  gmm:    featureIdx[D] mean[D] std[D] centroids[K×D] values[K] logConst[K] invVar[K×D] guard
  *  guard:  fallbackKind fallbackParam0 fallbackParam1 nBounds(0 or K) oodBound[nBounds]
+ *          nLoadBounds(0 or K) loadBoundPrefill[nLoadBounds] loadBoundDecode[nLoadBounds]
  *  dynamo-isl, dynamo-load, dynamo-legacy, trtllm, llm-d: param0 param1
  *  always-local, always-remote: nothing
  *  ppd: ctxEdge0 ctxEdge1 nRatioEdges ratioEdges[nE] nQps qpsLevels[nQ] bits[3 × (nE+1) × nQ]
@@ -118,6 +119,14 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     if (nB != 0 && nB != <f64>newK) return fail(E_BAD_PARAM, guardAt + 3);
     const boundsBad = firstNonFinite(guardAt + 4, guardAt + 4 + <i32>nB);
     if (boundsBad >= 0) return fail(E_BAD_NUMBER, boundsBad);
+    // table version 3: the load bounds, finite and ≥ 0 (a NaN bound would never fire, so it is rejected)
+    const loadAt = guardAt + 4 + <i32>nB;
+    const nL = st(loadAt);
+    if (nL != 0 && nL != <f64>newK) return fail(E_BAD_PARAM, loadAt);
+    const nLoad = <i32>nL;
+    for (let i = loadAt + 1; i < loadAt + 1 + 2 * nLoad; i++) {
+      if (!isFinite(st(i)) || !(st(i) >= 0)) return fail(E_BAD_NUMBER, i);
+    }
     if (newKind == KIND_GMM) {
       const ivAt = bitsAt + 2 * newK;
       for (let i = 0; i < newK * d; i++) if (!(st(ivAt + i) > 0)) return fail(E_BAD_NUMBER, ivAt + i);
@@ -140,6 +149,11 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     fallback1 = st(guardAt + 2);
     hasOodBounds = nB > 0;
     if (hasOodBounds) memory.copy(oodBound, staging + (<usize>(guardAt + 4) << 3), <usize>newK << 3);
+    hasLoadBounds = nLoad > 0;
+    if (hasLoadBounds) {
+      memory.copy(loadBoundPrefill, staging + (<usize>(loadAt + 1) << 3), <usize>newK << 3);
+      memory.copy(loadBoundDecode, staging + (<usize>(loadAt + 1 + newK) << 3), <usize>newK << 3);
+    }
     kind = newKind;
     k = newK;
     dims = d;

@@ -58,6 +58,11 @@ export let fallback1: f64 = 0.7;
 // f64[MAX_K]: kmeans the largest in-distribution squared distance, gmm the lowest log-likelihood
 export let oodBound: usize = 0;
 export let hasOodBounds: bool = false;
+// table version 3: per cluster, the highest load its value was tested at (f64[MAX_K] each): the chosen prefill
+// worker's active prefill tokens, the chosen decode worker's active prefill + decode tokens
+export let loadBoundPrefill: usize = 0;
+export let loadBoundDecode: usize = 0;
+export let hasLoadBounds: bool = false;
 
 // signals the host keeps current (rule inputs that are not per request)
 export let prefillQueue: f64 = 0;
@@ -78,6 +83,8 @@ export function policyInit(): void {
   invVar = heap.alloc(<usize>(MAX_K * MAX_DIMS) << 3);
   logConst = heap.alloc(<usize>MAX_K << 3);
   oodBound = heap.alloc(<usize>MAX_K << 3);
+  loadBoundPrefill = heap.alloc(<usize>MAX_K << 3);
+  loadBoundDecode = heap.alloc(<usize>MAX_K << 3);
   bits = heap.alloc(<usize>MAX_PPD_CELLS);
   ratioEdges = heap.alloc(<usize>MAX_RATIO_EDGES << 3);
   qpsLevels = heap.alloc(<usize>MAX_QPS_LEVELS << 3);

@@ -5,9 +5,9 @@
 
 import {
   OK, P_BIT, P_CLUSTER_VALUE, P_BITS, P_FINITE, P_INTEGER, P_NON_EMPTY_STRING, P_NON_NEGATIVE, P_NOT_ASCENDING, P_NUMBER_ARRAY,
-  P_POSITIVE, P_STRING, TE_COUNT, TE_EXPECTED, TE_PREVIOUS,
+  P_MAP, P_POSITIVE, P_STRING, TE_COUNT, TE_EXPECTED, TE_PREVIOUS,
 } from "../generated/abi";
-import { T_ARRAY, T_NUM, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
+import { T_ARRAY, T_MAP, T_NUM, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
 import { note, pathIndex, pathMark, pathRestore, reject } from "./report";
 
 /** Number rules (src/table/fields.ts NumberRule): any finite number, > 0, ≥ 0, or a safe integer. */
@@ -15,6 +15,11 @@ export const ANY: i32 = 0;
 export const POSITIVE: i32 = 1;
 export const NON_NEGATIVE: i32 = 2;
 export const INTEGER: i32 = 3;
+
+/** `node` must be a map (at the current path). */
+export function checkMap(node: i32): i32 {
+  return node >= 0 && nodeType(node) == T_MAP ? OK : reject(P_MAP, node);
+}
 
 export function isArray(node: i32): bool { return node >= 0 && nodeType(node) == T_ARRAY; }
 export function isString(node: i32): bool { return node >= 0 && nodeType(node) == T_STR; }

@@ -16,9 +16,10 @@ import { mapGet } from "./keys";
 import { nodeCount, nodeEnd, nodeNum } from "./msgpack";
 import { paramValue } from "./params";
 import {
-  bits, centroids, clusters, dims, fallbackKind, fallbackParams, featureIndex, features, kind, oodBound, oslClasses,
-  oslFeatureIndex, oslModel, params, scaler, variances, weights,
+  bits, centroids, clusters, dims, featureIndex, features, kind, oslClasses, oslFeatureIndex, oslModel, params, scaler,
+  variances, weights,
 } from "./validate";
+import { fallbackKind, fallbackParams, loadBound, oodBound } from "./guard-fields";
 
 let length: i32 = 0; // f64 values staged
 export let stagedK: i32 = 0;
@@ -81,6 +82,12 @@ function stageLearned(): void {
   if (oodBound >= 0) {
     put(clusters);
     putNumbers(oodBound);
+  } else put(0);
+  // version 3: the load bounds, prefill then decode (the cluster shares are the host's: not staged)
+  if (loadBound >= 0) {
+    put(clusters);
+    putNumbers(mapGet(loadBound, "prefill"));
+    putNumbers(mapGet(loadBound, "decode"));
   } else put(0);
 }
 

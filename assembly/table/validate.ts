@@ -5,7 +5,7 @@
 // stage.ts.
 
 import {
-  KIND_KMEANS, KIND_MAX, KIND_PPD, P_BOUNDS_PER_CLUSTER, P_FALLBACK_KIND, P_NEEDS_VERSION_2, P_UNKNOWN_FALLBACK_KEY, LIMIT_MAX_DIMS, LIMIT_MAX_K, OK, P_BITS_PER_CLUSTER, P_CHECKSUM_FORM, P_CLUSTER_COUNT,
+  KIND_KMEANS, KIND_MAX, LIMIT_MAX_DIMS, LIMIT_MAX_K, OK, P_BITS_PER_CLUSTER, P_CHECKSUM_FORM, P_CLUSTER_COUNT,
   P_DUPLICATE_FEATURE, P_FEATURE_LIST, P_FEATURE_NAME, P_FORMAT, P_GMM_ONLY, P_ISO_DATE, P_KIND, P_MAP, P_NO_FEATURES,
   P_PARAMS_ON_LEARNED, P_PROVENANCE_EXTRA, P_ROWS, P_ROWS_PER_CLUSTER, P_RULE_FIELD, P_SPLIT, P_TOO_MANY_FEATURES,
   P_UNKNOWN_SCALER_KEY, P_UNKNOWN_SLO_KEY, P_UNKNOWN_TOP_KEY, P_UNSUPPORTED_VERSION, P_VALUES_PER_FEATURE, P_VERSION,
@@ -13,17 +13,18 @@ import {
 } from "../generated/abi";
 import { FEATURE_NAMES, KIND_LEARNED, KIND_NAMES, OSL_FEATURE_NAMES } from "../generated/names";
 import {
-  ANY, INTEGER, NON_NEGATIVE, POSITIVE, checkBitArray, checkNumber, checkNumberArray, checkString,
+  ANY, INTEGER, POSITIVE, checkBitArray, checkMap, checkNumber, checkNumberArray, checkString,
   isArray, isChecksum, isIsoDate, isNumber, isSplit, isString, numberValue, sameString, wrongLength,
 } from "./fields";
 import { isFirstOccurrence, keyInByteOrder, keyIs, mapGet, nextKeyInObjectOrder, valueOf } from "./keys";
 import { T_ARRAY, T_MAP, T_NIL, T_STR, byteAt, isSafeInteger, nodeCount, nodeEnd, nodeNum, nodePos, nodeType } from "./msgpack";
+import { resetGuard, validateGuard } from "./guard-fields";
 import { validateOslClasses, validateOslModel } from "./osl-fields";
 import { validateParams } from "./params";
 import { note, pathIndex, pathKey, pathMark, pathName, pathRestore, reject } from "./report";
 
 const TABLE_FORMAT = "dolphin-routing.table";
-const TABLE_VERSION: i32 = 2; // the newest this build reads; version 1 still loads
+const TABLE_VERSION: i32 = 3; // the newest this build reads; versions 1 and 2 still load
 const WEIGHT_SUM_TOLERANCE: f64 = 1e-6;
 
 // what validation found, for staging and the info record
@@ -45,15 +46,6 @@ export let slo: i32 = -1;
 export let provenance: i32 = -1;
 export let checksum: i32 = -1;
 export let version: i32 = 1;
-export let fallback: i32 = -1; // version 2: the fallback map (−1: the default rule)
-export let fallbackKind: i32 = 0;
-export let fallbackParams: i32 = -1;
-export let oodBound: i32 = -1;
-
-/** `node` must be a map (at the current path). */
-export function checkMap(node: i32): i32 {
-  return node >= 0 && nodeType(node) == T_MAP ? OK : reject(P_MAP, node);
-}
 
 /** Appends `.name` to the path; returns the mark to restore it. */
 function at(name: string): i32 {
@@ -64,10 +56,12 @@ function at(name: string): i32 {
 
 const TOP_LEVEL_KEYS: StaticArray<string> = [
   "format", "version", "kind", "features", "scaler", "centroids", "bits", "weights", "variances", "params",
-  "osl_classes", "osl_model", "split", "slo", "provenance", "checksum", "fallback", "ood_bound",
+  "osl_classes", "osl_model", "split", "slo", "provenance", "checksum", "fallback", "ood_bound", "load_bound",
+  "cluster_share",
 ];
-const RULE_ONLY_ABSENT: StaticArray<string> = ["scaler", "centroids", "bits", "weights", "variances", "fallback", "ood_bound"];
-const VERSION_2_FIELDS: StaticArray<string> = ["fallback", "ood_bound"];
+const RULE_ONLY_ABSENT: StaticArray<string> = [
+  "scaler", "centroids", "bits", "weights", "variances", "fallback", "ood_bound", "load_bound", "cluster_share",
+];
 
 function isKnownTopKey(k: i32): bool {
   for (let i = 0; i < TOP_LEVEL_KEYS.length; i++) if (keyIs(k, TOP_LEVEL_KEYS[i])) return true;
@@ -86,10 +80,7 @@ export function validateTable(root: i32): i32 {
   dims = 0;
   top = root;
   version = 1;
-  fallback = -1;
-  fallbackKind = 0;
-  fallbackParams = -1;
-  oodBound = -1;
+  resetGuard();
   if (nodeType(root) != T_MAP) return reject(P_MAP, root);
   let mark = at("format");
   const format = mapGet(root, "format");
@@ -103,7 +94,8 @@ export function validateTable(root: i32): i32 {
     note(TE_EXPECTED, TABLE_VERSION);
     return rc;
   }
-  if (!isNumber(versionNode) || (nodeNum(versionNode) != 1 && nodeNum(versionNode) != TABLE_VERSION)) {
+  const v = isNumber(versionNode) ? nodeNum(versionNode) : 0;
+  if (v != 1 && v != 2 && v != TABLE_VERSION) {
     const rc = reject(P_VERSION, versionNode);
     note(TE_EXPECTED, TABLE_VERSION);
     return rc;
@@ -252,56 +244,7 @@ function clusterMatrix(node: i32, expected: i32, rule: i32): i32 {
 function validateLearned(root: i32): i32 {
   const rc = validateClusters(root);
   if (rc != OK) return rc;
-  return validateGuard(root);
-}
-
-/** Version 2: `fallback` ({kind, params}) and `ood_bound` (K numbers; ≥ 0 for kmeans). Version 1 has neither. */
-function validateGuard(root: i32): i32 {
-  if (version < 2) {
-    for (let i = 0; i < VERSION_2_FIELDS.length; i++) {
-      if (mapGet(root, VERSION_2_FIELDS[i]) >= 0) {
-        pathName(VERSION_2_FIELDS[i]);
-        return reject(P_NEEDS_VERSION_2, -1);
-      }
-    }
-    return OK;
-  }
-  fallback = mapGet(root, "fallback");
-  if (fallback >= 0) {
-    const mark = at("fallback");
-    let rc = checkMap(fallback);
-    if (rc != OK) return rc;
-    for (let k = nextKeyInObjectOrder(fallback, -1); k >= 0; k = nextKeyInObjectOrder(fallback, k)) {
-      if (!keyIs(k, "kind") && !keyIs(k, "params")) {
-        pathKey(k);
-        return reject(P_UNKNOWN_FALLBACK_KEY, -1);
-      }
-    }
-    const kindNode = mapGet(fallback, "kind");
-    if (isString(kindNode)) {
-      for (let c = 1; c <= KIND_MAX; c++) {
-        if (KIND_LEARNED[c] == 0 && c != KIND_PPD && keyIs(kindNode, KIND_NAMES[c])) fallbackKind = c;
-      }
-    }
-    if (fallbackKind == 0) {
-      pathName("kind");
-      return reject(P_FALLBACK_KIND, kindNode);
-    }
-    fallbackParams = mapGet(fallback, "params");
-    note(TE_KIND, fallbackKind); // {kind} in an unknown-parameter message names the fallback's kind
-    rc = validateParams(fallbackParams, fallbackKind);
-    if (rc != OK) return rc;
-    note(TE_KIND, kind);
-    pathRestore(mark);
-  }
-  oodBound = mapGet(root, "ood_bound");
-  if (oodBound >= 0) {
-    const mark = at("ood_bound");
-    const rc = checkNumberArray(oodBound, clusters, kind == KIND_KMEANS ? NON_NEGATIVE : ANY, P_BOUNDS_PER_CLUSTER);
-    if (rc != OK) return rc;
-    pathRestore(mark);
-  }
-  return OK;
+  return validateGuard(root, version, kind, clusters);
 }
 
 function validateClusters(root: i32): i32 {
