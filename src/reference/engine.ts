@@ -249,10 +249,12 @@ export class ReferenceEngine implements Engine {
     if (!(oslHat >= 0 && oslHat <= MAX_TOKENS)) fail(E.BAD_OSL, oslHat, "decide");
     if (turn < 0) fail(E.BAD_TURN, turn, "decide");
     if (Number.isNaN(ctx) || ctx > MAX_TOKENS) fail(E.BAD_LENGTH, ctx, "decide");
-    this.policy.decide(isl, effP, effD, oslHat, isl - effD, turn, ctx, -1);
+    // no workers: no prefill load (not checked) and a decode load of 0, so load bounds never fire here
+    this.policy.decide(isl, effP, effD, oslHat, isl - effD, turn, ctx, -1, 0);
     this.decision.fill(0);
     this.writeDecision(this.policy.outBit, -1, -1, isl, effP, effD, oslHat);
     this.decision[Slot.oslClass] = -1;
+    this.decision[Slot.loadP] = -1;
     return this.decision;
   }
 
@@ -370,16 +372,11 @@ export class ReferenceEngine implements Engine {
     const cachedP = Math.min(matchedP * tpb, cacheable);
     const effD = isl - cachedD;
     const effP = isl - cachedP;
-    this.policy.decide(
-      isl,
-      effP,
-      effD,
-      oslHat,
-      cachedD,
-      r.turn,
-      r.contextTokens,
-      prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1,
-    );
+    // the chosen workers' loads (assembly/workers.ts prefillLoadOf, decodeLoadOf)
+    const loadP = prefillWorker >= 0 ? this.workers[prefillWorker]!.prefillLoad : -1;
+    const dw = this.workers[decodeWorker]!;
+    const loadD = dw.prefillLoad + dw.decodeLoad;
+    this.policy.decide(isl, effP, effD, oslHat, cachedD, r.turn, r.contextTokens, loadP, loadD);
     const path = prefillWorker >= 0 ? this.policy.outBit : 0;
     if ((r.flags & Flag.record) !== 0 && blocks > 0) {
       this.index.storeKeys(decodeWorker, pairs, blocks);
@@ -393,6 +390,8 @@ export class ReferenceEngine implements Engine {
     d[Slot.costP] = costP;
     d[Slot.oslClass] = predict ? this.policy.lastOslClass : -1;
     d[Slot.reuse] = reuse;
+    d[Slot.loadP] = loadP;
+    d[Slot.loadD] = loadD;
     return d;
   }
 

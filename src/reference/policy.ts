@@ -13,6 +13,7 @@ const REASON_RULE = Reason.indexOf("rule");
 const REASON_FIRST_TURN = Reason.indexOf("first-turn");
 const REASON_RULE_FALLBACK = Reason.indexOf("rule-fallback");
 const REASON_OUT_OF_DISTRIBUTION = Reason.indexOf("out-of-distribution");
+const REASON_LOAD_OUT_OF_RANGE = Reason.indexOf("load-out-of-range");
 
 export class ReferencePolicy {
   /** the policy in force (null: no table yet) and the table's output-length model (null: none) */
@@ -41,7 +42,9 @@ export class ReferencePolicy {
     this.outScore = score;
   }
 
-  /** Sets outBit, outCluster, outReason, outScore. Mirrors assembly/policy/decide.ts operation for operation. */
+  /** Sets outBit, outCluster, outReason, outScore. Mirrors assembly/policy/decide.ts operation for operation.
+   *  `prefillBusy`: the chosen prefill worker's active prefill tokens (< 0: none); `decodeLoad`: the chosen decode
+   *  worker's active prefill + decode tokens. */
   decide(
     isl: number,
     effP: number,
@@ -51,6 +54,7 @@ export class ReferencePolicy {
     turn: number,
     ctxTokens: number,
     prefillBusy: number,
+    decodeLoad: number,
   ): void {
     const t = this.table ?? fail(E.NO_TABLE, 0, "route");
     const features = this.features;
@@ -86,6 +90,14 @@ export class ReferencePolicy {
         if (outside || value === CLUSTER_RULE) {
           const bit = this.ruleBit(t.fallbackKind, t.fallback0, t.fallback1, isl, effD, cachedD, prefillBusy);
           return this.out(bit, best, outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK, bestScore);
+        }
+        // above the load the cluster's value was tested at (table version 3) → the fallback rule decides
+        if (
+          t.loadBoundPrefill.length > 0 &&
+          ((prefillBusy >= 0 && prefillBusy > t.loadBoundPrefill[best]!) || decodeLoad > t.loadBoundDecode[best]!)
+        ) {
+          const bit = this.ruleBit(t.fallbackKind, t.fallback0, t.fallback1, isl, effD, cachedD, prefillBusy);
+          return this.out(bit, best, REASON_LOAD_OUT_OF_RANGE, bestScore);
         }
         return this.out(value, best, REASON_CLUSTER, bestScore);
       }

@@ -48,6 +48,9 @@ export interface TableState {
   fallback0: number;
   fallback1: number;
   oodBound: Float64Array;
+  /** table version 3: per cluster, the highest prefill and decode load its value was tested at (empty: none) */
+  loadBoundPrefill: Float64Array;
+  loadBoundDecode: Float64Array;
 }
 
 /** assembly/osl.ts checkOslSection: validates the staged output-length model (F = 0: none). */
@@ -111,6 +114,8 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
     fallback0: 2048,
     fallback1: 0.7,
     oodBound: new Float64Array(0),
+    loadBoundPrefill: new Float64Array(0),
+    loadBoundDecode: new Float64Array(0),
   } satisfies TableState;
   /** Index (0 or 1) of the first bad parameter of a two-parameter rule, or −1 (assembly/policy/set-table.ts badRuleParam). */
   const badRuleParam = (ruleKind: number, p0: number, p1: number): number => {
@@ -139,6 +144,7 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
       if (v !== 0 && v !== 1 && v !== CLUSTER_RULE) fail(E.BAD_BIT, i, "setTable");
     }
     // the guard section: fallbackKind fallback0 fallback1 nBounds(0 or K) oodBound[nBounds]
+    //   nLoadBounds(0 or K) loadBoundPrefill[nLoadBounds] loadBoundDecode[nLoadBounds]
     const g = total;
     const gKind = st(g);
     if (!Number.isFinite(gKind) || gKind !== Math.floor(gKind) || !FALLBACK_KINDS.has(gKind))
@@ -149,6 +155,12 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
     if (nB !== 0 && nB !== k) fail(E.BAD_PARAM, g + 3, "setTable");
     const badBound = finiteFrom(g + 4, g + 4 + nB);
     if (badBound >= 0) fail(E.BAD_NUMBER, badBound, "setTable");
+    const loadAt = g + 4 + nB;
+    const nL = st(loadAt);
+    if (nL !== 0 && nL !== k) fail(E.BAD_PARAM, loadAt, "setTable");
+    for (let i = loadAt + 1; i < loadAt + 1 + 2 * nL; i++) {
+      if (!Number.isFinite(st(i)) || !(st(i) >= 0)) fail(E.BAD_NUMBER, i, "setTable");
+    }
     const t: TableState = {
       ...base,
       k,
@@ -157,6 +169,8 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
       fallback0: st(g + 1),
       fallback1: st(g + 2),
       oodBound: s.slice(g + 4, g + 4 + nB),
+      loadBoundPrefill: s.slice(loadAt + 1, loadAt + 1 + nL),
+      loadBoundDecode: s.slice(loadAt + 1 + nL, loadAt + 1 + 2 * nL),
     };
     if (gmm) {
       const ivAt = bitsAt + 2 * k;

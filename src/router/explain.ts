@@ -22,7 +22,16 @@ export function explainWhy(t: Table, d: Decision, scores: number[]): string {
       const beyond = t.kind === "kmeans" ? `${measure} > bound ${bound}` : `${measure} < floor ${bound}`;
       return `cluster ${c} is out of distribution (${beyond}) ${ruled}: ${path}`;
     }
-    return `nearest ${t.kind === "kmeans" ? "centroid" : "component"} is cluster ${c} (${measure}) whose bit is ${d.bit}: ${path}`;
+    const lb = t.load_bound;
+    if (d.reason === "load-out-of-range" && lb) {
+      const over: string[] = [];
+      const lp = d.load.prefill;
+      if (lp !== null && lp > lb.prefill[c]!) over.push(`prefill load ${lp} > bound ${lb.prefill[c]}`);
+      if (d.load.decode > lb.decode[c]!) over.push(`decode load ${d.load.decode} > bound ${lb.decode[c]}`);
+      return `cluster ${c} is beyond the load it was trained at (${over.join(" and ")}) ${ruled}: ${path}`;
+    }
+    const nearest = `nearest ${t.kind === "kmeans" ? "centroid" : "component"} is cluster ${c} (${measure})`;
+    return `${nearest}${lb ? loadClause(lb.prefill[c]!, lb.decode[c]!, d) : ""} whose bit is ${d.bit}: ${path}`;
   }
   const p = t.params ?? {};
   switch (t.kind) {
@@ -33,6 +42,15 @@ export function explainWhy(t: Table, d: Decision, scores: number[]): string {
     default:
       return `${t.kind} rule gives ${d.bit}: ${path}`;
   }
+}
+
+/** The loads as fractions of the cluster's bounds: " at decode load 0.80 and prefill load 0.35 of its bounds,". */
+function loadClause(boundP: number, boundD: number, d: Decision): string {
+  // a bound of 0 admits only a load of 0: its fraction is 0
+  const frac = (load: number, bound: number): string => (bound > 0 ? load / bound : 0).toFixed(2);
+  const decode = `decode load ${frac(d.load.decode, boundD)}`;
+  if (d.load.prefill === null) return ` at ${decode} of its bound,`;
+  return ` at ${decode} and prefill load ${frac(d.load.prefill, boundP)} of its bounds,`;
 }
 
 /** Why a rule that decides from the request alone gave the decision's bit (the fallback of a learned table). */

@@ -347,6 +347,7 @@ export class Router {
       oslClass: d[Slot.oslClass]! >= 0 ? d[Slot.oslClass]! : null,
       reuse: d[Slot.reuse]!,
       cost: { decode: d[Slot.costD]!, prefill: d[Slot.costP]! },
+      load: { prefill: d[Slot.loadP]! >= 0 ? d[Slot.loadP]! : null, decode: d[Slot.loadD]! },
     };
   }
 }

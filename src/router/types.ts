@@ -90,6 +90,10 @@ export interface Decision {
   /** The longest cached prefix on any worker / the prompt's blocks (0 for an empty prompt). */
   reuse: number;
   cost: { decode: number; prefill: number };
+  /** The loads a table's load bounds are checked against (table version 3): the chosen prefill worker's active
+   *  prefill tokens (null when no prefill worker was chosen) and the chosen decode worker's active prefill +
+   *  active decode tokens, as setLoad reported them. */
+  load: { prefill: number | null; decode: number };
 }
 
 export interface Explanation {

@@ -66,8 +66,16 @@ export function decodeTable(bytes: Uint8Array): Table {
 
 type TableInput = Omit<Table, "checksum" | "format" | "version"> & Partial<Pick<Table, "format" | "version">>;
 
-/** The oldest version that holds `t`: 2 for a learned table with a guard or a `rule` cluster, else 1. */
-export function versionNeeded(t: { fallback?: unknown; ood_bound?: unknown; bits?: ArrayLike<number> }): TableVersion {
+/** The oldest version that holds `t`: 3 for a learned table with load bounds or cluster shares, 2 for one with a
+ *  guard or a `rule` cluster, else 1. */
+export function versionNeeded(t: {
+  fallback?: unknown;
+  ood_bound?: unknown;
+  load_bound?: unknown;
+  cluster_share?: unknown;
+  bits?: ArrayLike<number>;
+}): TableVersion {
+  if (t.load_bound !== undefined || t.cluster_share !== undefined) return 3;
   const bits = t.bits ? Array.from(t.bits) : [];
   return t.fallback !== undefined || t.ood_bound !== undefined || bits.includes(CLUSTER_RULE) ? 2 : 1;
 }

@@ -41,6 +41,12 @@ export function describeTable(t: Table): string {
           (t.ood_bound ? `, out-of-distribution bounds per cluster` : ", no out-of-distribution bounds"),
       );
     }
+    if (t.version >= 3) {
+      parts.push(
+        (t.load_bound ? "load bounds per cluster (prefill, decode)" : "no load bounds") +
+          (t.cluster_share ? ", training share per cluster" : ", no cluster shares"),
+      );
+    }
   } else {
     parts.push(`${t.kind} rule table: ${ruleSummary(t.kind, t.params ?? {})}`);
   }

@@ -79,6 +79,10 @@ function stagePolicy(t: Table): Omit<StagedTable, "oslAt"> {
     out.push(Kind[fallback.kind], slots?.[0] ? num(fp[slots[0]]) : 0, slots?.[1] ? num(fp[slots[1]]) : 0);
     const bounds = t.ood_bound ?? [];
     out.push(bounds.length, ...bounds);
+    // table version 3: the load bounds (the cluster shares are the host's, not staged)
+    const load = t.load_bound;
+    if (load) out.push(k, ...load.prefill, ...load.decode);
+    else out.push(0);
     return { kind, k, dims: d, staged: Float64Array.from(out) };
   }
   const params = t.params ?? {};

@@ -14,10 +14,11 @@
 import { FEATURES, KINDS, OSL_FEATURES, type Kind } from "../generated/abi.js";
 
 export const TABLE_FORMAT = "dolphin-routing.table";
-/** The newest version this build reads and writes. Version 1 tables still load; a learned table is written as
- *  version 2 only when it uses what version 1 lacks (a `rule` cluster, a fallback rule, out-of-distribution bounds). */
-export const TABLE_VERSION = 2;
-export type TableVersion = 1 | 2;
+/** The newest version this build reads and writes. Versions 1 and 2 still load; a learned table is written as
+ *  version 2 only when it uses what version 1 lacks (a `rule` cluster, a fallback rule, out-of-distribution bounds),
+ *  as version 3 only when it uses what version 2 lacks (load bounds, cluster shares). */
+export const TABLE_VERSION = 3;
+export type TableVersion = 1 | 2 | 3;
 
 /** A cluster's value in a learned table: 0 local, 1 remote, 2 the table's fallback rule decides (version 2). */
 export const CLUSTER_LOCAL = 0;
@@ -81,6 +82,14 @@ export interface Table {
    *  in-distribution squared standardized distance; gmm: the lowest in-distribution log-likelihood. A request
    *  beyond its cluster's bound is routed by the fallback rule. Absent: no request is out of distribution. */
   ood_bound?: number[];
+  /** Version 3, learned kinds: per cluster, the highest load its value was tested at (the learner writes it). A
+   *  request whose chosen prefill worker's active prefill tokens exceed `prefill[k]` (when a prefill worker was
+   *  chosen), or whose chosen decode worker's active prefill + decode tokens exceed `decode[k]`, is routed by the
+   *  fallback rule (reason load-out-of-range). Absent: no load is out of range. */
+  load_bound?: LoadBound;
+  /** Version 3, learned kinds: each cluster's share of the training requests (sums to 1). Read by a host-side
+   *  mix-shift guard; the core validates it and otherwise ignores it. */
+  cluster_share?: number[];
   params?: Record<string, number | number[] | number[][][]>;
   osl_classes?: OslClasses;
   /** The output-length classifier the core evaluates (needs osl_classes: one weight row per class). */
@@ -91,6 +100,12 @@ export interface Table {
   checksum: string;
   /** Extension fields: any top-level key starting with "x_", plain data only; kept and checksummed, never read. */
   [extension: `x_${string}`]: unknown;
+}
+
+/** A learned table's load bounds (version 3): K finite numbers ≥ 0 each, in tokens. */
+export interface LoadBound {
+  prefill: number[];
+  decode: number[];
 }
 
 /** Rule kinds a learned table may fall back to: every rule that decides from the request and signals alone. */

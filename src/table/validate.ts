@@ -31,6 +31,7 @@ import {
   type Fallback,
   type FallbackKind,
   type FeatureName,
+  type LoadBound,
   type PolicyKind,
   type Provenance,
   type Table,
@@ -61,11 +62,25 @@ const TOP_LEVEL_KEYS = new Set([
   "checksum",
   "fallback",
   "ood_bound",
+  "load_bound",
+  "cluster_share",
 ]);
 /** Fields only learned tables hold. */
-const LEARNED_ONLY = ["scaler", "centroids", "bits", "weights", "variances", "fallback", "ood_bound"];
+const LEARNED_ONLY = [
+  "scaler",
+  "centroids",
+  "bits",
+  "weights",
+  "variances",
+  "fallback",
+  "ood_bound",
+  "load_bound",
+  "cluster_share",
+];
 /** Fields a version-1 table may not hold. */
 const VERSION_2_FIELDS = ["fallback", "ood_bound"];
+/** Fields a version-1 or version-2 table may not hold. */
+const VERSION_3_FIELDS = ["load_bound", "cluster_share"];
 
 function validateFeatures(v: unknown, path: string, allowEmpty: boolean): FeatureName[] {
   const arr = expectArray(v, path, `a list of feature names from ${FEATURE_NAMES.join(", ")}`);
@@ -117,20 +132,15 @@ interface LearnedFields {
   variances?: number[][];
   fallback?: Fallback;
   ood_bound?: number[];
+  load_bound?: LoadBound;
+  cluster_share?: number[];
 }
 
 function validateLearned(m: PlainMap, kind: "kmeans" | "gmm", version: TableVersion): LearnedFields {
   const fields = validateClusters(m, kind, version);
-  if (version === 1) {
-    for (const key of VERSION_2_FIELDS) {
-      if (m[key] !== undefined)
-        throw new TableError(
-          key,
-          "needs table version 2 (version 1 has no fallback rule and no out-of-distribution bounds)",
-        );
-    }
-    return fields;
-  }
+  if (version === 1) rejectNewer(m, VERSION_2_FIELDS, NEEDS_VERSION_2);
+  if (version < 3) rejectNewer(m, VERSION_3_FIELDS, NEEDS_VERSION_3);
+  if (version === 1) return fields;
   if (m.fallback !== undefined) fields.fallback = validateFallback(m.fallback);
   if (m.ood_bound !== undefined) {
     fields.ood_bound = numberArray(
@@ -141,7 +151,41 @@ function validateLearned(m: PlainMap, kind: "kmeans" | "gmm", version: TableVers
       "bounds (one per cluster)",
     );
   }
+  if (version < 3) return fields;
+  if (m.load_bound !== undefined) fields.load_bound = validateLoadBound(m.load_bound, fields.bits.length);
+  if (m.cluster_share !== undefined) fields.cluster_share = validateClusterShare(m.cluster_share, fields.bits.length);
   return fields;
+}
+
+const NEEDS_VERSION_2 = "needs table version 2 (version 1 has no fallback rule and no out-of-distribution bounds)";
+const NEEDS_VERSION_3 = "needs table version 3 (versions 1 and 2 have no load bounds and no cluster shares)";
+
+/** Throws `problem` at the first of `keys` the table holds (a field of a newer version than it declares). */
+function rejectNewer(m: PlainMap, keys: readonly string[], problem: string): void {
+  for (const key of keys) if (m[key] !== undefined) throw new TableError(key, problem);
+}
+
+/** load_bound (version 3): exactly `prefill` and `decode`, K finite numbers ≥ 0 each. */
+function validateLoadBound(v: unknown, clusters: number): LoadBound {
+  const m = expectMap(v, "load_bound");
+  rejectUnknownKeys(m, "load_bound", ["prefill", "decode"]);
+  const bound = (key: string): number[] =>
+    numberArray(m[key], `load_bound.${key}`, clusters, { min: 0 }, "bounds (one per cluster)");
+  const prefill = bound("prefill");
+  return { prefill, decode: bound("decode") };
+}
+
+/** cluster_share (version 3): K finite numbers ≥ 0 summing to 1 within 1e-6. */
+function validateClusterShare(v: unknown, clusters: number): number[] {
+  const shares = numberArray(v, "cluster_share", clusters, { min: 0 }, "shares (one per cluster)");
+  const sum = shares.reduce((a, b) => a + b, 0);
+  if (!(Math.abs(sum - 1) <= WEIGHT_SUM_TOLERANCE)) {
+    throw new TableError(
+      "cluster_share",
+      `expected shares summing to 1 (within ${WEIGHT_SUM_TOLERANCE}), got a sum of ${sum}`,
+    );
+  }
+  return shares;
 }
 
 function validateFallback(v: unknown): Fallback {
@@ -222,10 +266,10 @@ export function validateBody(v: unknown): Omit<Table, "checksum"> {
   const m = expectMap(v, TOP_LEVEL);
   if (m.format !== TABLE_FORMAT) throw expected("format", JSON.stringify(TABLE_FORMAT), m.format);
   if (typeof m.version === "number" && Number.isSafeInteger(m.version) && m.version > TABLE_VERSION) {
-    throw new TableError("version", `unsupported table version ${m.version} (this build reads 1 and ${TABLE_VERSION})`);
+    throw new TableError("version", `unsupported table version ${m.version} (this build reads 1 to ${TABLE_VERSION})`);
   }
-  if (m.version !== 1 && m.version !== TABLE_VERSION)
-    throw expected("version", `the integer 1 or ${TABLE_VERSION}`, m.version);
+  if (m.version !== 1 && m.version !== 2 && m.version !== TABLE_VERSION)
+    throw expected("version", `the integer 1, 2 or ${TABLE_VERSION}`, m.version);
   const version = m.version as TableVersion;
   if (typeof m.kind !== "string" || !(POLICY_KINDS as readonly string[]).includes(m.kind)) {
     throw expected("kind", `one of ${POLICY_KINDS.join(", ")}`, m.kind);
