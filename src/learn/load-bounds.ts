@@ -65,7 +65,7 @@ export function clusterShare(sizes: number[]): number[] {
 export function withLoadBounds(t: Table, bound: LoadBound, share: number[]): Table {
   const { version: _v, ...rest } = t;
   const out = { ...rest, load_bound: bound, cluster_share: share };
-  return validateTable({ ...out, version: versionNeeded(out) } as Table);
+  return validateTable({ ...out, version: versionNeeded(out) });
 }
 
 /**

@@ -15,7 +15,6 @@ import { ruleTableFor, type RuleKind } from "../sim/rule-table.js";
 import { withRateProfile, type LoadProfile } from "../sim/rate-profile.js";
 import { CLUSTER_RULE, type Table } from "../table/table.js";
 import type { RequestRecord } from "../sim/metrics.js";
-import type { LoadBound } from "./load-bounds.js";
 import { scaledShared, setup, trainJob } from "./job.js";
 import { BASELINE_NAMES, buildPpdTable, evaluatePolicies, policyOutcome, type PolicyName } from "./policies.js";
 import {
@@ -111,7 +110,7 @@ export function sweepCell(
 /** Of a learned table's run: requests a learned (0/1) cluster decided, and those beyond its cluster's load bound. */
 export function loadDecisions(t: Table, records: RequestRecord[]): SweepCell["decided_by"] {
   const out = { learned: 0, loadOutOfRange: 0 };
-  const bound = (t as Table & { load_bound?: LoadBound }).load_bound;
+  const bound = t.load_bound;
   if (!t.bits) return out;
   for (const r of records) {
     if (r.failed || r.cluster < 0 || t.bits[r.cluster] === CLUSTER_RULE) continue;

@@ -249,12 +249,7 @@ export class Simulation implements InstanceHost {
     record.prefixReuse = d.reuse;
     this.records.push(record);
     const decode = this.byName.get(d.decodeWorker)!;
-    // the loads as the router saw them (refreshSignals just reported every changed worker's)
-    const p = d.prefillWorker !== null ? this.byName.get(d.prefillWorker)! : null;
-    record.load = {
-      prefill: p ? p.pendingPrefillTokens : null,
-      decode: decode.pendingPrefillTokens + decode.activeDecodeTokens,
-    };
+    record.load = { ...d.load }; // the loads the core decided it at (the learner's load bounds: src/learn/)
     if (d.path === "local") {
       decode.enqueue(r, this.ids(r), "local");
     } else {
