@@ -18,6 +18,7 @@ import {
 } from "../learn/robustness.js";
 import { loadSweepMarkdown, QUICK, type SweepCell } from "../learn/load-sweep.js";
 import { LOAD_PROFILES, type LoadProfile } from "../sim/rate-profile.js";
+import { PROFILE_ON, type ProfileOn } from "../learn/job.js";
 import { intOption, UsageError, type Command, type Values } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
@@ -26,7 +27,8 @@ export const command: Command = {
               [--seed N] [--requests N] [--load …] [--json]
 dolphin ablate --study robustness [--families a,b,…] [--cluster h100-8b] [--split 2P2D] [--slo 2000,50] [--k 8]
               [--seed N] [--requests N] [--json]
-dolphin ablate --study load-sweep [--families a,b,…] [--quick] [--load-profile ramp|flat|steps] […as robustness]
+dolphin ablate --study load-sweep [--families a,b,…] [--quick] [--load-profile ramp|steps|flat]
+              [--load-profile-on held-out|both] […as robustness]
 
 Studies: k (K = 2, 4, 8, 16), scan (with and without scan initialization), osl-feature (with and without osl_hat),
 algo (k-means vs GMM), osl-noise (classifier, oracle, noisy p = 0.2, 0.4), load (one table evaluated from 50% to
@@ -52,6 +54,7 @@ ${QUICK.requests} requests per part, ${QUICK.maxRounds} rounds (a test, not a re
     k: { type: "string" },
     quick: { type: "boolean" },
     "load-profile": { type: "string" },
+    "load-profile-on": { type: "string" },
     json: { type: "boolean" },
   },
   async run(v) {
@@ -82,10 +85,14 @@ function sweepOptions(v: Values): StudyOptions {
   const profile = v["load-profile"] !== undefined ? String(v["load-profile"]) : undefined;
   if (profile !== undefined && !(LOAD_PROFILES as readonly string[]).includes(profile))
     throw new UsageError(`--load-profile must be ${LOAD_PROFILES.join(", ")}, got ${profile}`);
+  const on = v["load-profile-on"] !== undefined ? String(v["load-profile-on"]) : undefined;
+  if (on !== undefined && !(PROFILE_ON as readonly string[]).includes(on))
+    throw new UsageError(`--load-profile-on must be ${PROFILE_ON.join(" or ")}, got ${on}`);
   return {
     ...robustnessOptions(v),
     ...(v["quick"] ? { quick: true } : {}),
     ...(profile ? { loadProfile: profile as LoadProfile } : {}),
+    ...(on ? { loadProfileOn: on as ProfileOn } : {}),
   };
 }
 

@@ -2,7 +2,7 @@
 
 import { writeFileSync } from "node:fs";
 import { REWARD_FORMS, type RewardForm } from "../learn/guard.js";
-import { DEFAULT_LOAD_PROFILE, trainJob } from "../learn/job.js";
+import { DEFAULT_LOAD_PROFILE, PROFILE_ON, trainJob, type ProfileOn } from "../learn/job.js";
 import { LOAD_PROFILES, type LoadProfile } from "../sim/rate-profile.js";
 import { FEATURE_NAMES, type FeatureName } from "../table/table.js";
 import { defaultJobs, PooledSimEnvironment, pooledSaturation, WorkerPool } from "../learn/pool.js";
@@ -13,7 +13,7 @@ export const command: Command = {
   usage: `dolphin train --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
              --split <nPmD> [--slo <preset|ttft_ms,tpot_ms>] [--k 8] [--algo kmeans|gmm] [--seed N]
              [--load saturated|trace|xS|R] [--requests N] [--osl model|oracle|noisy:P] [--features isl,eff_P,eff_D,osl_hat]
-             [--no-scan] [--reward both|paper] [--load-profile ramp|flat|steps] [--jobs N] --out table.msgpack [--json]
+             [--no-scan] [--reward both|paper] [--load-profile ramp|steps|flat] [--load-profile-on held-out|both] [--jobs N] --out table.msgpack [--json]
 
 Logs the four features under Dynamo's rule, learns the output-length classifier and the clusters, then searches one
 bit per cluster (per-cluster scanning, then epsilon-greedy refinement) for the best end-to-end SLO attainment at the
@@ -28,9 +28,10 @@ each within 2% of the rule's, and the same gain again on held-out arrivals (z �
 trace's training half split in time: search on the first quarter, re-check on the second). Then moves that keep
 attainment and lower the P90s' ratios to the rule's. Requests beyond each cluster's training range (99th
 percentile) go to the rule.
-The guarded search's arrivals (both sets) follow --load-profile: ramp (the default) raises the rate geometrically
-from 0.5× to 2× of the load within the run, steps holds 0.5×, 1×, 1.5×, 2× for a quarter of the requests each, flat
-keeps the load (the same requests either way). The fallback candidates dynamo-legacy and dynamo-load (with the
+The guarded search's held-out arrivals (--load-profile-on both: its search arrivals too) follow --load-profile:
+ramp (the default) raises the rate geometrically from 0.5× to 2× of the load within the run, steps holds 0.5×, 1×,
+1.5×, 2× for a quarter of the requests each, flat keeps the load (the same requests either way), so a move is taken
+only if it also gains across those loads. The fallback candidates dynamo-legacy and dynamo-load (with the
 preset's token budget) are tried against dynamo-isl as a move is. The table (format version 3) carries per cluster
 the highest prefill and decode load its requests were decided at in the final table's runs (load_bound: beyond it
 the fallback rule decides) and the training requests' share per cluster (cluster_share).
@@ -52,6 +53,7 @@ take is dropped), and the simulator is deterministic, so the table is the same f
     "no-scan": { type: "boolean" },
     reward: { type: "string" },
     "load-profile": { type: "string" },
+    "load-profile-on": { type: "string" },
     out: { type: "string" },
     json: { type: "boolean" },
     jobs: { type: "string" },
@@ -66,6 +68,9 @@ take is dropped), and the simulator is deterministic, so the table is the same f
     const profile = String(v["load-profile"] ?? DEFAULT_LOAD_PROFILE);
     if (!(LOAD_PROFILES as readonly string[]).includes(profile))
       throw new UsageError(`--load-profile must be ${LOAD_PROFILES.join(", ")}, got ${profile}`);
+    const on = String(v["load-profile-on"] ?? "held-out");
+    if (!(PROFILE_ON as readonly string[]).includes(on))
+      throw new UsageError(`--load-profile-on must be ${PROFILE_ON.join(" or ")}, got ${on}`);
     const options = jobOptions(v);
     const jobs = jobsOption(v["jobs"]);
     // one thread needs no pool: the search evaluates in turn, exactly as in the browser
@@ -85,6 +90,7 @@ take is dropped), and the simulator is deterministic, so the table is the same f
       ...(v["no-scan"] ? { scanInit: false } : {}),
       reward: reward as RewardForm,
       loadProfile: profile as LoadProfile,
+      loadProfileOn: on as ProfileOn,
     }).finally(() => pool?.close());
     writeFileSync(String(v["out"]), r.bytes);
     const report = {
@@ -107,7 +113,7 @@ take is dropped), and the simulator is deterministic, so the table is the same f
             rule_reward: r.result.guarded.ruleReward,
             moves: r.result.guarded.moves,
             fallback: r.table.fallback?.kind ?? "dynamo-isl",
-            load_profile: profile,
+            load_profile: { profile, on },
             load_bound: (r.table as { load_bound?: unknown }).load_bound,
           }
         : {}),

@@ -71,6 +71,7 @@ export interface StudyOptions extends JobOptions {
   quick?: boolean;
   /** load-sweep: the training's load profile */
   loadProfile?: SweepOptions["loadProfile"];
+  loadProfileOn?: SweepOptions["loadProfileOn"];
 }
 
 export async function runStudy(study: Study, o: StudyOptions, emit: (row: AblationRow) => void): Promise<void> {

@@ -263,9 +263,11 @@ export async function searchGuarded(
   // the fallback rule: the all-rule table under each candidate, taken over the default only on the same test as a move
   if (opts.fallbacks?.length) {
     let pick: { fallback: Fallback; e: Evaluation; gain: ReturnType<typeof pairedGain> } | null = null;
-    for (const f of opts.fallbacks) {
-      if (log.length + 1 > maxRounds) break;
-      const e = await evaluate(values, f, "scan");
+    const tried = opts.fallbacks.slice(0, Math.max(0, maxRounds - log.length)); // independent: run side by side
+    const tables = tried.map((f) => tableOf(values, f));
+    const runs = await evaluateAll(env, tables);
+    for (const [i, f] of tried.entries()) {
+      const e = record(values, "scan", runs[i]!);
       const gain = pairedGain(e.records, current.records, slo);
       if (passes(e, gain) && (!pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened))
         pick = { fallback: f, e, gain };

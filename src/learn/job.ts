@@ -158,6 +158,9 @@ function setupParts(o: JobOptions): Omit<Setup, "scale"> & { load: Load } {
 
 /** The guarded search's load profile when none is given (chosen by measurement: docs/learning.md, "Load"). */
 export const DEFAULT_LOAD_PROFILE: LoadProfile = "ramp";
+/** Which of the guarded search's arrivals follow the load profile (docs/learning.md, "Load"). */
+export type ProfileOn = "held-out" | "both";
+export const PROFILE_ON: readonly ProfileOn[] = ["held-out", "both"];
 
 export interface TrainJobOptions extends JobOptions {
   k?: number;
@@ -168,11 +171,14 @@ export interface TrainJobOptions extends JobOptions {
   /** "both": the guarded search (src/learn/guard.ts); "paper": the paper's unguarded search for attainment alone */
   reward?: RewardForm;
   /**
-   * How the guarded search's arrivals (search and held-out) load the cluster: `flat` at the job's load, `ramp` or
-   * `steps` 0.5× to 2× of it within the run (src/sim/rate-profile.ts). Default DEFAULT_LOAD_PROFILE; reward "paper"
-   * trains at the job's load.
+   * How the guarded search's re-check arrivals load the cluster: `flat` at the job's load, `ramp` or `steps` 0.5× to
+   * 2× of it within the run (src/sim/rate-profile.ts). Default DEFAULT_LOAD_PROFILE. Reward "paper" trains at the
+   * job's load.
    */
   loadProfile?: LoadProfile;
+  /** "held-out" (default): the search's own arrivals stay at the job's load, the held-out ones follow the profile;
+   *  "both": the search's arrivals follow it too */
+  loadProfileOn?: ProfileOn;
   /** the guarded search's settings (reward "both"); `holdOut: false` drops the held-out replication check */
   guard?: Omit<GuardTraining, "heldOut" | "reward" | "maxRounds" | "onProgress"> & { holdOut?: boolean };
   maxRounds?: number;
@@ -219,8 +225,10 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const searchParts = holdOut ? guardParts(o, s.parts) : null;
   const profile = guarded ? (o.loadProfile ?? DEFAULT_LOAD_PROFILE) : "flat";
   const arrivals = (part: Workload): Workload => profiledShared(scaledShared(part, s.scale), profile);
-  const w = arrivals(searchParts?.train ?? s.parts.train);
-  const rps = scaledShared(searchParts?.train ?? s.parts.train, s.scale).rate;
+  const onBoth = (o.loadProfileOn ?? "held-out") === "both";
+  const searchPart = searchParts?.train ?? s.parts.train;
+  const w = onBoth ? arrivals(searchPart) : scaledShared(searchPart, s.scale);
+  const rps = scaledShared(searchPart, s.scale).rate;
   const environment = o.environment ?? ((w: Workload, base: Omit<SimConfig, "table">) => new SimEnvironment(w, base));
   const env = environment(w, s.base);
   o.progress?.(
@@ -247,7 +255,7 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
       : {}),
     ...(o.maxRounds !== undefined ? { maxRounds: o.maxRounds } : {}),
     provenance: {
-      workload: `${s.parts.train.name} at ${rps.toFixed(3)} req/s (${s.loadSpec}${profile === "flat" ? "" : `, ${profile} 0.5–2×`})`,
+      workload: `${s.parts.train.name} at ${rps.toFixed(3)} req/s (${s.loadSpec}${profile === "flat" ? "" : `; ${onBoth ? "search and re-check" : "re-check"} ${profile} 0.5–2×`})`,
       split: o.split,
     },
     onProgress: (step, total) =>

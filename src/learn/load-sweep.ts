@@ -15,7 +15,7 @@ import { ruleTableFor, type RuleKind } from "../sim/rule-table.js";
 import { withRateProfile, type LoadProfile } from "../sim/rate-profile.js";
 import { CLUSTER_RULE, type Table } from "../table/table.js";
 import type { RequestRecord } from "../sim/metrics.js";
-import { scaledShared, setup, trainJob } from "./job.js";
+import { scaledShared, setup, trainJob, type ProfileOn } from "./job.js";
 import { BASELINE_NAMES, buildPpdTable, evaluatePolicies, policyOutcome, type PolicyName } from "./policies.js";
 import {
   familyJob,
@@ -34,8 +34,9 @@ export type SweepLoad = (typeof SWEEP_LOADS)[number];
 export const QUICK = { families: ["hybrid", "humaneval"], requests: 200, maxRounds: 12 } as const;
 
 export interface SweepOptions extends RobustnessOptions {
-  /** the training's load profile (default: `dolphin train`'s) */
+  /** the training's load profile and which arrivals follow it (default: `dolphin train`'s) */
   loadProfile?: LoadProfile;
+  loadProfileOn?: ProfileOn;
   quick?: boolean;
 }
 
@@ -148,6 +149,7 @@ export async function runLoadSweep(o: SweepOptions, emit: (cell: SweepCell) => v
       reward: "both",
       maxRounds: o.maxRounds ?? quick?.maxRounds ?? ROBUSTNESS_ROUNDS,
       ...(o.loadProfile ? { loadProfile: o.loadProfile } : {}),
+      ...(o.loadProfileOn ? { loadProfileOn: o.loadProfileOn } : {}),
     });
     const table = trained.table;
     const ppd = buildPpdTable(scaledShared(s.parts.train, s.scale), s.base).table;
