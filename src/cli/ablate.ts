@@ -19,6 +19,7 @@ import {
 import { loadSweepMarkdown, QUICK, type SweepCell } from "../learn/load-sweep.js";
 import { LOAD_PROFILES, type LoadProfile } from "../sim/rate-profile.js";
 import { PROFILE_ON, type ProfileOn } from "../learn/job.js";
+import { fallbackLatencyOption } from "./train.js";
 import { intOption, UsageError, type Command, type Values } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
@@ -28,7 +29,7 @@ export const command: Command = {
 dolphin ablate --study robustness [--families a,b,…] [--cluster h100-8b] [--split 2P2D] [--slo 2000,50] [--k 8]
               [--seed N] [--requests N] [--json]
 dolphin ablate --study load-sweep [--families a,b,…] [--quick] [--load-profile ramp|steps|flat]
-              [--load-profile-on held-out|both] […as robustness]
+              [--load-profile-on held-out|both] [--fallback-latency rule|own] […as robustness]
 
 Studies: k (K = 2, 4, 8, 16), scan (with and without scan initialization), osl-feature (with and without osl_hat),
 algo (k-means vs GMM), osl-noise (classifier, oracle, noisy p = 0.2, 0.4), load (one table evaluated from 50% to
@@ -55,6 +56,7 @@ ${QUICK.requests} requests per part, ${QUICK.maxRounds} rounds (a test, not a re
     quick: { type: "boolean" },
     "load-profile": { type: "string" },
     "load-profile-on": { type: "string" },
+    "fallback-latency": { type: "string" },
     json: { type: "boolean" },
   },
   async run(v) {
@@ -88,11 +90,13 @@ function sweepOptions(v: Values): StudyOptions {
   const on = v["load-profile-on"] !== undefined ? String(v["load-profile-on"]) : undefined;
   if (on !== undefined && !(PROFILE_ON as readonly string[]).includes(on))
     throw new UsageError(`--load-profile-on must be ${PROFILE_ON.join(" or ")}, got ${on}`);
+  const fl = fallbackLatencyOption(v["fallback-latency"]);
   return {
     ...robustnessOptions(v),
     ...(v["quick"] ? { quick: true } : {}),
     ...(profile ? { loadProfile: profile as LoadProfile } : {}),
     ...(on ? { loadProfileOn: on as ProfileOn } : {}),
+    ...(fl ? { fallbackLatency: fl } : {}),
   };
 }
 

@@ -13,7 +13,8 @@ export const command: Command = {
   usage: `dolphin train --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
              --split <nPmD> [--slo <preset|ttft_ms,tpot_ms>] [--k 8] [--algo kmeans|gmm] [--seed N]
              [--load saturated|trace|xS|R] [--requests N] [--osl model|oracle|noisy:P] [--features isl,eff_P,eff_D,osl_hat]
-             [--no-scan] [--reward both|paper] [--load-profile ramp|steps|flat] [--load-profile-on held-out|both] [--jobs N] --out table.msgpack [--json]
+             [--no-scan] [--reward both|paper] [--load-profile ramp|steps|flat] [--load-profile-on held-out|both]
+             [--fallback-latency rule|own] [--jobs N] --out table.msgpack [--json]
 
 Logs the four features under Dynamo's rule, learns the output-length classifier and the clusters, then searches one
 bit per cluster (per-cluster scanning, then epsilon-greedy refinement) for the best end-to-end SLO attainment at the
@@ -32,7 +33,8 @@ The guarded search's held-out arrivals (--load-profile-on both: its search arriv
 ramp (the default) raises the rate geometrically from 0.5× to 2× of the load within the run, steps holds 0.5×, 1×,
 1.5×, 2× for a quarter of the requests each, flat keeps the load (the same requests either way), so a move is taken
 only if it also gains across those loads. The fallback candidates dynamo-legacy and dynamo-load (with the
-preset's token budget) are tried against dynamo-isl as a move is. The table (format version 3) carries per cluster
+preset's token budget) are tried against dynamo-isl as a move is (--fallback-latency own: on attainment alone, then
+later moves are checked against that rule's P90s). The table (format version 3) carries per cluster
 the highest prefill and decode load its requests were decided at in the final table's runs (load_bound: beyond it
 the fallback rule decides) and the training requests' share per cluster (cluster_share).
 --reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.
@@ -54,6 +56,7 @@ take is dropped), and the simulator is deterministic, so the table is the same f
     reward: { type: "string" },
     "load-profile": { type: "string" },
     "load-profile-on": { type: "string" },
+    "fallback-latency": { type: "string" },
     out: { type: "string" },
     json: { type: "boolean" },
     jobs: { type: "string" },
@@ -71,6 +74,7 @@ take is dropped), and the simulator is deterministic, so the table is the same f
     const on = String(v["load-profile-on"] ?? "held-out");
     if (!(PROFILE_ON as readonly string[]).includes(on))
       throw new UsageError(`--load-profile-on must be ${PROFILE_ON.join(" or ")}, got ${on}`);
+    const fl = fallbackLatencyOption(v["fallback-latency"]);
     const options = jobOptions(v);
     const jobs = jobsOption(v["jobs"]);
     // one thread needs no pool: the search evaluates in turn, exactly as in the browser
@@ -91,6 +95,7 @@ take is dropped), and the simulator is deterministic, so the table is the same f
       reward: reward as RewardForm,
       loadProfile: profile as LoadProfile,
       loadProfileOn: on as ProfileOn,
+      ...(fl ? { guard: { fallbackLatency: fl } } : {}),
     }).finally(() => pool?.close());
     writeFileSync(String(v["out"]), r.bytes);
     const report = {
@@ -145,6 +150,13 @@ function parseFeatures(s: string): FeatureName[] {
     if (!(FEATURE_NAMES as readonly string[]).includes(n))
       throw new UsageError(`--features: unknown feature ${n} (known: ${FEATURE_NAMES.join(", ")})`);
   return names as FeatureName[];
+}
+
+/** --fallback-latency: how the guarded search checks a fallback candidate's latency (GuardOptions.fallbackLatency). */
+export function fallbackLatencyOption(v: unknown): "rule" | "own" | undefined {
+  if (v === undefined) return undefined;
+  if (v === "rule" || v === "own") return v;
+  throw new UsageError(`--fallback-latency must be rule or own, got ${String(v)}`);
 }
 
 /** --jobs: worker threads for the evaluations (default: every core this process may use). */

@@ -72,6 +72,7 @@ export interface StudyOptions extends JobOptions {
   /** load-sweep: the training's load profile */
   loadProfile?: SweepOptions["loadProfile"];
   loadProfileOn?: SweepOptions["loadProfileOn"];
+  fallbackLatency?: SweepOptions["fallbackLatency"];
 }
 
 export async function runStudy(study: Study, o: StudyOptions, emit: (row: AblationRow) => void): Promise<void> {

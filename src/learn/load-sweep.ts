@@ -37,6 +37,8 @@ export interface SweepOptions extends RobustnessOptions {
   /** the training's load profile and which arrivals follow it (default: `dolphin train`'s) */
   loadProfile?: LoadProfile;
   loadProfileOn?: ProfileOn;
+  /** the guarded search's fallback latency check (GuardOptions.fallbackLatency) */
+  fallbackLatency?: "rule" | "own";
   quick?: boolean;
 }
 
@@ -150,6 +152,7 @@ export async function runLoadSweep(o: SweepOptions, emit: (cell: SweepCell) => v
       maxRounds: o.maxRounds ?? quick?.maxRounds ?? ROBUSTNESS_ROUNDS,
       ...(o.loadProfile ? { loadProfile: o.loadProfile } : {}),
       ...(o.loadProfileOn ? { loadProfileOn: o.loadProfileOn } : {}),
+      ...(o.fallbackLatency ? { guard: { fallbackLatency: o.fallbackLatency } } : {}),
     });
     const table = trained.table;
     const ppd = buildPpdTable(scaledShared(s.parts.train, s.scale), s.base).table;
