@@ -80,7 +80,7 @@ function gmmObject(): Record<string, unknown> {
 describe("constants", () => {
   it("names the format, version, features and kinds", () => {
     expect(TABLE_FORMAT).toBe("dolphin-routing.table");
-    expect(TABLE_VERSION).toBe(2);
+    expect(TABLE_VERSION).toBe(3);
     expect(FEATURE_NAMES).toEqual(["isl", "eff_P", "eff_D", "osl_hat"]);
     expect(POLICY_KINDS).toHaveLength(10);
   });
@@ -344,15 +344,15 @@ describe("validation", () => {
         t.version = 0;
       },
       "version",
-      /expected the integer 1 or 2, got 0/,
+      /expected the integer 1, 2 or 3, got 0/,
     ],
     [
-      "version 3",
+      "version 4",
       (t) => {
-        t.version = 3;
+        t.version = 4;
       },
       "version",
-      /^table: version: unsupported table version 3 \(this build reads 1 and 2\)$/,
+      /^table: version: unsupported table version 4 \(this build reads 1 to 3\)$/,
     ],
     [
       "version as string",

@@ -71,6 +71,7 @@ interface RouteCase {
     matched_blocks: { decode: number; prefill: number };
     blocks: number;
     cost: { decode: number; prefill: number };
+    load: { prefill: number | null; decode: number };
   };
 }
 
@@ -139,10 +140,14 @@ describe("decisions.json vectors: shape", () => {
     }
   });
 
-  it("has 10–30 route scenarios, vLLM's last-token rule among them", () => {
+  it("has 10–40 route scenarios, vLLM's last-token rule and table version 3's load bounds among them", () => {
     expect(vectors.route.length).toBeGreaterThanOrEqual(10);
-    expect(vectors.route.length).toBeLessThanOrEqual(30);
+    expect(vectors.route.length).toBeLessThanOrEqual(40);
     expect(vectors.route.filter((c) => c.type === "last-token").length).toBeGreaterThanOrEqual(3);
+    const load = vectors.route.filter((c) => c.type === "load-bound");
+    expect(load.filter((c) => c.expected.reason === "load-out-of-range").length).toBeGreaterThanOrEqual(4);
+    expect(load.filter((c) => c.expected.reason === "cluster").length).toBeGreaterThanOrEqual(4);
+    expect(load.some((c) => c.expected.prefill_worker === null)).toBe(true);
   });
 
   it("learned cases carry standardized features and every cluster's score; rule cases carry none", () => {
@@ -252,6 +257,7 @@ for (const spec of ENGINES) {
           matched_blocks: d.matchedBlocks,
           blocks: d.blocks,
           cost: d.cost,
+          load: d.load,
         }).toEqual(c.expected);
       });
     }

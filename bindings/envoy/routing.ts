@@ -9,7 +9,7 @@ import {
   tableErrorPathPtr, tableErrorPtr, tableInfoPtr,
 } from "../../assembly/index";
 import {
-  D_BLOCKS, D_DECODE, D_EFF_D, D_EFF_P, D_ISL, D_MATCHED_D, D_MATCHED_P, D_PATH, D_PREFILL, D_REASON, E_BAD_TABLE,
+  D_BLOCKS, D_DECODE, D_EFF_D, D_EFF_P, D_ISL, D_LOAD_D, D_LOAD_P, D_MATCHED_D, D_MATCHED_P, D_PATH, D_PREFILL, D_REASON, E_BAD_TABLE,
   FLAG_TEXT, OK, R_CONTEXT_TOKENS, R_FLAGS, R_LENGTH, R_MAX_TOKENS, R_OSL_HAT, R_PINNED_DECODE, R_PREV_OUTPUT_TOKENS,
   R_PROMPT_TOKENS, R_TURN, REQUEST_SLOTS, TE_COUNT, TE_EXPECTED, TE_LENGTH, TE_LIMIT, TE_PATH_LENGTH, TE_PROBLEM,
   TI_FEATURE0, TI_OSL_MODEL_FEATURES, LIMIT_MAX_INPUT_BYTES,
@@ -32,6 +32,10 @@ export class FilterDecision {
   matchedDecode: f64 = 0;
   matchedPrefill: f64 = 0;
   blocks: f64 = 0;
+  /** The loads a table's load bounds were checked against: the chosen prefill worker's active prefill tokens (−1
+   *  when none was chosen), the chosen decode worker's active prefill + decode tokens. */
+  loadPrefill: f64 = -1;
+  loadDecode: f64 = 0;
   /** False when the decision log could not take this decision (contention). */
   shared: bool = true;
   /** Non-zero when routing failed: the core's error code (message in `error`). */
@@ -192,6 +196,8 @@ export class Routing {
     d.matchedDecode = value(out, D_MATCHED_D);
     d.matchedPrefill = value(out, D_MATCHED_P);
     d.blocks = value(out, D_BLOCKS);
+    d.loadPrefill = value(out, D_LOAD_P);
+    d.loadDecode = value(out, D_LOAD_D);
     if (d.remote && d.prefill == d.decode) d.remote = false;
     // the router's own view of the caches (approximate mode), shared with every VM through the log
     const blocks = <i32>d.blocks;

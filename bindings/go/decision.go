@@ -1,9 +1,7 @@
 package dolphin
 
-// Routing one request: Route and Explain, the decision record read back from the core, and the sentence Explain
-// gives for it.
-
-import "fmt"
+// Routing one request: Route and Explain and the decision record read back from the core (explain.go: the sentence
+// Explain gives for it).
 
 // Features are the policy's inputs.
 type Features struct{ ISL, EffP, EffD, OSLHat float64 }
@@ -12,7 +10,7 @@ type Features struct{ ISL, EffP, EffD, OSLHat float64 }
 type Decision struct {
 	Path          string // "local" or "remote"
 	Bit           int    // the policy's bit before worker constraints (1 = remote)
-	Reason        string // "cluster", "rule", "first-turn" or "no-prefill-worker"
+	Reason        string // one of spec/abi.json "reasons" ("cluster", "rule", …, "load-out-of-range")
 	DecodeWorker  string
 	PrefillWorker string // "" when none; also set when local (where eff_P was measured)
 	Cluster       int    // the cluster (k-means, GMM) or PPD cell; -1 for other rules
@@ -22,6 +20,10 @@ type Decision struct {
 	OSLClass      int // the output-length class the table's model predicted; -1 when OSLHat or a class was given
 	Reuse         float64
 	Cost          struct{ Decode, Prefill float64 }
+	// Load is what a table's load bounds are checked against (table version 3), in tokens: the chosen prefill
+	// worker's active prefill tokens (-1 when none was chosen) and the chosen decode worker's active prefill +
+	// active decode tokens.
+	Load struct{ Prefill, Decode float64 }
 }
 
 // Explanation says why: the standardized features and every cluster's score (learned kinds).
@@ -58,7 +60,7 @@ func (r *Router) Explain(req Request) (Explanation, error) {
 		x.Scores = r.c.f64s(r.c.scores, r.table.Clusters)
 		x.Standardized = r.c.f64s(r.c.stdzd, r.table.Dims)
 	}
-	x.Why = why(r.table.Kind, d, x.Scores)
+	x.Why = why(r.table, d, x.Scores)
 	return x, nil
 }
 
@@ -94,32 +96,6 @@ func (r *Router) decision() Decision {
 	}
 	d.MatchedBlocks.Decode, d.MatchedBlocks.Prefill = int(at(dMatchedD)), int(at(dMatchedP))
 	d.Cost.Decode, d.Cost.Prefill = at(dCostD), at(dCostP)
+	d.Load.Prefill, d.Load.Decode = at(dLoadP), at(dLoadD)
 	return d
-}
-
-func why(kind string, d Decision, scores []float64) string {
-	path := "local prefill"
-	if d.Path == "remote" {
-		path = "remote prefill"
-	}
-	switch {
-	case d.Reason == "no-prefill-worker":
-		return "the policy said remote, but no prefill worker is registered: " + path
-	case d.Reason == "first-turn":
-		return "PPD: turn 1 always goes through a prefill worker: " + path
-	case isLearned(kind):
-		c := max(d.Cluster, 0)
-		measure, noun := "log-likelihood", "component"
-		if kind == "kmeans" {
-			measure, noun = "squared distance", "centroid"
-		}
-		score := "?"
-		if c < len(scores) {
-			score = fmt.Sprintf("%.4f", scores[c])
-		}
-		return fmt.Sprintf("nearest %s is cluster %d (%s %s) whose bit is %d: %s", noun, c, measure, score, d.Bit, path)
-	case kind == "ppd":
-		return fmt.Sprintf("PPD: grid cell %d holds %d: %s", d.Cluster, d.Bit, path)
-	}
-	return fmt.Sprintf("%s rule gives %d: %s", kind, d.Bit, path)
 }

@@ -34,6 +34,7 @@ type TableInfo struct {
 	Split                  string // "" when absent
 	Seed                   float64
 	Provenance             map[string]string
+	guard                  tableGuard // a learned table's fallback rule and bounds, for Explain's sentence
 }
 
 func kindName(code int) string {
@@ -66,7 +67,9 @@ func (c *core) loadTable(table []byte) (TableInfo, error) {
 	if err := c.check(rc, "loadTable"); err != nil {
 		return TableInfo{}, err
 	}
-	return c.tableInfo(table), nil
+	info := c.tableInfo(table)
+	info.guard = c.readGuard(info)
+	return info, nil
 }
 
 var (

@@ -314,9 +314,12 @@ func TestDecideVectors(t *testing.T) {
 
 // decisionJSON is a decision in the vectors' shape (null for "none"), for comparisons with expected values.
 func decisionJSON(d Decision) map[string]any {
-	var prefill, cluster any
+	var prefill, cluster, loadP any
 	if d.PrefillWorker != "" {
 		prefill = d.PrefillWorker
+	}
+	if d.Load.Prefill >= 0 {
+		loadP = d.Load.Prefill
 	}
 	if d.Cluster >= 0 {
 		cluster = float64(d.Cluster)
@@ -328,6 +331,7 @@ func decisionJSON(d Decision) map[string]any {
 		"matched_blocks": map[string]any{"decode": float64(d.MatchedBlocks.Decode), "prefill": float64(d.MatchedBlocks.Prefill)},
 		"blocks":         float64(d.Blocks),
 		"cost":           map[string]any{"decode": d.Cost.Decode, "prefill": d.Cost.Prefill},
+		"load":           map[string]any{"prefill": loadP, "decode": d.Load.Decode},
 	}
 }
 

@@ -31,6 +31,11 @@ const description = [
   "beyond its cluster's ood_bound (kmeans: distance > bound; gmm: log-likelihood < bound) is decided by the fallback",
   "rule too (reason 'out-of-distribution'); expected.cluster is still the nearest cluster. Such cases were kept",
   "only if the score differs from the bound by more than 1e-6 relative.",
+  "Version-3 learned tables (kmeans-load): when the cluster's value is 0 or 1 and the request is in distribution,",
+  "a prefill load (the chosen prefill worker's active_prefill_tokens, checked only when a prefill worker was",
+  "chosen) above load_bound.prefill[k], or a decode load (the chosen decode worker's active_prefill_tokens +",
+  "active_decode_tokens) above load_bound.decode[k], is decided by the fallback rule (reason 'load-out-of-range').",
+  "'decide' cases have no workers, so no load: the bounds never fire there.",
   "Learned kinds: z_j = (log1p(x_j) - mean_j) / std_j in the table's feature order ('standardized');",
   "'scores' are, per cluster, the squared Euclidean distance (kmeans) or the log-likelihood",
   "log(w_k) - 1/2 sum_j log(2 pi var_kj) - 1/2 sum_j (z_j - mu_kj)^2 / var_kj (gmm: the full log-density of the",
@@ -59,6 +64,8 @@ const description = [
   "cached_D is the same cached_D. path = bit when there is a prefill worker, else local with",
   "reason 'no-prefill-worker' if the bit was 1. expected.cluster is null for rules (the Router API's value).",
   "cost is the expected worker cost {decode, prefill} (prefill 0 when there is no prefill worker).",
+  "load is {prefill: the chosen prefill worker's active_prefill_tokens (null when none), decode: the chosen decode",
+  "worker's active_prefill_tokens + active_decode_tokens}: the decision record's load_p (-1 for null) and load_d.",
 ]
   .join(" ")
   .replace(/ {2}/g, "\n");
@@ -133,9 +140,10 @@ function nearestLevel(v, levels) {
 
 /**
  * The policy's answer. `cachedD` = tokens cached on the decode worker (clamped to isl), `prefillBusy` = the
- * chosen prefill worker's active prefill tokens or -1 when unknown, signals = {prefill_queue, qps}.
+ * chosen prefill worker's active prefill tokens or -1 when unknown, `decodeLoad` = the chosen decode worker's
+ * active prefill + decode tokens (0 without workers), signals = {prefill_queue, qps}.
  */
-function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, signals }) {
+function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, decodeLoad = 0, signals }) {
   const p = t.params;
   const rule = (bit) => ({ bit, cluster: -1, reason: "rule" });
   switch (t.kind) {
@@ -159,6 +167,14 @@ function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, sign
           reason: outside ? "out-of-distribution" : "rule-fallback",
           classified: c,
         };
+      }
+      // version 3: above the load the cluster's value was tested at (strictly), the fallback rule decides
+      const lb = t.load_bound;
+      if (lb && ((prefillBusy >= 0 && prefillBusy > lb.prefill[c.best]) || decodeLoad > lb.decode[c.best])) {
+        const f = t.fallback ?? { kind: "dynamo-isl" };
+        const fallback = { kind: f.kind, params: { ...DEFAULT_PARAMS[f.kind], ...(f.params ?? {}) } };
+        const d = decide(fallback, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, signals });
+        return { bit: d.bit, cluster: c.best, reason: "load-out-of-range", classified: c };
       }
       return { bit: value, cluster: c.best, reason: "cluster", classified: c };
     }
@@ -285,6 +301,8 @@ const learnedClusters = {
   "gmm.msgpack": learnedCases("gmm.msgpack", 28),
   "kmeans-guarded.msgpack": learnedCases("kmeans-guarded.msgpack", 40),
   "gmm-guarded.msgpack": learnedCases("gmm-guarded.msgpack", 32),
+  // without workers there is no load: the load bounds never fire, the cases check the table still decides
+  "kmeans-load.msgpack": learnedCases("kmeans-load.msgpack", 16),
 };
 
 // The signals and PPD inputs of a learned or rule case never matter except where noted; a few cases vary them
@@ -716,6 +734,8 @@ function routeExpected(scn) {
   const effD = isl - cachedD;
   const effP = isl - Math.min(mP * tpb, cacheable);
   const signals = { prefill_queue: scn.signals?.prefill_queue ?? 0, qps: scn.signals?.qps ?? 0 };
+  const loadP = prefillW ? (prefillW.load.active_prefill_tokens ?? 0) : -1;
+  const loadD = (decodeW.load.active_prefill_tokens ?? 0) + (decodeW.load.active_decode_tokens ?? 0);
   const d = decide(t, {
     isl,
     effP,
@@ -724,7 +744,8 @@ function routeExpected(scn) {
     turn: r.turn,
     ctx: r.context_tokens,
     cachedD,
-    prefillBusy: prefillW ? (prefillW.load.active_prefill_tokens ?? 0) : -1,
+    prefillBusy: loadP,
+    decodeLoad: loadD,
     signals,
   });
   if (d.classified && !(d.classified.margin > MARGIN)) throw new Error(`${scn.name}: learned decision without margin`);
@@ -740,6 +761,7 @@ function routeExpected(scn) {
     matched_blocks: { decode: mD, prefill: mP },
     blocks: keys.length,
     cost: { decode: cost(decodeW), prefill: prefillW ? cost(prefillW) : 0 },
+    load: { prefill: prefillW ? loadP : null, decode: loadD },
   };
 }
 
@@ -1051,7 +1073,87 @@ const scenarios = [
     loads: { d0: { active_prefill_tokens: 0, active_decode_tokens: 5000 } },
     request: req("A", { osl_hat: 2048 }),
   },
+  ...loadBoundScenarios(),
 ];
+
+/**
+ * Table version 3 (kmeans-load.msgpack): uncached prompts whose cluster has a value (0 and 1) and bounds > 0, routed
+ * with the chosen workers' loads below, at and above each bound, and without a prefill worker; then an
+ * out-of-distribution prompt above both bounds (it keeps its reason) and a `rule` cluster's.
+ */
+function loadBoundScenarios() {
+  const file = "kmeans-load.msgpack";
+  const t = table(file);
+  const found = new Map(); // value (0, 1, 2, "ood") → { n, osl, cluster }
+  for (const n of [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]) {
+    for (const osl of [16, 64, 256, 1024, 4096]) {
+      const c = classify(t, [n, n, n, osl]);
+      if (!(c.margin > MARGIN)) continue;
+      const score = c.scores[c.best];
+      const bound = t.ood_bound[c.best];
+      if (!(Math.abs(score - bound) / Math.max(1, bound, score) > MARGIN)) continue;
+      const key = score > bound ? "ood" : t.bits[c.best];
+      if (!found.has(key) && (key !== 0 && key !== 1 ? true : t.load_bound.decode[c.best] > 0)) {
+        found.set(key, { n, osl, cluster: c.best });
+      }
+    }
+  }
+  const out = [];
+  const scenario = (what, pick, loads, workers = [W("d0", "decode"), W("p0", "prefill")]) => {
+    const seed = 40 + out.length;
+    out.push({
+      name: `load bounds: ${what} (cluster ${pick.cluster})`,
+      type: "load-bound",
+      table: file,
+      workers,
+      prompts: { A: { tokens_formula: [lcg(pick.n, seed)] } },
+      loads,
+      request: req("A", { osl_hat: pick.osl }),
+    });
+  };
+  for (const value of [0, 1]) {
+    const pick = found.get(value);
+    if (!pick) throw new Error(`kmeans-load: no uncached prompt lands in a cluster valued ${value}`);
+    const bP = t.load_bound.prefill[pick.cluster];
+    const bD = t.load_bound.decode[pick.cluster];
+    const dHalf = Math.floor(bD / 2);
+    scenario(`below both bounds, value ${value}`, pick, {
+      d0: { active_prefill_tokens: Math.floor(bD / 4), active_decode_tokens: dHalf },
+      p0: { active_prefill_tokens: Math.floor(bP / 2), active_decode_tokens: 0 },
+    });
+    scenario(`at both bounds exactly (not above), value ${value}`, pick, {
+      d0: { active_prefill_tokens: 100, active_decode_tokens: bD - 100 },
+      p0: { active_prefill_tokens: bP, active_decode_tokens: 0 },
+    });
+    scenario(`decode load (its active prefill + decode tokens) above the bound, value ${value}`, pick, {
+      d0: { active_prefill_tokens: 100, active_decode_tokens: bD },
+      p0: { active_prefill_tokens: 0, active_decode_tokens: 0 },
+    });
+    scenario(`prefill load above the bound, value ${value}`, pick, {
+      d0: { active_prefill_tokens: 0, active_decode_tokens: 0 },
+      p0: { active_prefill_tokens: bP + 1, active_decode_tokens: 0 },
+    });
+    scenario(
+      `no prefill worker: the prefill load is not checked, value ${value}`,
+      pick,
+      { d0: { active_prefill_tokens: 0, active_decode_tokens: dHalf } },
+      [W("d0", "decode")],
+    );
+    scenario(
+      `no prefill worker, decode load above the bound, value ${value}`,
+      pick,
+      { d0: { active_prefill_tokens: 0, active_decode_tokens: bD + 1 } },
+      [W("d0", "decode")],
+    );
+  }
+  const above = {
+    d0: { active_prefill_tokens: 0, active_decode_tokens: 1e6 },
+    p0: { active_prefill_tokens: 1e6, active_decode_tokens: 0 },
+  };
+  if (found.has("ood")) scenario("out of distribution above both bounds keeps its reason", found.get("ood"), above);
+  if (found.has(2)) scenario("a rule cluster above both bounds keeps rule-fallback", found.get(2), above);
+  return out;
+}
 
 const routeCases = scenarios.map((s) => {
   const scn = { ...base, ...s, signals: { ...base.signals, ...(s.signals ?? {}) } };

@@ -119,6 +119,9 @@ function show(x: ExplainInputs, v: ExplainView): void {
   out.dataset["path"] = d.path;
   out.dataset["reason"] = d.reason;
   out.dataset["cluster"] = d.cluster === null ? "" : String(d.cluster);
+  // the loads a version-3 table's load bounds were checked against (prefill "" when no prefill worker was chosen)
+  out.dataset["loadPrefill"] = d.load.prefill === null ? "" : String(d.load.prefill);
+  out.dataset["loadDecode"] = String(d.load.decode);
   out.dataset["inputs"] = JSON.stringify(x);
   $("explain-why").textContent = `Why: ${e.why}`;
   const f = d.features;

@@ -15,6 +15,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Uni
 from . import _abi
 from ._core import Core
 from .errors import RequestError, WorkerError, js_number
+from .explain import why
 from .tables import TableInfo, _js_json, load_table
 
 TokensInput = Union[Sequence[int], "array[int]", memoryview]
@@ -55,6 +56,13 @@ class PerWorker:
 
 
 @dataclass(frozen=True)
+class Load:
+    """The loads a table's load bounds are checked against (table version 3), in tokens."""
+    prefill: Optional[float]  # the chosen prefill worker's active prefill tokens; None when none was chosen
+    decode: float  # the chosen decode worker's active prefill + active decode tokens
+
+
+@dataclass(frozen=True)
 class MatchedBlocks:
     decode: int
     prefill: int
@@ -74,6 +82,7 @@ class Decision:
     osl_class: Optional[int]  # the class the output-length model predicted (None when osl_hat or osl_class given)
     reuse: float
     cost: PerWorker
+    load: Load
 
 
 @dataclass(frozen=True)
@@ -354,7 +363,7 @@ class Router:
             scores = tuple(self._core.read_f64s(self._core.scores_ptr, t.clusters or 0)) if learned else ()
             standardized = tuple(self._core.read_f64s(self._core.standardized_ptr, t.dims or 0)) if learned else ()
         d = self._decision(record)
-        return Explanation(d, t.kind, t.features if learned else (), standardized, scores, _why(t.kind, d, scores))
+        return Explanation(d, t.kind, t.features if learned else (), standardized, scores, why(t, d, scores))
 
     def _osl_hat(self, osl_hat: Optional[float], osl_class: Optional[OslClassInput]) -> float:
         """osl_hat for the core, in Node's order (src/router/router.ts oslHatOf): given, from a class, or −1 (the model)."""
@@ -420,6 +429,7 @@ class Router:
             osl_class=int(osl_class) if osl_class >= 0 else None,
             reuse=d[_abi.D_REUSE],
             cost=PerWorker(d[_abi.D_COST_D], d[_abi.D_COST_P]),
+            load=Load(d[_abi.D_LOAD_P] if d[_abi.D_LOAD_P] >= 0 else None, d[_abi.D_LOAD_D]),
         )
 
 
@@ -454,20 +464,3 @@ def hash_blocks(prompt: Union[TokensInput, TextInput], block_size: int = 16, mod
         if isinstance(prompt, (str, bytes, bytearray)):
             return _hash(core, None, prompt)
         return _hash(core, prompt, None)
-
-
-def _why(kind: str, d: Decision, scores: Tuple[float, ...]) -> str:
-    path = "remote prefill" if d.path == "remote" else "local prefill"
-    if d.reason == "no-prefill-worker":
-        return f"the policy said remote, but no prefill worker is registered: {path}"
-    if d.reason == "first-turn":
-        return f"PPD: turn 1 always goes through a prefill worker: {path}"
-    if kind in _abi.LEARNED_KINDS:
-        c = d.cluster or 0
-        measure = "squared distance" if kind == "kmeans" else "log-likelihood"
-        score = f"{scores[c]:.4f}" if c < len(scores) else "?"
-        noun = "centroid" if kind == "kmeans" else "component"
-        return f"nearest {noun} is cluster {c} ({measure} {score}) whose bit is {d.bit}: {path}"
-    if kind == "ppd":
-        return f"PPD: grid cell {d.cluster} holds {d.bit}: {path}"
-    return f"{kind} rule gives {d.bit}: {path}"

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from . import _abi
 from ._core import Core
 from .errors import CoreError, TableError, js_number
+from .explain import TableGuard, read_guard
 
 _KIND_NAMES = {code: name for name, code in _abi.KINDS.items()}
 
@@ -37,6 +38,8 @@ class TableInfo:
     seed: float
     slo: Optional[Tuple[float, float]]  # (ttft_ms, tpot_ms)
     provenance: Dict[str, str]
+    # a learned table's fallback rule and bounds, for explain's sentence (None for rule tables)
+    guard: Optional[TableGuard] = field(default=None, repr=False, compare=False)
 
 
 def load_table(core: Core, data: bytes) -> TableInfo:
@@ -194,4 +197,5 @@ def _table_info(core: Core, table: bytes) -> TableInfo:
         seed=r[_abi.TI_SEED],
         slo=None if r[_abi.TI_SLO_TTFT_MS] < 0 else (r[_abi.TI_SLO_TTFT_MS], r[_abi.TI_SLO_TPOT_MS]),
         provenance=provenance,
+        guard=read_guard(core, kind, int(r[_abi.TI_K]), int(r[_abi.TI_DIMS])) if learned else None,
     )

@@ -113,5 +113,6 @@ def test_route_vectors(case: Dict[str, Any]) -> None:
         "features": {"isl": d.features.isl, "eff_P": d.features.eff_p, "eff_D": d.features.eff_d, "osl_hat": d.features.osl_hat},
         "matched_blocks": {"decode": d.matched_blocks.decode, "prefill": d.matched_blocks.prefill},
         "blocks": d.blocks, "cost": {"decode": d.cost.decode, "prefill": d.cost.prefill},
+        "load": {"prefill": d.load.prefill, "decode": d.load.decode},
     }
     assert got == case["expected"]

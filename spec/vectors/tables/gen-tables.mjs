@@ -104,6 +104,22 @@ const gmmGuarded = {
   provenance: provenance("trace-replay", 4294967295, "fixture: K=4 D=4 diagonal GMM, guarded by the default fallback"),
 };
 
+// Version 3: a learned table with load bounds (per cluster, the highest prefill and decode load its value was tested
+// at; above either the fallback rule decides) and the training share of each cluster. Cluster 6 is valued `rule`
+// and has bounds of 0 (its bounds are never read); the ood bounds stay, so an out-of-distribution request keeps its
+// reason.
+const kmeansLoad = {
+  ...kmeansGuarded,
+  version: 3,
+  bits: [0, 1, 1, 0, 1, 0, 2, 1],
+  load_bound: {
+    prefill: [4096, 8192, 2048, 16384, 4096, 1024, 0, 30000],
+    decode: [30000, 20000, 50000, 10000, 40000, 25000, 0, 60000.5],
+  },
+  cluster_share: [0.2, 0.1, 0.15, 0.05, 0.2, 0.1, 0.05, 0.15],
+  provenance: provenance("hybrid-sim", 7, "fixture: K=8 D=4 k-means, guarded, with load bounds"),
+};
+
 const rule = (kind, params, extra = {}) => ({
   format: "dolphin-routing.table",
   version: 1,
@@ -122,6 +138,7 @@ const valid = {
   gmm: gmm,
   "kmeans-guarded": kmeansGuarded,
   "gmm-guarded": gmmGuarded,
+  "kmeans-load": kmeansLoad,
   "dynamo-isl": rule("dynamo-isl", { max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 }, { split: "1P1D" }),
   "dynamo-load": rule("dynamo-load", { prefill_busy_threshold: 0.8, max_num_batched_tokens: 8192 }),
   "dynamo-legacy": rule("dynamo-legacy", { max_local_prefill_length: 1000, max_prefill_queue_size: 2 }),
@@ -153,7 +170,30 @@ const tables = Object.fromEntries(Object.entries(valid).map(([name, t]) => [name
 const flipHexDigit = (cs) => cs.slice(0, -1) + (cs.endsWith("0") ? "1" : "0");
 const invalid = {
   "invalid-checksum-mismatch": [{ ...tables.kmeans, checksum: flipHexDigit(tables.kmeans.checksum) }, "checksum"],
-  "invalid-version-3": [withChecksum({ ...valid["always-local"], version: 3 }), "version"],
+  "invalid-version-4": [withChecksum({ ...valid["always-local"], version: 4 }), "version"],
+  "invalid-load-bound-in-v2": [withChecksum({ ...kmeansGuarded, load_bound: kmeansLoad.load_bound }), "load_bound"],
+  "invalid-load-bound-count": [
+    withChecksum({
+      ...kmeansLoad,
+      load_bound: { ...kmeansLoad.load_bound, decode: kmeansLoad.load_bound.decode.slice(1) },
+    }),
+    "load_bound.decode",
+  ],
+  "invalid-load-bound-negative": [
+    withChecksum({
+      ...kmeansLoad,
+      load_bound: { ...kmeansLoad.load_bound, prefill: [4096, 8192, -1, 16384, 4096, 1024, 0, 30000] },
+    }),
+    "load_bound.prefill[2]",
+  ],
+  "invalid-load-bound-key": [
+    withChecksum({ ...kmeansLoad, load_bound: { ...kmeansLoad.load_bound, queue: [1, 1, 1, 1, 1, 1, 1, 1] } }),
+    "load_bound.queue",
+  ],
+  "invalid-cluster-share-sum": [
+    withChecksum({ ...kmeansLoad, cluster_share: [0.2, 0.1, 0.15, 0.05, 0.2, 0.1, 0.05, 0.05] }),
+    "cluster_share",
+  ],
   "invalid-v1-fallback": [withChecksum({ ...kmeans, fallback: { kind: "dynamo-isl" } }), "fallback"],
   "invalid-fallback-ppd": [withChecksum({ ...kmeansGuarded, fallback: { kind: "ppd" } }), "fallback.kind"],
   "invalid-ood-bound-count": [
