@@ -20,6 +20,8 @@ import { simulate } from "../src/sim/simulator.js";
 import type { RequestRecord } from "../src/sim/metrics.js";
 import { decodeTable } from "../src/table/codec.js";
 import type { Table } from "../src/table/table.js";
+import { SimEnvironment } from "../src/learn/sim-environment.js";
+import type { Workload } from "../src/sim/types.js";
 import { coreModule } from "./helpers.js";
 
 const JOB = {
@@ -135,6 +137,33 @@ describe("a guarded table trained at one load (flat, x1)", () => {
     expect(beyond).toBeGreaterThan(0);
     const remote = (rs: RequestRecord[]): number => rs.filter((x) => !x.failed && x.path === "remote").length;
     expect(remote(withBounds)).toBeGreaterThan(remote(without));
+  });
+});
+
+describe("the load profile's arrivals", () => {
+  it("by default re-checks on a ramp and searches at the job's load; --load-profile-on both ramps both", async () => {
+    for (const [on, searchRamped] of [
+      ["held-out", false],
+      ["both", true],
+    ] as const) {
+      const seen: Workload[] = [];
+      await trainJob({
+        ...JOB,
+        k: 4,
+        load: "x1",
+        reward: "both",
+        maxRounds: 4,
+        loadProfileOn: on,
+        environment: (w, base) => {
+          seen.push(w);
+          return new SimEnvironment(w, base);
+        },
+      });
+      const parts = guardParts(JOB, workloadParts(JOB));
+      expect(seen).toHaveLength(2);
+      expect(seen[0]).toBe(searchRamped ? profiledShared(parts.train, "ramp") : parts.train);
+      expect(seen[1]).toBe(profiledShared(parts.eval, "ramp"));
+    }
   });
 });
 
