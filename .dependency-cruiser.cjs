@@ -31,6 +31,8 @@ const NODE_EDGES = [
   "^src/learn/ablate\\.ts$",
   // the robustness study: runs the jobs above on workload files shipped in data/
   "^src/learn/robustness\\.ts$",
+  // the load-sweep study: runs the jobs above on the robustness study's families
+  "^src/learn/load-sweep\\.ts$",
   // `npm start`: runs the jobs and writes tables, evaluation JSON and the report into out/
   "^src/learn/main-job\\.ts$",
   // the learner's worker pool and its worker thread: evaluations and main-job parts on worker_threads

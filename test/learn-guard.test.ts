@@ -207,7 +207,7 @@ describe("guarded search", () => {
     expect(oodBounds([[0]], { kind: "kmeans", centroids: [[0], [5]] })).toEqual([0, 0]);
   });
 
-  it("trains a version-2 table on a simulated cluster that routes in the core (reward both)", async () => {
+  it("trains a version-3 table (load bounds) on a simulated cluster that routes in the core (reward both)", async () => {
     const job = {
       workload: "hybrid",
       split: "1P1D",
@@ -218,8 +218,9 @@ describe("guarded search", () => {
     };
     const r = await trainJob({ ...job, k: 4, load: "x1", reward: "both" });
     const t = decodeTable(r.bytes);
-    expect(t.version).toBe(2);
+    expect(t.version).toBe(3);
     expect(t.ood_bound).toHaveLength(4);
+    expect(t.load_bound?.decode).toHaveLength(4);
     expect(r.result.guarded!.log[0]!.bits).toEqual([2, 2, 2, 2]);
     expect(r.result.bestReward).toBeGreaterThanOrEqual(r.result.guarded!.ruleReward);
     for (const m of r.result.guarded!.moves)

@@ -140,7 +140,7 @@ describe("bad input gets a clear error and loses nothing", () => {
       },
       /^table: /,
     ],
-    ["wrong version", (r) => r.setTable({ ...ruleTable("trtllm"), version: 3 as 1 }), /version/], // 1 and 2 are read
+    ["wrong version", (r) => r.setTable({ ...ruleTable("trtllm"), version: 4 as 1 }), /version/], // 1 to 3 are read
     ["K = 0", (r) => r.setTable(kmeansTable([], [])), /table: centroids/],
     [
       "mismatched dimensions",

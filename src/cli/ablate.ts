@@ -16,6 +16,10 @@ import {
   selectFamilies,
   type RobustnessCell,
 } from "../learn/robustness.js";
+import { loadSweepMarkdown, QUICK, type SweepCell } from "../learn/load-sweep.js";
+import { LOAD_PROFILES, type LoadProfile } from "../sim/rate-profile.js";
+import { PROFILE_ON, type ProfileOn } from "../learn/job.js";
+import { fallbackLatencyOption } from "./train.js";
 import { intOption, UsageError, type Command, type Values } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
@@ -24,6 +28,8 @@ export const command: Command = {
               [--seed N] [--requests N] [--load …] [--json]
 dolphin ablate --study robustness [--families a,b,…] [--cluster h100-8b] [--split 2P2D] [--slo 2000,50] [--k 8]
               [--seed N] [--requests N] [--json]
+dolphin ablate --study load-sweep [--families a,b,…] [--quick] [--load-profile ramp|steps|flat]
+              [--load-profile-on held-out|both] [--fallback-latency rule|own] […as robustness]
 
 Studies: k (K = 2, 4, 8, 16), scan (with and without scan initialization), osl-feature (with and without osl_hat),
 algo (k-means vs GMM), osl-noise (classifier, oracle, noisy p = 0.2, 0.4), load (one table evaluated from 50% to
@@ -35,19 +41,30 @@ on every family at that family's saturated load against every baseline: dolphin'
 and its P90 TTFT and TPOT vs dynamo-isl, with the issue's targets checked (≥ −0.5 points, ≤ +2%). The setting
 defaults to the issue's (h100-8b, 2P2D, SLO 2000,50, K = 8; ${ROBUSTNESS_ROUNDS} search rounds at most); --requests
 sets the requests per part of every family. Prints the matrices as markdown (--json: one JSON line per cell).
-Every figure is simulated.`,
+Every figure is simulated.
+
+load-sweep: learns one guarded table per family (dolphin train's default, on arrivals disjoint from the
+evaluation's) and evaluates it at 0.25×, 0.5×, 1×, 1.5×, 2× of the family's saturated rate and on a rate ramp
+(0.5× to 2× within the run) against every rule: attainment vs the best rule, P90 TTFT and TPOT vs dynamo-isl, the
+issue's sweep targets per cell and how many requests the load bounds sent to the rule. --quick: ${QUICK.families.join(" and ")},
+${QUICK.requests} requests per part, ${QUICK.maxRounds} rounds (a test, not a result). Every figure is simulated.`,
   options: {
     ...jobOptionSpecs,
     study: { type: "string" },
     families: { type: "string" },
     k: { type: "string" },
+    quick: { type: "boolean" },
+    "load-profile": { type: "string" },
+    "load-profile-on": { type: "string" },
+    "fallback-latency": { type: "string" },
     json: { type: "boolean" },
   },
   async run(v) {
     const study = String(v["study"] ?? "");
     if (!(STUDIES as readonly string[]).includes(study))
       throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
-    const options = study === "robustness" ? robustnessOptions(v) : jobOptions(v);
+    const options =
+      study === "robustness" ? robustnessOptions(v) : study === "load-sweep" ? sweepOptions(v) : jobOptions(v);
     const rows: AblationRow[] = [];
     await runStudy(study as Study, options, (row) => {
       rows.push(row);
@@ -55,17 +72,39 @@ Every figure is simulated.`,
     });
     if (!v["json"])
       process.stdout.write(
-        (study === "robustness" ? robustnessMarkdown(rows as RobustnessCell[]) : ablationMarkdown(rows)) + "\n",
+        (study === "robustness"
+          ? robustnessMarkdown(rows as RobustnessCell[])
+          : study === "load-sweep"
+            ? loadSweepMarkdown(rows as SweepCell[])
+            : ablationMarkdown(rows)) + "\n",
       );
     return 0;
   },
 };
 
+/** The load sweep's options: the robustness study's, with --quick and the training's load profile. */
+function sweepOptions(v: Values): StudyOptions {
+  const profile = v["load-profile"] !== undefined ? String(v["load-profile"]) : undefined;
+  if (profile !== undefined && !(LOAD_PROFILES as readonly string[]).includes(profile))
+    throw new UsageError(`--load-profile must be ${LOAD_PROFILES.join(", ")}, got ${profile}`);
+  const on = v["load-profile-on"] !== undefined ? String(v["load-profile-on"]) : undefined;
+  if (on !== undefined && !(PROFILE_ON as readonly string[]).includes(on))
+    throw new UsageError(`--load-profile-on must be ${PROFILE_ON.join(" or ")}, got ${on}`);
+  const fl = fallbackLatencyOption(v["fallback-latency"]);
+  return {
+    ...robustnessOptions(v),
+    ...(v["quick"] ? { quick: true } : {}),
+    ...(profile ? { loadProfile: profile as LoadProfile } : {}),
+    ...(on ? { loadProfileOn: on as ProfileOn } : {}),
+    ...(fl ? { fallbackLatency: fl } : {}),
+  };
+}
+
 /** The robustness study's options: the issue's setting unless overridden; workloads and loads are its own. */
 function robustnessOptions(v: Values): StudyOptions {
   for (const name of ["workload", "format", "load"])
     if (v[name] !== undefined)
-      throw new UsageError(`--study robustness picks its own workloads and loads: drop --${name}`);
+      throw new UsageError(`--study ${String(v["study"])} picks its own workloads and loads: drop --${name}`);
   let families: string[] | undefined;
   if (v["families"] !== undefined) {
     families = String(v["families"])

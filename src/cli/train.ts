@@ -2,7 +2,8 @@
 
 import { writeFileSync } from "node:fs";
 import { REWARD_FORMS, type RewardForm } from "../learn/guard.js";
-import { trainJob } from "../learn/job.js";
+import { DEFAULT_LOAD_PROFILE, PROFILE_ON, trainJob, type ProfileOn } from "../learn/job.js";
+import { LOAD_PROFILES, type LoadProfile } from "../sim/rate-profile.js";
 import { FEATURE_NAMES, type FeatureName } from "../table/table.js";
 import { defaultJobs, PooledSimEnvironment, pooledSaturation, WorkerPool } from "../learn/pool.js";
 import { intOption, UsageError, type Command } from "./args.js";
@@ -12,7 +13,8 @@ export const command: Command = {
   usage: `dolphin train --workload <name|file> [--format auto|mooncake|azure|lengths] [--cluster <preset|file>]
              --split <nPmD> [--slo <preset|ttft_ms,tpot_ms>] [--k 8] [--algo kmeans|gmm] [--seed N]
              [--load saturated|trace|xS|R] [--requests N] [--osl model|oracle|noisy:P] [--features isl,eff_P,eff_D,osl_hat]
-             [--no-scan] [--reward both|paper] [--jobs N] --out table.msgpack [--json]
+             [--no-scan] [--reward both|paper] [--load-profile ramp|steps|flat] [--load-profile-on held-out|both]
+             [--fallback-latency rule|own] [--jobs N] --out table.msgpack [--json]
 
 Logs the four features under Dynamo's rule, learns the output-length classifier and the clusters, then searches one
 bit per cluster (per-cluster scanning, then epsilon-greedy refinement) for the best end-to-end SLO attainment at the
@@ -27,6 +29,14 @@ each within 2% of the rule's, and the same gain again on held-out arrivals (z �
 trace's training half split in time: search on the first quarter, re-check on the second). Then moves that keep
 attainment and lower the P90s' ratios to the rule's. Requests beyond each cluster's training range (99th
 percentile) go to the rule.
+The guarded search's held-out arrivals (--load-profile-on both: its search arrivals too) follow --load-profile:
+ramp (the default) raises the rate geometrically from 0.5× to 2× of the load within the run, steps holds 0.5×, 1×,
+1.5×, 2× for a quarter of the requests each, flat keeps the load (the same requests either way), so a move is taken
+only if it also gains across those loads. The fallback candidates dynamo-legacy and dynamo-load (with the
+preset's token budget) are tried against dynamo-isl as a move is (--fallback-latency own: on attainment alone, then
+later moves are checked against that rule's P90s). The table (format version 3) carries per cluster
+the highest prefill and decode load its requests were decided at in the final table's runs (load_bound: beyond it
+the fallback rule decides) and the training requests' share per cluster (cluster_share).
 --reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.
 
 --jobs N (default: the number of cores) runs the simulations on N worker threads, two or more at a time: the
@@ -44,6 +54,9 @@ take is dropped), and the simulator is deterministic, so the table is the same f
     features: { type: "string" },
     "no-scan": { type: "boolean" },
     reward: { type: "string" },
+    "load-profile": { type: "string" },
+    "load-profile-on": { type: "string" },
+    "fallback-latency": { type: "string" },
     out: { type: "string" },
     json: { type: "boolean" },
     jobs: { type: "string" },
@@ -55,6 +68,13 @@ take is dropped), and the simulator is deterministic, so the table is the same f
     const reward = String(v["reward"] ?? "both");
     if (!(REWARD_FORMS as readonly string[]).includes(reward))
       throw new UsageError(`--reward must be ${REWARD_FORMS.join(" or ")}, got ${reward}`);
+    const profile = String(v["load-profile"] ?? DEFAULT_LOAD_PROFILE);
+    if (!(LOAD_PROFILES as readonly string[]).includes(profile))
+      throw new UsageError(`--load-profile must be ${LOAD_PROFILES.join(", ")}, got ${profile}`);
+    const on = String(v["load-profile-on"] ?? "held-out");
+    if (!(PROFILE_ON as readonly string[]).includes(on))
+      throw new UsageError(`--load-profile-on must be ${PROFILE_ON.join(" or ")}, got ${on}`);
+    const fl = fallbackLatencyOption(v["fallback-latency"]);
     const options = jobOptions(v);
     const jobs = jobsOption(v["jobs"]);
     // one thread needs no pool: the search evaluates in turn, exactly as in the browser
@@ -73,6 +93,9 @@ take is dropped), and the simulator is deterministic, so the table is the same f
       ...(v["features"] !== undefined ? { features: parseFeatures(String(v["features"])) } : {}),
       ...(v["no-scan"] ? { scanInit: false } : {}),
       reward: reward as RewardForm,
+      loadProfile: profile as LoadProfile,
+      loadProfileOn: on as ProfileOn,
+      ...(fl ? { guard: { fallbackLatency: fl } } : {}),
     }).finally(() => pool?.close());
     writeFileSync(String(v["out"]), r.bytes);
     const report = {
@@ -90,7 +113,15 @@ take is dropped), and the simulator is deterministic, so the table is the same f
         confusion: r.result.osl.confusion,
       },
       reward,
-      ...(r.result.guarded ? { rule_reward: r.result.guarded.ruleReward, moves: r.result.guarded.moves } : {}),
+      ...(r.result.guarded
+        ? {
+            rule_reward: r.result.guarded.ruleReward,
+            moves: r.result.guarded.moves,
+            fallback: r.table.fallback?.kind ?? "dynamo-isl",
+            load_profile: { profile, on },
+            load_bound: (r.table as { load_bound?: unknown }).load_bound,
+          }
+        : {}),
       wall_s: r.wallS,
       log: r.result.log.map((x) => ({ round: x.round, phase: x.phase, table: x.bits.join(""), reward: x.reward })),
     };
@@ -119,6 +150,13 @@ function parseFeatures(s: string): FeatureName[] {
     if (!(FEATURE_NAMES as readonly string[]).includes(n))
       throw new UsageError(`--features: unknown feature ${n} (known: ${FEATURE_NAMES.join(", ")})`);
   return names as FeatureName[];
+}
+
+/** --fallback-latency: how the guarded search checks a fallback candidate's latency (GuardOptions.fallbackLatency). */
+export function fallbackLatencyOption(v: unknown): "rule" | "own" | undefined {
+  if (v === undefined) return undefined;
+  if (v === "rule" || v === "own") return v;
+  throw new UsageError(`--fallback-latency must be rule or own, got ${String(v)}`);
 }
 
 /** --jobs: worker threads for the evaluations (default: every core this process may use). */

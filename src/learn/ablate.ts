@@ -5,11 +5,22 @@ import { FEATURE_NAMES } from "../table/table.js";
 import { atScale } from "../sim/saturation.js";
 import { evalJob, setup, trainJob, type JobOptions, type TrainJobOptions } from "./job.js";
 import { runRobustness } from "./robustness.js";
+import { runLoadSweep, type SweepOptions } from "./load-sweep.js";
 import { exhaustive, searchBits } from "./bit-search.js";
 import { prepare } from "./prepare.js";
 import { SimEnvironment } from "./sim-environment.js";
 
-export const STUDIES = ["k", "scan", "osl-feature", "algo", "osl-noise", "load", "yardstick", "robustness"] as const;
+export const STUDIES = [
+  "k",
+  "scan",
+  "osl-feature",
+  "algo",
+  "osl-noise",
+  "load",
+  "yardstick",
+  "robustness",
+  "load-sweep",
+] as const;
 export type Study = (typeof STUDIES)[number];
 
 export interface AblationRow {
@@ -56,6 +67,12 @@ export interface StudyOptions extends JobOptions {
   families?: string[];
   /** robustness: clusters per table (the other studies set K themselves) */
   k?: number;
+  /** load-sweep: fewer families, requests and rounds (src/learn/load-sweep.ts, QUICK) */
+  quick?: boolean;
+  /** load-sweep: the training's load profile */
+  loadProfile?: SweepOptions["loadProfile"];
+  loadProfileOn?: SweepOptions["loadProfileOn"];
+  fallbackLatency?: SweepOptions["fallbackLatency"];
 }
 
 export async function runStudy(study: Study, o: StudyOptions, emit: (row: AblationRow) => void): Promise<void> {
@@ -141,6 +158,10 @@ export async function runStudy(study: Study, o: StudyOptions, emit: (row: Ablati
     case "robustness":
       // every family's table on every family, pure and guarded, at the evaluation family's saturated load
       await runRobustness(o, emit);
+      return;
+    case "load-sweep":
+      // one guarded table per family, evaluated at 0.25× to 2× of the family's saturated load and on a ramp
+      await runLoadSweep(o, emit);
       return;
   }
 }

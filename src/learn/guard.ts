@@ -34,6 +34,8 @@ import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, DEFAULT_FALLBACK } from ".
 import type { Fallback, Table } from "../table/table.js";
 import { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./environment.js";
 
+export { guardCounts } from "./guard-counts.js";
+
 /** Φ⁻¹(1 − 0.05 / 16): one-sided, 5% family-wise over the 2 × 8 moves of a pass at the default K = 8. */
 export const BONFERRONI_Z = 2.74;
 /** Φ⁻¹(0.95): the held-out replication's one-sided 5% test (one test per move that already passed the search's). */
@@ -67,6 +69,12 @@ export interface GuardOptions {
    * same test as a move (paired gain, latency check against the default rule's, replication). Default: none.
    */
   fallbacks?: Fallback[];
+  /**
+   * A fallback candidate's latency check: "rule" (default) as a move's, P90s within latencySlack of the default
+   * rule's; "own": none (it becomes the rule that decides; matching a load-reactive rule may cost the latency it
+   * trades, issue 24), and the later moves' checks are then against the all-rule table under the chosen fallback.
+   */
+  fallbackLatency?: "rule" | "own";
   /**
    * Whole tables to try as one group move from the all-rule table (e.g. the paper's search's table on the same
    * clusters), tested as a move is: clusters that only gain together, which single moves from the rule cannot find.
@@ -231,9 +239,9 @@ export async function searchGuarded(
   let current = record(values, "init", init);
   log[0]!.accepted = true;
   const ruleReward = current.reward;
-  const ruleLatency = p90Latencies(current.records);
+  let ruleLatency = p90Latencies(current.records);
   let currentHeld = initHeld;
-  const ruleLatencyHeld = currentHeld ? p90Latencies(currentHeld.records) : null;
+  let ruleLatencyHeld = currentHeld ? p90Latencies(currentHeld.records) : null;
   const moves: GuardedSearch["moves"] = [];
   let rejectedOnHeldOut = 0;
   const withinLatency = (e: Evaluation, rule: { ttft: number; tpot: number }): boolean => {
@@ -241,14 +249,19 @@ export async function searchGuarded(
     const p = p90Latencies(e.records);
     return p.ttft <= rule.ttft * (1 + slack) && p.tpot <= rule.tpot * (1 + slack);
   };
-  const passes = (e: Evaluation, gain: ReturnType<typeof pairedGain>): boolean =>
-    gain.statistic >= z && e.reward > current.reward && withinLatency(e, ruleLatency);
+  const passes = (e: Evaluation, gain: ReturnType<typeof pairedGain>, latency = true): boolean =>
+    gain.statistic >= z && e.reward > current.reward && (!latency || withinLatency(e, ruleLatency));
   /** the held-out check of a move that passed on the search's arrivals: its held-out run, or null if it fails */
-  const replicates = async (cand: number[], candFallback: Fallback): Promise<Evaluation | null | undefined> => {
+  const replicates = async (
+    cand: number[],
+    candFallback: Fallback,
+    latency = true,
+  ): Promise<Evaluation | null | undefined> => {
     if (!heldOut || !currentHeld) return undefined;
     const h = await evaluateHeldOut(cand, candFallback);
     const gain = pairedGain(h.records, currentHeld.records, slo);
-    const ok = gain.statistic >= heldOutZ && h.reward > currentHeld.reward && withinLatency(h, ruleLatencyHeld!);
+    const within = !latency || withinLatency(h, ruleLatencyHeld!);
+    const ok = gain.statistic >= heldOutZ && h.reward > currentHeld.reward && within;
     if (!ok) rejectedOnHeldOut++;
     return ok ? h : null;
   };
@@ -263,19 +276,24 @@ export async function searchGuarded(
   // the fallback rule: the all-rule table under each candidate, taken over the default only on the same test as a move
   if (opts.fallbacks?.length) {
     let pick: { fallback: Fallback; e: Evaluation; gain: ReturnType<typeof pairedGain> } | null = null;
-    for (const f of opts.fallbacks) {
-      if (log.length + 1 > maxRounds) break;
-      const e = await evaluate(values, f, "scan");
+    const ownLatency = opts.fallbackLatency === "own";
+    const tried = opts.fallbacks.slice(0, Math.max(0, maxRounds - log.length)); // independent: run side by side
+    const tables = tried.map((f) => tableOf(values, f));
+    const runs = await evaluateAll(env, tables);
+    for (const [i, f] of tried.entries()) {
+      const e = record(values, "scan", runs[i]!);
       const gain = pairedGain(e.records, current.records, slo);
-      if (passes(e, gain) && (!pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened))
-        pick = { fallback: f, e, gain };
+      const better = !pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened;
+      if (passes(e, gain, !ownLatency) && better) pick = { fallback: f, e, gain };
     }
     if (pick) {
-      const h = await replicates(values, pick.fallback);
+      const h = await replicates(values, pick.fallback, !ownLatency);
       if (h !== null) {
         fallback = pick.fallback;
         current = pick.e;
         if (h) currentHeld = h;
+        if (ownLatency) ruleLatency = p90Latencies(current.records);
+        if (ownLatency && h) ruleLatencyHeld = p90Latencies(h.records);
         markAccepted();
         moves.push({ kind: "fallback", cluster: -1, value: -1, ...pick.gain });
       }
@@ -461,38 +479,4 @@ export function oodBounds(
       q,
     );
   });
-}
-
-/** How many requests each part of a guarded table decided: its clusters, its rule clusters, its out-of-distribution
- *  bound (recomputed from each record's admission features exactly as the core scores them). */
-export function guardCounts(
-  t: Table,
-  records: RequestRecord[],
-): { cluster: number; ruleCluster: number; outOfDistribution: number } {
-  const out = { cluster: 0, ruleCluster: 0, outOfDistribution: 0 };
-  if ((t.kind !== "kmeans" && t.kind !== "gmm") || !t.features || !t.scaler || !t.centroids || !t.bits) return out;
-  const gmm = t.kind === "gmm";
-  const d = t.features.length;
-  const logConst = gmm
-    ? t.variances!.map(
-        (v, c) => Math.log(t.weights![c]!) - 0.5 * (v.reduce((s, x) => s + Math.log(x), 0) + d * Math.log(2 * Math.PI)),
-      )
-    : [];
-  for (const r of records) {
-    if (r.failed || r.cluster < 0) continue;
-    const f = { isl: r.features.isl, eff_P: r.features.effP, eff_D: r.features.effD, osl_hat: r.features.oslHat };
-    const c = r.cluster;
-    let q = 0;
-    for (let j = 0; j < d; j++) {
-      const zj = (Math.log1p(f[t.features[j]!]) - t.scaler.mean[j]!) / t.scaler.std[j]!;
-      const diff = zj - t.centroids[c]![j]!;
-      q += gmm ? (diff * diff) / t.variances![c]![j]! : diff * diff;
-    }
-    const score = gmm ? logConst[c]! - 0.5 * q : q;
-    const bound = t.ood_bound?.[c];
-    if (bound !== undefined && (gmm ? score < bound : score > bound)) out.outOfDistribution++;
-    else if (t.bits[c] === CLUSTER_RULE) out.ruleCluster++;
-    else out.cluster++;
-  }
-  return out;
 }

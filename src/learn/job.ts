@@ -19,6 +19,8 @@ import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "
 import type { EvalLoad, EvalOutput } from "../report/eval-output.js";
 import { noisyOslPredictor } from "./osl.js";
 import { SimEnvironment } from "./sim-environment.js";
+import { loadReactiveFallbacks } from "./load-bounds.js";
+import { withRateProfile, type LoadProfile } from "../sim/rate-profile.js";
 import { train, type TrainResult } from "./train.js";
 import type { GuardTraining, OslMode } from "./train-options.js";
 
@@ -73,6 +75,17 @@ export function scaledShared(w: Workload, scale: number): Workload {
   return scaled;
 }
 const scaledCopies = new WeakMap<Workload, Map<number, Workload>>();
+
+/** A workload under a load profile, the same object for the same workload and profile (see `scaledShared`). */
+export function profiledShared(w: Workload, profile: LoadProfile): Workload {
+  if (profile === "flat") return w;
+  let byProfile = profiledCopies.get(w);
+  if (!byProfile) profiledCopies.set(w, (byProfile = new Map()));
+  let p = byProfile.get(profile);
+  if (!p) byProfile.set(profile, (p = withRateProfile(w, profile)));
+  return p;
+}
+const profiledCopies = new WeakMap<Workload, Map<LoadProfile, Workload>>();
 
 const isGenerated = (o: Pick<JobOptions, "workload" | "format">): boolean =>
   (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
@@ -143,6 +156,12 @@ function setupParts(o: JobOptions): Omit<Setup, "scale"> & { load: Load } {
   return { base, parts, loadSpec, load };
 }
 
+/** The guarded search's load profile when none is given (chosen by measurement: docs/learning.md, "Load"). */
+export const DEFAULT_LOAD_PROFILE: LoadProfile = "ramp";
+/** Which of the guarded search's arrivals follow the load profile (docs/learning.md, "Load"). */
+export type ProfileOn = "held-out" | "both";
+export const PROFILE_ON: readonly ProfileOn[] = ["held-out", "both"];
+
 export interface TrainJobOptions extends JobOptions {
   k?: number;
   algo?: "kmeans" | "gmm";
@@ -151,6 +170,15 @@ export interface TrainJobOptions extends JobOptions {
   scanInit?: boolean;
   /** "both": the guarded search (src/learn/guard.ts); "paper": the paper's unguarded search for attainment alone */
   reward?: RewardForm;
+  /**
+   * How the guarded search's re-check arrivals load the cluster: `flat` at the job's load, `ramp` or `steps` 0.5× to
+   * 2× of it within the run (src/sim/rate-profile.ts). Default DEFAULT_LOAD_PROFILE. Reward "paper" trains at the
+   * job's load.
+   */
+  loadProfile?: LoadProfile;
+  /** "held-out" (default): the search's own arrivals stay at the job's load, the held-out ones follow the profile;
+   *  "both": the search's arrivals follow it too */
+  loadProfileOn?: ProfileOn;
   /** the guarded search's settings (reward "both"); `holdOut: false` drops the held-out replication check */
   guard?: Omit<GuardTraining, "heldOut" | "reward" | "maxRounds" | "onProgress"> & { holdOut?: boolean };
   maxRounds?: number;
@@ -195,7 +223,12 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   if (holdOut && isGenerated(o)) guardParts(o, workloadParts(o));
   const s = await found;
   const searchParts = holdOut ? guardParts(o, s.parts) : null;
-  const w = scaledShared(searchParts?.train ?? s.parts.train, s.scale);
+  const profile = guarded ? (o.loadProfile ?? DEFAULT_LOAD_PROFILE) : "flat";
+  const arrivals = (part: Workload): Workload => profiledShared(scaledShared(part, s.scale), profile);
+  const onBoth = (o.loadProfileOn ?? "held-out") === "both";
+  const searchPart = searchParts?.train ?? s.parts.train;
+  const w = onBoth ? arrivals(searchPart) : scaledShared(searchPart, s.scale);
+  const rps = scaledShared(searchPart, s.scale).rate;
   const environment = o.environment ?? ((w: Workload, base: Omit<SimConfig, "table">) => new SimEnvironment(w, base));
   const env = environment(w, s.base);
   o.progress?.(
@@ -212,14 +245,19 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     ...(guarded
       ? {
           guard: {
+            // the load-reactive rules are fallback candidates unless the caller names its own
+            fallbacks: loadReactiveFallbacks(s.base.preset),
             ...withoutHoldOut(o.guard),
             reward: "both" as const,
-            ...(searchParts ? { heldOut: environment(scaledShared(searchParts.eval, s.scale), s.base) } : {}),
+            ...(searchParts ? { heldOut: environment(arrivals(searchParts.eval), s.base) } : {}),
           },
         }
       : {}),
     ...(o.maxRounds !== undefined ? { maxRounds: o.maxRounds } : {}),
-    provenance: { workload: `${s.parts.train.name} at ${w.rate.toFixed(3)} req/s (${s.loadSpec})`, split: o.split },
+    provenance: {
+      workload: `${s.parts.train.name} at ${rps.toFixed(3)} req/s (${s.loadSpec}${profile === "flat" ? "" : `; ${onBoth ? "search and re-check" : "re-check"} ${profile} 0.5–2×`})`,
+      split: o.split,
+    },
     onProgress: (step, total) =>
       o.progress?.(
         `  round ${String(step.round).padStart(3)} ${step.phase.padEnd(6)} bits ${step.bits.join("")} reward ${(100 * step.reward).toFixed(1)}% (best ${(100 * total.best).toFixed(1)}%)`,
@@ -231,7 +269,7 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     `  done: ${result.rounds} rounds, best reward ${(100 * result.bestReward).toFixed(1)}% first reached in round ${result.bestRound}`,
     true,
   );
-  return { table: result.table, bytes, result, scale: s.scale, rps: w.rate, wallS: (performance.now() - t0) / 1000 };
+  return { table: result.table, bytes, result, scale: s.scale, rps, wallS: (performance.now() - t0) / 1000 };
 }
 
 /** One table's run on the evaluation arrivals: its records (what `guardCounts` reads) and its summary. */

@@ -10,6 +10,10 @@ import type { LearningEnvironment } from "./learning-environment.js";
 /** The guarded search's settings as `train` takes them (GuardOptions, with held-out arrivals and proposed tables). */
 export type GuardTraining = Omit<GuardOptions, "heldOut" | "proposals"> & {
   oodQuantile?: number;
+  /** per-cluster load bounds and cluster shares in the table (src/learn/load-bounds.ts; default true) */
+  loadBounds?: boolean;
+  /** the quantile of the tested loads each cluster's bound is (default 1: the maximum; load-bounds.ts says why) */
+  loadQuantile?: number;
   /** held-out arrivals for the replication check (GuardOptions.heldOut), given the chosen output-length predictor */
   heldOut?: Environment & Pick<LearningEnvironment, "withOslPredictor">;
   /**

@@ -10,6 +10,7 @@ import { onceEach, type Environment, type SearchStep } from "./environment.js";
 import { latencyConstrained, searchGuarded, type GuardedSearch, type RewardForm } from "./guard.js";
 import type { LearningEnvironment } from "./learning-environment.js";
 import type { OslTraining } from "./osl.js";
+import { clusterShare, loadBounds, withLoadBounds } from "./load-bounds.js";
 import { prepare, type Prepared } from "./prepare.js";
 import type { TrainOptions } from "./train-options.js";
 
@@ -31,10 +32,12 @@ export interface TrainResult {
 export async function train(env: LearningEnvironment, opts: TrainOptions = {}): Promise<TrainResult> {
   const p = await prepare(env, opts);
   if (opts.guard) {
-    const { proposals, proposalRounds, ...guard } = opts.guard;
+    const { proposals, proposalRounds, loadBounds: bounded, loadQuantile, ...guard } = opts.guard;
     // one run per distinct table across the proposal search and the guarded one (they share makeTable): the all-rule
     // table, the proposed one and the latency moves' flips were each simulated twice
     const shared = onceEach(p.env);
+    // the held-out runs kept too, so the final table's runs on both arrivals give the load bounds without a rerun
+    const heldOut = opts.guard.heldOut ? onceEach(p.withPredictor(opts.guard.heldOut)) : undefined;
     const g = await searchGuarded(shared, p.makeTable, p.initial.length, env.describe.slo, {
       ...guard,
       // given tables may still be being learned, and a proposal of the search's own is learned beside the guarded
@@ -44,13 +47,20 @@ export async function train(env: LearningEnvironment, opts: TrainOptions = {}): 
           ? givenProposals(p, proposals)
           : searchedProposal(p, shared, proposalRounds ?? 40, guard.reward ?? "both", guard.latencySlack, opts),
       ),
-      ...(opts.guard.heldOut ? { heldOut: p.withPredictor(opts.guard.heldOut) } : {}),
+      ...(heldOut ? { heldOut } : {}),
       maxRounds: opts.maxRounds,
       onProgress: opts.onProgress,
     });
     const bestRound = g.log.findIndex((s) => s.accepted && s.bits.join("") === g.values.join("")) + 1;
+    const tested = p.makeTable(g.values, g.fallback === DEFAULT_FALLBACK ? undefined : g.fallback);
+    const runs = await Promise.all([shared, ...(heldOut ? [heldOut] : [])].map((e) => e.evaluate(tested)));
+    const bound = loadBounds(
+      runs.map((e) => e.records),
+      p.initial.length,
+      loadQuantile,
+    );
     return {
-      table: p.makeTable(g.values, g.fallback === DEFAULT_FALLBACK ? undefined : g.fallback),
+      table: (bounded ?? true) ? withLoadBounds(tested, bound, clusterShare(p.clusterSizes)) : tested,
       log: g.log,
       rounds: g.log.length,
       bestReward: g.reward,

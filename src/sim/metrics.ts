@@ -45,6 +45,9 @@ export interface RequestRecord {
   cluster: number;
   /** the router's features at admission */
   features: { isl: number; effP: number; effD: number; oslHat: number };
+  /** the load the router decided it at (the Decision's `load`): the chosen prefill worker's active prefill tokens
+   *  (null on the local path) and the chosen decode worker's active prefill + decode tokens. Absent: not routed */
+  load?: { prefill: number | null; decode: number };
   /** the output-length class the table's model predicted (−1 when osl_hat was given) */
   oslClass: number;
   /** the longest cached prefix on any worker at admission / the prompt's blocks */

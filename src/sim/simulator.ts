@@ -260,6 +260,7 @@ export class Simulation implements InstanceHost {
     record.prefixReuse = d.reuse;
     this.records.push(record);
     const decode = this.byName.get(d.decodeWorker)!;
+    record.load = { ...d.load }; // the loads the core decided it at (the learner's load bounds: src/learn/)
     if (d.path === "local") {
       decode.enqueue(r, this.ids(r), "local");
     } else {
