@@ -52,19 +52,25 @@ export function checkSpec(spec) {
 }
 
 /**
- * The kind fields only the TypeScript host reads: `explain` (the words of Router.explain: a learned kind's
+ * The kind fields the hosts read beside the core: `explain` (the words of every host's explain: a learned kind's
  * nearest / score / beyond, a rule kind's rule sentence and local / remote clauses, whose {placeholders} name the
- * kind's parameters or "explain_values", {a × b} a product, and whose "when" compares two of them), `baseline` (its
- * place among the baselines every evaluation compares, and a note for the help) and `needs_table`.
+ * kind's staged parameters (the bindings read parameters back from the staging slots) or "explain_values",
+ * {a × b} a product, and whose "when" compares two of them), `baseline` (its place among the baselines every
+ * evaluation compares, and a note for the help) and `needs_table` (these two TypeScript only).
  */
 function checkHostFields(spec, fail) {
   const values = new Set((spec.explain_values ?? []).map((v) => v.name));
   const orders = new Set();
   for (const k of spec.kinds) {
-    const names = new Set([...values, ...k.params.map((p) => p.name)]);
-    const known = (name) => names.has(name) || fail(`kind ${k.name}: explain names unknown value "${name}"`);
+    const staged = new Set(k.params.filter((p) => p.stage !== undefined).map((p) => p.name));
+    const known = (name) => {
+      if (values.has(name) || staged.has(name)) return;
+      if (k.params.some((p) => p.name === name))
+        fail(`kind ${k.name}: explain names parameter "${name}", which has no staging slot the bindings could read`);
+      fail(`kind ${k.name}: explain names unknown value "${name}"`);
+    };
     const template = (t) => {
-      if (typeof t !== "string") fail(`kind ${k.name}: an explain template must be a string`);
+      if (typeof t !== "string" || t === "") fail(`kind ${k.name}: an explain template must be a non-empty string`);
       for (const [, inside] of t.matchAll(/\{([^}]*)\}/g)) inside.split(" × ").forEach(known);
     };
     const clause = (c) => {

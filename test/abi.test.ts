@@ -140,7 +140,7 @@ describe("one source for the contract", () => {
     }
   });
 
-  it("fails the build on a kind's explain naming an unknown value, a clause that may say nothing, a baseline order taken twice", async () => {
+  it("fails the build on a kind's explain naming an unknown value or an unstaged parameter, a clause that may say nothing, a baseline order taken twice", async () => {
     const { checkSpec } = (await import(join(ROOT, "build/gen-abi.mjs"))) as { checkSpec(s: unknown): unknown };
     const changed = (change: (trtllm: { explain: Record<string, unknown>; baseline: { order: number } }) => void) => {
       const s = structuredClone(spec);
@@ -158,6 +158,10 @@ describe("one source for the contract", () => {
       'explain "when" must be "a op b"',
     );
     expect(changed((k) => (k.baseline.order = 1))).toThrow("kind trtllm: baseline.order must be an integer ≥ 1");
+    // the Go and Python hosts read a rule's parameters back from its staging slots: PPD's w_ttft has none
+    const ppd = structuredClone(spec);
+    ppd.kinds.find((k: { name: string }) => k.name === "ppd").explain.rule = "PPD weighs TTFT {w_ttft}";
+    expect(() => checkSpec(ppd)).toThrow('kind ppd: explain names parameter "w_ttft", which has no staging slot');
   });
 
   it("types no contract constant by hand in assembly/ or src/", () => {

@@ -1,8 +1,9 @@
 // Cross-language agreement beyond the vectors: seeded random tables (valid and corrupted, some with output-length
 // classes and a model), workers, index events, loads, signals and requests (some by output-length class), replayed
 // through Node (the Router on the release core), Python (bindings/python/tests/agree.py) and Go
-// (bindings/go/internal/agree). Every hash, decision, match and error message must be identical. A missing toolchain
-// fails with how to install it (build/setup.mjs).
+// (bindings/go/internal/agree). Every hash, decision, match and error message must be identical; so must every explain
+// sentence, over more scenarios on every rule kind and on guarded learned tables with each fallback rule. A missing
+// toolchain fails with how to install it (build/setup.mjs).
 
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -11,35 +12,30 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Router } from "../src/router/router.js";
 import type { Decision } from "../src/router/types.js";
-import { encodeTable } from "../src/table/codec.js";
+import { decodeTable, encodeTable } from "../src/table/codec.js";
 import { ruleTable } from "../src/table/rule-table.js";
-import type { Table } from "../src/table/table.js";
+import { FALLBACK_KINDS, type Table } from "../src/table/table.js";
 import { pairsToHex } from "../src/hashing/hashes.js";
 import { instantiateCore } from "../src/core/core.js";
 import { loadTableInCore, type TableCoreExports } from "../src/core/core-table.js";
 import { TableError } from "../src/table/table.js";
 import { coreModule, kmeansTable, PROVENANCE, routerOn } from "./helpers.js";
+import {
+  explainScenario,
+  FEATURES,
+  guardedTable,
+  int,
+  mulberry32,
+  pick,
+  ruleParams,
+  saysOf,
+  type Rand,
+} from "./bindings-scenarios.js";
 import { pythonCommand, goCommand, ROOT } from "./bindings-tools.js";
 
 const SEED = 20261130;
 const SCENARIOS = 60;
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-type Rand = () => number;
-const int = (r: Rand, lo: number, hi: number): number => lo + Math.floor(r() * (hi - lo + 1));
-const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
-
-const FEATURES = ["isl", "eff_P", "eff_D", "osl_hat"] as const;
 const CLASS_NAMES = ["short", "medium", "long", "très long", "🐬"] as const;
 const OSL_MODEL_FEATURES = ["log_isl", "prefix_reuse", "log_turn", "log_prev_output", "log_max_tokens"] as const;
 
@@ -104,16 +100,7 @@ function randomTable(r: Rand, rc: Rand): Uint8Array {
     );
     t = ruleTable("ppd", { qps_levels: [1, 4], bits }, { provenance: PROVENANCE });
   } else {
-    const params: Record<string, number> = {
-      "dynamo-isl": { max_local_prefill_tokens: int(r, 0, 4000), max_local_prefill_ratio: r() },
-      "dynamo-load": { prefill_busy_threshold: 0.1 + r(), max_num_batched_tokens: int(r, 100, 8000) },
-      "dynamo-legacy": { max_local_prefill_length: int(r, 0, 3000), max_prefill_queue_size: int(r, 0, 5) },
-      trtllm: { max_local_prefill_length: int(r, 0, 2000) },
-      "llm-d": { non_cached_tokens: int(r, 0, 1000), prompt_tokens: int(r, 0, 1000) },
-      "always-local": {},
-      "always-remote": {},
-    }[kind];
-    t = ruleTable(kind, params, { provenance: PROVENANCE });
+    t = ruleTable(kind, ruleParams(r)[kind], { provenance: PROVENANCE });
   }
   if (rc() < 0.6) t = { ...t, ...randomOslFields(rc) };
   const bytes = encodeTable(t);
@@ -275,18 +262,18 @@ function runNode(s: Record<string, unknown>): unknown {
           break;
         default: {
           const input = st["mode"] === "hashes" ? { blockHashes: hashesOf(p) } : p;
+          const request = {
+            ...input,
+            turn: st["turn"],
+            contextTokens: st["context_tokens"],
+            promptTokens: st["prompt_tokens"],
+            ...(st["osl_hat"] !== undefined ? { oslHat: st["osl_hat"] } : {}),
+            ...(st["osl_class"] !== undefined ? { oslClass: st["osl_class"] } : {}),
+            ...(st["pin"] !== undefined ? { decodeWorker: st["pin"] } : {}),
+          };
+          // an "explain" step gives the sentence alone: the decision is what "route" compares
           out.steps.push(
-            decisionJSON(
-              router.route({
-                ...input,
-                turn: st["turn"],
-                contextTokens: st["context_tokens"],
-                promptTokens: st["prompt_tokens"],
-                ...(st["osl_hat"] !== undefined ? { oslHat: st["osl_hat"] } : {}),
-                ...(st["osl_class"] !== undefined ? { oslClass: st["osl_class"] } : {}),
-                ...(st["pin"] !== undefined ? { decodeWorker: st["pin"] } : {}),
-              }),
-            ),
+            st["op"] === "explain" ? { why: router.explain(request).why } : decisionJSON(router.route(request)),
           );
         }
       }
@@ -362,6 +349,71 @@ describe("bindings agree with Node on seeded random scenarios", () => {
     ["Go", goCommand("./internal/agree")],
   ] as const) {
     it(`${name}: identical hashes, decisions, matches and messages`, () => {
+      const got = runHost(cmd, file, name) as unknown[];
+      expect(got.length).toBe(node.length);
+      for (let i = 0; i < node.length; i++) expect(got[i], `scenario ${i}`).toEqual(node[i]);
+    }, 180_000);
+  }
+});
+
+describe("bindings' explain sentences agree with Node's", () => {
+  // random scenarios, then more on each rule kind (random parameters) and on a guarded table of each learned kind and
+  // fallback rule; every route is explained instead
+  const r = mulberry32(SEED + 2);
+  const rc = mulberry32(SEED + 3);
+  const scenarios = Array.from({ length: 30 }, () => randomScenario(r, rc));
+  for (const kind of [...FALLBACK_KINDS, "ppd"] as const)
+    for (let i = 0; i < 10; i++) {
+      const ppd = {
+        qps_levels: [1, 4],
+        bits: [0, 1, 2].map(() => Array.from({ length: 9 }, () => [int(r, 0, 1), int(r, 0, 1)])),
+      };
+      const params = kind === "ppd" ? ppd : ruleParams(r)[kind];
+      scenarios.push(explainScenario(r, encodeTable(ruleTable(kind, params, { provenance: PROVENANCE }))));
+    }
+  for (const kind of ["kmeans", "gmm"] as const)
+    for (const fallback of FALLBACK_KINDS)
+      for (let i = 0; i < 16; i++) scenarios.push(explainScenario(r, guardedTable(r, kind, fallback)));
+  for (const s of scenarios)
+    for (const st of s["steps"] as Record<string, unknown>[]) if (st["op"] === "route") st["op"] = "explain";
+  const file = join(mkdtempSync(join(tmpdir(), "dolphin-explain-")), "scenarios.json");
+  writeFileSync(file, JSON.stringify(scenarios));
+  const node = JSON.parse(JSON.stringify(scenarios.map(runNode))) as { steps?: unknown[] }[];
+
+  it("the sentences cover every kind's reasons and bits, and every fallback rule's on both learned kinds", () => {
+    const said = new Set<string>();
+    scenarios.forEach((s, i) => {
+      let t: Table;
+      try {
+        t = decodeTable(new Uint8Array(Buffer.from(s["table"] as string, "base64")));
+      } catch {
+        return; // a corrupted table
+      }
+      for (const x of node[i]!.steps ?? [])
+        if (x && typeof x === "object" && "why" in x)
+          said.add(`${t.kind} ${t.fallback?.kind ?? "-"} ${saysOf(String(x.why))}`);
+    });
+    const missing: string[] = [];
+    const want = (x: string): void => void (said.has(x) || missing.push(x));
+    const bitsOf = (k: string): string[] =>
+      k === "always-local" ? ["local"] : k === "always-remote" ? ["remote"] : ["local", "remote"];
+    for (const kind of [...FALLBACK_KINDS, "ppd"]) for (const bit of bitsOf(kind)) want(`${kind} - rule ${bit}`);
+    want("ppd - first-turn remote");
+    want("always-remote - no-prefill-worker local");
+    for (const kind of ["kmeans", "gmm"])
+      for (const fallback of FALLBACK_KINDS) {
+        for (const bit of ["local", "remote"]) want(`${kind} ${fallback} cluster ${bit}`);
+        for (const reason of ["rule-fallback", "out-of-distribution", "load-out-of-range"])
+          for (const bit of bitsOf(fallback)) want(`${kind} ${fallback} ${reason} ${fallback} ${bit}`);
+      }
+    expect(missing).toEqual([]);
+  });
+
+  for (const [name, cmd] of [
+    ["Python", pythonCommand(join(ROOT, "bindings/python/tests/agree.py"))],
+    ["Go", goCommand("./internal/agree")],
+  ] as const) {
+    it(`${name}: identical sentences`, () => {
       const got = runHost(cmd, file, name) as unknown[];
       expect(got.length).toBe(node.length);
       for (let i = 0; i < node.length; i++) expect(got[i], `scenario ${i}`).toEqual(node[i]);

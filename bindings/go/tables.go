@@ -34,7 +34,7 @@ type TableInfo struct {
 	Split                  string // "" when absent
 	Seed                   float64
 	Provenance             map[string]string
-	guard                  tableGuard // a learned table's fallback rule and bounds, for Explain's sentence
+	guard                  tableGuard // a rule's parameters, a learned table's fallback rule and bounds, for Explain
 }
 
 func kindName(code int) string {

@@ -1,7 +1,8 @@
 // The Go emitter: the core's contract for the Go binding (bindings/go/abi_gen.go, package dolphin), from
-// spec/abi.json: constants, slot indices, kind codes, the export list and the error-message table with the same
-// templates and by_detail entries as the TypeScript host, so messages are identical across hosts.
-import { HEADER, camel, upper } from "./names.mjs";
+// spec/abi.json: constants, slot indices, kind codes, each kind's explain words, the export list and the
+// error-message table with the same templates and by_detail entries as the TypeScript host, so messages are
+// identical across hosts.
+import { HEADER, camel, stagedParams, upper } from "./names.mjs";
 
 /** SCREAMING or kebab names → Go's exported CamelCase. */
 const goName = (s) => camel(s.toLowerCase().replace(/-/g, "_")).replace(/^./, (c) => c.toUpperCase());
@@ -34,6 +35,7 @@ export function emitGo(spec) {
     `var kindParams = map[string][]string{${kinds.map((k) => `${str(k.name)}: ${strings(k.params.map((p) => p.name))}`).join(", ")}}`,
   );
   out.push(`var learnedKinds = ${strings(kinds.filter((k) => k.learned).map((k) => k.name))}`);
+  out.push(...explainGo(spec, kinds));
   out.push(`var reasonNames = ${strings(spec.reasons)}`);
   out.push(`var featureNames = ${strings(spec.features)}`);
   out.push(`var oslFeatureNames = ${strings(spec.osl_features)}`);
@@ -107,4 +109,49 @@ export function emitGo(spec) {
     out.push(`const oslClassSlots = ${spec.osl_class_record.length}`);
   }
   return `${out.join("\n")}\n`;
+}
+
+/** Each kind's explain words and the parameters in its staging slots (what a template's {name} may name). */
+function explainGo(spec, kinds) {
+  // a clause as alternatives: the last has no condition (gen-abi.mjs checks), and a plain template is one of them
+  const alts = (c) =>
+    `[]explainAlt{${(typeof c === "string" ? [c] : c)
+      .map((a) => (typeof a === "string" ? `{"", ${str(a)}}` : `{${str(a.when)}, ${str(a.say)}}`))
+      .join(", ")}}`;
+  const explain = (k) => {
+    const e = k.explain ?? {};
+    const fields = [`kind: ${str(k.name)}`];
+    for (const f of ["nearest", "score", "beyond", "rule"]) if (e[f] !== undefined) fields.push(`${f}: ${str(e[f])}`);
+    for (const f of ["local", "remote"]) if (e[f] !== undefined) fields.push(`${f}: ${alts(e[f])}`);
+    return `\t{${fields.join(", ")}},`;
+  };
+  return [
+    "",
+    '// explainAlt is one alternative of a rule\'s clause: said when `when` ("a op b") holds, always when "".',
+    "type explainAlt struct{ when, say string }",
+    "",
+    "// kindExplain is a kind's explain words (spec/abi.json \"explain\"): a learned kind's nearest / score / beyond, a",
+    '// rule kind\'s rule sentence ("" = none) and its local / remote clauses (nil = none), the first alternative that',
+    "// holds said. {name} names a decision value (explainValues) or a staged parameter, {a × b} a product.",
+    "type kindExplain struct {",
+    ...[
+      ["kind", "string"],
+      ["nearest, score, beyond, rule", "string"],
+      ["local, remote", "[]explainAlt"],
+    ].map(([names, type]) => `\t${names.padEnd(29)}${type}`), // aligned as gofmt aligns them
+    "}",
+    "",
+    "var kindExplains = []kindExplain{",
+    ...kinds.map(explain),
+    "}",
+    "",
+    "// explainValues are the decision's values a template may name besides the kind's parameters.",
+    `var explainValues = ${strings((spec.explain_values ?? []).map((v) => v.name))}`,
+    "",
+    '// kindStagedParams lists the parameter in each staging slot (the "stage" of spec/abi.json), for kinds that stage any.',
+    `var kindStagedParams = map[string][]string{${kinds
+      .filter((k) => stagedParams(k).length > 0)
+      .map((k) => `${str(k.name)}: ${strings(stagedParams(k))}`)
+      .join(", ")}}`,
+  ];
 }

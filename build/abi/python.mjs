@@ -1,7 +1,8 @@
 // The Python emitter: the core's contract for the Python binding (bindings/python/dolphin_routing/_abi.py), from
-// spec/abi.json: constants, slot indices, kind codes, the export list and the error-message table with the same
-// templates and by_detail entries as the TypeScript host, so messages are identical across hosts.
-import { HEADER, upper } from "./names.mjs";
+// spec/abi.json: constants, slot indices, kind codes, each kind's explain words, the export list and the
+// error-message table with the same templates and by_detail entries as the TypeScript host, so messages are
+// identical across hosts.
+import { HEADER, stagedParams, upper } from "./names.mjs";
 
 /** A JSON value as a Python literal (JSON strings are valid Python string literals). */
 export function py(value) {
@@ -22,7 +23,7 @@ export function emitPython(spec) {
   const out = [
     comment,
     '"""The core\'s contract for the Python binding: constants, slots, kinds and the error-message table."""',
-    "from typing import Final, Mapping, Optional, Tuple",
+    "from typing import Final, Mapping, NamedTuple, Optional, Tuple",
     "",
     `ABI_VERSION: Final = ${spec.abi_version}`,
   ];
@@ -34,6 +35,7 @@ export function emitPython(spec) {
     `KIND_PARAMS: Final[Mapping[str, Tuple[str, ...]]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.params.map((p) => p.name)])))}`,
   );
   out.push(`LEARNED_KINDS: Final[Tuple[str, ...]] = ${py(kinds.filter((k) => k.learned).map((k) => k.name))}`);
+  out.push(...explainPython(spec, kinds));
   out.push(`REASONS: Final[Tuple[str, ...]] = ${py(spec.reasons)}`);
   out.push(`FEATURES: Final[Tuple[str, ...]] = ${py(spec.features)}`);
   out.push(`OSL_FEATURES: Final[Tuple[str, ...]] = ${py(spec.osl_features)}`);
@@ -86,4 +88,43 @@ export function emitPython(spec) {
     out.push(`OSL_CLASS_SLOTS: Final = ${spec.osl_class_record.length}`);
   }
   return `${out.join("\n")}\n`;
+}
+
+/** Each kind's explain words and the parameters in its staging slots (what a template's {name} may name). */
+function explainPython(spec, kinds) {
+  // a clause as alternatives (when, say): the last has no condition (gen-abi.mjs checks), a plain template is one
+  const alts = (c) =>
+    py((typeof c === "string" ? [c] : c).map((a) => (typeof a === "string" ? [null, a] : [a.when, a.say])));
+  const explain = (k) => {
+    const e = k.explain ?? {};
+    const fields = [];
+    for (const f of ["nearest", "score", "beyond", "rule"]) if (e[f] !== undefined) fields.push(`${f}=${py(e[f])}`);
+    for (const f of ["local", "remote"]) if (e[f] !== undefined) fields.push(`${f}=${alts(e[f])}`);
+    return `    ${py(k.name)}: KindExplain(${fields.join(", ")}),`;
+  };
+  return [
+    "",
+    "",
+    "class KindExplain(NamedTuple):",
+    '    """A kind\'s explain words (spec/abi.json "explain"): a learned kind\'s nearest / score / beyond, a rule kind\'s rule',
+    "    sentence and local / remote clauses, alternatives (when, say) whose first that holds (when None: always) is said.",
+    '    {name} names a decision value (EXPLAIN_VALUES) or a staged parameter, {a × b} a product."""',
+    "",
+    "    nearest: Optional[str] = None",
+    "    score: Optional[str] = None",
+    "    beyond: Optional[str] = None",
+    "    rule: Optional[str] = None",
+    "    local: Optional[Tuple[Tuple[Optional[str], str], ...]] = None",
+    "    remote: Optional[Tuple[Tuple[Optional[str], str], ...]] = None",
+    "",
+    "",
+    "KIND_EXPLAIN: Final[Mapping[str, KindExplain]] = {",
+    ...kinds.map(explain),
+    "}",
+    "# The decision's values a template may name besides the kind's parameters.",
+    `EXPLAIN_VALUES: Final[Tuple[str, ...]] = ${py((spec.explain_values ?? []).map((v) => v.name))}`,
+    '# The parameter in each staging slot (spec/abi.json "stage"), for the kinds that stage any.',
+    `KIND_STAGED_PARAMS: Final[Mapping[str, Tuple[str, ...]]] = ${py(Object.fromEntries(kinds.filter((k) => stagedParams(k).length > 0).map((k) => [k.name, stagedParams(k)])))}`,
+    "",
+  ];
 }

@@ -38,7 +38,7 @@ class TableInfo:
     seed: float
     slo: Optional[Tuple[float, float]]  # (ttft_ms, tpot_ms)
     provenance: Dict[str, str]
-    # a learned table's fallback rule and bounds, for explain's sentence (None for rule tables)
+    # a rule table's parameters, a learned table's fallback rule and bounds: for explain's sentence
     guard: Optional[TableGuard] = field(default=None, repr=False, compare=False)
 
 
@@ -197,5 +197,5 @@ def _table_info(core: Core, table: bytes) -> TableInfo:
         seed=r[_abi.TI_SEED],
         slo=None if r[_abi.TI_SLO_TTFT_MS] < 0 else (r[_abi.TI_SLO_TTFT_MS], r[_abi.TI_SLO_TPOT_MS]),
         provenance=provenance,
-        guard=read_guard(core, kind, int(r[_abi.TI_K]), int(r[_abi.TI_DIMS])) if learned else None,
+        guard=read_guard(core, kind, int(r[_abi.TI_K]), int(r[_abi.TI_DIMS])),
     )

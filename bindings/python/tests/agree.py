@@ -1,5 +1,6 @@
 """Cross-language agreement harness: replays the seeded scenarios test/bindings-agree.test.ts generates (a JSON file,
-argv[1]) through the Python binding and prints the results as JSON, for the test to compare with Node's and Go's."""
+argv[1]) through the Python binding and prints the results as JSON, for the test to compare with Node's and Go's
+(an "explain" step gives explain's sentence)."""
 from __future__ import annotations
 
 import base64
@@ -62,7 +63,8 @@ def run(s: Dict[str, Any]) -> Dict[str, Any]:
                     kwargs["tokens"] = p["tokens"]
                 else:
                     kwargs["text"] = p["text"]
-                result = decision_json(router.route(**kwargs))
+                # an "explain" step gives the sentence alone: the decision is what "route" compares
+                result = {"why": router.explain(**kwargs).why} if op == "explain" else decision_json(router.route(**kwargs))
         except DolphinError as e:
             result = {"error": str(e)}
         out["steps"].append(result)

@@ -1,6 +1,6 @@
 // Command agree is the Go side of the cross-language agreement test: it replays the seeded scenarios
 // test/bindings-agree.test.ts generates (a JSON file, os.Args[1]) through the Go binding and prints the results as
-// JSON, for the test to compare with Node's and Python's.
+// JSON, for the test to compare with Node's and Python's (an "explain" step gives Explain's sentence).
 package main
 
 import (
@@ -144,6 +144,13 @@ func run(s scenario) map[string]any {
 				req.OSLClassName = class
 			case float64: // the scenarios' indices are integers
 				req.OSLClassIndex = dolphin.Int(int(class))
+			}
+			if st.Op == "explain" { // the sentence alone: the decision is what "route" compares
+				var x dolphin.Explanation
+				if x, err = r.Explain(req); err == nil {
+					result = map[string]any{"why": x.Why}
+				}
+				break
 			}
 			var d dolphin.Decision
 			if d, err = r.Route(req); err == nil {
