@@ -1,17 +1,18 @@
 // How many requests each part of a guarded table decided (src/learn/guard.ts writes the table): its learned
-// clusters, its rule clusters, its out-of-distribution bound. Its own file so the search stays within its size;
+// clusters, its rule clusters, its out-of-distribution bound, its load bounds. Its own file so the search stays within its size;
 // guard.ts re-exports it.
 
 import type { RequestRecord } from "../sim/metrics.js";
 import { CLUSTER_RULE, type Table } from "../table/table.js";
 
 /** How many requests each part of a guarded table decided: its clusters, its rule clusters, its out-of-distribution
- *  bound (recomputed from each record's admission features exactly as the core scores them). */
+ *  bound (recomputed from each record's admission features exactly as the core scores them) and its load bounds (from
+ *  the load each record was decided at, in the core's order: out of distribution first, then a rule cluster). */
 export function guardCounts(
   t: Table,
   records: RequestRecord[],
-): { cluster: number; ruleCluster: number; outOfDistribution: number } {
-  const out = { cluster: 0, ruleCluster: 0, outOfDistribution: 0 };
+): { cluster: number; ruleCluster: number; outOfDistribution: number; loadBound: number } {
+  const out = { cluster: 0, ruleCluster: 0, outOfDistribution: 0, loadBound: 0 };
   if ((t.kind !== "kmeans" && t.kind !== "gmm") || !t.features || !t.scaler || !t.centroids || !t.bits) return out;
   const gmm = t.kind === "gmm";
   const d = t.features.length;
@@ -34,7 +35,15 @@ export function guardCounts(
     const bound = t.ood_bound?.[c];
     if (bound !== undefined && (gmm ? score < bound : score > bound)) out.outOfDistribution++;
     else if (t.bits[c] === CLUSTER_RULE) out.ruleCluster++;
+    else if (beyondLoadBound(t, c, r.load)) out.loadBound++;
     else out.cluster++;
   }
   return out;
+}
+
+/** Whether a request decided at `load` lies above cluster c's load bound (the core's check; none without bounds). */
+function beyondLoadBound(t: Table, c: number, load: RequestRecord["load"]): boolean {
+  const lb = t.load_bound;
+  if (!lb || !load) return false;
+  return (load.prefill !== null && load.prefill > lb.prefill[c]!) || load.decode > lb.decode[c]!;
 }

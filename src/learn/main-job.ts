@@ -247,7 +247,7 @@ export async function runMainJob(o: MainJobOptions): Promise<number> {
         dyn
           ? `dolphin-guard vs dynamo-isl: P90 TTFT ${pct(g.ttft_ms.p90 / dyn.ttft_ms.p90 - 1)}, P90 TPOT ${pct(g.tpot_ms.p90 / dyn.tpot_ms.p90 - 1)}, SLO attainment ${((g.slo_attainment - dyn.slo_attainment) * 100).toFixed(1)} points`
           : "",
-        `requests decided by: a learned cluster ${counts.cluster}, a rule cluster ${counts.ruleCluster}, the out-of-distribution guard ${counts.outOfDistribution}`,
+        `requests decided by: a learned cluster ${counts.cluster}, a rule cluster ${counts.ruleCluster}, the out-of-distribution guard ${counts.outOfDistribution}, the load bounds ${counts.loadBound}`,
       ].join("\n") + "\n",
     );
   }
