@@ -23,6 +23,7 @@ import {
   ROBUSTNESS_ROUNDS,
   selectFamilies,
   TARGETS,
+  type CellFigures,
   type RobustnessOptions,
 } from "./robustness.js";
 
@@ -42,24 +43,14 @@ export interface SweepOptions extends RobustnessOptions {
   quick?: boolean;
 }
 
-export interface SweepCell {
+export interface SweepCell extends CellFigures {
   study: "load-sweep";
   variant: string;
   family: string;
   load: SweepLoad;
-  rps: number;
-  requests: number;
-  slo_attainment: number;
-  ttft_p90_ms: number;
-  tpot_p90_ms: number;
-  dynamo_isl: { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number };
   best_rule: { names: string[]; slo_attainment: number };
-  attainment_vs_best_pts: number;
-  ttft_vs_dynamo: number;
-  tpot_vs_dynamo: number;
   /** the P90s the latency targets are measured against (dynamo-isl's, or the larger with the best rule's) */
   latency_reference: { ttft_p90_ms: number; tpot_p90_ms: number; rule: string };
-  meets: { attainment: boolean; ttft: boolean; tpot: boolean };
   /** dolphin's requests a learned cluster decided, and those its load bound sent to the fallback rule */
   decided_by: { learned: number; loadOutOfRange: number };
   table: { bits: string; fallback: string };

@@ -88,27 +88,31 @@ export interface RobustnessOptions extends Omit<JobOptions, "workload" | "format
   maxRounds?: number;
 }
 
-/** One train → eval cell of one table form. */
-export interface RobustnessCell {
-  study: "robustness";
-  variant: string;
-  table: TableForm;
-  train: string;
-  eval: string;
-  /** the evaluation family's saturated load */
+/** What a study's cell says of dolphin against dynamo-isl and the best rule (the robustness study, the load sweep). */
+export interface CellFigures {
+  /** the evaluation's request rate */
   rps: number;
   requests: number;
   slo_attainment: number;
   ttft_p90_ms: number;
   tpot_p90_ms: number;
   dynamo_isl: { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number };
-  best_baseline: { names: string[]; slo_attainment: number };
   /** dolphin's attainment minus the best baseline's, in points */
   attainment_vs_best_pts: number;
   /** dolphin's P90 over Dynamo's, minus 1 */
   ttft_vs_dynamo: number;
   tpot_vs_dynamo: number;
   meets: { attainment: boolean; ttft: boolean; tpot: boolean };
+}
+
+/** One train → eval cell of one table form (rps: the evaluation family's saturated load). */
+export interface RobustnessCell extends CellFigures {
+  study: "robustness";
+  variant: string;
+  table: TableForm;
+  train: string;
+  eval: string;
+  best_baseline: { names: string[]; slo_attainment: number };
   /** share of dolphin's requests prefilled on their decode worker */
   local_fraction: number;
   /** guarded tables: how many evaluation requests a learned cluster, a rule cluster and the out-of-distribution
