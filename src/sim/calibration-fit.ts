@@ -142,25 +142,41 @@ function errorsOf<P extends { label: string; measuredMs: number }>(
 
 /**
  * Fits t = t_fix + max(T_w, k_lin·T) + k_kv·Σctx + c_attn·Σpairs to the points, minimising the squared *relative*
- * error (the target is a relative band). The corner T_w = k_lin·T0 is scanned over T0 ∈ {0} ∪ the points' T; for
- * each, the model is linear in (t_fix, k_lin, k_kv, c_attn) ≥ 0, solved exactly; the best T0 wins.
+ * error (the target is a relative band). For a corner T_w = k_lin·T0 the model is linear in (t_fix, k_lin, k_kv,
+ * c_attn) ≥ 0, solved exactly; T0 is scanned over {0} ∪ the points' T, then refined between the best one's neighbours.
  */
 export function fitStepTime(points: StepPoint[]): StepFit {
   if (points.length === 0) throw new Error("no measured steps to fit");
   const y = points.map(() => 1);
   const ts = points.map((p) => p.decodeSeqs + p.prefillTokens);
-  const corners = [0, ...new Set(ts)].sort((a, b) => a - b).slice(0, -1);
-  let best: { c: StepCoefficients; sse: number } | null = null;
-  for (const t0 of corners) {
+  const at = (t0: number): { c: StepCoefficients; sse: number } => {
     const x = points.map((p, i) => {
       const w = 1 / p.measuredMs;
       return [w, Math.max(t0, ts[i]!) * w, p.decodeContextTokens * w, p.prefillAttnPairs * w];
     });
     const { coef, sse } = nonNegativeLeastSquares(x, y);
     const [tFixMs, kLinMs, kKvMs, cAttnMs] = coef as [number, number, number, number];
-    if (!best || sse < best.sse) best = { c: { tFixMs, weightStreamMs: kLinMs * t0, kLinMs, kKvMs, cAttnMs }, sse };
+    return { c: { tFixMs, weightStreamMs: kLinMs * t0, kLinMs, kKvMs, cAttnMs }, sse };
+  };
+  // the corner: every point's T, then a golden-section search between the best one's neighbours
+  const corners = [0, ...new Set(ts)].sort((a, b) => a - b).slice(0, -1);
+  let bestI = 0;
+  let best = at(0);
+  corners.forEach((t0, i) => {
+    const r = at(t0);
+    if (r.sse < best.sse) [best, bestI] = [r, i];
+  });
+  let [lo, hi] = [corners[Math.max(0, bestI - 1)]!, corners[Math.min(corners.length - 1, bestI + 1)]!];
+  const g = (Math.sqrt(5) - 1) / 2;
+  for (let i = 0; i < 60 && hi - lo > 1e-9 * Math.max(1, hi); i++) {
+    const [a, b] = [hi - g * (hi - lo), lo + g * (hi - lo)];
+    const [ra, rb] = [at(a), at(b)];
+    if (ra.sse < best.sse) best = ra;
+    if (rb.sse < best.sse) best = rb;
+    if (ra.sse < rb.sse) hi = b;
+    else lo = a;
   }
-  const c = best!.c;
+  const c = best.c;
   return {
     coefficients: c,
     ...errorsOf(

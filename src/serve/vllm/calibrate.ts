@@ -43,10 +43,10 @@ export const GRIDS: Record<"small" | "full", CalibrationGrid> = {
     decodeContext: [256, 1536],
     decodeSteps: 24,
     mixedBatch: [8],
-    mixedContext: 512,
+    mixedContext: 256,
     mixedPrefill: [1024],
     transferTokens: [512, 2000],
-    repeats: 2,
+    repeats: 3,
   },
   full: {
     prefillTokens: [128, 512, 1024, 1536, 2000],
@@ -55,10 +55,10 @@ export const GRIDS: Record<"small" | "full", CalibrationGrid> = {
     decodeContext: [256, 1024, 2048],
     decodeSteps: 32,
     mixedBatch: [8, 32],
-    mixedContext: 512,
+    mixedContext: 1024,
     mixedPrefill: [256, 1024, 1792],
     transferTokens: [256, 1024, 2000, 3000, 4000],
-    repeats: 3,
+    repeats: 5,
   },
 };
 
@@ -129,7 +129,8 @@ export async function calibrate(
       const ms: number[] = [];
       const wall: number[] = [];
       let hit = cached;
-      for (let r = 0; r < grid.repeats; r++) {
+      for (let r = -1; r < grid.repeats; r++) {
+        const record = r >= 0; // r = −1: a warm-up of this shape (eager PyTorch on CPU pays for a new shape once)
         // a prefix of `cached` tokens plus one, so that all `cached` are cacheable blocks
         const prefix = fresh(cached + (cached > 0 ? 1 : 0));
         if (cached > 0) await complete(url, t.model, prefix);
@@ -138,8 +139,8 @@ export async function calibrate(
           complete(url, t.model, prompt),
         );
         hit = d.result.json.usage?.prompt_tokens_details?.cached_tokens ?? 0;
-        ms.push(d.meanMs);
-        wall.push(d.result.wallMs);
+        if (record) ms.push(d.meanMs);
+        if (record) wall.push(d.result.wallMs);
       }
       keep(
         { kind: "prefill", label: `prefill ${chunkLabel(n, hit)}`, ...prefillFeatures(n + cached - hit, hit) },
@@ -156,7 +157,8 @@ export async function calibrate(
       if (b > t.maxNumSeqs) continue;
       const ms: number[] = [];
       const wall: number[] = [];
-      for (let r = 0; r < grid.repeats; r++) {
+      for (let r = -1; r < grid.repeats; r++) {
+        const record = r >= 0; // r = −1: a warm-up of this shape (eager PyTorch on CPU pays for a new shape once)
         // each prompt cached first (ctx + 1 tokens: ctx in cache), so the measured steps are decodes
         const prompts = Array.from({ length: b }, () => fresh(ctx + 1));
         await Promise.all(prompts.map((p) => complete(url, t.model, p)));
@@ -165,8 +167,8 @@ export async function calibrate(
         const d = await histogramDelta(url, "vllm:inter_token_latency_seconds", b * (steps - 1), () =>
           Promise.all(prompts.map((p) => complete(url, t.model, p, { max_tokens: steps, ignore_eos: true }))),
         );
-        ms.push(d.meanMs);
-        wall.push((performance.now() - t1) / steps);
+        if (record) ms.push(d.meanMs);
+        if (record) wall.push((performance.now() - t1) / steps);
       }
       // the context of a sequence at decode step j is ctx + 1 + j, j = 1 … steps − 1: the mean is linear in j
       const meanCtx = ctx + 1 + grid.decodeSteps / 2;
@@ -193,7 +195,8 @@ export async function calibrate(
       const ms: number[] = [];
       const wall: number[] = [];
       let ctxSum = 0;
-      for (let r = 0; r < grid.repeats; r++) {
+      for (let r = -1; r < grid.repeats; r++) {
+        const record = r >= 0; // r = −1: a warm-up of this shape (eager PyTorch on CPU pays for a new shape once)
         const prompts = Array.from({ length: b }, () => fresh(grid.mixedContext + 1));
         await Promise.all(prompts.map((p) => complete(url, t.model, p)));
         const bg = await backgroundDecodes(url, t.model, prompts);
@@ -202,13 +205,13 @@ export async function calibrate(
           const d = await histogramDelta(url, "vllm:request_prefill_time_seconds", 1, () =>
             complete(url, t.model, fresh(n)),
           );
-          ms.push(d.meanMs);
-          wall.push(d.result.wallMs);
+          if (record) ms.push(d.meanMs);
+          if (record) wall.push(d.result.wallMs);
         } finally {
           await bg.stop();
         }
         // the decodes' context when the prefill ran: a few steps after their start, ~(elapsed / step) tokens each
-        ctxSum += b * (grid.mixedContext + 1 + Math.min(50, (performance.now() - t1) / 20));
+        if (record) ctxSum += b * (grid.mixedContext + 1 + Math.min(50, (performance.now() - t1) / 20));
       }
       const alone = decodeAlone.get(`${b}/${grid.mixedContext}`);
       const p = keep(
@@ -237,7 +240,8 @@ export async function calibrate(
       const ms: number[] = [];
       const remote: number[] = [];
       const local: number[] = [];
-      for (let r = 0; r < grid.repeats; r++) {
+      for (let r = -1; r < grid.repeats; r++) {
+        const record = r >= 0; // r = −1: a warm-up of this shape (eager PyTorch on CPU pays for a new shape once)
         const prompt = fresh(n);
         const pre = await complete(t.prefillUrl, t.model, prompt, {
           kv_transfer_params: {
@@ -254,12 +258,12 @@ export async function calibrate(
             complete(url, t.model, prompt, { kv_transfer_params: pre.json.kv_transfer_params }),
           ),
         );
-        ms.push(ttft.result.meanMs);
-        remote.push(ttft.meanMs);
+        if (record) ms.push(ttft.result.meanMs);
+        if (record) remote.push(ttft.meanMs);
         const loc = await histogramDelta(url, "vllm:time_to_first_token_seconds", 1, () =>
           complete(url, t.model, fresh(n)),
         );
-        local.push(loc.meanMs);
+        if (record) local.push(loc.meanMs);
       }
       const p: TransferPoint = {
         label: `transfer ${n} tokens`,
