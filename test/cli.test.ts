@@ -229,6 +229,7 @@ describe("dolphin", () => {
       "eval",
       "ablate",
       "serve",
+      "calibrate",
       "tune",
       "envoy",
       "worker",

@@ -800,7 +800,7 @@ describe("resolvePreset, resolveLink, parseClusterFile", () => {
       [{ links: { l: {} } }, "cluster.json: links.l.gbPerSecond: expected a finite number > 0, got nothing"],
       [
         { links: { l: { gbPerSecond: 5, latency: 1 } } },
-        "cluster.json: links.l.latency: unknown field (known: gbPerSecond)",
+        "cluster.json: links.l.latency: unknown field (known: gbPerSecond, alphaMs, eta)",
       ],
       [{ links: { nvlink: { gbPerSecond: 5 } } }, 'cluster.json: links.nvlink: shadows the built-in link "nvlink"'],
     ];

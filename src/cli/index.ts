@@ -7,7 +7,7 @@
 //   ablate    the paper's ablations                       serve     the routing proxy (or an emulated cluster)
 //   tune      learn a table against a running proxy       worker    an emulated vLLM worker
 //   envoy     Envoy with the dolphin proxy-wasm filter      report    eval results → markdown and SVG charts
-//   explore   the policy explorer (a web page) on localhost
+//   explore   the policy explorer (a web page) on localhost   calibrate  live vLLM engines → a cluster file
 // Every command has --help; errors go to stderr with a non-zero exit code and say what was wrong and where (line
 // numbers for JSON-lines input). Exit codes follow the shell's convention: 0 success, 2 a usage error (it names the
 // flag and prints the command's usage; also an unknown command, or none), 1 any other failure. `dolphin --version`
@@ -55,6 +55,10 @@ const commands: Record<string, Entry> = {
   serve: {
     summary: "run the routing proxy in front of vLLM-style workers (or emulated ones: --emulate 1P1D)",
     load: () => import("./serve.js"),
+  },
+  calibrate: {
+    summary: "measure live vLLM engines and fit the simulator's step-time model: a cluster file for --cluster",
+    load: () => import("./calibrate.js"),
   },
   tune: {
     summary: "learn a table against a running proxy (live search through the admin API)",

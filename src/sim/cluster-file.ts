@@ -67,7 +67,7 @@ type Specs = Partial<Record<SpecField, number>>;
 export const DERIVATION = { hbmShare: 0.8, flopsShare: 0.62 } as const;
 
 const PRESET_KEYS = ["base", "description", ...Object.keys(PRESET_NUMBER_FIELDS), ...Object.keys(SPEC_FIELDS)];
-const LINK_KEYS = ["gbPerSecond"];
+const LINK_KEYS = ["gbPerSecond", "alphaMs", "eta"];
 const PRESET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 const describe = (v: unknown): string => describeValue(v, { ...JSON_WORDS, object: "a map" });
@@ -246,7 +246,15 @@ export function parseClusterFile(
         throw new ClusterFileError(source, path, `shadows the built-in link "${name}"; choose another name`);
       if (!isMap(entry)) throw new ClusterFileError(source, path, `expected a map, got ${describe(entry)}`);
       checkKeys(source, path, entry, LINK_KEYS);
-      links[name] = { name, gbPerSecond: checkNumber(source, `${path}.gbPerSecond`, entry.gbPerSecond, "positive") };
+      const link: LinkPreset = {
+        name,
+        gbPerSecond: checkNumber(source, `${path}.gbPerSecond`, entry.gbPerSecond, "positive"),
+      };
+      // a measured link's own setup cost and achieved share (dolphin calibrate writes eta 1)
+      if (entry.alphaMs !== undefined)
+        link.alphaMs = checkNumber(source, `${path}.alphaMs`, entry.alphaMs, "nonNegative");
+      if (entry.eta !== undefined) link.eta = checkNumber(source, `${path}.eta`, entry.eta, "fraction");
+      links[name] = link;
     }
   }
   return { presets, links };

@@ -8,6 +8,9 @@ import type { ModelPreset } from "./model-presets.js";
 export interface LinkPreset {
   name: string;
   gbPerSecond: number;
+  /** This link's own setup cost and achieved share, over the transfer model's (a link measured by dolphin calibrate). */
+  alphaMs?: number;
+  eta?: number;
 }
 export type LinkName = "nvlink" | "ib-ndr" | "ib-hdr" | "100gbe";
 
@@ -29,7 +32,10 @@ export interface TransferModel {
 /** A fit of Mooncake's measured vLLM 1P1D transfers (docs/simulator-calibration.md). */
 export const DEFAULT_TRANSFER: TransferModel = { alphaMs: 0.5, eta: 0.7, links: 1 };
 
-/** Time to ship the KV of `tokens` tokens: alpha + bytes / (eta · bandwidth · links). No tokens, no transfer: 0. */
+/**
+ * Time to ship the KV of `tokens` tokens: alpha + bytes / (eta · bandwidth · links), with the link's own alpha and eta
+ * where it has them. No tokens, no transfer: 0.
+ */
 export function kvTransferMs(
   tokens: number,
   p: ModelPreset,
@@ -37,8 +43,8 @@ export function kvTransferMs(
   t: TransferModel = DEFAULT_TRANSFER,
 ): number {
   if (tokens <= 0) return 0;
-  const bytesPerMs = t.eta * link.gbPerSecond * t.links * 1e6; // GB/s = 10^6 bytes per ms
-  return t.alphaMs + (tokens * p.kvBytesPerToken) / bytesPerMs;
+  const bytesPerMs = (link.eta ?? t.eta) * link.gbPerSecond * t.links * 1e6; // GB/s = 10^6 bytes per ms
+  return (link.alphaMs ?? t.alphaMs) + (tokens * p.kvBytesPerToken) / bytesPerMs;
 }
 
 /** A link by name: custom links first, then the built-in ones. */
