@@ -146,3 +146,32 @@ describe("drift guard mix options", () => {
     expect(() => new DriftGuard(router, {}, { clusterShare: [0.7, 0.7] })).toThrow(/sum to 1/);
   });
 });
+
+for (const engine of ["wasm", "reference"] as const) {
+  describe(`drift guard arms under load bounds (${engine} engine)`, () => {
+    it("judges the control arm only on loads the learned arm could have: beyond the bound neither arm gets a ticket", () => {
+      const bounded = table({ load_bound: { prefill: [1e9, 1e9], decode: [100, 100] } });
+      const router = routerOn(engine, bounded, { workers: WORKERS }, "release");
+      const guard = new DriftGuard(router, { ...OPTIONS, controlShare: 0.5 }, false);
+      const arms = (): { reasons: Set<string>; tickets: number } => {
+        const reasons = new Set<string>();
+        let tickets = 0;
+        for (let i = 0; i < 200; i++) {
+          const { decision, ticket } = guard.route(IN_CLUSTER_0, 100 * i);
+          reasons.add(decision.reason);
+          if (ticket) tickets++;
+        }
+        return { reasons, tickets };
+      };
+      router.setLoad("decode-a", { activeDecodeTokens: 1000 }); // above cluster 0's decode bound
+      const busy = arms();
+      // the learned arm's requests go to the rule as load-out-of-range, the control arm's as rule-fallback
+      expect(busy.reasons).toEqual(new Set(["load-out-of-range", "rule-fallback"]));
+      expect(busy.tickets).toBe(0);
+      router.setLoad("decode-a", { activeDecodeTokens: 0 }); // within the bound: both arms are judged again
+      const idle = arms();
+      expect(idle.reasons).toEqual(new Set(["cluster", "rule-fallback"]));
+      expect(idle.tickets).toBe(200);
+    });
+  });
+}

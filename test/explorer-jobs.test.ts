@@ -121,6 +121,6 @@ describe("explorer jobs", () => {
     const bare = clusterMap(t, null, { ttftMs: 1, tpotMs: 1 }, null)!;
     expect(bare.source).toBeNull();
     expect(bare.points.xy).toEqual([]);
-    expect(guardCounts(t, [])).toEqual({ cluster: 0, ruleCluster: 0, outOfDistribution: 0 });
+    expect(guardCounts(t, [])).toEqual({ cluster: 0, ruleCluster: 0, outOfDistribution: 0, loadBound: 0 });
   });
 });

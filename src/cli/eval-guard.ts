@@ -82,7 +82,7 @@ export function guardLines(g: GuardedEval, table: Table): string[] {
   for (const t of r.timeToRevertS)
     lines.push(
       `  cluster ${t.cluster} reverted at ${t.sinceStartS.toFixed(0)} s` +
-        (t.sinceHandoverS !== null ? ` (${(t.sinceStartS - t.sinceHandoverS).toFixed(0)} s after its hand-over)` : ""),
+        (t.sinceHandoverS !== null ? ` (${t.sinceHandoverS.toFixed(0)} s after its hand-over)` : ""),
     );
   if (r.revertedAtEnd.length + r.handedOverAtEnd.length > 0)
     lines.push(`  at the end: reverted [${r.revertedAtEnd.join(", ")}], handed over [${r.handedOverAtEnd.join(", ")}]`);

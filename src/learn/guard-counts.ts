@@ -3,6 +3,7 @@
 // guard.ts re-exports it.
 
 import type { RequestRecord } from "../sim/metrics.js";
+import { beyondLoadBound } from "../table/load-bound.js";
 import { CLUSTER_RULE, type Table } from "../table/table.js";
 
 /** How many requests each part of a guarded table decided: its clusters, its rule clusters, its out-of-distribution
@@ -39,11 +40,4 @@ export function guardCounts(
     else out.cluster++;
   }
   return out;
-}
-
-/** Whether a request decided at `load` lies above cluster c's load bound (the core's check; none without bounds). */
-function beyondLoadBound(t: Table, c: number, load: RequestRecord["load"]): boolean {
-  const lb = t.load_bound;
-  if (!lb || !load) return false;
-  return (load.prefill !== null && load.prefill > lb.prefill[c]!) || load.decode > lb.decode[c]!;
 }

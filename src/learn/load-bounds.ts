@@ -4,13 +4,16 @@
 // `load_bound`: per cluster, the highest load its requests were decided at in the guarded search's final runs: the
 // final table on the search's arrivals and on the held-out ones, the runs in which its value was last tested. The
 // core sends a request of a learned (0/1) cluster to the fallback rule when its chosen prefill worker's active
-// prefill tokens exceed `prefill[k]` or its chosen decode worker's active prefill + decode tokens exceed `decode[k]`
+// prefill tokens exceed `prefill[k]` (whenever a prefill worker was chosen, local requests too) or its chosen decode worker's active prefill + decode tokens exceed `decode[k]`
 // (reason `load-out-of-range`), so a value is never used at a load the search did not test it at. The maximum (the
 // default quantile 1) and not a high quantile: with it the bounded table decides every request of the search's own
 // runs exactly as the table the search tested, so the guard's statistics hold for the table written; a quantile
 // below 1 would hand the busiest tested requests to the rule, a table the search never ran.
 //
-// `cluster_share`: the training features' share per cluster (the mix-shift guard's reference, src/router/).
+// `cluster_share`: each cluster's share of the requests the core assigned on the search's arrivals under the final
+// table (the mix-shift guard's reference, src/router/mix-guard.ts: it compares the clusters the core assigns in
+// serving, so the reference is the clusters the core assigned, not the clustering's sizes, which come from the
+// feature log's routing and true previous outputs).
 
 import type { RequestRecord } from "../sim/metrics.js";
 import type { ModelPreset } from "../sim/model-presets.js";
@@ -51,7 +54,14 @@ export function loadBounds(runs: RequestRecord[][], k: number, q = 1): LoadBound
   return { prefill: prefill.map(at), decode: decode.map(at) };
 }
 
-/** The training requests' share per cluster (sums to 1), from the clusters' sizes. */
+/** How many of a run's requests the core assigned to each of k clusters. */
+export function routedSizes(records: RequestRecord[], k: number): number[] {
+  const n = new Array<number>(k).fill(0);
+  for (const r of records) if (r.cluster >= 0 && r.cluster < k) n[r.cluster]!++;
+  return n;
+}
+
+/** The share per cluster (sums to 1), from the clusters' sizes. */
 export function clusterShare(sizes: number[]): number[] {
   const n = sizes.reduce((s, x) => s + x, 0);
   if (n === 0) return sizes.map(() => 1 / sizes.length);

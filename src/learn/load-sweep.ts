@@ -13,8 +13,9 @@ import type { PolicyOutcome } from "../report/eval-output.js";
 import { simulate } from "../sim/simulator.js";
 import { ruleTableFor, type RuleKind } from "../sim/rule-table.js";
 import { withRateProfile, type LoadProfile } from "../sim/rate-profile.js";
-import { CLUSTER_RULE, type Table } from "../table/table.js";
+import type { Table } from "../table/table.js";
 import type { RequestRecord } from "../sim/metrics.js";
+import { guardCounts } from "./guard-counts.js";
 import { scaledShared, setup, trainJob, type ProfileOn } from "./job.js";
 import { BASELINE_NAMES, buildPpdTable, evaluatePolicies, policyOutcome, type PolicyName } from "./policies.js";
 import {
@@ -101,22 +102,11 @@ export function sweepCell(
   };
 }
 
-/** Of a learned table's run: requests a learned (0/1) cluster decided, and those beyond its cluster's load bound. */
+/** Of a learned table's run: requests a learned (0/1) cluster decided, and those its load bound sent to the rule
+ *  (counted as the core decides: out of distribution first, then a rule cluster, then the load bound). */
 export function loadDecisions(t: Table, records: RequestRecord[]): SweepCell["decided_by"] {
-  const out = { learned: 0, loadOutOfRange: 0 };
-  const bound = t.load_bound;
-  if (!t.bits) return out;
-  for (const r of records) {
-    if (r.failed || r.cluster < 0 || t.bits[r.cluster] === CLUSTER_RULE) continue;
-    const beyond =
-      bound !== undefined &&
-      r.load !== undefined &&
-      ((r.load.prefill !== null && r.load.prefill > bound.prefill[r.cluster]!) ||
-        r.load.decode > bound.decode[r.cluster]!);
-    if (beyond) out.loadOutOfRange++;
-    else out.learned++;
-  }
-  return out;
+  const counts = guardCounts(t, records);
+  return { learned: counts.cluster, loadOutOfRange: counts.loadBound };
 }
 
 /** Runs the sweep, one cell at a time, family by family (header comment). */

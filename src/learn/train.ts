@@ -10,7 +10,7 @@ import { onceEach, type Environment, type SearchStep } from "./environment.js";
 import { latencyConstrained, searchGuarded, type GuardedSearch, type RewardForm } from "./guard.js";
 import type { LearningEnvironment } from "./learning-environment.js";
 import type { OslTraining } from "./osl.js";
-import { clusterShare, loadBounds, withLoadBounds } from "./load-bounds.js";
+import { clusterShare, loadBounds, routedSizes, withLoadBounds } from "./load-bounds.js";
 import { prepare, type Prepared } from "./prepare.js";
 import type { TrainOptions } from "./train-options.js";
 
@@ -60,7 +60,12 @@ export async function train(env: LearningEnvironment, opts: TrainOptions = {}): 
       loadQuantile,
     );
     return {
-      table: (bounded ?? true) ? withLoadBounds(tested, bound, clusterShare(p.clusterSizes)) : tested,
+      // the shares of the clusters the core assigned on the search's arrivals under this table: what a mix-shift
+      // guard will compare the traffic with (the clustering's sizes come from Dynamo's routing and true outputs)
+      table:
+        (bounded ?? true)
+          ? withLoadBounds(tested, bound, clusterShare(routedSizes(runs[0]!.records, p.initial.length)))
+          : tested,
       log: g.log,
       rounds: g.log.length,
       bestReward: g.reward,

@@ -8,7 +8,9 @@
 // decision (the fallback rule's, with the same features, workers and out-of-distribution bound), so the rule is never
 // re-implemented here. The decision record says which arm a request fell in: reason `cluster` is the learned arm of
 // its cluster, reason `rule-fallback` in a cluster whose table value is local/remote is its control arm;
-// out-of-distribution requests go to the rule in both variants and count toward the cluster's OOD share only.
+// out-of-distribution requests go to the rule in both variants and count toward the cluster's OOD share only, and a
+// request beyond its cluster's load bound (table version 3) is judged in neither arm: the learned variant sends it
+// to the rule too (load-out-of-range), so the control arm must not count it either.
 //
 // Outcome. The host reports how each armed request ended; the guard judges it by the table's SLO with the learner's
 // own reward (src/sim/metrics.ts meetsE2e, the paper's end-to-end attainment): met iff it did not fail and its
@@ -42,6 +44,7 @@ import type { Router } from "./router.js";
 import type { Decision, RouteRequest } from "./types.js";
 import { SPLITMIX_GAMMA, splitmix32 } from "../hashing/splitmix.js";
 import { stageTable, type StagedTable } from "../table/staging.js";
+import { beyondLoadBound } from "../table/load-bound.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, type Table } from "../table/table.js";
 import {
   ClusterMonitor,
@@ -333,7 +336,10 @@ export class DriftGuard {
     m.routed(d.reason === "out-of-distribution", nowMs);
     let which: DriftArm | null = null;
     if (d.reason === "cluster") which = "learned";
-    else if (d.reason === "rule-fallback" && s.values[c] !== CLUSTER_RULE) which = "control";
+    // a control request beyond the cluster's load bound would have gone to the rule in the learned arm too
+    // (load-out-of-range, no ticket): the two arms are judged on the same loads
+    else if (d.reason === "rule-fallback" && s.values[c] !== CLUSTER_RULE && !beyondLoadBound(s.table, c, d.load))
+      which = "control";
     if (which === "control") {
       if (m.reverted) m.revertedRouted++;
       else if (m.handedOver) m.handedOverRouted++;

@@ -65,7 +65,11 @@ export function simulateWithDriftGuard(
     if (e.type === "handover") handedOverAt.set(e.cluster, atS());
     if (e.type === "revert") {
       const since = handedOverAt.get(e.cluster);
-      timeToRevertS.push({ cluster: e.cluster, sinceStartS: atS(), sinceHandoverS: since ?? null });
+      timeToRevertS.push({
+        cluster: e.cluster,
+        sinceStartS: atS(),
+        sinceHandoverS: since === undefined ? null : atS() - since,
+      });
     }
     if (e.type !== "handover") handedOverAt.delete(e.cluster);
   };

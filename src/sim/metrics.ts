@@ -46,7 +46,8 @@ export interface RequestRecord {
   /** the router's features at admission */
   features: { isl: number; effP: number; effD: number; oslHat: number };
   /** the load the router decided it at (the Decision's `load`): the chosen prefill worker's active prefill tokens
-   *  (null on the local path) and the chosen decode worker's active prefill + decode tokens. Absent: not routed */
+   *  (null when no prefill worker was chosen; the local path has one too, where eff_P was measured) and the chosen
+   *  decode worker's active prefill + decode tokens. Absent: not routed */
   load?: { prefill: number | null; decode: number };
   /** the output-length class the table's model predicted (−1 when osl_hat was given) */
   oslClass: number;

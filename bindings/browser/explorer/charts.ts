@@ -156,6 +156,7 @@ const ROUTED: { key: RoutedBy; label: string; colour: string }[] = [
   { key: "remote", label: "request: remote cluster", colour: PALETTE[1]! },
   { key: "rule-cluster", label: "request: rule cluster", colour: PALETTE[2]! },
   { key: "out-of-distribution", label: "request: out of distribution", colour: PALETTE[3]! },
+  { key: "load-out-of-range", label: "request: beyond its load bound", colour: PALETTE[5]! },
 ];
 const CENTROID_VALUES = [
   { value: 0, label: "centroid: local", colour: PALETTE[0]! },

@@ -53,8 +53,8 @@ export function project2d(points: readonly Point[]): [number, number][] {
 }
 
 /** How the table decided a request: by its cluster's bit, by the fallback rule for a rule cluster, or by the
- *  fallback rule because it lay beyond its cluster's out-of-distribution bound. */
-export type RoutedBy = "local" | "remote" | "rule-cluster" | "out-of-distribution";
+ *  fallback rule because it lay beyond its cluster's out-of-distribution bound or load bound (version 3). */
+export type RoutedBy = "local" | "remote" | "rule-cluster" | "out-of-distribution" | "load-out-of-range";
 
 export interface ClusterRow {
   cluster: number;
@@ -65,9 +65,10 @@ export interface ClusterRow {
   met: number;
   /** the out-of-distribution bound (v2), null when the table has none */
   bound: number | null;
-  /** of those requests: decided by the fallback rule as a rule cluster, and as out of distribution */
+  /** of those requests: decided by the fallback rule as a rule cluster, as out of distribution, beyond its load bound */
   ruleCluster: number;
   outOfDistribution: number;
+  loadBound: number;
 }
 
 export interface ClusterMapView {
@@ -87,6 +88,7 @@ export interface ClusterMapView {
     cluster: number;
     ruleCluster: number;
     outOfDistribution: number;
+    loadBound: number;
   } | null;
 }
 
@@ -97,6 +99,7 @@ function routedBy(t: Table, r: RequestRecord): RoutedBy {
   const g = guardCounts(t, [r]);
   if (g.outOfDistribution) return "out-of-distribution";
   if (g.ruleCluster) return "rule-cluster";
+  if (g.loadBound) return "load-out-of-range";
   return t.bits![r.cluster] === CLUSTER_REMOTE ? "remote" : "local";
 }
 
@@ -133,6 +136,7 @@ export function clusterMap(
       bound: t.ood_bound?.[c] ?? null,
       ruleCluster: g.ruleCluster,
       outOfDistribution: g.outOfDistribution,
+      loadBound: g.loadBound,
     };
   });
   const f = t.fallback ?? DEFAULT_FALLBACK;

@@ -128,13 +128,14 @@ export function showMap(map: ClusterMapView | null): void {
   clusterMapChart(box, map);
   if (map.guards) {
     const g = map.guards;
-    const n = g.cluster + g.ruleCluster + g.outOfDistribution;
+    const n = g.cluster + g.ruleCluster + g.outOfDistribution + g.loadBound;
     const share = (x: number) => (n ? pct(x / n) : "–");
     $("guards").textContent =
       `Guards (table version ${map.version}): fallback rule ${g.fallback}; ` +
       (g.oodBounds ? "out-of-distribution bounds per cluster. " : "no out-of-distribution bounds. ") +
       (map.source
-        ? `Of ${n} requests, ${share(g.cluster)} were decided by their cluster's bit, ${share(g.ruleCluster)} by the fallback rule in a rule cluster, ${share(g.outOfDistribution)} by the fallback rule as out of distribution.`
+        ? `Of ${n} requests, ${share(g.cluster)} were decided by their cluster's bit, ${share(g.ruleCluster)} by the fallback rule in a rule cluster, ${share(g.outOfDistribution)} by the fallback rule as out of distribution` +
+          (map.version >= 3 ? `, ${share(g.loadBound)} by the fallback rule beyond their cluster's load bound.` : ".")
         : "");
   } else
     $("guards").textContent = `Table version ${map.version}: no guards (every cluster has a bit; no fallback rule).`;
@@ -146,6 +147,7 @@ export function showMap(map: ClusterMapView | null): void {
     "OOD bound",
     "rule cluster",
     "out of distribution",
+    "beyond load bound",
   ]);
   for (const c of map.clusters) {
     row(body, `c${c.cluster}`, [
@@ -155,6 +157,7 @@ export function showMap(map: ClusterMapView | null): void {
       c.bound === null ? "none" : c.bound.toPrecision(4),
       String(c.ruleCluster),
       String(c.outOfDistribution),
+      String(c.loadBound),
     ]).dataset["cluster"] = String(c.cluster);
   }
 }
