@@ -87,7 +87,11 @@ export async function runFidelity(o: FidelityOptions, emit?: (run: FidelityRun) 
   const say = o.progress ?? (() => undefined);
   let engines: VllmEngine[] = [];
   let proxy: RunningProxy | undefined;
-  const stop = () => void stopEngines(engines);
+  let interrupted = false;
+  const stop = () => {
+    interrupted = true;
+    void stopEngines(engines);
+  };
   process.once("SIGINT", stop);
   try {
     say(`starting vLLM ${vllmInstall().version} engines (${FIDELITY_SPLIT}); each takes 30–60 s to start`);
@@ -103,6 +107,7 @@ export async function runFidelity(o: FidelityOptions, emit?: (run: FidelityRun) 
     const result: FidelityResult = { cluster, slo: o.slo, workloads: [], runs: [], engines: engineIds, seconds: 0 };
     let salt = 1;
     const realRun = async (arrivals: Workload, table: Table): Promise<RunRequest[]> => {
+      if (interrupted) throw new Error("interrupted (SIGINT): the engines are stopped");
       await putTable(live, table);
       const outcomes = await replay({
         ...live,
