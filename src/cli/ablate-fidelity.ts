@@ -2,11 +2,11 @@
 // An ablate study rather than a bench: it trains a table and compares policies across loads as the other studies do,
 // and what it measures is the simulator's predictions, not the speed of a built artifact.
 
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { packageFile } from "../core/package-root.js";
 import { parseSlo } from "../sim/metrics.js";
-import { runFidelity, type FidelityOptions } from "../serve/vllm/fidelity.js";
+import { runFidelity, type FidelityOptions, type FidelityResult } from "../serve/vllm/fidelity.js";
 import { LEARNED, RULE_POLICIES, type FidelityPolicy } from "../serve/vllm/fidelity-plan.js";
 import { fidelityMarkdown } from "../serve/vllm/fidelity-report.js";
 import { intOption, UsageError, type Values } from "./args.js";
@@ -20,6 +20,7 @@ export const FIDELITY_SLO = "150,15";
 export const FIDELITY_USAGE = `dolphin ablate --study fidelity [--quick] [--cluster FILE [--link NAME]] [--workloads a,b]
               [--requests N] [--repeats N] [--slo T,P] [--max-output-tokens N] [--seed N]
               [--calibration-out FILE] [--out FILE.json] [--json]
+dolphin ablate --study fidelity --from FILE.json     (the tables again from a study's --out)
 
 fidelity: measured on real vLLM (CPU build, tiny model: npm run setup installs it). Starts 1P1D (P0 on core 0, D0 on
 core 1) once with dolphin serve's proxy in front, calibrates them (dolphin calibrate's full grid, written to
@@ -35,6 +36,12 @@ the policies' ranking per rate; --out writes the JSON. --quick: one workload, on
 8 requests, the small calibration grid (a test, not a result). About 15 minutes in full.`;
 
 export async function runFidelityStudy(v: Values): Promise<number> {
+  if (v["from"] !== undefined) {
+    // the tables again from a study's --out, without running it
+    const saved = JSON.parse(readFileSync(String(v["from"]), "utf8")) as FidelityResult;
+    process.stdout.write(fidelityMarkdown(saved) + "\n");
+    return 0;
+  }
   const quick = Boolean(v["quick"]);
   const cluster = v["cluster"] !== undefined ? String(v["cluster"]) : undefined;
   if (cluster !== undefined && !existsSync(cluster)) throw new UsageError(`--cluster: no file ${cluster}`);

@@ -66,6 +66,7 @@ ${FIDELITY_USAGE}`,
     "max-output-tokens": { type: "string" },
     "calibration-out": { type: "string" },
     out: { type: "string" },
+    from: { type: "string" },
   },
   async run(v) {
     const study = String(v["study"] ?? "");

@@ -57,11 +57,25 @@ export function verdictOf(run: Pick<FidelityRun, "real" | "simulated">): RunVerd
   };
 }
 
-/** Policies best first: attainment, then P90 TTFT. */
+/**
+ * Policies best first by attainment, then P90 TTFT; policies whose attainment is equal and P90 TTFT within 5% are
+ * tied (written `a = b`): the simulator often gives every policy 100%, and an order among ties would be arbitrary.
+ */
 function ranked(runs: FidelityRun[], figure: (r: FidelityRun) => Figures | Record<Key, number>): string[] {
-  return [...runs]
-    .sort((a, b) => figure(b).attainment - figure(a).attainment || figure(a).ttftP90 - figure(b).ttftP90)
-    .map((r) => r.policy);
+  const sorted = [...runs].sort(
+    (a, b) => figure(b).attainment - figure(a).attainment || figure(a).ttftP90 - figure(b).ttftP90,
+  );
+  const groups: string[][] = [];
+  for (const [i, r] of sorted.entries()) {
+    const prev = sorted[i - 1];
+    const tied =
+      prev !== undefined &&
+      figure(prev).attainment === figure(r).attainment &&
+      figure(r).ttftP90 <= 1.05 * figure(prev).ttftP90;
+    if (tied) groups.at(-1)!.push(r.policy);
+    else groups.push([r.policy]);
+  }
+  return groups.map((g) => g.sort().join(" = "));
 }
 
 export interface RankVerdict {
