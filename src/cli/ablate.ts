@@ -22,9 +22,10 @@ import { PROFILE_ON, type ProfileOn } from "../learn/job.js";
 import { fallbackLatencyOption } from "./train.js";
 import { intOption, UsageError, type Command, type Values } from "./args.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
+import { FIDELITY_USAGE, runFidelityStudy } from "./ablate-fidelity.js";
 
 export const command: Command = {
-  usage: `dolphin ablate --study <${STUDIES.join("|")}> --workload <name|file> --split <nPmD> [--cluster …] [--slo …]
+  usage: `dolphin ablate --study <${STUDIES.join("|")}|fidelity> --workload <name|file> --split <nPmD> [--cluster …] [--slo …]
               [--seed N] [--requests N] [--load …] [--json]
 dolphin ablate --study robustness [--families a,b,…] [--cluster h100-8b] [--split 2P2D] [--slo 2000,50] [--k 8]
               [--seed N] [--requests N] [--json]
@@ -47,7 +48,9 @@ load-sweep: learns one guarded table per family (dolphin train's default, on arr
 evaluation's) and evaluates it at 0.25×, 0.5×, 1×, 1.5×, 2× of the family's saturated rate and on a rate ramp
 (0.5× to 2× within the run) against every rule: attainment vs the best rule, P90 TTFT and TPOT vs dynamo-isl, the
 issue's sweep targets per cell and how many requests the load bounds sent to the rule. --quick: ${QUICK.families.join(" and ")},
-${QUICK.requests} requests per part, ${QUICK.maxRounds} rounds (a test, not a result). Every figure is simulated.`,
+${QUICK.requests} requests per part, ${QUICK.maxRounds} rounds (a test, not a result). Every figure is simulated.
+
+${FIDELITY_USAGE}`,
   options: {
     ...jobOptionSpecs,
     study: { type: "string" },
@@ -58,11 +61,18 @@ ${QUICK.requests} requests per part, ${QUICK.maxRounds} rounds (a test, not a re
     "load-profile-on": { type: "string" },
     "fallback-latency": { type: "string" },
     json: { type: "boolean" },
+    workloads: { type: "string" },
+    repeats: { type: "string" },
+    "max-output-tokens": { type: "string" },
+    "calibration-out": { type: "string" },
+    out: { type: "string" },
+    from: { type: "string" },
   },
   async run(v) {
     const study = String(v["study"] ?? "");
+    if (study === "fidelity") return runFidelityStudy(v);
     if (!(STUDIES as readonly string[]).includes(study))
-      throw new UsageError(`--study must be one of ${STUDIES.join(", ")}`);
+      throw new UsageError(`--study must be one of ${STUDIES.join(", ")}, fidelity`);
     const options =
       study === "robustness" ? robustnessOptions(v) : study === "load-sweep" ? sweepOptions(v) : jobOptions(v);
     const rows: AblationRow[] = [];

@@ -31,10 +31,20 @@ export interface LiveOptions {
   seed?: number;
   maxRounds?: number;
   maxOutputTokens?: number;
+  /**
+   * "text" (default): chat requests on promptFor's words (the prompt's length in tokens is the tokenizer's);
+   * "tokens": completions on token ids from tokensFor (exactly the workload's prompt length, shared prefixes exactly
+   * where its blocks are shared), greedy, the output exactly max_tokens long (ignore_eos).
+   */
+  prompts?: "text" | "tokens";
+  /** Salts the token prompts: a fresh salt per replay meets caches that hold none of its blocks. */
+  salt?: number;
+  /** "even" (default): requests 1/rate apart; "arrivals": at the workload's own arrival times (rate unused). */
+  timing?: "even" | "arrivals";
   onProgress?: (line: string) => void;
 }
 
-interface Outcome {
+export interface Outcome {
   id: string;
   ttftMs: number;
   tpotMs: number;
@@ -73,24 +83,80 @@ export function promptFor(r: SimRequest): string {
   return parts.join(" ") || "hello";
 }
 
-async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
-  const max = Math.max(1, Math.min(r.outputTokens, o.maxOutputTokens ?? 32));
-  const t0 = performance.now();
-  const res = await fetch(`${o.proxyUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
+/** xorshift32 from a seed: the token ids of one block. */
+function tokenRun(seed: number, n: number, out: number[]): void {
+  let x = seed >>> 0 || 0x9e3779b9;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    out.push(TOKEN_LOW + (x % TOKEN_SPAN));
+  }
+}
+/** Token ids drawn from [10, 8000): inside the tiny model's 8,192-token vocabulary, clear of its special tokens. */
+const TOKEN_LOW = 10;
+const TOKEN_SPAN = 7990;
+
+/**
+ * A prompt of exactly r.promptTokens token ids: each of the request's 16-token blocks drawn from its chained hash
+ * (and `salt`), so two prompts share tokens exactly as far as their blocks do; the tokens after the last whole block
+ * drawn from the request's id, its own.
+ */
+export function tokensFor(r: SimRequest, salt = 0): number[] {
+  const out: number[] = [];
+  const n = r.blocks.length / 2;
+  for (let b = 0; b < n; b++) tokenRun(Math.imul(r.blocks[2 * b]! ^ salt, 0x85ebca6b) ^ r.blocks[2 * b + 1]!, 16, out);
+  tokenRun(
+    Math.imul(r.id + 1, 0xc2b2ae35) ^ Math.imul(salt + 1, 0x27d4eb2f) ^ 0x51ed270b,
+    r.promptTokens - out.length,
+    out,
+  );
+  return out;
+}
+
+/** The request's body: chat on words, or completions on token ids (LiveOptions.prompts). */
+function requestFor(o: LiveOptions, r: SimRequest, max: number): { path: string; body: Record<string, unknown> } {
+  if (o.prompts !== "tokens")
+    return {
+      path: "/v1/chat/completions",
+      body: { model: o.model, messages: [{ role: "user", content: promptFor(r) }], max_tokens: max, stream: true },
+    };
+  return {
+    path: "/v1/completions",
+    body: {
       model: o.model,
-      messages: [{ role: "user", content: promptFor(r) }],
+      prompt: tokensFor(r, o.salt),
       max_tokens: max,
       stream: true,
-    }),
+      temperature: 0,
+      ignore_eos: true,
+      stream_options: { include_usage: true },
+    },
+  };
+}
+
+interface StreamChunk {
+  choices?: { text?: string; delta?: { content?: string } }[];
+  usage?: { completion_tokens?: number } | null;
+}
+
+async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
+  const max = Math.max(1, Math.min(r.outputTokens, o.maxOutputTokens ?? 32));
+  const { path, body } = requestFor(o, r, max);
+  const t0 = performance.now();
+  const res = await fetch(`${o.proxyUrl}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
   });
   const id = res.headers.get("x-request-id") ?? "";
   if (!res.ok || !res.body) return { id, ttftMs: NaN, tpotMs: NaN, e2eMs: NaN, outputTokens: max, ok: false };
   let first = NaN;
   let last = NaN;
   let tokens = 0;
+  let usageTokens = NaN;
   const decoder = new TextDecoder();
   let buf = "";
   for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
@@ -100,8 +166,10 @@ async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
       const event = buf.slice(0, cut);
       buf = buf.slice(cut + 2);
       if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
-      const content = (JSON.parse(event.slice(6)) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]
-        ?.delta?.content;
+      const chunk = JSON.parse(event.slice(6)) as StreamChunk;
+      if (chunk.usage?.completion_tokens !== undefined) usageTokens = chunk.usage.completion_tokens;
+      const choice = chunk.choices?.[0];
+      const content = choice?.delta?.content ?? choice?.text;
       if (content) {
         const now = performance.now();
         if (Number.isNaN(first)) first = now;
@@ -111,23 +179,27 @@ async function replayOne(o: LiveOptions, r: SimRequest): Promise<Outcome> {
     }
   }
   const end = performance.now();
+  // the engine's count when it gave one (a token whose text is still an incomplete character streams none)
+  const n = Number.isNaN(usageTokens) ? tokens : usageTokens;
   return {
     id,
     ttftMs: first - t0,
-    tpotMs: tokens > 1 ? (last - first) / (tokens - 1) : 0,
+    tpotMs: n > 1 ? (last - first) / (n - 1) : 0,
     e2eMs: end - t0,
     outputTokens: max,
     ok: tokens > 0,
   };
 }
 
-/** Replays the workload against the proxy at the fixed rate (open loop) and waits for every request. */
+/** Replays the workload against the proxy (open loop: at the fixed rate, or its arrivals) and waits for every request. */
 export async function replay(o: LiveOptions): Promise<Outcome[]> {
   const start = performance.now();
   const gap = 1000 / o.rate;
+  const t0 = o.workload.requests[0]?.arrivalMs ?? 0;
   return Promise.all(
     o.workload.requests.map(async (r, i) => {
-      const wait = start + i * gap - performance.now();
+      const at = o.timing === "arrivals" ? r.arrivalMs - t0 : i * gap;
+      const wait = start + at - performance.now();
       if (wait > 0) await new Promise((res) => setTimeout(res, wait));
       return replayOne(o, r);
     }),
@@ -164,7 +236,11 @@ export async function checkAdminAccess(proxyUrl: string, adminToken: string): Pr
     throw new Error(`the proxy at ${proxyUrl} answered GET /admin/table with ${res.status}: is it dolphin serve?`);
 }
 
-async function admin(o: LiveOptions, path: string, init: RequestInit = {}): Promise<Response> {
+async function admin(
+  o: Pick<LiveOptions, "proxyUrl" | "adminToken">,
+  path: string,
+  init: RequestInit = {},
+): Promise<Response> {
   const res = await fetch(`${o.proxyUrl}${path}`, {
     ...init,
     headers: { ...init.headers, authorization: `Bearer ${o.adminToken}` },
@@ -173,7 +249,7 @@ async function admin(o: LiveOptions, path: string, init: RequestInit = {}): Prom
   return res;
 }
 
-interface LoggedDecision {
+export interface LoggedDecision {
   id: string;
   cluster: number | null;
   path: string;
@@ -181,7 +257,11 @@ interface LoggedDecision {
   features: { isl: number; effP: number; effD: number; oslHat: number };
 }
 
-async function decisionsFor(o: LiveOptions, ids: Set<string>): Promise<Map<string, LoggedDecision>> {
+/** The proxy's decision records of these request ids (GET /admin/decisions). */
+export async function decisionsFor(
+  o: Pick<LiveOptions, "proxyUrl" | "adminToken">,
+  ids: Set<string>,
+): Promise<Map<string, LoggedDecision>> {
   const res = await admin(o, `/admin/decisions?n=${Math.max(1000, ids.size * 2)}`);
   const all = ((await res.json()) as { decisions: LoggedDecision[] }).decisions;
   return new Map(all.filter((d) => ids.has(d.id)).map((d) => [d.id, d]));
@@ -266,7 +346,8 @@ export class LiveEnvironment implements LearningEnvironment {
   }
 }
 
-async function putTable(o: LiveOptions, table: Table): Promise<void> {
+/** Swaps the proxy's table (PUT /admin/table). */
+export async function putTable(o: Pick<LiveOptions, "proxyUrl" | "adminToken">, table: Table): Promise<void> {
   await admin(o, "/admin/table", {
     method: "PUT",
     headers: { "content-type": "application/msgpack" },

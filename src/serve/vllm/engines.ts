@@ -247,7 +247,11 @@ class Engine implements VllmEngine {
         );
       }
       if (await healthy(this.url)) {
-        this.opts.progress?.(`engine ${this.id} up in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+        const repinned = pin ? repinGroup(child.pid!, this.spec.core!) : 0;
+        this.opts.progress?.(
+          `engine ${this.id} up in ${((Date.now() - t0) / 1000).toFixed(0)} s` +
+            (repinned ? `; ${repinned} thread(s) pinned back to core ${this.spec.core}` : ""),
+        );
         return;
       }
       await sleep(500);
@@ -290,6 +294,28 @@ class Engine implements VllmEngine {
     await this.stop();
     await this.start();
   }
+}
+
+/**
+ * Pins every thread of a process group back to `core`; returns how many had left it. vLLM's CPU NixlConnector pins
+ * the worker's main thread, the one that runs the model, to the last core of each NUMA node
+ * (`os.sched_setaffinity(0, …)` in nixl/base_worker.py, meant to reserve a core for transfers), whatever taskset
+ * said: on two cores a prefill engine on core 0 ran its forward passes on core 1, beside the decode engine (seen:
+ * the prefill engine's VLLM::Worker thread on core 1). Done once the engine is up, when that call has been made.
+ */
+function repinGroup(pgid: number, core: number): number {
+  const ps = spawnSync("ps", ["-e", "-L", "-o", "pgid=,tid=,psr="], { encoding: "utf8" });
+  if (ps.status !== 0) return 0;
+  let moved = 0;
+  for (const line of ps.stdout.split("\n")) {
+    const [g, tid] = line.trim().split(/\s+/).map(Number);
+    if (g !== pgid || !tid) continue;
+    const now = spawnSync("taskset", ["-p", "-c", String(tid)], { encoding: "utf8" });
+    const list = now.stdout.trim().split(/:\s*/).pop();
+    if (list === String(core)) continue;
+    if (spawnSync("taskset", ["-p", "-c", String(core), String(tid)], { stdio: "ignore" }).status === 0) moved++;
+  }
+  return moved;
 }
 
 async function healthy(url: string): Promise<boolean> {
