@@ -256,6 +256,18 @@ describe("dolphin", () => {
     },
   );
 
+  it("bench mix-shift refuses a bad threshold, window or family before it simulates anything", () => {
+    for (const [args, message] of [
+      [["--psi", "x"], /--psi must be a number > 0, got x/],
+      [["--windows", "1"], /--windows must be an integer in 2–100000, got 1/],
+      [["--families", "nope"], /nope/],
+    ] as const) {
+      const r = dolphin(["bench", "mix-shift", ...args]);
+      expect(r.code, args.join(" ")).not.toBe(0);
+      expect(r.err).toMatch(message);
+    }
+  });
+
   it("bench sim names --trace only when --trace was given, and by default runs the trace shipped in data/", () => {
     expect(dolphin(["bench", "sim", "--trace", "no-such.jsonl"]).err).toMatch(/--trace: no such file: no-such\.jsonl/);
     expect(existsSync(join(ROOT, "data", "traces", "mooncake_conversation_dev.jsonl"))).toBe(true);

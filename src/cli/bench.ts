@@ -1,4 +1,4 @@
-// `dolphin bench core | sim | proxy | overload | envoy | bindings`: each benchmark is loaded only when asked for (the proxy and
+// `dolphin bench core | sim | proxy | overload | envoy | bindings | mix-shift`: each benchmark is loaded only when asked for (the proxy and
 // envoy ones start servers).
 
 import { existsSync, readFileSync } from "node:fs";
@@ -25,6 +25,7 @@ dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S
                        [--workers fake|SPLIT] [--time-scale S] [--generators N] [--connections N]
 dolphin bench envoy [--json] [--quick]
 dolphin bench bindings [--json]
+dolphin bench mix-shift [--families a,b] [--windows 100,200,400] [--psi 0.75] [--seed N] [--out FILE.jsonl]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
 prints {"requests", "simulated_s", "wall_s", "requests_per_wall_s", "speedup_vs_realtime"}.
@@ -52,6 +53,9 @@ latency Envoy alone adds (same route), at 500 requests/s, non-streaming and stre
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
 repository checkout after npm run setup), each with its own call overhead: {"route_20k_tokens_us": {"node",
 "python", "go"}} (docs/bindings.md).
+bench mix-shift (simulated, about a minute): the mix-shift guard's false alarms on each robustness family's own
+held-out traffic and its detection on every other family's, per window length, one line each on stderr and, with
+--out, one JSON line per (table, traffic, part, window) (docs/serving.md "Mix-shift guard and hand-over").
 
 Measures, in one run with tinybench, medians of: chained hashing of a 20,000-token prompt; matching its 1,250
 blocks against 16 workers' prefix indexes; decide (features → cluster → bit) at K = 8 and K = 64; one whole
@@ -75,6 +79,11 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     scale: { type: "boolean" },
     vllm: { type: "boolean" },
     rounds: { type: "string" },
+    families: { type: "string" },
+    windows: { type: "string" },
+    psi: { type: "string" },
+    seed: { type: "string" },
+    out: { type: "string" },
   },
   async run(v, pos) {
     if (pos[0] === "sim") {
@@ -172,8 +181,30 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEnvoyBench(r) + "\n");
       return 0;
     }
+    if (pos[0] === "mix-shift") {
+      const { runMixShiftBench } = await import("../../bench/mix-shift.js");
+      const list = (name: string): string[] | undefined =>
+        v[name] === undefined ? undefined : String(v[name]).split(",").filter(Boolean);
+      const windows = list("windows")?.map((w) => intOption(w, "windows", 2, 100_000, 200));
+      const psi = v["psi"] === undefined ? undefined : Number(v["psi"]);
+      if (psi !== undefined && !(psi > 0 && Number.isFinite(psi)))
+        throw new UsageError(`--psi must be a number > 0, got ${String(v["psi"])}`);
+      await runMixShiftBench(
+        {
+          ...(list("families") ? { families: list("families")! } : {}),
+          ...(windows ? { windows } : {}),
+          ...(psi !== undefined ? { psi } : {}),
+          ...(v["seed"] !== undefined ? { seed: intOption(v["seed"], "seed", 0, 2 ** 31 - 1, 11) } : {}),
+          ...(v["out"] !== undefined ? { out: String(v["out"]) } : {}),
+        },
+        (l) => process.stderr.write(l + "\n"),
+      );
+      return 0;
+    }
     if (pos[0] !== "core")
-      throw new UsageError("what to benchmark? dolphin bench core | sim | proxy | overload | envoy | bindings");
+      throw new UsageError(
+        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | bindings | mix-shift",
+      );
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");
     const bytes = readFileSync(corePath());
