@@ -19,8 +19,10 @@ import { guardCounts } from "./guard-counts.js";
 import { scaledShared, setup, trainJob, type ProfileOn } from "./job.js";
 import { BASELINE_NAMES, buildPpdTable, evaluatePolicies, policyOutcome, type PolicyName } from "./policies.js";
 import {
+  bestOfRules,
   familyJob,
   ROBUSTNESS_DEFAULTS,
+  relativeTo,
   ROBUSTNESS_ROUNDS,
   selectFamilies,
   TARGETS,
@@ -64,13 +66,8 @@ export function sweepCell(
   rules: Record<string, PolicyOutcome>,
   meta: Pick<SweepCell, "family" | "load" | "rps" | "requests" | "decided_by" | "table">,
 ): SweepCell {
-  const y = rules["dynamo-isl"];
-  if (!y) throw new Error("load-sweep: the rules must include dynamo-isl");
-  const best = Math.max(...Object.values(rules).map((p) => p.slo_attainment));
-  const names = Object.entries(rules)
-    .filter(([, p]) => p.slo_attainment === best)
-    .map(([n]) => n);
-  const vs = (a: number, b: number): number => (b > 0 ? a / b - 1 : a > 0 ? Infinity : 0);
+  const { dynamo: y, best, names } = bestOfRules(rules, "load-sweep: the rules");
+  const vs = relativeTo;
   // where a rule beats dynamo-isl by more than the attainment margin, matching it may cost what it costs
   const beats = 100 * (best - y.slo_attainment) > TARGETS.attainmentPts;
   const other = beats ? rules[names[0]!]! : y;

@@ -148,19 +148,31 @@ export function familyJob(f: Family, o: RobustnessOptions): JobOptions {
   };
 }
 
+/** a / b − 1: dolphin's figure relative to a rule's (∞ where the rule's is 0 and dolphin's is not). */
+export const relativeTo = (a: number, b: number): number => (b > 0 ? a / b - 1 : a > 0 ? Infinity : 0);
+
+/** Of the rules' outcomes: dynamo-isl's, the best attainment and every rule reaching it (`what` names the rules). */
+export function bestOfRules(
+  rules: Record<string, PolicyOutcome>,
+  what: string,
+): { dynamo: PolicyOutcome; best: number; names: string[] } {
+  const dynamo = rules["dynamo-isl"];
+  if (!dynamo) throw new Error(`${what} must include dynamo-isl`);
+  const best = Math.max(...Object.values(rules).map((p) => p.slo_attainment));
+  const names = Object.entries(rules)
+    .filter(([, p]) => p.slo_attainment === best)
+    .map(([n]) => n);
+  return { dynamo, best, names };
+}
+
 /** Dolphin's outcome on one evaluation family against its baselines, as a cell with the targets checked. */
 export function compareCell(
   d: PolicyOutcome,
   baselines: Record<string, PolicyOutcome>,
   meta: { table: TableForm; train: string; eval: string; rps: number; requests: number },
 ): RobustnessCell {
-  const y = baselines["dynamo-isl"];
-  if (!y) throw new Error("robustness: the baselines must include dynamo-isl");
-  const best = Math.max(...Object.values(baselines).map((p) => p.slo_attainment));
-  const names = Object.entries(baselines)
-    .filter(([, p]) => p.slo_attainment === best)
-    .map(([n]) => n);
-  const vs = (a: number, b: number): number => (b > 0 ? a / b - 1 : a > 0 ? Infinity : 0);
+  const { dynamo: y, best, names } = bestOfRules(baselines, "robustness: the baselines");
+  const vs = relativeTo;
   const attainmentPts = 100 * (d.slo_attainment - best);
   const ttft = vs(d.ttft_ms.p90, y.ttft_ms.p90);
   const tpot = vs(d.tpot_ms.p90, y.tpot_ms.p90);
