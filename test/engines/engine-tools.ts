@@ -75,18 +75,8 @@ export const chat = (url: string, content: string, extra: Record<string, unknown
     ...extra,
   });
 
-/** n token ids in [10, 8000) from a seed: distinct seeds give prompts with no common block. */
-export function tokens(seed: number, n: number): number[] {
-  let s = (seed * 2654435761) >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return 10 + (s % 7990);
-  });
-}
+/** n token ids in [10, 8000) from a seed: distinct seeds give prompts with no common block (calibrate's probes). */
+export { tokenIds as tokens } from "../../src/serve/vllm/probes.js";
 
 /** The sum of a Prometheus counter's or gauge's series on a server's /metrics (those whose labels hold `labels`). */
 export async function metric(url: string, name: string, labels = ""): Promise<number> {

@@ -34,7 +34,7 @@ import type { WorkerAdmission, WorkerPlace } from "./worker-admission.js";
 
 const MAX_ERROR_SNIPPET = 300;
 /** vLLM's NixlConnector prefill request marks (reference-systems.md, step 1). */
-const PREFILL_KV_PARAMS = {
+export const PREFILL_KV_PARAMS = {
   do_remote_decode: true,
   do_remote_prefill: false,
   remote_engine_id: null,

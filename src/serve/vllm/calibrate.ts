@@ -15,6 +15,7 @@ import {
   type TransferFit,
   type TransferPoint,
 } from "../../sim/calibration-fit.js";
+import { PREFILL_KV_PARAMS } from "../proxy/remote-path.js";
 import { attnPairs } from "../../sim/step-time.js";
 import { backgroundDecodes, complete, histogramDelta, idle, kvCacheOf, tokenIds } from "./probes.js";
 
@@ -244,14 +245,7 @@ export async function calibrate(
         const record = r >= 0; // r = −1: a warm-up of this shape (eager PyTorch on CPU pays for a new shape once)
         const prompt = fresh(n);
         const pre = await complete(t.prefillUrl, t.model, prompt, {
-          kv_transfer_params: {
-            do_remote_decode: true,
-            do_remote_prefill: false,
-            remote_engine_id: null,
-            remote_block_ids: null,
-            remote_host: null,
-            remote_port: null,
-          },
+          kv_transfer_params: PREFILL_KV_PARAMS,
         });
         const ttft = await histogramDelta(url, "vllm:time_to_first_token_seconds", 1, async () =>
           histogramDelta(url, "vllm:nixl_xfer_time_seconds", 1, () =>
