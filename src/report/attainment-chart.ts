@@ -8,14 +8,13 @@ import {
   AXIS,
   DOLPHIN,
   DYNAMO,
-  fitText,
   GRID,
   INK,
   MUTED,
   n2,
   niceTicks,
   PALETTE,
-  svgOpen,
+  chartHead,
   text,
   tickLabel,
   truncate,
@@ -36,17 +35,11 @@ export function attainmentVsLoadChart(sweep: EvalOutput[]): string {
     top = 70,
     bottom = 330;
   const title = `SLO attainment vs load — ${first.workload}, ${first.cluster}, ${first.split} (simulated)`;
-  const out: string[] = [svgOpen(W, H, title)];
-  out.push(fitText(W / 2, 24, W - 20, 15, title, `text-anchor="middle" font-weight="bold" fill="${INK}"`));
-  out.push(
-    fitText(
-      W / 2,
-      44,
-      W - 20,
-      12,
-      `simulated cluster, not a measurement · SLO TTFT ${first.slo.ttft_ms} ms, TPOT ${first.slo.tpot_ms} ms (end to end)`,
-      `text-anchor="middle" fill="${MUTED}"`,
-    ),
+  const out: string[] = chartHead(
+    W,
+    H,
+    title,
+    `simulated cluster, not a measurement · SLO TTFT ${first.slo.ttft_ms} ms, TPOT ${first.slo.tpot_ms} ms (end to end)`,
   );
 
   const xs = points.map((p) => p.x);

@@ -17,7 +17,7 @@ import {
   niceTicks,
   OTHER,
   PAPER,
-  svgOpen,
+  chartHead,
   text,
   textWidth,
   tickLabel,
@@ -54,17 +54,11 @@ export function p90Chart(r: EvalOutput): string {
   const H = legendY + (showPaper || paper === null ? 40 : 22);
 
   const title = `P90 TTFT and TPOT per policy — ${r.workload}, ${r.cluster}, ${r.split} (simulated)`;
-  const out: string[] = [svgOpen(W, H, title)];
-  out.push(fitText(W / 2, 24, W - 20, 15, title, `text-anchor="middle" font-weight="bold" fill="${INK}"`));
-  out.push(
-    fitText(
-      W / 2,
-      44,
-      W - 20,
-      12,
-      `simulated cluster, not a measurement · SLO TTFT ${r.slo.ttft_ms} ms, TPOT ${r.slo.tpot_ms} ms · load ${describeLoad(r.load)} · ${r.requests} requests`,
-      `text-anchor="middle" fill="${MUTED}"`,
-    ),
+  const out: string[] = chartHead(
+    W,
+    H,
+    title,
+    `simulated cluster, not a measurement · SLO TTFT ${r.slo.ttft_ms} ms, TPOT ${r.slo.tpot_ms} ms · load ${describeLoad(r.load)} · ${r.requests} requests`,
   );
 
   // policy labels, shared by both panels

@@ -45,6 +45,15 @@ export function svgOpen(width: number, height: number, title: string): string {
   );
 }
 
+/** A chart's opening: the SVG element, its bold title and its muted subtitle, centred, each fitted to the width. */
+export function chartHead(width: number, height: number, title: string, subtitle: string): string[] {
+  return [
+    svgOpen(width, height, title),
+    fitText(width / 2, 24, width - 20, 15, title, `text-anchor="middle" font-weight="bold" fill="${INK}"`),
+    fitText(width / 2, 44, width - 20, 12, subtitle, `text-anchor="middle" fill="${MUTED}"`),
+  ];
+}
+
 export function text(x: number, y: number, s: string, attrs = ""): string {
   return `<text x="${n2(x)}" y="${n2(y)}"${attrs ? " " + attrs : ""}>${xml(s)}</text>`;
 }
