@@ -22,6 +22,7 @@ import {
   string,
 } from "./config-values.js";
 import { parseWorker, type WorkerConfig } from "./config-workers.js";
+import { AUTH_DEFAULTS, parseAuth, type AuthConfig } from "./config-auth.js";
 
 export type ServeMode = "precise" | "approximate";
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
@@ -57,6 +58,8 @@ export interface ServeConfig {
   cache_evidence: boolean;
   /** Bearer token of the /admin endpoints; null disables them (403). */
   admin_token: string | null;
+  /** Client API keys and their limits (config-auth.ts); keys_file null: anyone may call. */
+  auth: AuthConfig;
   /**
    * headers_ms: a client's request headers; body_ms: the gap between two chunks of its body (408 beyond either);
    * keep_alive_ms: how long an idle client connection is kept open.
@@ -159,6 +162,7 @@ export const DEFAULTS = {
   ask_stream_usage: false,
   cache_evidence: true,
   admin_token: null,
+  auth: AUTH_DEFAULTS,
   timeouts: {
     connect_ms: 5_000,
     request_ms: 600_000,
@@ -231,6 +235,7 @@ const TOP_KEYS = [
   "ask_stream_usage",
   "cache_evidence",
   "admin_token",
+  "auth",
   "timeouts",
   "heartbeat",
   "health",
@@ -326,6 +331,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     cache_evidence: boolean(o["cache_evidence"], "cache_evidence", D.cache_evidence),
     admin_token:
       o["admin_token"] === undefined || o["admin_token"] === null ? null : string(o["admin_token"], "admin_token"),
+    auth: parseAuth(o["auth"], baseDir),
     timeouts: {
       connect_ms: timeoutsNumber("connect_ms", { min: 1, integer: true }),
       request_ms: timeoutsNumber("request_ms", { min: 1, integer: true }),

@@ -10,6 +10,7 @@
 //   kv-feed.ts          KV events (ZMQ subscriptions with replay, POSTed batches) into the index, via kv-ingest.ts
 //   cache-evidence.ts   precise mode: an answer's reported cached tokens beyond the index's prediction stored in it
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
+//   client-keys.ts      who may call: client API keys (auth.keys_file), per-key limits, 401 and 429
 //   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
 //   worker-admission.ts the same per worker: a full worker's request goes to another with room, or waits
 //   connections.ts      the client-connection limit (short of the fd limit): past it, 503 and close
@@ -54,6 +55,7 @@ import { WorkerCalls } from "./proxy/remote-path.js";
 import { RequestContext } from "./proxy/request-context.js";
 import { Routing } from "./proxy/routing.js";
 import { Sessions } from "./proxy/sessions.js";
+import { ClientKeys } from "./proxy/client-keys.js";
 
 export interface ProxyOptions {
   /** The compiled core (default: build/core.wasm via the Node entry). */
@@ -92,6 +94,8 @@ class ServeProxy {
   private readonly timers: NodeJS.Timeout[] = [];
   private connections: ConnectionGuard | null = null;
   private readonly shedLog: ShedLog;
+  /** Client keys (auth.keys_file), null when anyone may call. */
+  private readonly keys: ClientKeys | null;
 
   constructor(
     private readonly config: ServeConfig,
@@ -129,6 +133,9 @@ class ServeProxy {
       })),
       table: { kind: router.table.kind, checksum: router.table.checksum },
     })));
+    const keysFile = config.auth.keys_file;
+    this.keys =
+      keysFile === null ? null : new ClientKeys({ ...config.auth, keys_file: keysFile }, metrics.registry, log);
     const kv = new KvEventFeed(config, router, metrics, log);
     const registry = (this.registry = new WorkerRegistry(config, router, kv, metrics, log));
     const decisions = new DecisionLog(config.decisions_kept);
@@ -171,6 +178,7 @@ class ServeProxy {
       this.timers.push(t);
     };
     const { config, registry, metrics } = this;
+    this.keys?.watch();
     every(Math.max(10, Math.min(1000, (config.heartbeat.expiry_s * 1000) / 4)), () =>
       expireWorkers(registry, config, metrics),
     );
@@ -200,6 +208,7 @@ class ServeProxy {
 
   async close(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
+    this.keys?.close();
     this.registry.close();
     this.agents.http.destroy();
     this.agents.https.destroy();
@@ -212,9 +221,12 @@ class ServeProxy {
     ctx.endpoint = pathOf(req);
     let answer: Promise<void> | void;
     try {
-      answer = this.connections?.refuses(req)
-        ? this.connections.shed(req)
-        : this.routes.find(req.method ?? "GET", ctx.endpoint)(ctx);
+      if (this.connections?.refuses(req)) answer = this.connections.shed(req);
+      else {
+        // client keys before anything else is done for the request (body, /tokenize, a worker call)
+        if (this.keys && ctx.endpoint.startsWith("/v1/")) this.keys.admit(ctx);
+        answer = this.routes.find(req.method ?? "GET", ctx.endpoint)(ctx);
+      }
     } catch (e) {
       this.fail(ctx, e);
       return;

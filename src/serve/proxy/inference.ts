@@ -75,6 +75,7 @@ export class Inference {
     const { decision: d, session, turn, pinned } = routed;
     ctx.decision = d;
     ctx.isl = d.features.isl;
+    ctx.caller?.charge(ctx.isl);
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
     // every field written: the log may hand back the object of a finished request (DecisionLog.newRecord)
     const record = this.decisions.newRecord(Date.now());
@@ -231,6 +232,7 @@ export class Inference {
     const d = ctx.decision;
     this.log.log(level, "request", {
       id: ctx.id,
+      ...(ctx.caller ? { key: ctx.caller.name } : {}),
       path,
       status,
       latency_ms: Math.round(latencyMs * 10) / 10,

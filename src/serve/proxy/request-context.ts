@@ -41,6 +41,12 @@ export class ClientAbort {
   }
 }
 
+/** The client key a request came with (client-keys.ts): its name, and where the tokens it spends are charged. */
+export interface Caller {
+  readonly name: string;
+  charge(tokens: number): void;
+}
+
 export class RequestContext {
   readonly id: string;
   readonly startMs = performance.now();
@@ -68,6 +74,10 @@ export class RequestContext {
    * event is taken out of the client's stream.
    */
   usageAsked = false;
+  /** The client key that let the request in (auth.keys_file), else null. */
+  caller: Caller | null = null;
+  /** The Authorization sent to workers: the client's (undefined), the proxy's own (client keys), or none (null). */
+  workerAuthorization: string | null | undefined = undefined;
   /** Load held on workers for this request, released when the response closes. */
   releases: Array<() => void> = [];
   /**
@@ -88,10 +98,10 @@ export class RequestContext {
     return this.record?.route ?? "none";
   }
 
-  /** Headers of this request's calls to workers: JSON, its id, and the client's authorization passed on. */
+  /** Headers of this request's calls to workers: JSON, its id, and the authorization (the client's, passed on, without client keys). */
   upstreamHeaders(): Record<string, string> {
     const h: Record<string, string> = { "content-type": "application/json", "x-request-id": this.id };
-    const auth = this.req.headers["authorization"];
+    const auth = this.workerAuthorization === undefined ? this.req.headers["authorization"] : this.workerAuthorization;
     if (typeof auth === "string") h["authorization"] = auth;
     return h;
   }
