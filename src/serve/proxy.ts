@@ -11,6 +11,7 @@
 //   cache-evidence.ts   precise mode: an answer's reported cached tokens beyond the index's prediction stored in it
 //   routing.ts          the prompt as the router reads it, the conversation, one Router call
 //   client-keys.ts      who may call: client API keys (auth.keys_file), per-key limits, 401 and 429
+//   demand.ts           signals for autoscalers: per role, queued and in-flight prefill tokens, decode sequences, rates
 //   admission.ts        load shedding: in-flight and queue limits, 503 with Retry-After
 //   worker-admission.ts the same per worker: a full worker's request goes to another with room, or waits
 //   connections.ts      the client-connection limit (short of the fd limit): past it, 503 and close
@@ -56,6 +57,7 @@ import { RequestContext } from "./proxy/request-context.js";
 import { Routing } from "./proxy/routing.js";
 import { Sessions } from "./proxy/sessions.js";
 import { ClientKeys } from "./proxy/client-keys.js";
+import { Demand } from "./proxy/demand.js";
 
 export interface ProxyOptions {
   /** The compiled core (default: build/core.wasm via the Node entry). */
@@ -96,6 +98,7 @@ class ServeProxy {
   private readonly shedLog: ShedLog;
   /** Client keys (auth.keys_file), null when anyone may call. */
   private readonly keys: ClientKeys | null;
+  private readonly demand: Demand;
 
   constructor(
     private readonly config: ServeConfig,
@@ -148,7 +151,19 @@ class ServeProxy {
       config.mode === "precise" && config.cache_evidence
         ? new CacheEvidence(router, registry, config.block_size, rootHash(config.model), metrics)
         : null;
-    this.inference = new Inference(config, router, routing, calls, decisions, metrics, log, this.admission, evidence);
+    const demand = (this.demand = new Demand(registry, places, metrics));
+    this.inference = new Inference(
+      config,
+      router,
+      routing,
+      calls,
+      decisions,
+      metrics,
+      log,
+      this.admission,
+      evidence,
+      demand,
+    );
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
     this.routes
       .on(ENDPOINT_PATHS.chat, { POST: (c) => this.inference.handle(c, "chat") })
@@ -179,6 +194,7 @@ class ServeProxy {
     };
     const { config, registry, metrics } = this;
     this.keys?.watch();
+    this.demand.start();
     every(Math.max(10, Math.min(1000, (config.heartbeat.expiry_s * 1000) / 4)), () =>
       expireWorkers(registry, config, metrics),
     );
@@ -209,6 +225,7 @@ class ServeProxy {
   async close(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     this.keys?.close();
+    this.demand.close();
     this.registry.close();
     this.agents.http.destroy();
     this.agents.https.destroy();

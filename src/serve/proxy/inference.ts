@@ -17,6 +17,7 @@ import type { Routing } from "./routing.js";
 import { outOfDescriptors, type Admission } from "./admission.js";
 import { askedOptions, askForUsage } from "./stream-usage.js";
 import type { CacheEvidence } from "./cache-evidence.js";
+import type { Demand } from "./demand.js";
 
 /** The duration histogram's labels, one object per endpoint rather than one per request. */
 const DURATION_LABELS: Record<Endpoint, { endpoint: string }> = {
@@ -41,6 +42,8 @@ export class Inference {
     private readonly admission: Admission,
     /** Precise mode: reported cached tokens beyond the prediction, stored in the index (null: approximate mode). */
     private readonly evidence: CacheEvidence | null = null,
+    /** The autoscaler's signals: a routed prompt's tokens queued until its prefill begins. */
+    private readonly demand: Demand | null = null,
   ) {}
 
   /**
@@ -77,6 +80,7 @@ export class Inference {
     ctx.isl = d.features.isl;
     ctx.caller?.charge(ctx.isl);
     const remote = d.path === "remote" && d.prefillWorker !== null && d.prefillWorker !== d.decodeWorker;
+    this.demand?.queue(ctx, remote ? d.prefillWorker! : d.decodeWorker, remote ? d.features.effP : d.features.effD);
     // every field written: the log may hand back the object of a finished request (DecisionLog.newRecord)
     const record = this.decisions.newRecord(Date.now());
     record.id = ctx.id;

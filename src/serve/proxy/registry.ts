@@ -24,6 +24,8 @@ export interface WorkerState {
   probing: boolean;
   activePrefillTokens: number;
   activeDecodeTokens: number;
+  /** Decode calls in flight on it (the autoscaler's decode sequences, demand.ts). */
+  decodeSequences: number;
   ingest: EventIngest;
   subscriber: ZmqSubscriber | null;
   lastSeq: bigint | null;
@@ -171,6 +173,7 @@ export class WorkerRegistry {
       probing: false,
       activePrefillTokens: 0,
       activeDecodeTokens: 0,
+      decodeSequences: 0,
       ingest: new EventIngest(this.config.block_size, this.root, this.config.capacity_blocks * 2),
       subscriber: null,
       lastSeq: null,
@@ -309,18 +312,28 @@ export class WorkerRegistry {
 
   /**
    * Adds tokens to a worker's load until the returned function is called (once), at the latest when the request's
-   * response closes. Nothing is held for a request already over.
+   * response closes. Nothing is held for a request already over. A prefill hold ends the request's wait for its
+   * prefill (demand.ts); a decode hold counts a decode sequence.
    */
-  hold(ctx: Pick<RequestContext, "releases" | "closed">, id: string, field: LoadField, tokens: number): () => void {
+  hold(
+    ctx: Pick<RequestContext, "releases" | "closed" | "prefillStarted">,
+    id: string,
+    field: LoadField,
+    tokens: number,
+  ): () => void {
+    if (field === "activePrefillTokens") ctx.prefillStarted?.();
     const w = this.workers.get(id);
     if (!w || tokens <= 0 || ctx.closed) return () => undefined;
+    const sequences = field === "activeDecodeTokens" ? 1 : 0;
     w[field] += tokens;
+    w.decodeSequences += sequences;
     this.pushLoad(w);
     let held = true;
     const release = (): void => {
       if (!held) return;
       held = false;
       w[field] = Math.max(0, w[field] - tokens);
+      w.decodeSequences -= sequences;
       this.pushLoad(w);
     };
     ctx.releases.push(release);

@@ -78,6 +78,8 @@ export class RequestContext {
   caller: Caller | null = null;
   /** The Authorization sent to workers: the client's (undefined), the proxy's own (client keys), or none (null). */
   workerAuthorization: string | null | undefined = undefined;
+  /** Its prefill has begun (a worker's prefill load is held for it): the demand's queued tokens let it go. */
+  prefillStarted: (() => void) | null = null;
   /** Load held on workers for this request, released when the response closes. */
   releases: Array<() => void> = [];
   /**

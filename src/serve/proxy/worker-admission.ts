@@ -35,6 +35,8 @@ export interface WorkerPlace {
 
 export class WorkerAdmission {
   private readonly places = new Map<string, WorkerPlaces>();
+  /** Requests shed waiting for a place, by the stage of the place (the autoscaler's shed rate per role, demand.ts). */
+  readonly shedAt: Record<WorkerStage, number> = { decode: 0, prefill: 0 };
 
   constructor(
     private readonly limits: ServeConfig["admission"],
@@ -81,11 +83,11 @@ export class WorkerAdmission {
     const p = this.placesOf(id);
     if (p.queue.length >= this.limits.max_queued_per_worker) {
       this.metrics.workerFull.inc({ outcome: "shed", stage });
-      throw this.shed("worker_queue_full", id);
+      throw this.shed("worker_queue_full", id, stage);
     }
     this.metrics.workerFull.inc({ outcome: "queued", stage });
     const admitted = await waitForPlace(p.queue, ctx, this.limits.queue_timeout_ms, () =>
-      this.shed("worker_queue_timeout", id),
+      this.shed("worker_queue_timeout", id, stage),
     );
     // next() counted the place already
     return admitted ? this.hold(ctx, id, p) : null;
@@ -152,7 +154,8 @@ export class WorkerAdmission {
     if (p.taken === 0 && p.queue.length === 0) this.places.delete(id);
   }
 
-  private shed(reason: "worker_queue_full" | "worker_queue_timeout", id: string): HttpError {
+  private shed(reason: "worker_queue_full" | "worker_queue_timeout", id: string, stage: WorkerStage): HttpError {
+    this.shedAt[stage]++;
     const {
       max_inflight_per_worker: most,
       max_queued_per_worker: queue,
