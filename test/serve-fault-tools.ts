@@ -154,7 +154,12 @@ export interface WorkerProcess {
 }
 
 /** Starts `dolphin worker` as its own process on a free port; resolves once it listens. */
-export async function workerProcess(role: "prefill" | "decode", id: string, timeScale = 20): Promise<WorkerProcess> {
+export async function workerProcess(
+  role: "prefill" | "decode",
+  id: string,
+  timeScale = 20,
+  extraArgs: string[] = [],
+): Promise<WorkerProcess> {
   const child = spawn(
     process.execPath,
     [
@@ -170,6 +175,7 @@ export async function workerProcess(role: "prefill" | "decode", id: string, time
       id,
       "--model",
       MODEL,
+      ...extraArgs,
     ],
     { stdio: ["ignore", "ignore", "pipe"] },
   );

@@ -8,6 +8,7 @@ export const command: Command = {
   usage: `dolphin worker --role prefill|decode|both [--cluster <preset|file>] [--port N] [--host H] [--model NAME]
                [--time-scale S] [--kv-events-port N | --kv-events-endpoint EP] [--kv-events-replay-endpoint EP]
                [--kv-events-buffer-steps N] [--kv-events-topic T] [--kv-events-url URL] [--worker-id ID] [--link NAME]
+               [--engine-version V]
 
 An emulated vLLM worker for trying and testing the proxy without GPUs: /v1/completions and /v1/chat/completions
 (streaming or not), /tokenize (a deterministic tokenizer of our own), vLLM's kv_transfer_params protocol (the decode
@@ -15,7 +16,9 @@ role pulls KV in the modeled transfer time), continuous batching timed by the ca
 runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch KV events over ZMQ
 (--kv-events-port, or --kv-events-endpoint such as tcp://127.0.0.1:5557) and/or by POST (--kv-events-url), with
 vLLM's replay socket (--kv-events-replay-endpoint, e.g. tcp://127.0.0.1:5558; the last --kv-events-buffer-steps
-batches, 10,000 by default), and vLLM-style /metrics. Port 8100 by default.`,
+batches, 10,000 by default), and vLLM-style /metrics. --engine-version V is what GET /version answers; a decode
+worker pulls KV only from a prefill worker of the same version, as NIXL's compatibility check (the two halves of a
+rolling upgrade). Port 8100 by default.`,
   options: {
     role: { type: "string" },
     cluster: { type: "string" },
@@ -31,6 +34,7 @@ batches, 10,000 by default), and vLLM-style /metrics. Port 8100 by default.`,
     "kv-events-url": { type: "string" },
     "worker-id": { type: "string" },
     link: { type: "string" },
+    "engine-version": { type: "string" },
   },
   async run(v) {
     const role = String(v["role"] ?? "both");
@@ -57,6 +61,7 @@ batches, 10,000 by default), and vLLM-style /metrics. Port 8100 by default.`,
       port: intOption(v["port"], "port", 0, 65535, 8100),
       ...(v["host"] !== undefined ? { host: String(v["host"]) } : {}),
       ...(v["model"] !== undefined ? { model: String(v["model"]) } : {}),
+      ...(v["engine-version"] !== undefined ? { engineVersion: String(v["engine-version"]) } : {}),
       ...(v["kv-events-port"] !== undefined
         ? { kvEventsPort: intOption(v["kv-events-port"], "kv-events-port", 1, 65535, 5557) }
         : {}),

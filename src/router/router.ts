@@ -20,6 +20,7 @@ import { decodeTable } from "../table/codec.js";
 import type { Table } from "../table/table.js";
 import { validateTable } from "../table/validate.js";
 import { explainWhy } from "./explain.js";
+import { CompatibilityGroups } from "./pairing.js";
 import type { Decision, Explanation, RouteRequest, RouterOptions, WorkerSpec } from "./types.js";
 
 type ModuleProvider = () => Promise<WebAssembly.Module>;
@@ -40,6 +41,8 @@ export class Router {
   private readonly ids: string[] = [];
   private readonly byId = new Map<string, number>();
   private readonly free: number[] = [];
+  /** The workers' compatibility groups: a remote prefill is paired only within one (pairing.ts). */
+  private readonly groups = new CompatibilityGroups();
   private readonly record: boolean;
   private readonly capacity: number;
   private tokenScratch = new Uint32Array(0);
@@ -158,14 +161,26 @@ export class Router {
     const index = this.free.length > 0 ? this.free.pop()! : this.ids.length;
     if (index >= this.engine.config.maxWorkers)
       throw new RangeError(`router: more than maxWorkers (${this.engine.config.maxWorkers}) workers`);
-    this.engine.setWorker(index, role, spec.capacityBlocks ?? this.capacity);
+    const capacity = spec.capacityBlocks ?? this.capacity;
+    this.engine.setWorker(index, role, capacity);
+    this.groups.add(index, spec.group ?? "", role, capacity);
     this.ids[index] = spec.id;
     this.byId.set(spec.id, index);
+  }
+
+  /** Moves a worker to another compatibility group (its index, role and load stay). */
+  setWorkerGroup(id: string, group: string): void {
+    const index = this.indexOf(id);
+    const role = this.groups.roleOf(index);
+    const capacity = this.groups.capacityOf(index);
+    this.groups.remove(index);
+    this.groups.add(index, group, role, capacity);
   }
 
   removeWorker(id: string): void {
     const index = this.indexOf(id);
     this.engine.setWorker(index, 0, 0);
+    this.groups.remove(index);
     this.byId.delete(id);
     this.ids[index] = "";
     this.free.push(index);
@@ -212,11 +227,11 @@ export class Router {
   // ---- routing -----------------------------------------------------------------------------------------
 
   route(request: RouteRequest): Decision {
-    return this.toDecision(this.run(request, this.record));
+    return this.toDecision(this.paired(request, this.record));
   }
 
   explain(request: RouteRequest): Explanation {
-    const d = this.toDecision(this.run(request, false));
+    const d = this.toDecision(this.paired(request, false));
     const t = this.tableValue;
     const learned = t.kind === "kmeans" || t.kind === "gmm";
     const k = learned ? (t.centroids?.length ?? 0) : 0;
@@ -255,6 +270,28 @@ export class Router {
       throw new Error("route: this table uses osl_hat and has no output-length model: give oslHat or oslClass");
     }
     return 0;
+  }
+
+  /**
+   * One decision whose prefill worker is in the decode worker's compatibility group (pairing.ts). With one group, the
+   * core's call as it is; with several, the decode worker chosen first (a call that records nothing), then the
+   * decision with it pinned and the other groups' workers out of the prefill role.
+   */
+  private paired(r: RouteRequest, record: boolean): Float64Array {
+    if (!this.groups.mixed) return this.run(r, record);
+    let pinned = r.decodeWorker;
+    if (pinned === undefined) {
+      const probe = this.run(r, false);
+      const decode = probe[Slot.decode]!;
+      const prefill = probe[Slot.prefill]!;
+      const compatible = prefill < 0 || this.groups.compatible(decode, prefill);
+      if (compatible && !record) return probe;
+      pinned = this.ids[decode]!;
+      // the same decision again, now recorded (nothing changed in between)
+      if (compatible) return this.run({ ...r, decodeWorker: pinned }, record);
+    }
+    const request = pinned === r.decodeWorker ? r : { ...r, decodeWorker: pinned };
+    return this.groups.within(this.engine, this.groups.groupOf(this.indexOf(pinned)), () => this.run(request, record));
   }
 
   private run(r: RouteRequest, record: boolean): Float64Array {

@@ -12,6 +12,11 @@ export interface WorkerSpec {
   role: RoleName;
   /** Blocks the index keeps for this worker (LRU beyond). Default: options.capacityBlocks. */
   capacityBlocks?: number;
+  /**
+   * Compatibility group: a remote prefill goes only to a worker of the decode worker's group (engines that can hand
+   * KV over: one model, revision, dtype and layout). Default "" (one group for every worker).
+   */
+  group?: string;
 }
 
 export interface RouterOptions {

@@ -19,6 +19,11 @@ export interface WorkerConfig {
    * stored before it (vLLM publishes a block once, when it is stored), and a missed batch is asked for again.
    */
   kv_events_replay_endpoint?: string;
+  /**
+   * Compatibility group: a remote prefill goes only to a decode worker of the same group (engines that can hand KV
+   * over). Absent: "" (one group), or read from the engine with group_from_engine.
+   */
+  group?: string;
 }
 
 const ROLES: readonly WorkerRole[] = ["prefill", "decode", "both"];
@@ -26,7 +31,7 @@ const ROLES: readonly WorkerRole[] = ["prefill", "decode", "both"];
 /** One worker entry (the config's `workers[i]`, or a POST /admin/workers body with field prefix "body"). */
 export function parseWorker(v: unknown, field: string): WorkerConfig {
   const o = object(v, field);
-  onlyKeys(o, field, ["id", "url", "role", "kv_events_endpoint", "kv_events_replay_endpoint"]);
+  onlyKeys(o, field, ["id", "url", "role", "kv_events_endpoint", "kv_events_replay_endpoint", "group"]);
   const w: WorkerConfig = {
     id: string(o["id"], `${field}.id`),
     url: httpUrl(o["url"], `${field}.url`),
@@ -40,6 +45,10 @@ export function parseWorker(v: unknown, field: string): WorkerConfig {
     const ep = string(o[key], `${field}.${key}`);
     if (!/^(tcp|ipc|inproc):\/\/.+/.test(ep)) fail(`${field}.${key}`, "a ZMQ endpoint such as tcp://host:5557", ep);
     w[key] = ep;
+  }
+  if (o["group"] !== undefined && o["group"] !== null) {
+    if (typeof o["group"] !== "string") fail(`${field}.group`, "a string", o["group"]);
+    w.group = o["group"];
   }
   if (w.kv_events_replay_endpoint !== undefined && w.kv_events_endpoint === undefined)
     throw new ConfigError(

@@ -43,6 +43,8 @@ export interface ServeConfig {
   /** Most workers registered at once (sizes the core's index pool: capacity_blocks × max_workers). */
   max_workers: number;
   workers: WorkerConfig[];
+  /** A worker without a `group` gets the one its engine tells (proxy/engine-group.ts) when it registers. */
+  group_from_engine: boolean;
   /** A prefill failure before the KV handoff falls back to local prefill on the decode worker. */
   fallback_local: boolean;
   /**
@@ -158,6 +160,7 @@ export const DEFAULTS = {
   capacity_blocks: 31_250,
   approximate_ttl_s: 300,
   max_workers: 32,
+  group_from_engine: false,
   fallback_local: true,
   ask_stream_usage: false,
   cache_evidence: true,
@@ -231,6 +234,7 @@ const TOP_KEYS = [
   "approximate_ttl_s",
   "max_workers",
   "workers",
+  "group_from_engine",
   "fallback_local",
   "ask_stream_usage",
   "cache_evidence",
@@ -326,6 +330,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     }),
     max_workers: number(o["max_workers"], "max_workers", D.max_workers, { min: 1, max: 16384, integer: true }),
     workers: [],
+    group_from_engine: boolean(o["group_from_engine"], "group_from_engine", D.group_from_engine),
     fallback_local: boolean(o["fallback_local"], "fallback_local", D.fallback_local),
     ask_stream_usage: boolean(o["ask_stream_usage"], "ask_stream_usage", D.ask_stream_usage),
     cache_evidence: boolean(o["cache_evidence"], "cache_evidence", D.cache_evidence),

@@ -63,6 +63,7 @@ import { WorkerEngine } from "./worker/engine.js";
 import { KvEventPublisher, VLLM_BUFFER_STEPS } from "./worker/kv-events.js";
 import { WorkerMetrics } from "./worker/metrics.js";
 import { answer, workerRoutes } from "./worker/routes.js";
+import { EMULATED_ENGINE_VERSION, NixlHandshake } from "./worker/handshake.js";
 
 export type { WorkerRole };
 
@@ -99,6 +100,11 @@ export interface WorkerOptions {
   kvEventsTopic?: string;
   /** POST every EventBatch (msgpack) here. */
   kvEventsUrl?: string;
+  /**
+   * The engine's version (GET /version; default EMULATED_ENGINE_VERSION): a decode worker pulls KV only from a prefill
+   * worker of the same version, as NIXL's compatibility check (worker/handshake.ts). A rolling upgrade's two halves.
+   */
+  engineVersion?: string;
   /** This worker's name in KV events and kv_transfer_params (default `${host}:${port}`). */
   workerId?: string;
   /** Link the decode side pulls KV over (name or preset); default "ib-ndr". */
@@ -205,18 +211,24 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     log,
   });
   // the metrics read the engine when scraped; the engine reports each TTFT to the metrics
-  const metrics: WorkerMetrics = new WorkerMetrics(model, () => ({
-    running: engine.inst.runningCount,
-    waiting: engine.inst.waitingCount,
-    kvUsage: engine.kvUsage(),
-    prefixQueryTokens: counters.prefixQueryTokens,
-    prefixHitTokens: counters.prefixHitTokens,
-    promptTokens: counters.promptTokens,
-    generationTokens: counters.generationTokens,
-    completed: counters.completed,
-    pinnedRequests: engine.pinnedRequests,
-    evictions: engine.inst.cache.evictions,
-  }));
+  const handshake = new NixlHandshake(opts.engineVersion ?? EMULATED_ENGINE_VERSION);
+  const metrics: WorkerMetrics = new WorkerMetrics(
+    model,
+    () => ({
+      running: engine.inst.runningCount,
+      waiting: engine.inst.waitingCount,
+      kvUsage: engine.kvUsage(),
+      prefixQueryTokens: counters.prefixQueryTokens,
+      prefixHitTokens: counters.prefixHitTokens,
+      promptTokens: counters.promptTokens,
+      generationTokens: counters.generationTokens,
+      completed: counters.completed,
+      pinnedRequests: engine.pinnedRequests,
+      evictions: engine.inst.cache.evictions,
+      failedTransfers: handshake.failedTransfers,
+    }),
+    { block_size: String(SIM_BLOCK_TOKENS), cache_dtype: "auto", enable_prefix_caching: "True" },
+  );
   const engine = new WorkerEngine(
     {
       role,
@@ -243,6 +255,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     defaultMaxTokens: opts.defaultMaxTokens ?? 64,
     root: rootHash(model),
     created: Math.floor(Date.now() / 1000),
+    handshake,
   });
 
   const server = http.createServer((req, res) => {

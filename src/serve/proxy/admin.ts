@@ -191,6 +191,7 @@ export class AdminApi {
       existing.spec.url === spec.url &&
       existing.spec.role === spec.role &&
       existing.spec.kv_events_endpoint === spec.kv_events_endpoint &&
+      existing.spec.group === spec.group &&
       existing.spec.kv_events_replay_endpoint === spec.kv_events_replay_endpoint;
     if (existing && same) {
       existing.lastHeartbeatMs = Date.now();
@@ -238,6 +239,7 @@ export class AdminApi {
       url: w.spec.url,
       role: w.spec.role,
       kv_events_endpoint: w.spec.kv_events_endpoint ?? null,
+      group: w.group,
       kv_events_replay_endpoint: w.spec.kv_events_replay_endpoint ?? null,
       source: w.source,
       healthy: w.healthy,

@@ -12,6 +12,8 @@ import type { UpstreamError } from "./upstream.js";
 import type { ZmqSubscriber } from "../zeromq.js";
 import { rootHash, type Hash64 } from "../../hashing/hashes.js";
 import { EventIngest } from "./kv-ingest.js";
+import { engineGroup } from "./engine-group.js";
+import { scrapedGauge } from "../prometheus.js";
 import type { ProxyMetrics } from "./metrics.js";
 import type { RequestContext } from "./request-context.js";
 
@@ -44,7 +46,15 @@ export interface WorkerState {
   ejections: number;
   ejectedUntilMs: number;
   backSinceMs: number;
+  /**
+   * Its compatibility group: the config's, the one its engine told (group_from_engine), or until that is read a group
+   * of its own (paired with no other worker: local requests only).
+   */
+  group: string;
 }
+
+/** The longest wait between two tries at reading a worker's group from its engine. */
+const MAX_GROUP_RETRY_MS = 30_000;
 
 /** The longest an ejection lasts (Envoy's max_ejection_time default). */
 const MAX_EJECTION_MS = 300_000;
@@ -126,6 +136,13 @@ export class WorkerRegistry {
     private readonly log: Logger,
   ) {
     this.root = rootHash(config.model);
+    scrapedGauge(
+      metrics.registry,
+      "dolphin_worker_group",
+      "Each worker's compatibility group (1)",
+      ["group", "worker"],
+      () => this.all().map((w) => [{ group: w.group, worker: w.spec.id }, 1] as const),
+    );
   }
 
   get size(): number {
@@ -186,9 +203,13 @@ export class WorkerRegistry {
       ejections: 0,
       ejectedUntilMs: 0,
       backSinceMs: 0,
+      group: "",
     };
-    this.router.addWorker({ id: spec.id, role: spec.role });
+    const fromEngine = spec.group === undefined && this.config.group_from_engine;
+    w.group = spec.group ?? (fromEngine ? `(unread) ${spec.id}` : "");
+    this.router.addWorker({ id: spec.id, role: spec.role, group: w.group });
     this.workers.set(spec.id, w);
+    if (fromEngine) void this.readGroup(w, 0);
     void this.kv.subscribe(w);
     return w;
   }
@@ -230,7 +251,7 @@ export class WorkerRegistry {
 
   markUp(w: WorkerState): void {
     if (w.healthy || w.removed || this.closed) return;
-    this.router.addWorker({ id: w.spec.id, role: w.spec.role });
+    this.router.addWorker({ id: w.spec.id, role: w.spec.role, group: w.group });
     w.healthy = true;
     w.backSinceMs = Date.now();
     w.consecutiveFailures = 0;
@@ -296,17 +317,22 @@ export class WorkerRegistry {
     return out === 0 || out + 1 <= this.config.outlier.max_ejected_share * role.length;
   }
 
-  /** Healthy decode workers other than `except`, least loaded first (a retry's destination). */
-  otherDecodeWorkers(except: string): WorkerState[] {
+  /**
+   * Healthy decode workers other than `except`, least loaded first (a retry's destination: it prefills locally, any
+   * group will do); with `sameGroup`, only those of its compatibility group (a spill before the KV handoff).
+   */
+  otherDecodeWorkers(except: string, sameGroup = false): WorkerState[] {
+    const group = this.workers.get(except)?.group;
     return this.healthyDecodeWorkers()
-      .filter((w) => w.spec.id !== except)
+      .filter((w) => w.spec.id !== except && (!sameGroup || w.group === group))
       .sort((a, b) => a.activePrefillTokens + a.activeDecodeTokens - (b.activePrefillTokens + b.activeDecodeTokens));
   }
 
-  /** Healthy prefill workers other than `except`, least loaded first. */
+  /** Healthy prefill workers other than `except` in its compatibility group, least loaded first. */
   otherPrefillWorkers(except: string): WorkerState[] {
+    const group = this.workers.get(except)?.group;
     return this.all()
-      .filter((w) => w.healthy && w.spec.role !== "decode" && w.spec.id !== except)
+      .filter((w) => w.healthy && w.spec.role !== "decode" && w.spec.id !== except && w.group === group)
       .sort((a, b) => a.activePrefillTokens - b.activePrefillTokens);
   }
 
@@ -346,6 +372,30 @@ export class WorkerRegistry {
         activePrefillTokens: w.activePrefillTokens,
         activeDecodeTokens: w.activeDecodeTokens,
       });
+  }
+
+  /**
+   * group_from_engine: the worker's group as its engine tells it, tried again with a growing wait while the engine
+   * does not answer (until then it is paired with no other worker).
+   */
+  private async readGroup(w: WorkerState, attempt: number): Promise<void> {
+    const key = this.config.auth.worker_api_key;
+    try {
+      const group = await engineGroup(w.spec.url, this.config.timeouts.connect_ms, key ? `Bearer ${key}` : null);
+      if (w.removed || this.closed) return;
+      w.group = group;
+      if (w.healthy) this.router.setWorkerGroup(w.spec.id, group);
+      this.log.log("info", "worker group read from its engine", { worker: w.spec.id, group });
+    } catch (e) {
+      if (w.removed || this.closed) return;
+      const waitMs = Math.min(MAX_GROUP_RETRY_MS, 1000 * 2 ** attempt);
+      this.log.log("warn", "cannot read the worker's group from its engine, trying again", {
+        worker: w.spec.id,
+        error: (e as Error).message,
+        retry_ms: waitMs,
+      });
+      setTimeout(() => void this.readGroup(w, attempt + 1), waitMs).unref();
+    }
   }
 
   /** No worker comes back into rotation after this; every subscription ends. */

@@ -86,7 +86,8 @@ export class WorkerCalls {
    * request); else waits for one, or throws 503.
    */
   enterDecode(ctx: RequestContext, id: string, pinned: boolean): Promise<WorkerPlace | null> {
-    const others = pinned ? [] : this.registry.otherDecodeWorkers(id);
+    // a spill keeps the group: the prefill worker was paired with this one
+    const others = pinned ? [] : this.registry.otherDecodeWorkers(id, true);
     return this.places.enter(ctx, "decode", id, others);
   }
 

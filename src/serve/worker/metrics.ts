@@ -21,6 +21,7 @@ export interface WorkerReadings {
   completed: number;
   pinnedRequests: number;
   evictions: number;
+  failedTransfers: number;
 }
 
 export class WorkerMetrics {
@@ -28,7 +29,8 @@ export class WorkerMetrics {
   private readonly ttft: LeLastHistogram;
   private readonly labels: Labels;
 
-  constructor(model: string, read: () => WorkerReadings) {
+  /** `cacheInfo`: the labels of vllm:cache_config_info (vLLM's CacheConfig, block_size among them). */
+  constructor(model: string, read: () => WorkerReadings, cacheInfo: Labels = {}) {
     const r = this.registry;
     const labels = (this.labels = { model_name: model });
     const gauge = (name: string, help: string, value: (x: WorkerReadings) => number): void => {
@@ -77,6 +79,15 @@ export class WorkerMetrics {
       (x) => x.pinnedRequests,
     );
     counter("dolphin:kv_cache_evictions", "KV blocks evicted from the prefix cache.", (x) => x.evictions);
+    counter(
+      "vllm:nixl_num_failed_transfers",
+      "Number of failed NIXL KV Cache transfers, including handshake and notification failures.",
+      (x) => x.failedTransfers,
+    );
+    const info = { ...cacheInfo, engine: "0" };
+    scrapedGauge(r, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", Object.keys(info), () => [
+      [info, 1],
+    ]);
   }
 
   observeTtft(seconds: number): void {

@@ -14,6 +14,7 @@ import { chatPrompt, decode, encode } from "../tokenizer.js";
 import { Completion } from "./answers.js";
 import type { WorkerEngine } from "./engine.js";
 import type { WorkerMetrics } from "./metrics.js";
+import type { NixlHandshake } from "./handshake.js";
 import {
   bad,
   chatMessages,
@@ -38,6 +39,8 @@ export interface WorkerApi extends CompletionLimits {
   metrics: WorkerMetrics;
   /** The root of the block-hash chain (llm-d's scheme, as the router's precise mode). */
   root: Hash64;
+  /** The engine's version (GET /version) and the check of a prefill engine before a pull from it. */
+  handshake: NixlHandshake;
   /** Unix seconds the worker started (/v1/models). */
   created: number;
 }
@@ -51,6 +54,7 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
   async function completions({ req, res }: WorkerExchange, chat: boolean): Promise<void> {
     const request = readCompletion(await jsonBody(req), chat, api);
     const { tokens, kind, outputTokens } = request;
+    if (request.remote) await api.handshake.check(request.remote);
     const reqNo = nextReq++;
     const header = req.headers["x-request-id"];
     const base = typeof header === "string" && header !== "" ? header : randomUUID().replace(/-/g, "");
@@ -130,6 +134,7 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
         res.end();
       },
     })
+    .on("/version", { GET: ({ res }) => sendJson(res, 200, { version: api.handshake.version }) })
     .on("/v1/models", {
       GET: ({ res }) =>
         sendJson(res, 200, {
