@@ -17,6 +17,7 @@
 //   connections.ts      the client-connection limit (short of the fd limit): past it, 503 and close
 //   inference.ts        an inference request from body to answer, its log line and metrics
 //   remote-path.ts      the worker calls: prefill → decode (NixlConnector), the decode call, streaming
+//   abandoned.ts        a client gone after its prefill: the handoff released through the decode worker
 //   stream-relay.ts     a decode stream relayed to the client; what an answer's usage tells the request
 //   cached-tokens.ts    the remote path's client usage: the prefill worker's cached tokens, not the decode's
 //   admin.ts            /admin/*
@@ -58,6 +59,7 @@ import { Routing } from "./proxy/routing.js";
 import { Sessions } from "./proxy/sessions.js";
 import { ClientKeys } from "./proxy/client-keys.js";
 import { Demand } from "./proxy/demand.js";
+import { AbandonedPrefills } from "./proxy/abandoned.js";
 
 export interface ProxyOptions {
   /** The compiled core (default: build/core.wasm via the Node entry). */
@@ -163,6 +165,7 @@ class ServeProxy {
       this.admission,
       evidence,
       demand,
+      new AbandonedPrefills(config, registry, this.agents, metrics, log),
     );
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
     this.routes

@@ -18,6 +18,7 @@ import { outOfDescriptors, type Admission } from "./admission.js";
 import { askedOptions, askForUsage } from "./stream-usage.js";
 import type { CacheEvidence } from "./cache-evidence.js";
 import type { Demand } from "./demand.js";
+import type { AbandonedPrefills } from "./abandoned.js";
 
 /** The duration histogram's labels, one object per endpoint rather than one per request. */
 const DURATION_LABELS: Record<Endpoint, { endpoint: string }> = {
@@ -44,6 +45,8 @@ export class Inference {
     private readonly evidence: CacheEvidence | null = null,
     /** The autoscaler's signals: a routed prompt's tokens queued until its prefill begins. */
     private readonly demand: Demand | null = null,
+    /** A client that left after its prefill: the handoff released through the decode worker. */
+    private readonly abandoned: AbandonedPrefills | null = null,
   ) {}
 
   /**
@@ -118,7 +121,10 @@ export class Inference {
       record.predicted_cached_tokens = ctx.predictedTokens = d.features.isl - d.features.effP;
       try {
         const p = await this.calls.prefillWithRetry(ctx, endpoint, prefillWorker, body, d.features.effP);
-        if (ctx.clientGone) return;
+        if (ctx.clientGone) {
+          if (p) void this.abandoned?.release(ctx, decodePlace.worker, p.kvParams);
+          return;
+        }
         if (p === null) {
           // every prefill worker was full: local prefill on the decode worker (counted in dolphin_worker_full_total)
           this.metrics.fallbacks.inc();

@@ -51,6 +51,8 @@ interface Cut {
   streaming: boolean;
   /** Why the call was cut, for the client's error. */
   reason: string | null;
+  /** A prefill whose answer has begun: the client leaving no longer cuts it (its handoff is released instead). */
+  answered: boolean;
 }
 
 export class WorkerCalls {
@@ -100,9 +102,10 @@ export class WorkerCalls {
     w: WorkerState,
     path: string,
     body: Buffer | string,
+    keepAnswer = false,
   ): Promise<{ res: IncomingMessage; cut: Cut; done: () => void }> {
     const t = this.config.timeouts;
-    const cut: Cut = { request: null, streaming: false, reason: null };
+    const cut: Cut = { request: null, streaming: false, reason: null, answered: false };
     const set = this.inProgress.get(w.spec.id) ?? new Set<Cut>();
     this.inProgress.set(w.spec.id, set);
     set.add(cut);
@@ -122,7 +125,10 @@ export class WorkerCalls {
         onRequest: (r) => {
           cut.request = r;
           if (cut.reason !== null) r.destroy(abortError());
-          ctx.abort.onAbort(() => void r.destroy(abortError()));
+          // keepAnswer (a prefill): once its headers are in, the engine has finished and pinned the prompt's blocks
+          // for the handoff; the answer is read to its end, so that the handoff can be released (abandoned.ts)
+          if (keepAnswer) r.once("response", () => (cut.answered = true));
+          ctx.abort.onAbort(() => void (cut.answered || r.destroy(abortError())));
         },
       });
       return { res, cut, done };
@@ -229,7 +235,7 @@ export class WorkerCalls {
     const t = this.config.timeouts;
     try {
       if (!w?.healthy) throw new UpstreamError("connect", `prefill worker ${id} left rotation`);
-      const { res, cut, done } = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], JSON.stringify(prefillBody));
+      const { res, cut, done } = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], JSON.stringify(prefillBody), true);
       let buf: Buffer;
       try {
         buf = await readUpstream(res, t.request_ms);

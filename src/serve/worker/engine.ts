@@ -21,7 +21,10 @@ import type { WorkerRole } from "../config-workers.js";
 import { urlHost } from "../http-toolkit.js";
 import type { Completion } from "./answers.js";
 import type { KvEventPublisher } from "./kv-events.js";
-import type { RemoteSource } from "./requests.js";
+import { transferKind, type RemoteSource } from "./requests.js";
+
+/** Remote requests remembered as released (a decode request's abort after its pull must not tell twice). */
+const MAX_RELEASED_KEPT = 4096;
 
 export interface EngineOptions {
   role: WorkerRole;
@@ -70,6 +73,8 @@ export class WorkerEngine {
   private readonly byReq = new Map<SimRequest, Completion>();
   private readonly pins = new Map<string, Pin>();
   private readonly pendingReleases = new Set<Promise<void>>();
+  /** The remote requests whose prefill worker was told to release (the latest MAX_RELEASED_KEPT). */
+  private readonly released = new Set<string>();
   private readonly t0 = performance.now();
   private timer: NodeJS.Timeout | null = null;
   private linkFreeAt = 0;
@@ -107,10 +112,39 @@ export class WorkerEngine {
     if (!c.rejected) this.counters.promptTokens += c.tokens.length;
   }
 
-  /** The client went away: as vLLM, the request is aborted and its KV released at the next step boundary. */
+  /**
+   * The client went away: as vLLM, the request is aborted and its KV released at the next step boundary. A decode
+   * request aborted before its pull ended tells the prefill worker to release its blocks now (vLLM 0.32's
+   * NixlConnector request_finished frees them from the decode side), not at its pin timeout.
+   */
   abort(c: Completion): void {
     this.counters.aborted++;
     if (c.job) this.atNow(() => this.inst.abort(c.job!));
+    if (c.remote) this.releaseRemote(c.remote);
+  }
+
+  /**
+   * A decode request refused before admission (an error answer from the serving layer, e.g. an unknown model): the
+   * prefill worker it would have pulled from is told to release its blocks, as vLLM 0.32's serving layer does
+   * (_with_kv_transfer_rejection_cleanup → notify_kv_transfer_request_rejected).
+   */
+  releaseRejected(kvTransferParams: unknown): void {
+    let remote: RemoteSource | null = null;
+    try {
+      remote = transferKind(kvTransferParams).remote;
+    } catch {
+      return; // params the worker cannot read name no blocks to release
+    }
+    if (remote) this.releaseRemote(remote);
+  }
+
+  /** Tells the prefill worker once per request that its blocks may go. */
+  private releaseRemote(remote: RemoteSource): void {
+    const key = `${remote.host}:${remote.port}/${remote.requestId}`;
+    if (this.released.has(key)) return;
+    this.released.add(key);
+    if (this.released.size > MAX_RELEASED_KEPT) this.released.delete(this.released.values().next().value!);
+    this.tellReleased(remote);
   }
 
   /** Releases the blocks a prefill pinned for `requestId`; false when none are pinned. */
@@ -282,7 +316,7 @@ export class WorkerEngine {
         queue.schedule(end, Priority.transfer, () => {
           inst.kvArrived(job);
           kv.blocksDone(job.ids);
-          if (c?.remote) this.tellReleased(c.remote);
+          if (c?.remote) this.releaseRemote(c.remote);
         });
       },
       firstToken: (_inst, job, timeMs) => {

@@ -52,7 +52,14 @@ export function workerRoutes(api: WorkerApi): RouteTable<WorkerExchange> {
     jsonObject(await readBody(req, MAX_BODY_BYTES, VLLM_ERRORS));
 
   async function completions({ req, res }: WorkerExchange, chat: boolean): Promise<void> {
-    const request = readCompletion(await jsonBody(req), chat, api);
+    const body = await jsonBody(req);
+    let request: ReturnType<typeof readCompletion>;
+    try {
+      request = readCompletion(body, chat, api);
+    } catch (e) {
+      engine.releaseRejected(body["kv_transfer_params"]);
+      throw e;
+    }
     const { tokens, kind, outputTokens } = request;
     if (request.remote) await api.handshake.check(request.remote);
     const reqNo = nextReq++;

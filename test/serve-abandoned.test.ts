@@ -1,0 +1,135 @@
+// A client that leaves after its prefill, in front of emulated workers (`dolphin worker` processes) on loopback: the
+// prefill worker's pinned blocks are released at once (not at its 30 s pin timeout) whether the client left once the
+// prefill had answered (the proxy sends the decode worker the handoff to refuse) or during the decode call before the
+// KV was pulled (the decode worker's abort tells the prefill worker), and no decode is run for a client gone.
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import type { RunningProxy } from "../src/serve/proxy.js";
+import {
+  cleanUp,
+  closers,
+  metric,
+  MODEL,
+  proxy,
+  sleep,
+  workerProcess,
+  type WorkerProcess,
+} from "./serve-fault-tools.js";
+
+afterEach(cleanUp);
+
+async function workerMetric(w: WorkerProcess, name: string): Promise<number> {
+  const text = await (await fetch(`${w.url}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(name));
+  return Number(line?.split(" ").at(-1) ?? NaN);
+}
+
+/** Polls a worker's metric until `ok` (at most 5 s: the prefill worker's pins time out after 30 s). */
+async function workerMetricReaches(w: WorkerProcess, name: string, ok: (v: number) => boolean): Promise<void> {
+  let v = NaN;
+  const end = Date.now() + 5_000;
+  while (!ok((v = await workerMetric(w, name)))) {
+    if (Date.now() > end) throw new Error(`${name} stayed at ${v}`);
+    await sleep(20);
+  }
+}
+
+/**
+ * A relay in front of `to`: passes every call on, but holds back the second half of a prefill's answer (headers and
+ * the first half sent) until `release` is called; `answerBegan` resolves when the first half went out.
+ */
+async function holdingRelay(to: string) {
+  let began!: () => void;
+  const answerBegan = new Promise<void>((r) => (began = r));
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", async () => {
+      const body = Buffer.concat(chunks);
+      const answer = await fetch(`${to}${req.url}`, {
+        method: req.method ?? "GET",
+        headers: { "content-type": "application/json" },
+        ...(req.method === "POST" ? { body } : {}),
+      });
+      const bytes = Buffer.from(await answer.arrayBuffer());
+      res.writeHead(answer.status, { "content-type": "application/json", "content-length": bytes.length });
+      if (!body.includes('"do_remote_decode":true')) return res.end(bytes);
+      res.write(bytes.subarray(0, bytes.length >> 1));
+      began();
+      await released;
+      res.end(bytes.subarray(bytes.length >> 1));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  closers.push(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, answerBegan, release };
+}
+
+/** A request its client may abort: the controller, and the answer (the error once aborted). */
+function leavingClient(p: RunningProxy): { client: AbortController; answer: Promise<Response | Error> } {
+  const client = new AbortController();
+  const answer = fetch(`${p.url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+    signal: client.signal,
+  }).catch((e: Error) => e);
+  return { client, answer };
+}
+
+const body = JSON.stringify({ model: MODEL, prompt: `${"a prompt to prefill ".repeat(40)}`, max_tokens: 8 });
+
+describe("dolphin serve: a client that leaves after its prefill", () => {
+  it("releases the prefill worker's blocks through the decode worker when the client left after the prefill answered", async () => {
+    const pf = await workerProcess("prefill", "p0", 1); // pins time out after 30 s
+    const d = await workerProcess("decode", "d0", 1);
+    const relay = await holdingRelay(pf.url);
+    const p = await proxy(
+      [
+        { id: "p0", url: relay.url, role: "prefill" },
+        { id: "d0", url: d.url, role: "decode" },
+      ],
+      { table: "always-remote" },
+    );
+    const { client, answer } = leavingClient(p);
+    await relay.answerBegan;
+    expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
+    client.abort();
+    expect(await answer).toBeInstanceOf(Error);
+    await sleep(50); // the proxy has seen the client go
+    relay.release();
+    await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
+    expect(await metric(p, 'dolphin_abandoned_prefills_total{outcome="released"}')).toBe(1);
+    // the decode worker refused the handoff: it decoded nothing, pulled nothing
+    expect(await workerMetric(d, "vllm:prompt_tokens_total")).toBe(0);
+    expect(await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')).toBe(1);
+  });
+
+  it("releases them through the decode worker's abort when the client left during the decode call, before the pull", async () => {
+    const pf = await workerProcess("prefill", "p0", 1);
+    const d = await workerProcess("decode", "d0", 0.0001); // its pull takes minutes
+    const p = await proxy(
+      [
+        { id: "p0", url: pf.url, role: "prefill" },
+        { id: "d0", url: d.url, role: "decode" },
+      ],
+      { table: "always-remote" },
+    );
+    const { client, answer } = leavingClient(p);
+    await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 1); // the handoff is made
+    await workerMetricReaches(d, "vllm:num_requests_running", (v) => v === 1); // the decode worker is pulling
+    client.abort();
+    expect(await answer).toBeInstanceOf(Error);
+    await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
+    expect(await metric(p, "dolphin_abandoned_prefills_total")).toBe(0); // nothing for the proxy to release
+  });
+});
