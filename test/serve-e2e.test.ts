@@ -2,11 +2,11 @@
 // over ZMQ), and `dolphin serve --emulate` as a separate process.
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PRESETS } from "../src/sim/model-presets.js";
-import { startEmulated, type Emulated } from "../src/serve/emulate.js";
+import type { Emulated } from "../src/serve/emulate.js";
 import { startProxy } from "../src/serve/proxy.js";
 import type { ServeConfigInput } from "../src/serve/config.js";
 import { coreModule } from "./helpers.js";
+import { emulated1P2D } from "./serve-fault-tools.js";
 
 const longPrompt = (topic: string) => `Summarize everything you know about ${topic}. `.repeat(120);
 
@@ -53,14 +53,7 @@ let tokenizerUrl = "";
 describe("proxy + emulated workers (in process)", () => {
   let e: Emulated;
   beforeAll(async () => {
-    e = await startEmulated({
-      split: "1P2D",
-      port: 0,
-      preset: PRESETS["h100-8b"],
-      timeScale: 50,
-      module: coreModule("release"),
-      log: () => {},
-    });
+    e = await emulated1P2D();
     tokenizerUrl = e.workers.find((w) => w.role === "decode")!.url;
   });
   afterAll(async () => e?.close());

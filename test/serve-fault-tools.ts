@@ -8,6 +8,8 @@ import { spawn } from "node:child_process";
 import type { ServeConfigInput } from "../src/serve/config.js";
 import type { WorkerConfig } from "../src/serve/config-workers.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
+import { startEmulated, type Emulated } from "../src/serve/emulate.js";
+import { PRESETS } from "../src/sim/model-presets.js";
 import { coreModule } from "./helpers.js";
 
 export const MODEL = "test-model";
@@ -206,4 +208,16 @@ export async function waitUntil(check: () => boolean, timeoutMs: number): Promis
     if (Date.now() > end) throw new Error("timed out");
     await sleep(20);
   }
+}
+
+/** A 1P2D cluster of in-process emulated workers (KV events over ZMQ, 50× time) and its precise-mode proxy. */
+export function emulated1P2D(): Promise<Emulated> {
+  return startEmulated({
+    split: "1P2D",
+    port: 0,
+    preset: PRESETS["h100-8b"],
+    timeScale: 50,
+    module: coreModule("release"),
+    log: () => {},
+  });
 }

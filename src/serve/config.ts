@@ -33,6 +33,8 @@ export interface ServeConfig {
   model: string;
   /** A table file (msgpack; a relative path is resolved against the config file's directory) or a rule kind name. */
   table: string;
+  /** A table file is read again when it changes, checked this often (0: never; proxy/table-watch.ts). */
+  table_reload_s: number;
   mode: ServeMode;
   /** Tokens per block: must equal the engines' --block-size in precise mode. */
   block_size: number;
@@ -155,6 +157,7 @@ export type ServeConfigInput = { model: string } & {
 export const DEFAULTS = {
   listen: { host: "127.0.0.1", port: 8000 },
   table: "dynamo-isl",
+  table_reload_s: 0,
   mode: "approximate" as ServeMode,
   block_size: 16,
   capacity_blocks: 31_250,
@@ -228,6 +231,7 @@ const TOP_KEYS = [
   "listen",
   "model",
   "table",
+  "table_reload_s",
   "mode",
   "block_size",
   "capacity_blocks",
@@ -321,6 +325,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     },
     model: string(o["model"], "model"),
     table: tableSpec(o["table"], baseDir),
+    table_reload_s: number(o["table_reload_s"], "table_reload_s", D.table_reload_s, { min: 0, max: 3600 }),
     mode: oneOf(o["mode"], "mode", ["precise", "approximate"] as const, D.mode),
     block_size: number(o["block_size"], "block_size", D.block_size, { min: 1, max: 4096, integer: true }),
     capacity_blocks: number(o["capacity_blocks"], "capacity_blocks", D.capacity_blocks, { min: 1, integer: true }),
@@ -427,6 +432,8 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
       `must not exceed drift.mix_psi_alarm (${config.drift.mix_psi_alarm}), got ${config.drift.mix_psi_clear}`,
     );
 
+  if (config.table_reload_s > 0 && (POLICY_KINDS as readonly string[]).includes(config.table))
+    throw new ConfigError("table_reload_s", `needs a table file, not the rule "${config.table}"`);
   if (config.heartbeat.expiry_s <= config.heartbeat.interval_s) {
     throw new ConfigError(
       "heartbeat.expiry_s",

@@ -60,6 +60,7 @@ import { Sessions } from "./proxy/sessions.js";
 import { ClientKeys } from "./proxy/client-keys.js";
 import { Demand } from "./proxy/demand.js";
 import { AbandonedPrefills } from "./proxy/abandoned.js";
+import { TableWatch } from "./proxy/table-watch.js";
 
 export interface ProxyOptions {
   /** The compiled core (default: build/core.wasm via the Node entry). */
@@ -101,6 +102,8 @@ class ServeProxy {
   /** Client keys (auth.keys_file), null when anyone may call. */
   private readonly keys: ClientKeys | null;
   private readonly demand: Demand;
+  /** table_reload_s: the table file read again when it changes. */
+  private readonly tableWatch: TableWatch | null;
 
   constructor(
     private readonly config: ServeConfig,
@@ -168,6 +171,8 @@ class ServeProxy {
       new AbandonedPrefills(config, registry, this.agents, metrics, log),
     );
     const admin = new AdminApi(config, router, registry, kv, decisions, metrics, log, tableBytes);
+    this.tableWatch =
+      config.table_reload_s > 0 ? new TableWatch(config, (b) => admin.swapTable(b, "file"), metrics, log) : null;
     this.routes
       .on(ENDPOINT_PATHS.chat, { POST: (c) => this.inference.handle(c, "chat") })
       .on(ENDPOINT_PATHS.completions, { POST: (c) => this.inference.handle(c, "completions") })
@@ -198,6 +203,7 @@ class ServeProxy {
     const { config, registry, metrics } = this;
     this.keys?.watch();
     this.demand.start();
+    this.tableWatch?.start();
     every(Math.max(10, Math.min(1000, (config.heartbeat.expiry_s * 1000) / 4)), () =>
       expireWorkers(registry, config, metrics),
     );
@@ -229,6 +235,7 @@ class ServeProxy {
     for (const t of this.timers) clearInterval(t);
     this.keys?.close();
     this.demand.close();
+    this.tableWatch?.close();
     this.registry.close();
     this.agents.http.destroy();
     this.agents.https.destroy();

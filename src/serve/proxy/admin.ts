@@ -97,20 +97,30 @@ export class AdminApi {
 
   private async putTable(ctx: RequestContext): Promise<void> {
     const bytes = await this.readBody(ctx);
-    const previous = this.router.table;
     try {
-      this.router.setTable(new Uint8Array(bytes)); // synchronous: requests already routed finish on the old table
+      this.swapTable(new Uint8Array(bytes), "put");
     } catch (e) {
       throw new HttpError(400, `table rejected: ${(e as Error).message}`, "invalid_request_error", "invalid_table");
     }
-    this.tableBytes = new Uint8Array(bytes);
+    const t = this.router.table;
+    sendJson(ctx.res, 200, { kind: t.kind, checksum: t.checksum, description: describeTable(t) });
+  }
+
+  /**
+   * Puts a table in force (PUT /admin/table, or the table file read again: table-watch.ts); a table the core rejects
+   * throws and leaves the current one in place.
+   */
+  swapTable(bytes: Uint8Array, via: "put" | "file"): void {
+    const previous = this.router.table;
+    this.router.setTable(bytes); // synchronous: requests already routed finish on the old table
+    this.tableBytes = bytes;
     const t = this.router.table;
     this.metrics.tableSwaps.inc();
     this.log.log("info", "table swapped", {
+      via,
       from: { kind: previous.kind, checksum: previous.checksum },
       to: { kind: t.kind, checksum: t.checksum },
     });
-    sendJson(ctx.res, 200, { kind: t.kind, checksum: t.checksum, description: describeTable(t) });
   }
 
   private getDecisions(ctx: RequestContext): void {

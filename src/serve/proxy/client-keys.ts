@@ -12,8 +12,9 @@
 // charged as they become known, so a bucket may go into debt; a key in debt is refused until the debt is paid back.
 
 import { createHash, timingSafeEqual } from "node:crypto";
-import { readFile, stat } from "node:fs/promises";
-import { readFileSync, statSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { fileStamp, fileStampSync } from "../file-stamp.js";
 import type { AuthConfig } from "../config-auth.js";
 import { ConfigError, number, object, onlyKeys, string } from "../config-values.js";
 import { HttpError } from "../http-toolkit.js";
@@ -174,7 +175,7 @@ export class ClientKeys {
     let text: string;
     try {
       text = readFileSync(path, "utf8");
-      this.fileStamp = stampOf(statSync(path));
+      this.fileStamp = fileStampSync(path);
     } catch (e) {
       throw new ConfigError("auth.keys_file", `cannot read ${path}: ${(e as Error).message}`);
     }
@@ -195,7 +196,7 @@ export class ClientKeys {
   async reload(): Promise<boolean> {
     const path = this.config.keys_file;
     try {
-      const stamp = stampOf(await stat(path));
+      const stamp = await fileStamp(path);
       if (stamp === this.fileStamp) return false;
       const keys = parseKeysFile(await readFile(path, "utf8"), path);
       this.fileStamp = stamp;
@@ -292,8 +293,4 @@ function rateBucket(old: Bucket | null, rate: number, capacity: number): Bucket 
   old.capacity = capacity;
   old.level = Math.min(old.level, capacity);
   return old;
-}
-
-function stampOf(s: { mtimeMs: number; size: number; ino: number }): string {
-  return `${s.mtimeMs}:${s.size}:${s.ino}`;
 }

@@ -141,7 +141,10 @@ export class ProxyMetrics {
     "dolphin_ejections_skipped_total",
     "Ejections not made because outlier.max_ejected_share of the role was out already",
   );
-  readonly tableSwaps = this.counter("dolphin_table_swaps_total", "Routing tables swapped in via PUT /admin/table");
+  readonly tableSwaps = this.counter(
+    "dolphin_table_swaps_total",
+    "Routing tables swapped in via PUT /admin/table or a read of the changed table file (table_reload_s)",
+  );
   readonly indexClears = this.counter(
     "dolphin_index_clears_total",
     "Approximate mode: periodic clears of the whole index",
