@@ -9,7 +9,10 @@
 // (vLLM keeps the last buffer_steps batches, 10,000 by default): on subscribe, after a sequence gap, after the
 // engine restarted (its sequence started over: the worker's index is reset first) and when the worker comes back
 // into rotation. Live batches that arrive meanwhile wait and are applied after, those the replay already gave
-// skipped.
+// skipped. Missed batches that cannot be had again (no replay socket, a replay that fails, or one whose oldest
+// buffered batch is past the gap) leave the index wrong in ways nothing repairs (a missed BlockRemoved keeps a
+// block the engine evicted): the worker's index is reset and starts over from the next batch, logged and counted
+// (dolphin_kv_index_resets_total). So is a restarted engine's.
 
 import { decodeEventBatch, type EventBatch } from "../../router/kv-events.js";
 import type { Router } from "../../router/router.js";
@@ -27,6 +30,7 @@ const MAX_PENDING_BATCHES = 20_000;
 const EMPTY = Buffer.alloc(0);
 
 export type ReplayReason = "subscribe" | "gap" | "restart" | "back";
+export type IndexResetCause = "restart" | "gap_unreplayable" | "replay_partial" | "replay_failed";
 
 /** Every worker's KV events into the index: its ZMQ subscription (precise mode), and the batches POSTed to admin. */
 export class KvEventFeed implements WorkerSubscriptions {
@@ -105,14 +109,10 @@ export class KvEventFeed implements WorkerSubscriptions {
       if (seq <= w.lastSeq) {
         // the engine's sequence started over: it restarted, and its cache with it
         this.metrics.kvEngineRestarts.inc({ worker });
-        this.log.log("warn", "KV event sequence started over (engine restarted): index reset", {
-          worker,
+        this.resetIndex(w, "restart", "KV event sequence started over (engine restarted): index reset", {
           last: String(w.lastSeq),
           now: String(seq),
         });
-        this.router.index.clear(worker);
-        w.ingest.reset();
-        w.lastSeq = null;
         if (replays && seq > 0n) {
           // batches the restarted engine sent before this one were missed: all it buffers, then this one
           w.replayPending = [frames];
@@ -132,6 +132,10 @@ export class KvEventFeed implements WorkerSubscriptions {
           void this.replay(w, w.lastSeq + 1n, "gap");
           return;
         }
+        this.resetIndex(w, "gap_unreplayable", "KV event batches missed and no replay socket: index reset", {
+          from: String(w.lastSeq + 1n),
+          to: String(seq - 1n),
+        });
       }
     }
     this.applyFrames(w, frames, seq);
@@ -178,6 +182,12 @@ export class KvEventFeed implements WorkerSubscriptions {
         if (!seqFrame || seqFrame.length !== 8) throw new Error(`unexpected replay frames (${frames.length})`);
         if (seqFrame.readBigInt64BE(0) === -1n) break; // the end marker
         const seq = seqFrame.readBigUInt64BE(0);
+        if (first === null && reason === "gap" && seq > from)
+          // the engine no longer buffers the first missed batches: what they said is lost
+          this.resetIndex(w, "replay_partial", "KV event batches missed beyond the replay buffer: index reset", {
+            from: String(from),
+            oldest_buffered: String(seq),
+          });
         first ??= seq;
         batches++;
         this.applyFrames(w, frames, seq);
@@ -186,6 +196,10 @@ export class KvEventFeed implements WorkerSubscriptions {
     } catch (e) {
       outcome = "failed";
       this.log.log("warn", "KV event replay failed", { worker, endpoint, reason, error: (e as Error).message });
+      if (reason === "gap" && !this.closed && !w.removed)
+        this.resetIndex(w, "replay_failed", "KV event batches missed and their replay failed: index reset", {
+          from: String(from),
+        });
     } finally {
       dealer.close();
       this.metrics.kvReplays.inc({ worker, reason, outcome });
@@ -206,6 +220,19 @@ export class KvEventFeed implements WorkerSubscriptions {
         this.onZmqMessage(w, frames);
       }
     }
+  }
+
+  /**
+   * Forgets what the index holds for the worker (its next batch starts it over, without a gap), counted by cause in
+   * dolphin_kv_index_resets_total and logged.
+   */
+  private resetIndex(w: WorkerState, cause: IndexResetCause, msg: string, fields: Record<string, unknown>): void {
+    const worker = w.spec.id;
+    if (w.healthy) this.router.index.clear(worker);
+    w.ingest.reset();
+    w.lastSeq = null;
+    this.metrics.kvIndexResets.inc({ cause, worker });
+    this.log.log("warn", msg, { worker, ...fields });
   }
 
   /** Applies one batch from `source` (zmq or http) to the index, counted; nothing for a worker out of rotation. */

@@ -107,6 +107,11 @@ export class ProxyMetrics {
     "Precise mode: blocks stored in a worker's index because its answer reported more cached tokens than the index predicted (events it never saw)",
     ["worker"],
   );
+  readonly kvIndexResets = this.counter(
+    "dolphin_kv_index_resets_total",
+    "Workers' indexes reset because KV events were lost for good, by cause (restart: the engine's sequence started over; gap_unreplayable: batches missed without a replay socket; replay_partial: the oldest missed batches no longer buffered; replay_failed)",
+    ["cause", "worker"],
+  );
   readonly kvEngineRestarts = this.counter(
     "dolphin_kv_engine_restarts_total",
     "Workers whose event sequence started over (an engine restart): their index was reset",
