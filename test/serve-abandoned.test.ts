@@ -25,6 +25,14 @@ async function workerMetric(w: WorkerProcess, name: string): Promise<number> {
   return Number(line?.split(" ").at(-1) ?? NaN);
 }
 
+async function until(check: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + 5_000;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error("timed out");
+    await sleep(20);
+  }
+}
+
 /** Polls a worker's metric until `ok` (at most 5 s: the prefill worker's pins time out after 30 s). */
 async function workerMetricReaches(w: WorkerProcess, name: string, ok: (v: number) => boolean): Promise<void> {
   let v = NaN;
@@ -105,7 +113,11 @@ describe("dolphin serve: a client that leaves after its prefill", () => {
     expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
     client.abort();
     expect(await answer).toBeInstanceOf(Error);
-    await sleep(50); // the proxy has seen the client go
+    // the proxy has seen the client go (its request counted 499) before the prefill's answer ends
+    await until(
+      async () =>
+        (await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')) === 1,
+    );
     relay.release();
     await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
     expect(await metric(p, 'dolphin_abandoned_prefills_total{outcome="released"}')).toBe(1);

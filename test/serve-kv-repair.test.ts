@@ -108,6 +108,7 @@ describe("dolphin serve: lost KV events", () => {
     const p = await proxyOn(w, relay.endpoint, true);
     const ref = await proxyOn(w, w.kvEventsEndpoint!, true);
     const blocks = (x: RunningProxy) => x.router.index.count("w0");
+    await sleep(300); // the subscriptions connected (a PUB socket drops what it sends before: ZMQ's slow joiner)
     await complete(ref, 0);
     await until(() => blocks(p) === 6 && blocks(ref) === 6, "the first request's blocks");
     relay.dropping = true;
@@ -132,6 +133,7 @@ describe("dolphin serve: lost KV events", () => {
     const relay = await lossyRelay(w.kvEventsEndpoint!);
     const p = await proxyOn(w, relay.endpoint, true);
     const blocks = () => p.router.index.count("w0");
+    await sleep(300); // the subscriptions connected (a PUB socket drops what it sends before: ZMQ's slow joiner)
     await complete(p, 0);
     await until(() => blocks() === 6, "the first request's blocks");
     relay.dropping = true;
@@ -153,6 +155,7 @@ describe("dolphin serve: lost KV events", () => {
     const relay = await lossyRelay(w.kvEventsEndpoint!);
     const p = await proxyOn(w, relay.endpoint, false);
     const blocks = () => p.router.index.count("w0");
+    await sleep(300); // the subscriptions connected (a PUB socket drops what it sends before: ZMQ's slow joiner)
     await complete(p, 0);
     await until(() => blocks() === 6, "the first request's blocks");
     relay.dropping = true;
@@ -173,6 +176,7 @@ describe("dolphin serve: lost KV events", () => {
     const ports = { http: first.port, pub: port(first.kvEventsEndpoint), replay: port(first.kvEventsReplayEndpoint) };
     const p = await proxyOn(first, first.kvEventsEndpoint!, true);
     const blocks = () => p.router.index.count("w0");
+    await sleep(300); // the subscriptions connected (a PUB socket drops what it sends before: ZMQ's slow joiner)
     // ten batches or so: the new engine's sequence, started over, stays below the last one seen until the proxy's
     // subscription has reconnected (past it, a restart would look like a gap)
     for (let i = 0; i < 10; i++) await complete(p, i);
