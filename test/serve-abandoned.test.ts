@@ -9,10 +9,12 @@ import type { RunningProxy } from "../src/serve/proxy.js";
 import {
   cleanUp,
   closers,
+  json,
   metric,
   MODEL,
   proxy,
   sleep,
+  startFake,
   workerProcess,
   type WorkerProcess,
 } from "./serve-fault-tools.js";
@@ -120,7 +122,7 @@ describe("dolphin serve: a client that leaves after its prefill", () => {
     );
     relay.release();
     await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
-    expect(await metric(p, 'dolphin_abandoned_prefills_total{outcome="released"}')).toBe(1);
+    expect(await metric(p, 'dolphin_abandoned_prefills_total{cause="client_gone",outcome="released"}')).toBe(1);
     // the decode worker refused the handoff: it decoded nothing, pulled nothing
     expect(await workerMetric(d, "vllm:prompt_tokens_total")).toBe(0);
     expect(await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')).toBe(1);
@@ -143,5 +145,31 @@ describe("dolphin serve: a client that leaves after its prefill", () => {
     expect(await answer).toBeInstanceOf(Error);
     await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
     expect(await metric(p, "dolphin_abandoned_prefills_total")).toBe(0); // nothing for the proxy to release
+  });
+
+  it("releases them through the retry's decode worker when the first decode worker failed before the pull", async () => {
+    const pf = await workerProcess("prefill", "p0", 1);
+    const failing = await startFake((req, _body, res) =>
+      req.url === "/health" ? json(res, 200, {}) : json(res, 500, { error: "engine dead" }),
+    );
+    const d1 = await workerProcess("decode", "d1", 1);
+    const p = await proxy(
+      [
+        { id: "p0", url: pf.url, role: "prefill" },
+        { id: "d0", url: failing.url, role: "decode" }, // chosen first: the lower index at a tie
+        { id: "d1", url: d1.url, role: "decode" },
+      ],
+      { table: "always-remote" },
+    );
+    const r = await fetch(`${p.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.get("x-dolphin-route")).toBe("fallback");
+    expect(r.headers.get("x-dolphin-decode-worker")).toBe("d1");
+    await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
+    expect(await metric(p, 'dolphin_abandoned_prefills_total{cause="decode_retried",outcome="released"}')).toBe(1);
   });
 });

@@ -6,7 +6,8 @@
 // (_with_kv_transfer_rejection_cleanup → notify_kv_transfer_request_rejected), whose request_finished on the decode
 // side, with do_remote_prefill still set, notifies the prefill engine that its blocks may go. So the proxy sends the
 // decode worker the handoff with a model no engine serves: a 404, no scheduling, no KV pulled, the blocks released.
-// docs/serving.md "A client that leaves".
+// The same goes for a handoff whose decode call failed and was retried on another decode worker (which prefilled
+// locally): the other worker is sent the release. docs/serving.md "A client that leaves".
 
 import type { ServeConfig } from "../config.js";
 import { Counter } from "../prometheus.js";
@@ -31,14 +32,19 @@ export class AbandonedPrefills {
   ) {
     this.released = new Counter({
       name: "dolphin_abandoned_prefills_total",
-      help: "Remote prefills whose client left before the decode call: their handoff sent to the decode worker to be refused, so that the prefill engine frees its blocks, by outcome (released: refused as asked; failed)",
-      labelNames: ["outcome"],
+      help: "Remote prefills whose handoff no decode call pulled (cause client_gone: the client left before it; decode_retried: the decode was retried elsewhere with a local prefill), sent to a decode worker to be refused so that the prefill engine frees its blocks, by outcome (released: refused as asked; failed)",
+      labelNames: ["cause", "outcome"],
       registers: [metrics.registry],
     });
   }
 
   /** Sends `decodeWorker` the handoff `kvParams` to refuse (see above); resolves when it answered, never throws. */
-  async release(ctx: RequestContext, decodeWorker: string, kvParams: Record<string, unknown>): Promise<void> {
+  async release(
+    ctx: RequestContext,
+    decodeWorker: string,
+    kvParams: Record<string, unknown>,
+    cause: "client_gone" | "decode_retried",
+  ): Promise<void> {
     const w = this.registry.get(decodeWorker);
     const t = this.config.timeouts;
     let outcome: "released" | "failed" = "failed";
@@ -60,11 +66,12 @@ export class AbandonedPrefills {
     } catch (e) {
       why = (e as Error).message;
     }
-    this.released.inc({ outcome });
+    this.released.inc({ cause, outcome });
     if (outcome === "failed")
       this.log.log("warn", "could not release an abandoned prefill's handoff", {
         id: ctx.id,
         worker: decodeWorker,
+        cause,
         error: why,
       });
     else this.log.log("debug", "abandoned prefill's handoff released", { id: ctx.id, worker: decodeWorker });

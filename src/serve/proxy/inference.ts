@@ -122,7 +122,7 @@ export class Inference {
       try {
         const p = await this.calls.prefillWithRetry(ctx, endpoint, prefillWorker, body, d.features.effP);
         if (ctx.clientGone) {
-          if (p) void this.abandoned?.release(ctx, decodePlace.worker, p.kvParams);
+          if (p) void this.abandoned?.release(ctx, decodePlace.worker, p.kvParams, "client_gone");
           return;
         }
         if (p === null) {
@@ -182,15 +182,21 @@ export class Inference {
           ? { ...body, stream_options: askedOptions(body), kv_transfer_params: kvParams }
           : { ...body, kv_transfer_params: kvParams },
       );
-    await this.calls.decode(
-      ctx,
-      endpoint,
-      decodePlace,
-      payload,
-      body["stream"] === true,
-      record.route === "remote" ? 0 : d.features.effD,
-      localBody ?? raw,
-    );
+    try {
+      await this.calls.decode(
+        ctx,
+        endpoint,
+        decodePlace,
+        payload,
+        body["stream"] === true,
+        record.route === "remote" ? 0 : d.features.effD,
+        localBody ?? raw,
+      );
+    } finally {
+      // retried on another decode worker, which prefilled locally: the handoff was never pulled
+      if (kvParams !== undefined && record.route === "fallback")
+        void this.abandoned?.release(ctx, record.decode_worker, kvParams as Record<string, unknown>, "decode_retried");
+    }
     if (ctx.completionTokens !== null) session.prevOutputTokens = ctx.completionTokens;
   }
 
