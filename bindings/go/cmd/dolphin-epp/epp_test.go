@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extproc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/vmihailenco/msgpack/v5"
 	"google.golang.org/grpc"
@@ -397,5 +398,39 @@ func TestApplyRemovesEndpoints(t *testing.T) {
 		if x := send(t, c, "/v1/completions", completion(seq(i, 3000)), nil); x.headers[DestinationHeader] != "10.0.0.2:8000" {
 			t.Fatalf("picked %q after .3 left the file", x.headers[DestinationHeader])
 		}
+	}
+}
+
+// Envoy in BUFFERED body mode (what fail-open needs): the headers are answered at once, empty, and the pick comes
+// with the body's answer, the body untouched.
+func TestExtProcBufferedMode(t *testing.T) {
+	p := newPool(t, "dynamo-isl", pdEndpoints)
+	c := serve(t, newPicker(p, 0))
+	s, err := c.Process(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdrs := &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":path", RawValue: []byte("/v1/completions")}}}
+	_ = s.Send(&extproc.ProcessingRequest{
+		Request:        &extproc.ProcessingRequest_RequestHeaders{RequestHeaders: &extproc.HttpHeaders{Headers: hdrs}},
+		ProtocolConfig: &extproc.ProtocolConfiguration{RequestBodyMode: extprocfilter.ProcessingMode_BUFFERED},
+	})
+	r, err := s.Recv()
+	if err != nil || r.GetRequestHeaders() == nil || r.GetRequestHeaders().GetResponse() != nil {
+		t.Fatalf("headers answer %v, %v", r, err)
+	}
+	_ = s.Send(&extproc.ProcessingRequest{Request: &extproc.ProcessingRequest_RequestBody{RequestBody: &extproc.HttpBody{
+		Body: []byte(completion(seq(0, 3000))), EndOfStream: true}}})
+	r, err = s.Recv()
+	if err != nil || r.GetRequestBody() == nil {
+		t.Fatalf("body answer %v, %v", r, err)
+	}
+	common := r.GetRequestBody().GetResponse()
+	got := map[string]string{}
+	for _, h := range common.GetHeaderMutation().GetSetHeaders() {
+		got[h.Header.Key] = string(h.Header.RawValue)
+	}
+	if got[PrefillerHeader] != "10.0.0.1:8000" || got[DestinationHeader] == "" || got["content-length"] != "" || common.GetBodyMutation() != nil || !common.ClearRouteCache {
+		t.Fatalf("body answer %+v", common)
 	}
 }

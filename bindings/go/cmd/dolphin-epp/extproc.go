@@ -5,7 +5,9 @@ package main
 // the destination endpoint (header x-gateway-destination-endpoint, and the same value as dynamic metadata
 // envoy.lb / x-gateway-destination-endpoint), the prefill endpoint in x-prefiller-host-port on the remote path
 // (llm-d's sidecar convention), the body's length, and route-cache clearing; then the body itself, unchanged, in
-// streamed chunks of at most 62,000 bytes (GIE's limit). No endpoint: an immediate 503; shedding: 429; a body that
+// streamed chunks of at most 62,000 bytes (GIE's limit). When Envoy says (protocol_config) that it buffers the body
+// instead (BUFFERED: the mode in which Envoy 1.40 honours failure_mode_allow), the headers are answered at once and
+// the pick comes with the body's answer. No endpoint: an immediate 503; shedding: 429; a body that
 // is not JSON: 400. A body-less request (a GET) goes to a decode endpoint at once. Response headers, when Envoy
 // sends them, end the request's prefill load; the stream's end ends the rest.
 
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extproc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
@@ -43,6 +46,7 @@ type Server struct {
 }
 
 type stream struct {
+	buffered bool // Envoy sends the body BUFFERED: headers are answered at once, the pick goes with the body's answer
 	path     string
 	body     []byte
 	subset   []string
@@ -69,6 +73,9 @@ func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 		if st.subset == nil {
 			st.subset = subsetHint(req)
 		}
+		if pc := req.GetProtocolConfig(); pc != nil {
+			st.buffered = pc.GetRequestBodyMode() == extprocfilter.ProcessingMode_BUFFERED
+		}
 		var out []*extproc.ProcessingResponse
 		switch v := req.Request.(type) {
 		case *extproc.ProcessingRequest_RequestHeaders:
@@ -79,6 +86,8 @@ func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 			}
 			if v.RequestHeaders.EndOfStream {
 				out = s.answer(srv.Context(), st, nil)
+			} else if st.buffered {
+				out = []*extproc.ProcessingResponse{{Response: &extproc.ProcessingResponse_RequestHeaders{RequestHeaders: &extproc.HeadersResponse{}}}}
 			}
 		case *extproc.ProcessingRequest_RequestBody:
 			st.body = append(st.body, v.RequestBody.Body...)
@@ -167,6 +176,15 @@ func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc
 	if body != nil {
 		set = append(set, header("content-length", strconv.Itoa(len(body))))
 		common.HeaderMutation.SetHeaders = set
+	}
+	if st.buffered && body != nil {
+		// the body was buffered and its headers already answered: the pick rides on the body's answer, the body
+		// itself unchanged
+		common.HeaderMutation.SetHeaders = set[:len(set)-1] // its length has not changed
+		return []*extproc.ProcessingResponse{{
+			Response:        &extproc.ProcessingResponse_RequestBody{RequestBody: &extproc.BodyResponse{Response: common}},
+			DynamicMetadata: destinationMetadata(pick.Decode),
+		}}
 	}
 	out := []*extproc.ProcessingResponse{{
 		Response:        &extproc.ProcessingResponse_RequestHeaders{RequestHeaders: &extproc.HeadersResponse{Response: common}},
