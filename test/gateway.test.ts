@@ -269,3 +269,16 @@ describe("dolphin-epp behind Envoy", () => {
     }
   });
 });
+
+describe("dolphin gateway", () => {
+  it("refuses a bad split and --vllm before starting anything", () => {
+    const cli = (args: string[]) =>
+      spawnSync(process.execPath, [join(ROOT, "bin", "dolphin.js"), "gateway", ...args], { encoding: "utf8" });
+    const bad = cli(["--emulate", "1X"]);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("--emulate");
+    const vllm = cli(["--vllm", "1P1D"]);
+    expect(vllm.status).toBe(2);
+    expect(vllm.stderr).toContain("--vllm is not supported by dolphin gateway yet");
+  });
+});
