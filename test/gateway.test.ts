@@ -22,6 +22,7 @@ import { coreModule } from "./helpers.js";
 
 const MODEL = "dolphin-emulated";
 const EPP_DIR = join(ROOT, "bindings", "go", "cmd", "dolphin-epp");
+const GIE_DIR = join(ROOT, "bindings", "go", "gie");
 
 let g: RunningGateway;
 let router: Router;
@@ -136,17 +137,22 @@ const address = (role: string, i = 0): string => g.workers.filter((w) => w.role 
 // ---- tests ---------------------------------------------------------------------------------------------------
 
 describe("dolphin-epp behind Envoy", () => {
-  it("passes its Go unit tests, go vet and gofmt", () => {
-    requireGo();
-    for (const [args, what] of [
-      [["vet", "./..."], "go vet"],
-      [["test", "-count=1", "./..."], "go test"],
-    ] as const) {
-      const r = spawnSync("go", args, { cwd: EPP_DIR, encoding: "utf8" });
-      expect(r.status, `${what}:\n${r.stdout}${r.stderr}`).toBe(0);
-    }
-    expect(spawnSync("gofmt", ["-l", "."], { cwd: EPP_DIR, encoding: "utf8" }).stdout.trim()).toBe("");
-  }, 300_000);
+  // the picker's own tests, and the GIE v1.5.0 plugin's (bindings/go/gie: a scheduling cycle with GIE's types)
+  it.each([EPP_DIR, GIE_DIR])(
+    "%s passes go vet, gofmt and go test",
+    (dir) => {
+      requireGo();
+      for (const [args, what] of [
+        [["vet", "./..."], "go vet"],
+        [["test", "-count=1", "./..."], "go test"],
+      ] as const) {
+        const r = spawnSync("go", args, { cwd: dir, encoding: "utf8" });
+        expect(r.status, `${what}:\n${r.stdout}${r.stderr}`).toBe(0);
+      }
+      expect(spawnSync("gofmt", ["-l", "."], { cwd: dir, encoding: "utf8" }).stdout.trim()).toBe("");
+    },
+    600_000,
+  );
 
   it("prefills a long new prompt remotely, then serves it again locally on blocks learnt from KV events", async () => {
     const prompt = tokens(1, 3000);
