@@ -8,6 +8,7 @@
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runEppBench } from "../bench/epp.js";
 import { startGateway, type RunningGateway } from "../src/gateway/gateway.js";
 import { startGatewayEnvoy, type RunningGatewayEnvoy } from "../src/gateway/envoy.js";
 import { rootHash } from "../src/hashing/hashes.js";
@@ -287,4 +288,16 @@ describe("dolphin gateway", () => {
     expect(vllm.status).toBe(2);
     expect(vllm.stderr).toContain("--vllm is not supported by dolphin gateway yet");
   });
+});
+
+describe("dolphin bench epp", () => {
+  it("reports what Envoy and the picker path add, both modes, and the picker's time per pick", async () => {
+    const r = await runEppBench({ quick: true, requests: 60 });
+    for (const m of [r, r.streaming]) {
+      expect(m.failed).toEqual({ direct: 0, envoy: 0, epp: 0 });
+      expect(Number.isFinite(m.epp_added_latency_ms.p50) && Number.isFinite(m.envoy_added_latency_ms.p99)).toBe(true);
+      expect(typeof m.target_met).toBe("boolean");
+    }
+    expect(r.pick_us).toBeGreaterThan(0);
+  }, 60_000);
 });

@@ -23,6 +23,8 @@ export interface GatewayEnvoySetup {
    * Default false (fail-closed, the body FULL_DUPLEX_STREAMED as GIE specifies).
    */
   failOpen?: boolean;
+  /** Send response headers to the picker (it then ends a request's prefill load at its first byte). Default false. */
+  responseHeaders?: boolean;
   /** Envoy worker threads (default 2). */
   concurrency?: number;
 }
@@ -70,7 +72,9 @@ export function gatewayBootstrap(s: GatewayEnvoySetup): object {
             request_header_mode: "SEND",
             request_body_mode: s.failOpen ? "BUFFERED" : "FULL_DUPLEX_STREAMED",
             request_trailer_mode: "SEND",
-            response_header_mode: "SEND",
+            // SKIP saves the picker a round trip per answer (about 0.3 ms at p50 in dolphin bench epp); the price: the
+            // picker holds a request's prefill load until its stream ends instead of until its first byte
+            response_header_mode: s.responseHeaders ? "SEND" : "SKIP",
             response_body_mode: "NONE",
             response_trailer_mode: "SKIP",
           },
