@@ -3,7 +3,8 @@
 // (dolphin serve --sidecar) on each decode worker and emulated workers (1P2D) publishing KV events over ZMQ. Both
 // paths, streaming, the second identical long prompt local on blocks the picker learnt from KV events, decisions
 // equal to a Node Router in precise mode fed the same events, the endpoints file edited (an endpoint removed, none
-// left: 503), the prefill endpoint stopped (the sidecar prefills locally), the picker stopped (fail-closed and
+// left: 503), the prefill endpoint stopped (the sidecar prefills locally, then the picker's health checks take it
+// out), the picker stopped (fail-closed and
 // fail-open Envoys side by side). Tests run in order on one deployment; the destructive ones come last.
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -18,12 +19,10 @@ import { EventIngest } from "../src/serve/proxy/kv-ingest.js";
 import { loadZeromq, type ZmqSubscriber } from "../src/serve/zeromq.js";
 import { encodeTable } from "../src/table/codec.js";
 import { ruleTable } from "../src/table/rule-table.js";
-import { ROOT, requireGo } from "./bindings-tools.js";
+import { ROOT } from "./bindings-tools.js";
 import { coreModule } from "./helpers.js";
 
 const MODEL = "dolphin-emulated";
-const EPP_DIR = join(ROOT, "bindings", "go", "cmd", "dolphin-epp");
-const GIE_DIR = join(ROOT, "bindings", "go", "gie");
 
 let g: RunningGateway;
 let router: Router;
@@ -38,6 +37,7 @@ beforeAll(async () => {
     model: MODEL,
     timeScale: 200,
     prefillRetries: 1,
+    healthMs: 200,
   });
   // a Node Router in precise mode fed the same workers' events, as dolphin serve's feed applies them
   router = Router.create(ruleTable("dynamo-isl"), {
@@ -138,23 +138,6 @@ const address = (role: string, i = 0): string => g.workers.filter((w) => w.role 
 // ---- tests ---------------------------------------------------------------------------------------------------
 
 describe("dolphin-epp behind Envoy", () => {
-  // the picker's own tests, and the GIE v1.5.0 plugin's (bindings/go/gie: a scheduling cycle with GIE's types)
-  it.each([EPP_DIR, GIE_DIR])(
-    "%s passes go vet, gofmt and go test",
-    (dir) => {
-      requireGo();
-      for (const [args, what] of [
-        [["vet", "./..."], "go vet"],
-        [["test", "-count=1", "./..."], "go test"],
-      ] as const) {
-        const r = spawnSync("go", args, { cwd: dir, encoding: "utf8" });
-        expect(r.status, `${what}:\n${r.stdout}${r.stderr}`).toBe(0);
-      }
-      expect(spawnSync("gofmt", ["-l", "."], { cwd: dir, encoding: "utf8" }).stdout.trim()).toBe("");
-    },
-    600_000,
-  );
-
   it("prefills a long new prompt remotely, then serves it again locally on blocks learnt from KV events", async () => {
     const prompt = tokens(1, 3000);
     const first = await post(g.url, "/v1/completions", completion(prompt));
@@ -242,11 +225,20 @@ describe("dolphin-epp behind Envoy", () => {
       await new Promise((r) => setTimeout(r, 30));
   });
 
-  it("falls back to local prefill when the prefill endpoint is stopped", async () => {
+  it("falls back to local prefill when the prefill endpoint is stopped, until the picker takes it out", async () => {
     await g.workers.find((w) => w.role === "prefill")!.worker.close();
     const a = await post(g.url, "/v1/completions", completion(tokens(30, 3000)));
     expect({ status: a.status, route: a.route }).toEqual({ status: 200, route: "fallback" });
     expect(JSON.parse(a.text).choices[0].text.length).toBeGreaterThan(0);
+    // then the picker's health checks take it out of rotation: no prefill endpoint is named any more
+    while (!/^dolphin_workers\{role="prefill",state="down"\} 1$/m.test(await (await fetch(g.epp.metricsUrl)).text()))
+      await new Promise((r) => setTimeout(r, 30));
+    const b = await post(g.url, "/v1/completions", completion(tokens(31, 3000)));
+    expect({ status: b.status, route: b.route, prefill: b.prefill }).toEqual({
+      status: 200,
+      route: "local",
+      prefill: null,
+    });
   });
 
   it("fails closed or open, as configured, when the picker is stopped", async () => {
@@ -263,9 +255,15 @@ describe("dolphin-epp behind Envoy", () => {
         g.dir,
         "fail-open",
       );
-      // picked through the buffered body mode: a long new prompt named the (stopped) prefill endpoint
+      // picked through the buffered body mode: the picker answered it (not the fallback route)
+      const picks = async (): Promise<number> =>
+        [...(await (await fetch(g.epp.metricsUrl)).text()).matchAll(/^dolphin_requests_total\{[^}]*\} (\d+)/gm)]
+          .map((m) => Number(m[1]))
+          .reduce((a, b) => a + b, 0);
+      const picked = await picks();
       const before = await post(open.url, "/v1/completions", completion(tokens(40, 3000)));
-      expect({ status: before.status, route: before.route }).toEqual({ status: 200, route: "fallback" });
+      expect({ status: before.status, route: before.route }).toEqual({ status: 200, route: "local" });
+      expect(await picks()).toBe(picked + 1);
       await g.epp.close();
       const closed = await post(g.url, "/v1/completions", completion(tokens(41, 100)));
       expect(closed.status).toBe(500);

@@ -27,6 +27,8 @@ export interface EppOptions {
   maxInflight?: number;
   /** How often the picker looks at its files (ms, default 100 here: the tests wait on it). */
   watchMs?: number;
+  /** How often it asks each endpoint's /health (ms, default 1000; 0: never). */
+  healthMs?: number;
   logLevel?: string;
   onLog?: (line: string) => void;
 }
@@ -92,6 +94,8 @@ export async function startEpp(o: EppOptions): Promise<RunningEpp> {
     o.mode ?? "precise",
     "-watch",
     `${o.watchMs ?? 100}ms`,
+    "-health-interval",
+    `${o.healthMs ?? 1000}ms`,
     "-log-level",
     o.logLevel ?? "warn",
     ...(o.maxInflight ? ["-max-inflight", String(o.maxInflight)] : []),

@@ -25,6 +25,8 @@ export interface GatewayOptions {
   /** Sidecars' retries of a prefill answered 502/503/504. */
   prefillRetries?: number;
   maxInflight?: number;
+  /** The picker's health checks of the endpoints (ms, default 1000). */
+  healthMs?: number;
   /** Worker ZMQ endpoints bind here (default tcp://127.0.0.1:*, an ephemeral port each). */
   kvEventsBind?: string;
   log?: (line: string) => void;
@@ -98,6 +100,7 @@ export async function startGateway(o: GatewayOptions): Promise<RunningGateway> {
       endpoints,
       model,
       ...(o.maxInflight ? { maxInflight: o.maxInflight } : {}),
+      ...(o.healthMs !== undefined ? { healthMs: o.healthMs } : {}),
       ...(o.log ? { onLog: o.log } : {}),
     });
     stops.push(() => epp.close());

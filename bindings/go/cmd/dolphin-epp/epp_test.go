@@ -10,12 +10,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -433,4 +436,54 @@ func TestExtProcBufferedMode(t *testing.T) {
 	if got[PrefillerHeader] != "10.0.0.1:8000" || got[DestinationHeader] == "" || got["content-length"] != "" || common.GetBodyMutation() != nil || !common.ClearRouteCache {
 		t.Fatalf("body answer %+v", common)
 	}
+}
+
+// An endpoint whose /health fails twice leaves the rotation (not picked, 503 when it was the only decode endpoint)
+// and comes back with its first success.
+func TestHealthChecksTakeEndpointsOutAndBack(t *testing.T) {
+	var healthy atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() {
+			w.WriteHeader(503)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	r, _ := dolphin.Load(table(t, "dynamo-isl"), dolphin.Options{Model: "m"})
+	p := NewPool(r, 16, 1000, false, quiet)
+	p.metrics = NewMetrics(p.Gauges)
+	p.healthy, p.client = 10*time.Millisecond, http.DefaultClient
+	healthy.Store(true)
+	if err := p.Apply([]Endpoint{{Address: addr, Labels: map[string]string{RoleLabel: "decode"}}}); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := serve(t, newPicker(p, 0))
+	if x := send(t, c, "/v1/completions", completion(seq(0, 50)), nil); x.headers[DestinationHeader] != addr {
+		t.Fatalf("while healthy: %+v", x)
+	}
+	healthy.Store(false)
+	waitFor(t, func() bool { return len(p.Roles()) == 0 })
+	if x := send(t, c, "/v1/completions", completion(seq(0, 50)), nil); x.status != 503 {
+		t.Fatalf("while down: status %d", x.status)
+	}
+	if g := p.Gauges(); g.Workers[[2]string{"decode", "down"}] != 1 {
+		t.Fatalf("gauges %+v", g.Workers)
+	}
+	healthy.Store(true)
+	waitFor(t, func() bool { return len(p.Roles()) == 1 })
+	if x := send(t, c, "/v1/completions", completion(seq(0, 50)), nil); x.headers[DestinationHeader] != addr {
+		t.Fatalf("back: %+v", x)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("condition not reached in 2.5 s")
 }

@@ -55,7 +55,7 @@ func (p *Pool) feed(ctx context.Context, addr string, m *member) {
 
 // onBatch applies one frame set and returns the sequence number now last seen.
 func (p *Pool) onBatch(addr string, m *member, frames [][]byte, last *uint64) *uint64 {
-	if len(frames) == 0 || !p.current(addr, m) {
+	if len(frames) == 0 {
 		return last
 	}
 	if len(frames) >= 2 && len(frames[len(frames)-2]) == 8 {
@@ -70,6 +70,9 @@ func (p *Pool) onBatch(addr string, m *member, frames [][]byte, last *uint64) *u
 			p.log.Warn("KV event batches missed", "worker", addr, "from", *last+1, "to", seq-1)
 		}
 		last = &seq
+	}
+	if !p.current(addr, m) {
+		return last // out of rotation (or out of the file): the index is rebuilt from events after it is back
 	}
 	events, err := DecodeEventBatch(frames[len(frames)-1])
 	if err != nil {

@@ -7,6 +7,7 @@
 //
 //	dolphin-epp -table table.msgpack -endpoints endpoints.yaml [-grpc-port 9002] [-metrics-port 9090]
 //	            [-model NAME] [-block-size 16] [-mode precise|approximate] [-max-inflight N] [-watch 500ms]
+//	            [-health-interval 1s]
 package main
 
 import (
@@ -43,6 +44,7 @@ type Config struct {
 	MaxInflight           int
 	DefaultOSLHat         float64
 	Watch, TokenizeWait   time.Duration
+	HealthInterval        time.Duration
 	LogLevel              string
 }
 
@@ -61,6 +63,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.Float64Var(&c.DefaultOSLHat, "default-osl-hat", 256, "predicted output tokens for tables that use osl_hat without a model")
 	fs.DurationVar(&c.Watch, "watch", 500*time.Millisecond, "how often the endpoints and table files are checked for edits")
 	fs.DurationVar(&c.TokenizeWait, "tokenize-timeout", 2*time.Second, "precise mode: longest wait for an endpoint's /tokenize")
+	fs.DurationVar(&c.HealthInterval, "health-interval", time.Second, "how often each endpoint's GET /health is asked (2 failures in a row: out of rotation); 0: never")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -74,6 +77,8 @@ func parseFlags(args []string) (Config, error) {
 		return c, fmt.Errorf("-mode must be precise or approximate, got %q", c.Mode)
 	case c.BlockSize < 1 || c.BlockSize > 4096:
 		return c, fmt.Errorf("-block-size must be 1–4096, got %d", c.BlockSize)
+	case c.HealthInterval < 0:
+		return c, fmt.Errorf("-health-interval must be ≥ 0, got %s", c.HealthInterval)
 	case c.MaxInflight < 0:
 		return c, fmt.Errorf("-max-inflight must be ≥ 0, got %d", c.MaxInflight)
 	}
@@ -119,6 +124,7 @@ func run(ctx context.Context, cfg Config, out *os.File) error {
 	}
 	pool := NewPool(router, cfg.BlockSize, 2*31_250, precise, log)
 	pool.metrics = NewMetrics(pool.Gauges)
+	pool.healthy, pool.client = cfg.HealthInterval, &http.Client{}
 	if err := pool.Apply(eps); err != nil {
 		return err
 	}

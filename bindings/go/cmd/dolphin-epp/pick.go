@@ -297,12 +297,12 @@ func (pk *Picker) tokenize(ctx context.Context, body []byte, chat bool) []uint32
 	return out.Tokens
 }
 
-// PickAny is the pick for a request without a body (a GET): the first ready decode endpoint, in file order, that
+// PickAny is the pick for a request without a body (a GET): the first decode endpoint in rotation, in file order, that
 // the subset hint allows.
 func (pk *Picker) PickAny(subset []string) (Pick, error) {
 	roles := pk.pool.Roles()
 	for _, a := range pk.pool.Order() {
-		if roles[a] != "prefill" && (subset == nil || slices.Contains(subset, a)) {
+		if r, up := roles[a]; up && r != "prefill" && (subset == nil || slices.Contains(subset, a)) {
 			return Pick{Decode: a, Decision: dolphin.Decision{Path: "local", DecodeWorker: a}}, nil
 		}
 	}

@@ -7,7 +7,9 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
+	"time"
 
 	dolphin "github.com/dolphin-routing/dolphin-routing/bindings/go"
 )
@@ -17,6 +19,7 @@ type member struct {
 	ingest   *Ingest
 	stop     context.CancelFunc
 	inflight int
+	down     bool    // out of rotation: its /health failed (health.go)
 	prefill  float64 // active prefill tokens
 	decode   float64 // active decode tokens
 }
@@ -31,7 +34,9 @@ type Pool struct {
 	maxEntries int
 	metrics    *Metrics
 	log        *slog.Logger
-	feeds      bool // subscribe to KV events (precise mode)
+	feeds      bool          // subscribe to KV events (precise mode)
+	healthy    time.Duration // how often each endpoint's /health is asked; 0: never (every endpoint is up)
+	client     *http.Client
 	tokenTurn  int
 }
 
@@ -52,8 +57,10 @@ func (p *Pool) Apply(eps []Endpoint) error {
 	for addr, m := range p.members {
 		if e, ok := want[addr]; !ok || e.Role() != m.ep.Role() || e.KVEvents != m.ep.KVEvents || e.KVEventsReplay != m.ep.KVEventsReplay {
 			m.stop()
-			if err := p.router.RemoveWorker(addr); err != nil {
-				return err
+			if !m.down {
+				if err := p.router.RemoveWorker(addr); err != nil {
+					return err
+				}
 			}
 			delete(p.members, addr)
 			p.log.Info("endpoint removed", "endpoint", addr)
@@ -65,7 +72,7 @@ func (p *Pool) Apply(eps []Endpoint) error {
 		if _, ok := p.members[e.Address]; ok {
 			continue
 		}
-		if err := p.router.AddWorker(dolphin.Worker{ID: e.Address, Role: e.Role()}); err != nil {
+		if err := p.router.AddWorker(dolphinWorker(e)); err != nil {
 			return err
 		}
 		ctx, stop := context.WithCancel(context.Background())
@@ -74,10 +81,15 @@ func (p *Pool) Apply(eps []Endpoint) error {
 		if p.feeds && e.KVEvents != "" {
 			go p.feed(ctx, e.Address, m)
 		}
+		if p.healthy > 0 {
+			go p.health(ctx, e.Address, m, p.healthy, p.client)
+		}
 		p.log.Info("endpoint added", "endpoint", e.Address, "role", e.Role(), "kv_events", e.KVEvents)
 	}
 	return nil
 }
+
+func dolphinWorker(e Endpoint) dolphin.Worker { return dolphin.Worker{ID: e.Address, Role: e.Role()} }
 
 // Close stops every feed.
 func (p *Pool) Close() {
@@ -88,11 +100,11 @@ func (p *Pool) Close() {
 	}
 }
 
-// has reports whether addr is (still) a member: m is the member it was when a feed started.
+// current reports whether addr is (still) that member and in rotation: a feed applies events only then.
 func (p *Pool) current(addr string, m *member) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.members[addr] == m
+	return p.members[addr] == m && !m.down
 }
 
 // Roles lists the members' roles by address.
@@ -101,7 +113,9 @@ func (p *Pool) Roles() map[string]string {
 	defer p.mu.Unlock()
 	out := map[string]string{}
 	for a, m := range p.members {
-		out[a] = m.ep.Role()
+		if !m.down {
+			out[a] = m.ep.Role()
+		}
 	}
 	return out
 }
@@ -110,11 +124,17 @@ func (p *Pool) Roles() map[string]string {
 func (p *Pool) Tokenizer() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.order) == 0 {
+	up := []string{}
+	for _, a := range p.order {
+		if m := p.members[a]; m != nil && !m.down {
+			up = append(up, a)
+		}
+	}
+	if len(up) == 0 {
 		return ""
 	}
 	p.tokenTurn++
-	return p.order[p.tokenTurn%len(p.order)]
+	return up[p.tokenTurn%len(up)]
 }
 
 // Inflight is the number of requests picked for addr and not yet done.
@@ -154,13 +174,17 @@ func (p *Pool) Gauges() PoolGauges {
 	p.mu.Lock()
 	g := PoolGauges{Workers: map[[2]string]int{}, Index: map[string]int{}, PerWorker: map[string]int{}}
 	for a, m := range p.members {
-		g.Workers[[2]string{m.ep.Role(), "healthy"}]++
+		state := "healthy"
+		if m.down {
+			state = "down"
+		}
+		g.Workers[[2]string{m.ep.Role(), state}]++
 		g.PerWorker[a] = m.inflight
 		g.Inflight += m.inflight
 	}
 	p.mu.Unlock()
 	for a := range g.PerWorker {
-		if n, err := p.router.Index().Count(a); err == nil {
+		if n, err := p.router.Index().Count(a); err == nil { // a down endpoint is not in the router: no series
 			g.Index[a] = n
 		}
 	}
