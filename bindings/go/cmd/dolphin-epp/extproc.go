@@ -46,6 +46,7 @@ type Server struct {
 }
 
 type stream struct {
+	answered bool // the pick (or an immediate response) went out
 	buffered bool // Envoy sends the body BUFFERED: headers are answered at once, the pick goes with the body's answer
 	path     string
 	body     []byte
@@ -95,7 +96,10 @@ func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 				out = s.answer(srv.Context(), st, st.body)
 			}
 		case *extproc.ProcessingRequest_RequestTrailers:
-			out = []*extproc.ProcessingResponse{{Response: &extproc.ProcessingResponse_RequestTrailers{RequestTrailers: &extproc.TrailersResponse{}}}}
+			if !st.answered { // the body's end came with trailers: it is whole now
+				out = s.answer(srv.Context(), st, st.body)
+			}
+			out = append(out, &extproc.ProcessingResponse{Response: &extproc.ProcessingResponse_RequestTrailers{RequestTrailers: &extproc.TrailersResponse{}}})
 		case *extproc.ProcessingRequest_ResponseHeaders:
 			for _, r := range st.prefill {
 				r()
@@ -121,6 +125,7 @@ func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 // answer picks for the request and builds the responses: headers (with the pick), then the body, or one
 // immediate response.
 func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc.ProcessingResponse {
+	st.answered = true
 	chat := strings.HasPrefix(st.path, "/v1/chat/completions")
 	endpoint := "completions"
 	if chat {

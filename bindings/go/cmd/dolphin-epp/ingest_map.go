@@ -106,7 +106,7 @@ func (g *Ingest) rehash(r *dolphin.Router, e KVEvent) ([]uint64, error) {
 		var chain [][]uint32
 		for at, ok := *e.Parent, true; ok; {
 			b := g.blocks[at]
-			if b == nil {
+			if b == nil || len(chain) > len(g.blocks) { // unknown ancestry, or a cycle in bad events
 				return nil, nil
 			}
 			chain = append(chain, b.tokens)
@@ -118,7 +118,7 @@ func (g *Ingest) rehash(r *dolphin.Router, e KVEvent) ([]uint64, error) {
 	}
 	all, err := r.Hash(append(prefix, e.TokenIDs...))
 	if err != nil {
-		return nil, err
+		return nil, nil // a prefix longer than the router takes: these blocks cannot be mapped
 	}
 	ours := all[len(all)-blocks:]
 	if e.Parent == nil && equalHashes(ours, e.Hashes) {
