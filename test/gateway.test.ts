@@ -153,6 +153,10 @@ describe("dolphin-epp behind Envoy", () => {
     });
     const blocks = (await eppIndex()).get(first.decode!);
     expect(blocks).toBeGreaterThanOrEqual(Math.floor(3000 / 16));
+    // each engine's replay socket was asked on subscribe (nothing was buffered yet)
+    const metrics = await (await fetch(g.epp.metricsUrl)).text();
+    const replays = metrics.match(/^dolphin_kv_replays_total\{outcome="ok",reason="subscribe",worker="[^"]+"\} 1$/gm);
+    expect(replays).toHaveLength(3);
   });
 
   it("decides as a Node Router in precise mode fed the same events and prompts", async () => {

@@ -27,7 +27,7 @@ export interface GatewayOptions {
   maxInflight?: number;
   /** The picker's health checks of the endpoints (ms, default 1000). */
   healthMs?: number;
-  /** Worker ZMQ endpoints bind here (default tcp://127.0.0.1:*, an ephemeral port each). */
+  /** Worker ZMQ endpoints (KV events and their replay socket) bind here (default tcp://127.0.0.1:*, ephemeral). */
   kvEventsBind?: string;
   log?: (line: string) => void;
 }
@@ -74,6 +74,7 @@ export async function startGateway(o: GatewayOptions): Promise<RunningGateway> {
         workerId: id,
         timeScale: o.timeScale ?? 1,
         kvEventsEndpoint: o.kvEventsBind ?? "tcp://127.0.0.1:*",
+        kvEventsReplayEndpoint: o.kvEventsBind ?? "tcp://127.0.0.1:*",
         ...(o.log ? { log: o.log } : {}),
       });
       stops.push(() => worker.close());
@@ -93,6 +94,7 @@ export async function startGateway(o: GatewayOptions): Promise<RunningGateway> {
       address: w.address,
       role: w.role,
       ...(w.worker.kvEventsEndpoint ? { kvEvents: w.worker.kvEventsEndpoint } : {}),
+      ...(w.worker.kvEventsReplayEndpoint ? { kvEventsReplay: w.worker.kvEventsReplayEndpoint } : {}),
     }));
     const epp = await startEpp({
       dir,

@@ -21,6 +21,8 @@ type Metrics struct {
 	KVUnmapped       *prometheus.CounterVec // dolphin_kv_blocks_unmapped_total{worker}
 	KVGaps           *prometheus.CounterVec // dolphin_kv_sequence_gaps_total{worker}
 	KVRestarts       *prometheus.CounterVec // dolphin_kv_engine_restarts_total{worker}
+	KVReplays        *prometheus.CounterVec // dolphin_kv_replays_total{worker, reason, outcome}
+	KVReplayed       *prometheus.CounterVec // dolphin_kv_replayed_batches_total{worker}
 	TableSwaps       prometheus.Counter     // dolphin_table_swaps_total
 	EndpointSwaps    prometheus.Counter     // dolphin_epp_endpoint_reloads_total
 	PickSeconds      prometheus.Histogram   // dolphin_epp_pick_seconds
@@ -54,6 +56,8 @@ func NewMetrics(pool func() PoolGauges) *Metrics {
 		KVUnmapped:       counterVec(r, "dolphin_kv_blocks_unmapped_total", "Stored blocks skipped: parent unknown to the index or a different block size", "worker"),
 		KVGaps:           counterVec(r, "dolphin_kv_sequence_gaps_total", "ZMQ event batches missed (sequence gaps), by worker", "worker"),
 		KVRestarts:       counterVec(r, "dolphin_kv_engine_restarts_total", "Workers whose event sequence started over (an engine restart): their index was reset", "worker"),
+		KVReplays:        counterVec(r, "dolphin_kv_replays_total", "KV event replays asked of the engines' replay sockets, by worker, reason (subscribe, gap, restart) and outcome (ok, partial, failed)", "worker", "reason", "outcome"),
+		KVReplayed:       counterVec(r, "dolphin_kv_replayed_batches_total", "KV event batches applied from replays, by worker", "worker"),
 		TableSwaps:       counter(r, "dolphin_table_swaps_total", "Routing tables swapped in (the table file changed)"),
 		EndpointSwaps:    counter(r, "dolphin_epp_endpoint_reloads_total", "Endpoint files applied after an edit"),
 		PickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
