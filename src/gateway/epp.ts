@@ -46,7 +46,9 @@ export interface RunningEpp {
 
 export class EppNotBuiltError extends Error {
   constructor(path: string) {
-    super(`${path} is missing: run npm run setup and npm run build (dolphin-epp needs Go 1.25 or newer)`);
+    super(
+      `${path} is missing: run npm run setup and npm run build (dolphin-epp needs Go 1.26 or newer: its dependencies ask for it)`,
+    );
   }
 }
 
