@@ -7,11 +7,14 @@
 // out), the picker stopped (fail-closed and
 // fail-open Envoys side by side). Tests run in order on one deployment; the destructive ones come last.
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runEppBench } from "../bench/epp.js";
 import { startGateway, type RunningGateway } from "../src/gateway/gateway.js";
 import { startGatewayEnvoy, type RunningGatewayEnvoy } from "../src/gateway/envoy.js";
+import { findEpp } from "../src/gateway/epp.js";
 import { rootHash } from "../src/hashing/hashes.js";
 import { decodeEventBatch } from "../src/router/kv-events.js";
 import { Router } from "../src/router/router.js";
@@ -280,6 +283,15 @@ describe("dolphin-epp behind Envoy", () => {
 });
 
 describe("dolphin gateway", () => {
+  it("says to run npm run setup and npm run build when dolphin-epp is not built", () => {
+    const empty = mkdtempSync(join(tmpdir(), "dolphin-no-epp-"));
+    try {
+      expect(() => findEpp(empty)).toThrow(/build\/dolphin-epp is missing: run npm run setup and npm run build/);
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
   it("refuses a bad split and --vllm before starting anything", () => {
     const cli = (args: string[]) =>
       spawnSync(process.execPath, [join(ROOT, "bin", "dolphin.js"), "gateway", ...args], { encoding: "utf8" });
