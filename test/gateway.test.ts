@@ -2,7 +2,7 @@
 // into build/dolphin-epp by npm run build), an ORIGINAL_DST cluster on the picked endpoint, a decode-side sidecar
 // (dolphin serve --sidecar) on each decode worker and emulated workers (1P2D) publishing KV events over ZMQ. Both
 // paths, streaming, the second identical long prompt local on blocks the picker learnt from KV events, decisions
-// equal to a Node Router in precise mode fed the same events, the endpoints file edited (an endpoint removed, none
+// equal to a Node Router in precise mode fed the same events, the table file swapped (a bad one refused), the endpoints file edited (an endpoint removed, none
 // left: 503), the prefill endpoint stopped (the sidecar prefills locally, then the picker's health checks take it
 // out), the picker stopped (fail-closed and
 // fail-open Envoys side by side). Tests run in order on one deployment; the destructive ones come last.
@@ -230,6 +230,21 @@ describe("dolphin-epp behind Envoy", () => {
     g.epp.setEndpoints(g.endpoints);
     while ((await eppCounter("dolphin_epp_endpoint_reloads_total")) < reloads + 3)
       await new Promise((r) => setTimeout(r, 30));
+  });
+
+  it("swaps its table when the table file changes, and keeps the old one when the new one is bad", async () => {
+    const swaps = await eppCounter("dolphin_table_swaps_total");
+    g.epp.setTable(encodeTable(ruleTable("always-local")));
+    while ((await eppCounter("dolphin_table_swaps_total")) === swaps) await new Promise((r) => setTimeout(r, 30));
+    const local = await post(g.url, "/v1/completions", completion(tokens(50, 3000)));
+    expect({ status: local.status, route: local.route }).toEqual({ status: 200, route: "local" });
+    g.epp.setTable(new Uint8Array([0xc1, 0x00, 0x01])); // not a table: logged, the always-local table stays
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await eppCounter("dolphin_table_swaps_total")).toBe(swaps + 1);
+    expect((await post(g.url, "/v1/completions", completion(tokens(51, 3000)))).route).toBe("local");
+    g.epp.setTable(encodeTable(ruleTable("dynamo-isl")));
+    while ((await eppCounter("dolphin_table_swaps_total")) === swaps + 1) await new Promise((r) => setTimeout(r, 30));
+    expect((await post(g.url, "/v1/completions", completion(tokens(52, 3000)))).route).toBe("remote");
   });
 
   it("falls back to local prefill when the prefill endpoint is stopped, until the picker takes it out", async () => {
