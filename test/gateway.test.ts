@@ -2,10 +2,10 @@
 // into build/dolphin-epp by npm run build), an ORIGINAL_DST cluster on the picked endpoint, a decode-side sidecar
 // (dolphin serve --sidecar) on each decode worker and emulated workers (1P2D) publishing KV events over ZMQ. Both
 // paths, streaming, the second identical long prompt local on blocks the picker learnt from KV events, decisions
-// equal to a Node Router in precise mode fed the same events, the table file swapped (a bad one refused), the endpoints file edited (an endpoint removed, none
-// left: 503), the prefill endpoint stopped (the sidecar prefills locally, then the picker's health checks take it
-// out), the picker stopped (fail-closed and
-// fail-open Envoys side by side). Tests run in order on one deployment; the destructive ones come last.
+// equal to a Node Router in precise mode fed the same events, the table file swapped (a bad one refused), the
+// endpoints file edited (an endpoint removed, none left: 503), the prefill endpoint stopped (the sidecar prefills
+// locally, then the picker's health checks take it out), the picker stopped (fail-closed and fail-open Envoys side
+// by side). Tests run in order on one deployment; the destructive ones come last.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
