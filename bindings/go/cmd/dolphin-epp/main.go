@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -164,7 +165,8 @@ func run(ctx context.Context, cfg Config, out *os.File) error {
 	if err != nil {
 		return fmt.Errorf("-grpc-port: %v", err)
 	}
-	srv := grpc.NewServer()
+	// a pool of stream workers instead of a goroutine per stream: about 0.1 ms less at p50 in dolphin bench epp (noisy)
+	srv := grpc.NewServer(grpc.NumStreamWorkers(uint32(runtime.NumCPU())))
 	extproc.RegisterExternalProcessorServer(srv, &Server{picker: picker, metrics: pool.metrics})
 	hs := health.NewServer()
 	for _, svc := range []string{"", "liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"} {
