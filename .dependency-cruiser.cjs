@@ -15,6 +15,8 @@ const NODE_EDGES = [
   "^src/serve/",
   // runs Envoy with the proxy-wasm filter: writes its configuration files, starts and watches the process
   "^src/envoy/",
+  // the gateway: runs dolphin-epp, Envoy with ext_proc, the sidecars and the emulated workers, writing their files
+  "^src/gateway/",
   // finds the installed package's root and the files it ships (build/*.wasm, data/)
   "^src/core/package-root\\.ts$",
   // reads and compiles build/core*.wasm, for bindings/node, the servers and the CLI
@@ -72,6 +74,10 @@ const LAYERS = {
   envoy: {
     may: ["contract", "core", "generated", "hashing", "router", "serve", "sim", "table"],
     why: "the Envoy launcher, above the servers whose workers it starts",
+  },
+  gateway: {
+    may: ["contract", "core", "envoy", "serve", "table"],
+    why: "the endpoint-picker deployment: dolphin-epp, Envoy with ext_proc, sidecars, above the launchers it uses",
   },
 };
 

@@ -18,7 +18,7 @@ import { startEnvoy, type RunningEnvoy } from "../src/envoy/launch.js";
 import type { EnvoySetup } from "../src/envoy/config.js";
 import { startFakeWorker } from "./fake-servers.js";
 import { Children, MODEL } from "./harness.js";
-import { endpoint, openLoop, type Endpoint, type RunStats } from "./open-loop.js";
+import { endpoint, rotatedRounds, roundsPlan, type Endpoint, type LoopbackBenchOptions } from "./open-loop.js";
 import { minus, quantiles, r3, type Quantiles } from "./stats.js";
 
 export interface EnvoyModeResult {
@@ -41,25 +41,15 @@ export interface EnvoyBenchResult extends EnvoyModeResult {
   runtime: { node: string; cpus: number; cpu_model: string; envoy_concurrency: number; rounds: number; method: string };
 }
 
-export interface EnvoyBenchOptions {
-  /** Requests per path and mode (default 3000; quick 300). */
-  requests?: number;
-  rate?: number;
-  quick?: boolean;
-  progress?: (line: string) => void;
-}
+export type EnvoyBenchOptions = LoopbackBenchOptions;
 
 const P50_EXTRA_LIMIT_MS = 0.3;
 const P99_RATIO_LIMIT = 1.5;
 const CONCURRENCY = 2;
 
 export async function runEnvoyBench(opts: EnvoyBenchOptions = {}): Promise<EnvoyBenchResult> {
-  const quick = opts.quick ?? false;
-  const requests = opts.requests ?? (quick ? 300 : 3000);
-  const rate = opts.rate ?? 500;
-  const rounds = Math.min(quick ? 2 : 20, requests);
-  const warmup = quick ? 50 : 500;
-  const progress = opts.progress ?? (() => undefined);
+  const plan = roundsPlan(opts);
+  const { requests, rate, rounds, progress } = plan;
   const children = new Children();
   const envoys: RunningEnvoy[] = [];
   const eps: Endpoint[] = [];
@@ -102,21 +92,7 @@ export async function runEnvoyBench(opts: EnvoyBenchOptions = {}): Promise<Envoy
       const paths = stream
         ? [targets.direct, targets.envoy, targets.filter]
         : [targets.direct, targets.envoy, targets.filter, targets.remote];
-      const latencies = new Map<string, number[]>(paths.map((p) => [p.name, []]));
-      const failed = new Map<string, number>(paths.map((p) => [p.name, 0]));
-      const record = (p: Endpoint, s: RunStats, measured: boolean): void => {
-        failed.set(p.name, failed.get(p.name)! + s.failed);
-        if (measured) latencies.get(p.name)!.push(...s.latencies);
-      };
-      for (const p of paths) record(p, await openLoop(p, warmup, rate, stream), false);
-      for (let r = 0; r < rounds; r++) {
-        const n = Math.floor(requests / rounds) + (r < requests % rounds ? 1 : 0);
-        for (let k = 0; k < paths.length; k++) {
-          const p = paths[(k + r) % paths.length]!;
-          record(p, await openLoop(p, n, rate, stream), true);
-        }
-        progress(`${stream ? "streaming" : "non-streaming"}: round ${r + 1}/${rounds} done`);
-      }
+      const { latencies, failed } = await rotatedRounds(paths, plan, stream, progress);
       const q = (name: string): Quantiles => quantiles(latencies.get(name)!);
       const direct = q("direct");
       const envoyQ = q("envoy");

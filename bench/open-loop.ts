@@ -140,3 +140,62 @@ export function openLoop(ep: Endpoint, n: number, rate: number, stream: boolean)
     setTimeout(tick, 1);
   });
 }
+
+/** What a loopback latency benchmark takes: requests per path and mode, the rate, a quick run, progress lines. */
+export interface LoopbackBenchOptions {
+  /** Requests per path and mode (default 3000; quick 300). */
+  requests?: number;
+  rate?: number;
+  quick?: boolean;
+  progress?: (line: string) => void;
+}
+
+export interface RoundsPlan {
+  requests: number;
+  rate: number;
+  rounds: number;
+  warmup: number;
+}
+
+/** The plan for the options: 3000 requests (quick 300) at 500/s in 20 rounds (quick 2), after 500 (50) warm-up. */
+export function roundsPlan(o: LoopbackBenchOptions): RoundsPlan & { progress: (line: string) => void } {
+  const quick = o.quick ?? false;
+  const requests = o.requests ?? (quick ? 300 : 3000);
+  return {
+    requests,
+    rate: o.rate ?? 500,
+    rounds: Math.min(quick ? 2 : 20, requests),
+    warmup: quick ? 50 : 500,
+    progress: o.progress ?? (() => undefined),
+  };
+}
+
+/**
+ * Every path warmed up, then measured one at a time at the full rate in rotated rounds (the order shifts each
+ * round, so no path always follows the same one): each path's latencies and failures.
+ */
+export async function rotatedRounds(
+  paths: Endpoint[],
+  plan: RoundsPlan,
+  stream: boolean,
+  progress: (line: string) => void,
+  onRun: (p: Endpoint, s: RunStats, measured: boolean) => void = () => undefined,
+): Promise<{ latencies: Map<string, number[]>; failed: Map<string, number> }> {
+  const latencies = new Map<string, number[]>(paths.map((p) => [p.name, []]));
+  const failed = new Map<string, number>(paths.map((p) => [p.name, 0]));
+  const record = (p: Endpoint, s: RunStats, measured: boolean): void => {
+    onRun(p, s, measured);
+    failed.set(p.name, failed.get(p.name)! + s.failed);
+    if (measured) latencies.get(p.name)!.push(...s.latencies);
+  };
+  for (const p of paths) record(p, await openLoop(p, plan.warmup, plan.rate, stream), false);
+  for (let r = 0; r < plan.rounds; r++) {
+    const n = Math.floor(plan.requests / plan.rounds) + (r < plan.requests % plan.rounds ? 1 : 0);
+    for (let k = 0; k < paths.length; k++) {
+      const p = paths[(k + r) % paths.length]!;
+      record(p, await openLoop(p, n, plan.rate, stream), true);
+    }
+    progress(`${stream ? "streaming" : "non-streaming"}: round ${r + 1}/${plan.rounds} done`);
+  }
+  return { latencies, failed };
+}

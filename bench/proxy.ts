@@ -30,7 +30,7 @@ import { join } from "node:path";
 import { quantile } from "../src/sim/metrics.js";
 import { startFakeWorker, startPassthrough } from "./fake-servers.js";
 import { Children, startServe, writeServeConfig } from "./harness.js";
-import { endpoint, openLoop, type Endpoint, type RunStats } from "./open-loop.js";
+import { endpoint, openLoop, rotatedRounds, type Endpoint, type RunStats } from "./open-loop.js";
 import {
   medianOfRuns,
   target,
@@ -83,26 +83,11 @@ class Tally {
 
 /** Warm-up, then `rounds` rounds of every path at the fixed rate, the order rotated each round. */
 async function fixedRate(paths: Endpoint[], stream: boolean, plan: Plan, tally: Tally, progress: (l: string) => void) {
-  const latencies = new Map<string, number[]>(paths.map((p) => [p.name, []]));
-  const failed = new Map<string, number>(paths.map((p) => [p.name, 0]));
   const lags: number[] = [];
-  const record = (p: Endpoint, s: RunStats, measured: boolean): void => {
+  const { latencies, failed } = await rotatedRounds(paths, plan, stream, progress, (_, s, measured) => {
     tally.add(s);
-    failed.set(p.name, failed.get(p.name)! + s.failed);
-    if (measured) {
-      latencies.get(p.name)!.push(...s.latencies);
-      lags.push(...s.lags);
-    }
-  };
-  for (const p of paths) record(p, await openLoop(p, plan.warmup, plan.rate, stream), false);
-  for (let r = 0; r < plan.rounds; r++) {
-    const n = Math.floor(plan.requests / plan.rounds) + (r < plan.requests % plan.rounds ? 1 : 0);
-    for (let k = 0; k < paths.length; k++) {
-      const p = paths[(k + r) % paths.length]!;
-      record(p, await openLoop(p, n, plan.rate, stream), true);
-    }
-    progress(`${stream ? "streaming" : "non-streaming"}: round ${r + 1}/${plan.rounds} done`);
-  }
+    if (measured) lags.push(...s.lags);
+  });
   return {
     latencies,
     failed,

@@ -3,6 +3,7 @@
 //   core.wasm              release: -O3, stub runtime, no imports (abort traps; the core validates all input)
 //   core.debug.wasm        debug: assertions and bounds checks on, env.abort import for messages (tests)
 //   core.incremental.wasm  release with the incremental GC runtime (what the proxy-wasm filter needs)
+//   dolphin-epp            the endpoint picker (Go, bindings/go/cmd/dolphin-epp), when Go is installed
 //   dolphin-envoy.wasm     the Envoy filter: bindings/envoy/ (proxy-wasm SDK) with the same assembly/ sources, built
 //                          with bindings/envoy/asconfig.json (incremental runtime, the WASI shim the SDK's log needs)
 //   dist/explorer/         the policy explorer page (npm run build:explorer: Vite, build/explorer.vite.config.mjs)
@@ -73,6 +74,28 @@ for (const dest of ["bindings/python/dolphin_routing/core.wasm", "bindings/go/co
   if (existsSync(out) && readFileSync(out).equals(readFileSync(src))) continue;
   copyFileSync(src, out);
   console.log(`build: ${dest} (copy of build/core.wasm)`);
+}
+
+// dolphin-epp (bindings/go/cmd/dolphin-epp) embeds the Go binding's copy of the core, so it is built after it, into
+// build/dolphin-epp, where dolphin gateway and the tests find it. Without Go (npm run setup says how to install
+// it) it is left out, and what needs it says so.
+if (!process.argv.includes("--wasm-only")) {
+  const epp = join(root, "bindings/go/cmd/dolphin-epp");
+  const goVersion = spawnSync("go", ["version"], { encoding: "utf8" });
+  if (goVersion.status !== 0) console.log("build: build/dolphin-epp left out (no Go on the PATH: see npm run setup)");
+  else {
+    const started = Date.now();
+    const g = spawnSync("go", ["build", "-trimpath", "-o", join(root, "build/dolphin-epp"), "."], {
+      cwd: epp,
+      stdio: "inherit",
+    });
+    if (g.status !== 0) {
+      console.error("build: go build of bindings/go/cmd/dolphin-epp failed");
+      process.exit(g.status ?? 1);
+    }
+    const size = (statSync(join(root, "build/dolphin-epp")).size / 2 ** 20).toFixed(1);
+    console.log(`build: build/dolphin-epp (${size} MiB, ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  }
 }
 
 if (!process.argv.includes("--wasm-only")) {

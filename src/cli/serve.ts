@@ -4,6 +4,7 @@ import { loadCoreModule } from "../../bindings/node/index.js";
 import { loadConfig } from "../serve/config-files.js";
 import { startEmulated } from "../serve/emulate.js";
 import { startProxy } from "../serve/proxy.js";
+import { startSidecar } from "../serve/sidecar.js";
 import { resolveCluster } from "../sim/run.js";
 import { parseSplit } from "../sim/split.js";
 import { flag, intOption, untilSignal, UsageError, type Command } from "./args.js";
@@ -18,6 +19,7 @@ export const command: Command = {
   usage: `dolphin serve --config serve.json [--port N] [--admin-token T]
 dolphin serve --emulate <nPmD|nR> [--port N] [--cluster <preset>] [--time-scale S] [--table T] [--admin-token T]
 dolphin serve --vllm <nPmD|nR> [--port N] [--table T] [--mode precise|approximate] [--model DIR] [--admin-token T]
+dolphin serve --sidecar --decode URL [--port N] [--prefill-retries N] [--no-fallback]
 
 An OpenAI-compatible proxy (POST /v1/chat/completions, /v1/completions with SSE streaming, GET /v1/models, /health,
 /metrics) that routes every request through the core: local prefill on the decode worker, or vLLM's NixlConnector
@@ -27,7 +29,11 @@ two-step remote path. The config format is in docs/serving.md. --emulate starts 
 --model DIR; at most 3; prefill and decode engines pinned to different cores) with prefix caching, KV events and
 NixlConnector, and the proxy in precise mode in front (docs/serving.md "In front of real vLLM"); Ctrl-C stops them.
 --admin-token T opens the admin API (/admin/*, needed by dolphin tune --live) to "Authorization: Bearer T"
-(with --config it replaces the config's admin_token).`,
+(with --config it replaces the config's admin_token).
+--sidecar runs the decode-side sidecar for an endpoint picker (dolphin-epp, llm-d's scheduler) in front of the decode
+engine at --decode: a request carrying x-prefiller-host-port takes vLLM's NixlConnector two-step through that
+prefill endpoint (502/503/504 retried --prefill-retries times, default 0; then local prefill unless --no-fallback);
+others go to the engine unchanged (docs/gateway.md).`,
   options: {
     config: { type: "string" },
     emulate: { type: "string" },
@@ -39,12 +45,28 @@ NixlConnector, and the proxy in precise mode in front (docs/serving.md "In front
     vllm: { type: "string" },
     mode: { type: "string" },
     model: { type: "string" },
+    sidecar: { type: "boolean" },
+    decode: { type: "string" },
+    "prefill-retries": { type: "string" },
+    "no-fallback": { type: "boolean" },
   },
   async run(v) {
     let close: () => Promise<void>;
     const adminToken = v["admin-token"] !== undefined ? String(v["admin-token"]) : undefined;
     if (adminToken === "") throw new UsageError("--admin-token must not be empty");
-    if (v["vllm"] !== undefined) {
+    if (v["sidecar"]) {
+      if (v["decode"] === undefined) throw new UsageError("--sidecar needs --decode URL (the decode engine it fronts)");
+      const decodeUrl = flag("decode", () => new URL(String(v["decode"])).href);
+      const s = await startSidecar({
+        decodeUrl,
+        port: intOption(v["port"], "port", 0, 65535, 8000),
+        prefillRetries: intOption(v["prefill-retries"], "prefill-retries", 0, 100, 0),
+        fallbackLocal: !v["no-fallback"],
+        log: (line) => void process.stderr.write(`dolphin serve --sidecar: ${line}\n`),
+      });
+      process.stderr.write(`dolphin serve: sidecar at ${s.url} in front of the decode engine ${decodeUrl}\n`);
+      close = () => s.close();
+    } else if (v["vllm"] !== undefined) {
       const split = String(v["vllm"]);
       flag("vllm", () => parseSplit(split));
       const mode = v["mode"] !== undefined ? String(v["mode"]) : "precise";

@@ -117,30 +117,19 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
     adminPath,
     "--disable-hot-restart",
   ];
-  const child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  let exited: string | null = null;
-  child.stderr!.setEncoding("utf8");
-  child.stderr!.on("data", (chunk: string) => {
-    log += chunk;
-    if (opts.onLog) for (const line of chunk.split("\n")) if (line) opts.onLog(line);
-  });
-  const exit = new Promise<void>((resolve) =>
-    child.once("exit", (code, signal) => {
-      exited = `exited with ${signal ?? `code ${code}`}`;
-      resolve();
-    }),
-  );
+  const envoy = spawnEnvoy(binary, args, opts.onLog);
+  const child = envoy.child;
+  const exit = envoy.exit;
   const fail = (why: string): never => {
     child.kill("SIGKILL");
     if (ownDir) rmSync(dir, { recursive: true, force: true });
-    throw new Error(`envoy: ${why}\n${log.split("\n").slice(-30).join("\n")}`);
+    throw new Error(`envoy: ${why}\n${envoy.log().split("\n").slice(-30).join("\n")}`);
   };
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let adminUrl = "";
   let port = 0;
   while (Date.now() < deadline) {
-    if (exited) fail(`Envoy ${exited} before it was ready`);
+    if (envoy.exited()) fail(`Envoy ${envoy.exited()} before it was ready`);
     if (!adminUrl && existsSync(adminPath)) {
       const address = readFileSync(adminPath, "utf8").trim();
       if (address) adminUrl = `http://${address}`;
@@ -160,7 +149,7 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
     adminPort: Number(new URL(adminUrl).port),
     dir,
     process: child,
-    log: () => log,
+    log: envoy.log,
     async reconfigure(next: EnvoySetup): Promise<void> {
       const before = await statValue(adminUrl, "listener_manager.lds.update_success");
       const rejectedBefore = await statValue(adminUrl, "listener_manager.lds.update_rejected");
@@ -174,13 +163,13 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
           return;
         }
         if ((await statValue(adminUrl, "listener_manager.lds.update_rejected")) > rejectedBefore)
-          throw new Error(`envoy: the new listener was rejected\n${log.split("\n").slice(-10).join("\n")}`);
+          throw new Error(`envoy: the new listener was rejected\n${envoy.log().split("\n").slice(-10).join("\n")}`);
         await sleep(20);
       }
       throw new Error("envoy: the new listener was not applied in time");
     },
     async close(): Promise<void> {
-      if (!exited) {
+      if (!envoy.exited()) {
         child.kill("SIGTERM");
         const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
         await exit;
@@ -192,15 +181,43 @@ export async function startEnvoy(setup: EnvoySetup, opts: EnvoyOptions = {}): Pr
   return running;
 }
 
-/** The bound port of the dolphin listener, 0 until it is listening. */
-async function listenerPort(adminUrl: string): Promise<number> {
+export interface SpawnedEnvoy {
+  child: ChildProcess;
+  /** Resolves when the process has exited. */
+  exit: Promise<void>;
+  /** "exited with …" once it has, else null. */
+  exited(): string | null;
+  log(): string;
+}
+
+/** Starts an Envoy process, collecting its log (stderr) and passing each line to onLine. */
+export function spawnEnvoy(binary: string, args: string[], onLine?: (line: string) => void): SpawnedEnvoy {
+  const child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  let exited: string | null = null;
+  child.stderr!.setEncoding("utf8");
+  child.stderr!.on("data", (chunk: string) => {
+    log += chunk;
+    if (onLine) for (const line of chunk.split("\n")) if (line) onLine(line);
+  });
+  const exit = new Promise<void>((resolve) =>
+    child.once("exit", (code, signal) => {
+      exited = `exited with ${signal ?? `code ${code}`}`;
+      resolve();
+    }),
+  );
+  return { child, exit, exited: () => exited, log: () => log };
+}
+
+/** The bound port of the named listener (the filter's: dolphin), 0 until it is listening. */
+export async function listenerPort(adminUrl: string, name = "dolphin"): Promise<number> {
   try {
     const r = await fetch(`${adminUrl}/listeners?format=json`);
     if (!r.ok) return 0;
     const j = (await r.json()) as {
       listener_statuses?: Array<{ name: string; local_address?: { socket_address?: { port_value?: number } } }>;
     };
-    const l = j.listener_statuses?.find((s) => s.name === "dolphin");
+    const l = j.listener_statuses?.find((s) => s.name === name);
     return l?.local_address?.socket_address?.port_value ?? 0;
   } catch {
     return 0;

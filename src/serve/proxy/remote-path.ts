@@ -43,6 +43,24 @@ export const PREFILL_KV_PARAMS = {
   remote_port: null,
 };
 
+/**
+ * Step 1's body: the client's, marked for a remote decode (PREFILL_KV_PARAMS), not streamed, one output token
+ * (max_completion_tokens too when given), without min_tokens and stream_options. The decode-side sidecar
+ * (sidecar.ts) sends the same.
+ */
+export function prefillBody(body: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    ...body,
+    kv_transfer_params: { ...PREFILL_KV_PARAMS },
+    stream: false,
+    max_tokens: 1,
+  };
+  if (out["max_completion_tokens"] !== undefined) out["max_completion_tokens"] = 1;
+  delete out["min_tokens"];
+  delete out["stream_options"];
+  return out;
+}
+
 /** A call in progress on a worker, which its ejection may cut. */
 interface Cut {
   /** The call's current request (a retry on a fresh connection makes a second); null before the first. */
@@ -221,21 +239,18 @@ export class WorkerCalls {
     effP: number,
   ): Promise<{ kvParams: Record<string, unknown>; cachedTokens: number | null }> {
     const w = this.registry.get(id);
-    const prefillBody: Record<string, unknown> = {
-      ...body,
-      kv_transfer_params: { ...PREFILL_KV_PARAMS },
-      stream: false,
-      max_tokens: 1,
-    };
-    if (prefillBody["max_completion_tokens"] !== undefined) prefillBody["max_completion_tokens"] = 1;
-    delete prefillBody["min_tokens"];
-    delete prefillBody["stream_options"];
     const release = this.registry.hold(ctx, id, "activePrefillTokens", effP);
     this.registry.prefillsInFlight++;
     const t = this.config.timeouts;
     try {
       if (!w?.healthy) throw new UpstreamError("connect", `prefill worker ${id} left rotation`);
-      const { res, cut, done } = await this.call(ctx, w, ENDPOINT_PATHS[endpoint], JSON.stringify(prefillBody), true);
+      const { res, cut, done } = await this.call(
+        ctx,
+        w,
+        ENDPOINT_PATHS[endpoint],
+        JSON.stringify(prefillBody(body)),
+        true,
+      );
       let buf: Buffer;
       try {
         buf = await readUpstream(res, t.request_ms);

@@ -1,0 +1,259 @@
+package main
+
+// The EPP side of Envoy's ext_proc protocol as GIE specifies it (docs/proposals/004-endpoint-picker-protocol):
+// the request body arrives in FULL_DUPLEX_STREAMED chunks; at its end the picker answers the request headers with
+// the destination endpoint (header x-gateway-destination-endpoint, and the same value as dynamic metadata
+// envoy.lb / x-gateway-destination-endpoint), the prefill endpoint in x-prefiller-host-port on the remote path
+// (llm-d's sidecar convention), the body's length, and route-cache clearing; then the body itself, unchanged, in
+// streamed chunks of at most 62,000 bytes (GIE's limit). When Envoy says (protocol_config) that it buffers the body
+// instead (BUFFERED: the mode in which Envoy 1.40 honours failure_mode_allow), the headers are answered at once and
+// the pick comes with the body's answer. No endpoint: an immediate 503; shedding: 429; a body that
+// is not JSON: 400. A body-less request (a GET) goes to a decode endpoint at once. Response headers, when Envoy
+// sends them, end the request's prefill load; the stream's end ends the rest.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extproc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+const (
+	DestinationHeader   = "x-gateway-destination-endpoint"
+	PrefillerHeader     = "x-prefiller-host-port"
+	MetadataNamespace   = "envoy.lb"
+	SubsetNamespace     = "envoy.lb.subset_hint"
+	SubsetKey           = "x-gateway-destination-endpoint-subset"
+	bodyChunkLimitBytes = 62_000
+)
+
+// Server is the ext_proc service.
+type Server struct {
+	extproc.UnimplementedExternalProcessorServer
+	picker  *Picker
+	metrics *Metrics
+}
+
+type stream struct {
+	answered bool // the pick (or an immediate response) went out
+	buffered bool // Envoy sends the body BUFFERED: headers are answered at once, the pick goes with the body's answer
+	path     string
+	body     []byte
+	subset   []string
+	releases []func()
+	prefill  []func() // released at the response headers
+}
+
+// Process handles one HTTP request's ext_proc stream.
+func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
+	st := &stream{}
+	defer func() {
+		for _, r := range append(st.prefill, st.releases...) {
+			r()
+		}
+	}()
+	for {
+		req, err := srv.Recv()
+		if err == io.EOF || status.Code(err) == codes.Canceled {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if st.subset == nil {
+			st.subset = subsetHint(req)
+		}
+		if pc := req.GetProtocolConfig(); pc != nil {
+			st.buffered = pc.GetRequestBodyMode() == extprocfilter.ProcessingMode_BUFFERED
+		}
+		var out []*extproc.ProcessingResponse
+		switch v := req.Request.(type) {
+		case *extproc.ProcessingRequest_RequestHeaders:
+			for _, h := range v.RequestHeaders.GetHeaders().GetHeaders() {
+				if h.Key == ":path" {
+					st.path = headerValue(h)
+				}
+			}
+			if v.RequestHeaders.EndOfStream {
+				out = s.answer(srv.Context(), st, nil)
+			} else if st.buffered {
+				out = []*extproc.ProcessingResponse{{Response: &extproc.ProcessingResponse_RequestHeaders{RequestHeaders: &extproc.HeadersResponse{}}}}
+			}
+		case *extproc.ProcessingRequest_RequestBody:
+			st.body = append(st.body, v.RequestBody.Body...)
+			if v.RequestBody.EndOfStream {
+				out = s.answer(srv.Context(), st, st.body)
+			}
+		case *extproc.ProcessingRequest_RequestTrailers:
+			if !st.answered { // the body's end came with trailers: it is whole now
+				out = s.answer(srv.Context(), st, st.body)
+			}
+			out = append(out, &extproc.ProcessingResponse{Response: &extproc.ProcessingResponse_RequestTrailers{RequestTrailers: &extproc.TrailersResponse{}}})
+		case *extproc.ProcessingRequest_ResponseHeaders:
+			for _, r := range st.prefill {
+				r()
+			}
+			st.prefill = nil
+			out = []*extproc.ProcessingResponse{{Response: &extproc.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extproc.HeadersResponse{}}}}
+		case *extproc.ProcessingRequest_ResponseBody:
+			out = []*extproc.ProcessingResponse{{Response: &extproc.ProcessingResponse_ResponseBody{ResponseBody: &extproc.BodyResponse{
+				Response: &extproc.CommonResponse{BodyMutation: &extproc.BodyMutation{Mutation: &extproc.BodyMutation_StreamedResponse{
+					StreamedResponse: &extproc.StreamedBodyResponse{Body: v.ResponseBody.Body, EndOfStream: v.ResponseBody.EndOfStream}}}},
+			}}}}
+		case *extproc.ProcessingRequest_ResponseTrailers:
+			out = []*extproc.ProcessingResponse{{Response: &extproc.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extproc.TrailersResponse{}}}}
+		}
+		for _, r := range out {
+			if err := srv.Send(r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// answer picks for the request and builds the responses: headers (with the pick), then the body, or one
+// immediate response.
+func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc.ProcessingResponse {
+	st.answered = true
+	chat := strings.HasPrefix(st.path, "/v1/chat/completions")
+	endpoint := "completions"
+	if chat {
+		endpoint = "chat"
+	}
+	start := time.Now()
+	var pick Pick
+	var err error
+	if body == nil {
+		pick, err = s.picker.PickAny(st.subset)
+	} else {
+		pick, err = s.picker.Pick(ctx, body, chat, st.subset)
+	}
+	s.metrics.PickSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		code := 500
+		var pe *PickError
+		if errors.As(err, &pe) {
+			code = pe.Status
+		}
+		if code == 429 {
+			s.metrics.Shed.WithLabelValues("decode_inflight").Inc()
+		}
+		s.metrics.Requests.WithLabelValues(endpoint, "none", strconv.Itoa(code)).Inc()
+		return []*extproc.ProcessingResponse{immediate(code, err.Error())}
+	}
+	d := pick.Decision
+	route := "local"
+	if pick.Prefill != "" {
+		route = "remote"
+	}
+	if body != nil {
+		s.metrics.Decisions.WithLabelValues(d.Path, d.Reason).Inc()
+		s.metrics.PromptTokens.WithLabelValues(d.Path).Add(d.Features.ISL)
+	}
+	s.metrics.Requests.WithLabelValues(endpoint, route, "200").Inc()
+	pool := s.picker.pool
+	if pick.Prefill != "" {
+		st.prefill = append(st.prefill, pool.Hold(pick.Prefill, d.Features.EffP, 0, false))
+	}
+	st.prefill = append(st.prefill, pool.Hold(pick.Decode, d.Features.EffD, 0, false))
+	st.releases = append(st.releases, pool.Hold(pick.Decode, 0, d.Features.ISL, true))
+
+	set := []*corev3.HeaderValueOption{header(DestinationHeader, pick.Decode)}
+	if pick.Prefill != "" {
+		set = append(set, header(PrefillerHeader, pick.Prefill))
+	}
+	common := &extproc.CommonResponse{ClearRouteCache: true, HeaderMutation: &extproc.HeaderMutation{SetHeaders: set}}
+	if pick.Prefill == "" {
+		// a prefill endpoint named by the client must not reach a decode sidecar on the local path
+		common.HeaderMutation.RemoveHeaders = []string{PrefillerHeader}
+	}
+	if body != nil {
+		set = append(set, header("content-length", strconv.Itoa(len(body))))
+		common.HeaderMutation.SetHeaders = set
+	}
+	if st.buffered && body != nil {
+		// the body was buffered and its headers already answered: the pick rides on the body's answer, the body
+		// itself unchanged
+		common.HeaderMutation.SetHeaders = set[:len(set)-1] // its length has not changed
+		return []*extproc.ProcessingResponse{{
+			Response:        &extproc.ProcessingResponse_RequestBody{RequestBody: &extproc.BodyResponse{Response: common}},
+			DynamicMetadata: destinationMetadata(pick.Decode),
+		}}
+	}
+	out := []*extproc.ProcessingResponse{{
+		Response:        &extproc.ProcessingResponse_RequestHeaders{RequestHeaders: &extproc.HeadersResponse{Response: common}},
+		DynamicMetadata: destinationMetadata(pick.Decode),
+	}}
+	if body != nil {
+		for i := 0; i == 0 || i < len(body); i += bodyChunkLimitBytes {
+			end := min(len(body), i+bodyChunkLimitBytes)
+			out = append(out, &extproc.ProcessingResponse{Response: &extproc.ProcessingResponse_RequestBody{RequestBody: &extproc.BodyResponse{
+				Response: &extproc.CommonResponse{BodyMutation: &extproc.BodyMutation{Mutation: &extproc.BodyMutation_StreamedResponse{
+					StreamedResponse: &extproc.StreamedBodyResponse{Body: body[i:end], EndOfStream: end == len(body)}}}},
+			}}})
+		}
+	}
+	return out
+}
+
+func header(key, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+}
+
+func headerValue(h *corev3.HeaderValue) string {
+	if len(h.RawValue) > 0 {
+		return string(h.RawValue)
+	}
+	return h.Value
+}
+
+func immediate(code int, msg string) *extproc.ProcessingResponse {
+	return &extproc.ProcessingResponse{Response: &extproc.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extproc.ImmediateResponse{
+		Status:  &typev3.HttpStatus{Code: typev3.StatusCode(code)},
+		Body:    errorBody(code, msg),
+		Headers: &extproc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header("content-type", "application/json")}},
+	}}}
+}
+
+// errorBody is an OpenAI-style error, as dolphin serve answers.
+func errorBody(code int, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "endpoint_picker", "code": code}})
+	return b
+}
+
+func destinationMetadata(endpoint string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			DestinationHeader: structpb.NewStringValue(endpoint),
+		}}),
+	}}
+}
+
+// subsetHint is the endpoint subset the gateway allows (nil when it names none).
+func subsetHint(req *extproc.ProcessingRequest) []string {
+	ns := req.GetMetadataContext().GetFilterMetadata()[SubsetNamespace]
+	if ns == nil {
+		return nil
+	}
+	v, ok := ns.GetFields()[SubsetKey]
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	for _, x := range v.GetListValue().GetValues() {
+		out = append(out, x.GetStringValue())
+	}
+	return out
+}
