@@ -29,6 +29,8 @@ export class EventIngest {
     private readonly blockSize: number,
     private readonly root: Hash64,
     private readonly maxEntries: number,
+    /** The router's block-hash scheme from a parent (hashes.ts's xxh64 chain, or cbor-fnv.ts's llm-d scheme). */
+    private readonly chain: (tokens: number[], blockSize: number, parent: Hash64) => Uint32Array = hashTokens,
   ) {}
 
   reset(): void {
@@ -79,7 +81,7 @@ export class EventIngest {
       if (!p) return null;
       parent = { lo: p[0], hi: p[1] };
     }
-    const ours = hashTokens(tokenIds, this.blockSize, parent);
+    const ours = this.chain(tokenIds, this.blockSize, parent);
     if (!parentPair && ours.every((v, i) => v === engine[i])) {
       this.sameScheme = true;
       this.map.clear();
