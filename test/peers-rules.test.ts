@@ -171,3 +171,19 @@ describe("our Dynamo rules against dynamo-kv-router 1.6.1's conditional-disagg p
     expect(all.some((c, i) => busy(c) && isl[i]!.bit === 0)).toBe(true);
   });
 });
+
+describe("the peers' harnesses refuse a bad request, naming what is wrong", () => {
+  it("dynamo: an unknown op and a policy it does not have", () => {
+    expect(() => callPeer("dynamo", { op: "route" })).toThrow(/request\.op: expected disagg, hash or bench/);
+    expect(() =>
+      callPeer("dynamo", { op: "disagg", cases: [{ policy: "legacy", prompt_tokens: 1, cached_tokens: 0 }] }),
+    ).toThrow(/request\.cases\[0\]\.policy: expected isl_bounding, prefill_load or isl_or_load/);
+  });
+
+  it("llm-d: an unknown op and a block size of 0", () => {
+    expect(() => callPeer("llmd", { op: "route" })).toThrow(/request\.op: expected hash, events or bench/);
+    expect(() => callPeer("llmd", { op: "hash", cases: [{ tokens: [], block_size: 0 }] })).toThrow(
+      /request\.cases\[0\]\.block_size: must be positive/,
+    );
+  });
+});

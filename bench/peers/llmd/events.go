@@ -89,34 +89,46 @@ func (p *llmdPipeline) holders(key kvblock.BlockHash) (gpu, cpu []string) {
 	return gpu, cpu
 }
 
-// match is LongestPrefixScorer.Score on the GPU tier: per pod, the blocks from the first while it holds each.
+// match hashes a prompt as llm-d does and scores it (matchKeys).
 func (p *llmdPipeline) match(tokens []uint32) (map[string]int, error) {
 	keys, err := p.tp.TokensToKVBlockKeys(kvblock.EmptyBlockHash, tokens, p.model, nil)
 	if err != nil || len(keys) == 0 {
 		return map[string]int{}, err
 	}
+	return p.matchKeys(keys)
+}
+
+// matchKeys is LongestPrefixScorer.Score (pkg/kvcache/kvblock_scorer.go) on the GPU tier at weight 1, written the
+// way it is written there (one weight map reused across keys, the active set shrinking): per pod, the blocks from the
+// first while it holds each.
+func (p *llmdPipeline) matchKeys(keys []kvblock.BlockHash) (map[string]int, error) {
 	found, err := p.index.Lookup(context.Background(), keys, sets.New[string]())
 	if err != nil {
 		return nil, err
 	}
-	gpuPods := func(k kvblock.BlockHash) map[string]bool {
-		out := map[string]bool{}
-		for _, e := range found[k] {
+	fill := func(dst map[string]struct{}, entries []kvblock.PodEntry) {
+		for _, e := range entries {
 			if e.DeviceTier == "gpu" {
-				out[e.PodIdentifier] = true
+				dst[e.PodIdentifier] = struct{}{}
 			}
 		}
-		return out
 	}
 	scores := map[string]int{}
-	active := gpuPods(keys[0])
-	for pod := range active {
+	cur := map[string]struct{}{}
+	fill(cur, found[keys[0]])
+	active := make(map[string]struct{}, len(cur))
+	for pod := range cur {
+		active[pod] = struct{}{}
 		scores[pod] = 1
 	}
 	for _, k := range keys[1:] {
-		held := gpuPods(k)
+		if len(active) == 0 {
+			break
+		}
+		clear(cur)
+		fill(cur, found[k])
 		for pod := range active {
-			if held[pod] {
+			if _, ok := cur[pod]; ok {
 				scores[pod]++
 			} else {
 				delete(active, pod)
