@@ -8,6 +8,7 @@
 // llm-d-kv-cache in native Go through the harnesses `npm run setup` builds (bench/peers/). Rounds alternate the
 // three in rotating order; every figure is the median over rounds. No inter-process call is ever timed.
 
+import { join } from "node:path";
 import { rootHash, hashTokens } from "../src/hashing/hashes.js";
 import { decodeEventBatch, type KvEvent } from "../src/router/kv-events.js";
 import { Router } from "../src/router/router.js";
@@ -15,7 +16,8 @@ import { EventIngest } from "../src/serve/proxy/kv-ingest.js";
 import { encodeVllmEventBatch } from "../src/serve/worker/kv-events.js";
 import { ruleTable } from "../src/table/rule-table.js";
 import { indexBytesPerBlock, lcgTokens } from "./core.js";
-import { callPeer } from "./peers/harness.js";
+import { repoRoot } from "./harness.js";
+import { buildGoBeside, callPeer } from "./peers/harness.js";
 import { median } from "./stats.js";
 
 export const SIZES = [16, 256, 1024] as const;
@@ -29,6 +31,11 @@ export interface SystemFigures {
   events_us_per_1k_blocks: number;
 }
 
+export interface GoSideBySide {
+  dolphin_go: { hash_20k_tokens_us: number; hash_20k_tokens_cbor_fnv_us: number; match_us: BySize; route_us: BySize };
+  llm_d: { hash_20k_tokens_us: number; match_us: BySize };
+}
+
 export interface PeersBenchResult {
   rounds: number;
   dolphin: SystemFigures;
@@ -36,6 +43,8 @@ export interface PeersBenchResult {
   "llm-d": SystemFigures;
   /** dolphin's figure over the better peer's (≤ 1 means dolphin is at least as good). */
   dolphin_over_best_peer: Record<string, number>;
+  /** our Go binding next to llm-d in one Go process, slices alternated (one run after the rounds) */
+  go_side_by_side: GoSideBySide;
   /** every round's figures, in the order run */
   per_round: { system: string; figures: SystemFigures }[];
 }
@@ -194,6 +203,18 @@ export function runPeersBench(
       const system = names[(j + r) % names.length]!;
       per_round.push({ system, figures: turns[system]!() });
     }
+  const root = repoRoot();
+  const go_side_by_side = callPeer<GoSideBySide>(
+    "llmd",
+    {
+      op: "bench-go",
+      table: join(root, "spec", "vectors", "tables", "dynamo-isl.msgpack"),
+      ...WORKLOAD,
+      slices: opts.slices,
+      slice_ms: opts.sliceMs,
+    },
+    buildGoBeside(root),
+  );
   const of = (system: string) => medianFigures(per_round.filter((t) => t.system === system).map((t) => t.figures));
   const [dolphin, dynamo, llmd] = [of("dolphin"), of("dynamo"), of("llm-d")];
   return {
@@ -202,6 +223,7 @@ export function runPeersBench(
     dynamo,
     "llm-d": llmd,
     dolphin_over_best_peer: ratios(dolphin, [dynamo, llmd]),
+    go_side_by_side,
     per_round,
   };
 }
@@ -218,5 +240,14 @@ export function formatPeersBench(r: PeersBenchResult): string {
   lines.push(row("bytes per cached block", (s) => s.bytes_per_block, "bytes_per_block"));
   lines.push(row("events, µs per 1k blocks", (s) => s.events_us_per_1k_blocks, "events_us_per_1k_blocks"));
   lines.push(`(medians of ${r.rounds} alternated rounds)`);
+  const g = r.go_side_by_side;
+  lines.push("", "in one Go process, alternating slices:   dolphin (Go binding)   llm-d");
+  lines.push(
+    `hash 20k tokens (µs)   ${cell(g.dolphin_go.hash_20k_tokens_us)} (cbor-fnv ${g.dolphin_go.hash_20k_tokens_cbor_fnv_us.toFixed(2)}) ${cell(g.llm_d.hash_20k_tokens_us)}`,
+  );
+  for (const n of SIZES)
+    lines.push(
+      `match, ${n} workers (µs) ${cell(g.dolphin_go.match_us[n])} ${cell(g.llm_d.match_us[n])}   route ${g.dolphin_go.route_us[n].toFixed(2)}`,
+    );
   return lines.join("\n");
 }

@@ -33,6 +33,12 @@ export function peersPaths(env = process.env) {
   };
 }
 
+/** Go's environment for the llm-d harness: the peers' own module and build caches, no cgo. */
+export function peersGoEnv(env = process.env) {
+  const p = peersPaths(env);
+  return { CGO_ENABLED: "0", GOFLAGS: "-mod=readonly -modcacherw", GOMODCACHE: p.goModCache, GOCACHE: p.goBuildCache };
+}
+
 function sources(dir) {
   const out = [];
   for (const e of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
@@ -95,16 +101,11 @@ export function peersStep({ checkOnly = false, log = console.log } = {}) {
   log(
     `setup: peers: 2/2 llm-d's llm-d-kv-cache v0.9.0 harness (${go}; about 4 min and 2.7 GB of module and build caches the first time)`,
   );
-  run("go", ["build", "-trimpath", "-o", p.llmd, "."], {
-    cwd: LLMD,
-    env: {
-      ...process.env,
-      CGO_ENABLED: "0",
-      GOFLAGS: "-mod=readonly -modcacherw",
-      GOMODCACHE: p.goModCache,
-      GOCACHE: p.goBuildCache,
-    },
-  });
+  const goEnv = { ...process.env, ...peersGoEnv() };
+  run("go", ["build", "-trimpath", "-o", p.llmd, "."], { cwd: LLMD, env: goEnv });
+  // what `dolphin bench peers` builds with -tags dolphin (our Go binding beside llm-d) needs besides: fetched now,
+  // so that build runs offline
+  run("go", ["mod", "download", "github.com/tetratelabs/wazero"], { cwd: LLMD, env: goEnv });
   const t2 = Date.now();
   log(`setup: peers: llm-d harness built in ${Math.round((t2 - t1) / 1000)} s`);
   const bytes = du(p.home);

@@ -3,6 +3,7 @@ module github.com/dolphin-routing/peers/llmd
 go 1.25.0
 
 require (
+	github.com/dolphin-routing/dolphin-routing/bindings/go v0.0.0-00010101000000-000000000000
 	github.com/llm-d/llm-d-kv-cache v0.9.0
 	k8s.io/apimachinery v0.33.11
 )
@@ -42,6 +43,7 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/redis/go-redis/v9 v9.20.0 // indirect
+	github.com/tetratelabs/wazero v1.12.0 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -83,3 +85,6 @@ require (
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
+
+// our Go binding, for the -tags dolphin build (dolphin.go) that `dolphin bench peers` makes
+replace github.com/dolphin-routing/dolphin-routing/bindings/go => ../../../bindings/go
