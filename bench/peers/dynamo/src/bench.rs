@@ -10,9 +10,12 @@
 // of `event_blocks` blocks then its removal through RadixTree::apply_event, per 1,000 blocks (Dynamo's events carry
 // its own hashes: nothing to decode or rehash).
 use crate::{uint, BadRequest};
-use dynamo_kv_router::conditional_disagg::{ConditionalDisaggDecisionInput, ConditionalDisaggPolicy, IslBoundingPolicy};
+use dynamo_kv_router::conditional_disagg::{
+    ConditionalDisaggDecisionInput, ConditionalDisaggPolicy, IslBoundingPolicy,
+};
 use dynamo_kv_router::protocols::{
-    compute_block_hash_for_seq, LocalBlockHash, RoutingConstraints, WorkerConfigLike, WorkerId, WorkerWithDpRank,
+    compute_block_hash_for_seq, LocalBlockHash, RoutingConstraints, WorkerConfigLike, WorkerId,
+    WorkerWithDpRank,
 };
 use dynamo_kv_router::scheduling::{OverlapSignals, ScheduleMode};
 use dynamo_kv_router::test_utils::{make_remove_event, make_store_event};
@@ -97,7 +100,12 @@ fn held(w: usize, n: usize, blocks: usize) -> usize {
     (w + 1) * blocks / (n + 1)
 }
 
-fn request(scores: &FxHashMap<WorkerWithDpRank, u32>, n: usize, isl: usize, bs: u32) -> SchedulingRequest {
+fn request(
+    scores: &FxHashMap<WorkerWithDpRank, u32>,
+    n: usize,
+    isl: usize,
+    bs: u32,
+) -> SchedulingRequest {
     let mut effective_overlap_blocks = FxHashMap::default();
     let mut effective_cached_tokens = FxHashMap::default();
     let mut worker_loads = FxHashMap::default();
@@ -124,7 +132,10 @@ fn request(scores: &FxHashMap<WorkerWithDpRank, u32>, n: usize, isl: usize, bs: 
         affinity_target: None,
         pinned_worker: None,
         allowed_worker_ids: None,
-        routing_constraints: RoutingConstraints { required_taints: HashSet::new(), preferred_taints: HashMap::new() },
+        routing_constraints: RoutingConstraints {
+            required_taints: HashSet::new(),
+            preferred_taints: HashMap::new(),
+        },
         router_config_override: None,
         track_prefill_tokens: true,
         priority_jump: 0.0,
@@ -146,7 +157,10 @@ fn request(scores: &FxHashMap<WorkerWithDpRank, u32>, n: usize, isl: usize, bs: 
 
 fn ready<T>(f: impl std::future::Future<Output = T>) -> T {
     use std::task::{Context, Poll, Waker};
-    match std::pin::pin!(f).as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match std::pin::pin!(f)
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
         Poll::Ready(v) => v,
         Poll::Pending => unreachable!("isl_bounding does not await"),
     }
@@ -155,7 +169,11 @@ fn ready<T>(f: impl std::future::Future<Output = T>) -> T {
 fn tree_for(hashes: &[u64], n: usize) -> RadixTree {
     let mut tree = RadixTree::new();
     for w in 0..n {
-        tree.apply_event(make_store_event(w as u64, &hashes[..held(w, n, hashes.len())])).unwrap();
+        tree.apply_event(make_store_event(
+            w as u64,
+            &hashes[..held(w, n, hashes.len())],
+        ))
+        .unwrap();
     }
     tree
 }
@@ -174,35 +192,58 @@ pub fn run(req: &Value) -> Result<Value, BadRequest> {
         .and_then(Value::as_array)
         .ok_or_else(|| BadRequest("request.workers: expected an array of worker counts".into()))?
         .iter()
-        .map(|v| v.as_u64().map(|n| n as usize).ok_or_else(|| BadRequest("request.workers[]: expected an integer".into())))
+        .map(|v| {
+            v.as_u64()
+                .map(|n| n as usize)
+                .ok_or_else(|| BadRequest("request.workers[]: expected an integer".into()))
+        })
         .collect::<Result<_, _>>()?;
     let tokens = lcg(n_tokens, seed);
-    let hashes: Vec<u64> =
-        compute_block_hash_for_seq(&tokens, bs, Default::default()).iter().map(|h| h.0).collect();
+    let hashes: Vec<u64> = compute_block_hash_for_seq(&tokens, bs, Default::default())
+        .iter()
+        .map(|h| h.0)
+        .collect();
     let local: Vec<LocalBlockHash> = hashes.iter().map(|&h| LocalBlockHash(h)).collect();
 
     let hash_us = median_us(slices, slice_ms, || {
-        black_box(compute_block_hash_for_seq(black_box(&tokens), bs, Default::default()));
+        black_box(compute_block_hash_for_seq(
+            black_box(&tokens),
+            bs,
+            Default::default(),
+        ));
     });
     let policy = IslBoundingPolicy::new(true, 2048, 0.7);
     let selector = DefaultWorkerSelector::new(Some(KvRouterConfig::default()), "decode");
     let (mut match_us, mut route_us) = (Map::new(), Map::new());
     for &n in &sizes {
         let tree = tree_for(&hashes, n);
-        let workers: HashMap<WorkerId, Config> = (0..n as WorkerId).map(|w| (w, Config(HashSet::new()))).collect();
-        match_us.insert(n.to_string(), json!(median_us(slices, slice_ms, || {
-            black_box(tree.find_matches(local.clone(), false));
-        })));
-        route_us.insert(n.to_string(), json!(median_us(slices, slice_ms, || {
-            let seq = compute_block_hash_for_seq(&tokens, bs, Default::default());
-            let overlap = tree.find_matches(seq, false);
-            let request = request(&overlap.scores, n, n_tokens, bs);
-            let chosen = selector
-                .select_worker(WorkerSelectionInput::configured(&workers, &request, request.eligibility(), bs))
-                .expect("a worker");
-            let input = ConditionalDisaggDecisionInput::new(n_tokens, chosen.cached_tokens);
-            black_box(ready(policy.should_bypass_remote_prefill(input)));
-        })));
+        let workers: HashMap<WorkerId, Config> = (0..n as WorkerId)
+            .map(|w| (w, Config(HashSet::new())))
+            .collect();
+        match_us.insert(
+            n.to_string(),
+            json!(median_us(slices, slice_ms, || {
+                black_box(tree.find_matches(local.clone(), false));
+            })),
+        );
+        route_us.insert(
+            n.to_string(),
+            json!(median_us(slices, slice_ms, || {
+                let seq = compute_block_hash_for_seq(&tokens, bs, Default::default());
+                let overlap = tree.find_matches(seq, false);
+                let request = request(&overlap.scores, n, n_tokens, bs);
+                let chosen = selector
+                    .select_worker(WorkerSelectionInput::configured(
+                        &workers,
+                        &request,
+                        request.eligibility(),
+                        bs,
+                    ))
+                    .expect("a worker");
+                let input = ConditionalDisaggDecisionInput::new(n_tokens, chosen.cached_tokens);
+                black_box(ready(policy.should_bypass_remote_prefill(input)));
+            })),
+        );
     }
 
     // bytes per (worker, block): 16 workers, each holding its own run of distinct blocks
@@ -210,7 +251,9 @@ pub fn run(req: &Value) -> Result<Value, BadRequest> {
     let per_worker = distinct / 16;
     let mut tree = RadixTree::new();
     for w in 0..16u64 {
-        let own: Vec<u64> = (0..per_worker as u64).map(|i| (w << 40) | (i + 1)).collect();
+        let own: Vec<u64> = (0..per_worker as u64)
+            .map(|i| (w << 40) | (i + 1))
+            .collect();
         tree.apply_event(make_store_event(w, &own)).unwrap();
     }
     let bytes_per_block = (LIVE.load(Ordering::Relaxed) - before) as f64 / (16 * per_worker) as f64;
@@ -218,7 +261,9 @@ pub fn run(req: &Value) -> Result<Value, BadRequest> {
 
     // events: a store of event_blocks blocks, then its removal, on a worker of a 16-worker tree
     let mut tree = tree_for(&hashes, 16);
-    let batch: Vec<u64> = (0..event_blocks as u64).map(|i| (99 << 40) | (i + 1)).collect();
+    let batch: Vec<u64> = (0..event_blocks as u64)
+        .map(|i| (99 << 40) | (i + 1))
+        .collect();
     let events_us = median_us(slices, slice_ms, || {
         tree.apply_event(make_store_event(16, &batch)).unwrap();
         tree.apply_event(make_remove_event(16, &batch)).unwrap();

@@ -11,8 +11,9 @@
 // bypass = prefill locally on the decode worker (our "local", bit 0).
 use crate::{field, uint, BadRequest};
 use dynamo_kv_router::conditional_disagg::{
-    ConditionalDisaggDecisionInput, ConditionalDisaggPolicy, IslBoundingPolicy, IslOrLoadPolicy, PrefillLoadPolicy,
-    DEFAULT_CONDITIONAL_DISAGG_EFF_ISL_RATIO_THRESHOLD, DEFAULT_CONDITIONAL_DISAGG_EFF_ISL_THRESHOLD,
+    ConditionalDisaggDecisionInput, ConditionalDisaggPolicy, IslBoundingPolicy, IslOrLoadPolicy,
+    PrefillLoadPolicy, DEFAULT_CONDITIONAL_DISAGG_EFF_ISL_RATIO_THRESHOLD,
+    DEFAULT_CONDITIONAL_DISAGG_EFF_ISL_THRESHOLD,
 };
 use dynamo_kv_router::scheduling::AdvisoryWorkerLoad;
 use serde_json::{json, Value};
@@ -22,7 +23,10 @@ use std::task::{Context, Poll, Waker};
 
 /// The policies are async_trait methods that never await: one poll finishes them.
 fn ready<T>(f: impl Future<Output = T>) -> T {
-    match pin!(f).as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match pin!(f)
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
         Poll::Ready(v) => v,
         Poll::Pending => unreachable!("conditional-disagg policies do not await"),
     }
@@ -55,7 +59,11 @@ fn one(case: &Value, at: &str) -> Result<Value, BadRequest> {
         None | Some(Value::Null) => None,
         Some(p) => {
             let at = format!("{at}.prefill");
-            let l = load(uint(p, "active_prefill_tokens", &at)?, uint(p, "prefill_token_capacity", &at)?, None);
+            let l = load(
+                uint(p, "active_prefill_tokens", &at)?,
+                uint(p, "prefill_token_capacity", &at)?,
+                None,
+            );
             Some(l.prefill_load_exceeds(num(p, "threshold", &at)?))
         }
     };
@@ -64,7 +72,10 @@ fn one(case: &Value, at: &str) -> Result<Value, BadRequest> {
         Some(d) => {
             let at = format!("{at}.decode");
             let l = load(0, 0, Some(uint(d, "total_kv_blocks", &at)? as usize));
-            l.decode_load_exceeds(uint(d, "potential_decode_blocks", &at)?, num(d, "threshold", &at)?)
+            l.decode_load_exceeds(
+                uint(d, "potential_decode_blocks", &at)?,
+                num(d, "threshold", &at)?,
+            )
         }
     };
     let input = ConditionalDisaggDecisionInput::new(
@@ -76,10 +87,13 @@ fn one(case: &Value, at: &str) -> Result<Value, BadRequest> {
     let isl = IslBoundingPolicy::new(true, isl_threshold, ratio);
     let bypass = match case.get("policy").and_then(Value::as_str) {
         Some("isl_bounding") => ready(isl.should_bypass_remote_prefill(input)),
-        Some("prefill_load") => ready(PrefillLoadPolicy::new(true).should_bypass_remote_prefill(input)),
-        Some("isl_or_load") => {
-            ready(IslOrLoadPolicy::new(isl, PrefillLoadPolicy::new(true)).should_bypass_remote_prefill(input))
+        Some("prefill_load") => {
+            ready(PrefillLoadPolicy::new(true).should_bypass_remote_prefill(input))
         }
+        Some("isl_or_load") => ready(
+            IslOrLoadPolicy::new(isl, PrefillLoadPolicy::new(true))
+                .should_bypass_remote_prefill(input),
+        ),
         other => {
             return Err(BadRequest(format!(
                 "{at}.policy: expected isl_bounding, prefill_load or isl_or_load, got {other:?}"

@@ -14,7 +14,8 @@ use std::io::Read;
 pub struct BadRequest(pub String);
 
 pub fn field<'a>(v: &'a Value, name: &str, at: &str) -> Result<&'a Value, BadRequest> {
-    v.get(name).ok_or_else(|| BadRequest(format!("{at}: missing \"{name}\"")))
+    v.get(name)
+        .ok_or_else(|| BadRequest(format!("{at}: missing \"{name}\"")))
 }
 
 pub fn uint(v: &Value, name: &str, at: &str) -> Result<u64, BadRequest> {
@@ -44,7 +45,8 @@ fn hash(req: &Value) -> Result<Value, BadRequest> {
     if block_size == 0 {
         return Err(BadRequest("request.block_size: must be positive".into()));
     }
-    let hashes = dynamo_kv_router::compute_block_hash_for_seq(&tokens, block_size, Default::default());
+    let hashes =
+        dynamo_kv_router::compute_block_hash_for_seq(&tokens, block_size, Default::default());
     Ok(json!({ "hashes": hashes.iter().map(|h| h.0.to_string()).collect::<Vec<_>>() }))
 }
 
@@ -53,7 +55,9 @@ fn answer(req: &Value) -> Result<Value, BadRequest> {
         Some("disagg") => disagg::run(req),
         Some("hash") => hash(req),
         Some("bench") => bench::run(req),
-        other => Err(BadRequest(format!("request.op: expected disagg, hash or bench, got {other:?}"))),
+        other => Err(BadRequest(format!(
+            "request.op: expected disagg, hash or bench, got {other:?}"
+        ))),
     }
 }
 
