@@ -68,8 +68,8 @@ function cases(seed: number, n: number): Case[] {
   });
 }
 
-function router(): Router {
-  return routerOn("wasm", ruleTable("always-remote"), {
+function router(engine: "wasm" | "reference" = "wasm"): Router {
+  return routerOn(engine, ruleTable("always-remote"), {
     workers: [
       { id: "p", role: "prefill" },
       { id: "d", role: "decode" },
@@ -128,6 +128,12 @@ describe("our Dynamo rules against dynamo-kv-router 1.6.1's conditional-disagg p
   const r = router();
   const isl = ours(r, islTable, all);
   const load = ours(r, loadTable, all);
+
+  it("the TypeScript reference (src/reference/policy.ts) decides as the core on every case", () => {
+    const ref = router("reference");
+    expect(ours(ref, islTable, all)).toEqual(isl);
+    expect(ours(ref, loadTable, all)).toEqual(load);
+  });
 
   /** Dynamo's `policy` on the cached tokens we credited gives our bit on every case, and both bits occur. */
   function sameEverywhere(policy: string, ourBits: ReturnType<typeof ours>): void {
