@@ -458,10 +458,13 @@ describe("dolphin filter configuration", () => {
   }, 60_000);
 
   it("hashes token prompts with llm-d's cbor-fnv scheme when hash_scheme says so", async () => {
-    const llmd = await startEnvoy(
-      { ...setup, listen: { port: 0 }, admin: { port: 0 } },
-      { plugin: (p) => ({ ...p, hash_scheme: "llm-d-cbor-fnv", hash_seed: "42" }) },
-    );
+    const llmd = await startEnvoy({
+      ...setup,
+      hash_scheme: "llm-d-cbor-fnv",
+      hash_seed: "42",
+      listen: { port: 0 },
+      admin: { port: 0 },
+    });
     try {
       const prompt = Array.from({ length: 3000 }, (_, i) => (i * 7919) % 50_000);
       const body = { model: MODEL, prompt, max_tokens: 2 };
