@@ -1,11 +1,14 @@
-// Chained block hashing, bit-exact to llm-d's approximate prefix scheme (reference-systems.md):
+// Chained block hashing. Scheme 0, the default (xxh64-chain): llm-d's approximate prefix scheme as llm-d-router's
+// newer source writes it (reference-systems.md; that source cannot be built here, so spec/vectors/hashes.json is our
+// own reading of it):
 //   h_0 = xxh64(model ‖ "\0" ‖ cache_salt)   (xxh64 of no bytes when both are empty)
 //   tokens: c_i = xxh64(LE u32 ids of block i), h_i = xxh64(LE64(c_i) ‖ LE64(h_{i−1}))
 //   text:   h_i = xxh64(64 bytes of block i ‖ LE64(h_{i−1}))
 // Trailing partial blocks are not hashed. WebAssembly memory is little-endian, so the u32 ids the host wrote
-// are already the bytes the scheme hashes.
+// are already the bytes the scheme hashes. Scheme 1 (llm-d-cbor-fnv, tokens only): llm-d-kv-cache's, in cbor-fnv.ts.
 
-import { LIMIT_TEXT_BLOCK_BYTES } from "./generated/abi";
+import { cborFnvBlocks, cborFnvRoot } from "./cbor-fnv";
+import { LIMIT_TEXT_BLOCK_BYTES, SCHEME_LLM_D_CBOR_FNV, SCHEME_XXH64_CHAIN } from "./generated/abi";
 import { xxh64, xxh64Block64, xxh64Of64, xxh64Pair } from "./xxh64";
 
 // @ts-ignore: decorator
@@ -15,9 +18,24 @@ import { xxh64, xxh64Block64, xxh64Of64, xxh64Pair } from "./xxh64";
 
 export let root: u64 = 0xef46db3751d8e999; // xxh64 of no bytes, seed 0
 export let blockSize: i32 = 16;
+/** The block-hash scheme (spec/abi.json hash_schemes): the xxh64 chain, or llm-d's cbor-fnv (assembly/cbor-fnv.ts). */
+export let scheme: i32 = SCHEME_XXH64_CHAIN;
 
 export function setRootFrom(ptr: usize, len: i32): void {
   root = xxh64(ptr, <usize>len, 0);
+  scheme = SCHEME_XXH64_CHAIN;
+}
+
+/** Selects `s` with its root from the seed's `seedLen` bytes then the model's `modelLen` bytes at `ptr`; false if unknown. */
+export function setSchemeFrom(s: i32, ptr: usize, seedLen: i32, modelLen: i32): bool {
+  if (s == SCHEME_XXH64_CHAIN) {
+    setRootFrom(ptr, seedLen + modelLen);
+    return true;
+  }
+  if (s != SCHEME_LLM_D_CBOR_FNV) return false;
+  root = cborFnvRoot(ptr, seedLen, ptr + <usize>seedLen, modelLen);
+  scheme = s;
+  return true;
 }
 
 export function setBlockSizeValue(n: i32): bool {
@@ -33,6 +51,7 @@ export function setBlockSizeValue(n: i32): bool {
  */
 export function hashTokenBlocks(ptr: usize, nTokens: i32, out: usize): i32 {
   const bs = blockSize;
+  if (scheme == SCHEME_LLM_D_CBOR_FNV) return cborFnvBlocks(ptr, nTokens, bs, root, out);
   const blocks = nTokens / bs;
   if (bs == 16) {
     hash64ByteBlocks(ptr, blocks, out);

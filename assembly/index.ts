@@ -2,9 +2,12 @@
 // returns 0 or an error code from errors.ts (counts are returned as negative codes on failure); nothing traps
 // on any input. Memory is allocated once in `init` (stub runtime: nothing is ever freed).
 
-import { blockSize, hashTextBlocks, hashTokenBlocks, root, setBlockSizeValue, setRootFrom } from "./blocks";
 import {
-  ABI_VERSION, E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_TABLE, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, OK, LIMIT_MAX_INDEX_BLOCKS, LIMIT_MAX_INPUT_BYTES,
+  blockSize, hashTextBlocks, hashTokenBlocks, root, scheme, setBlockSizeValue, setRootFrom, setSchemeFrom,
+} from "./blocks";
+import {
+  ABI_VERSION, E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_HASH_SCHEME, E_BAD_LENGTH, E_BAD_TABLE, E_TEXT_NEEDS_XXH64,
+  SCHEME_XXH64_CHAIN, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, OK, LIMIT_MAX_INDEX_BLOCKS, LIMIT_MAX_INPUT_BYTES,
   LIMIT_MAX_WORKERS,
 } from "./generated/abi";
 import { fail } from "./errors";
@@ -88,6 +91,15 @@ export function setRoot(len: i32): i32 {
   return OK;
 }
 
+/** Block-hash scheme `s` with its root from the input buffer: `seedLen` bytes of hash seed, then `modelLen` of model. */
+export function setHashScheme(s: i32, seedLen: i32, modelLen: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  if (seedLen < 0 || modelLen < 0) return fail(E_BAD_LENGTH, min(seedLen, modelLen));
+  const rc = checkInput(seedLen + modelLen, 1);
+  if (rc != OK) return rc;
+  return setSchemeFrom(s, input, seedLen, modelLen) ? OK : fail(E_BAD_HASH_SCHEME, s);
+}
+
 /** Hashes `n` token ids from the input buffer into the hashes buffer; returns the block count or −error. */
 export function hashTokens(n: i32): i32 {
   if (!ready) return -fail(E_NOT_INITIALIZED, 0);
@@ -101,6 +113,7 @@ export function hashText(n: i32): i32 {
   if (!ready) return -fail(E_NOT_INITIALIZED, 0);
   const rc = checkInput(n, 1);
   if (rc != OK) return -rc;
+  if (scheme != SCHEME_XXH64_CHAIN) return -fail(E_TEXT_NEEDS_XXH64, scheme);
   return hashTextBlocks(input, n, hashes);
 }
 

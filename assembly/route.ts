@@ -2,13 +2,13 @@
 // prefill workers, extract the four features, decide, optionally record the blocks as now cached (the router's
 // own view, when no engine KV events feed the index), and write the decision record. No allocation.
 
-import { hashTextBlocks, hashTokenBlocks, blockSize, TEXT_BLOCK_BYTES } from "./blocks";
+import { hashTextBlocks, hashTokenBlocks, blockSize, scheme, TEXT_BLOCK_BYTES } from "./blocks";
 import {
   D_BIT, D_BLOCKS, D_CLUSTER, D_COST_D, D_COST_P, D_DECODE, D_EFF_D, D_EFF_P, D_ISL, D_LOAD_D, D_LOAD_P, D_MATCHED_D, D_MATCHED_P, D_OSL_CLASS,
   D_OSL_HAT, D_PATH, D_PREFILL, D_REASON, D_REUSE, D_SCORE, DECISION_SLOTS, E_BAD_LENGTH, E_BAD_OSL, E_BAD_PINNED, E_BAD_TURN, E_INPUT_TOO_LARGE, E_NO_DECODE_WORKER, OK,
   E_BAD_FLAGS, FLAG_HASHES, FLAG_RECORD, FLAG_TEXT, LIMIT_MAX_TOKENS, LIMIT_TEXT_BLOCK_BYTES, LIMIT_TEXT_TOKENS_PER_BLOCK,
   R_CONTEXT_TOKENS, R_FLAGS, R_LENGTH, R_MAX_TOKENS, R_OSL_HAT, R_PINNED_DECODE, R_PREV_OUTPUT_TOKENS, R_PROMPT_TOKENS,
-  R_TURN, REASON_NO_PREFILL_WORKER, REQUEST_SLOTS, ROLE_DECODE,
+  R_TURN, REASON_NO_PREFILL_WORKER, REQUEST_SLOTS, ROLE_DECODE, E_TEXT_NEEDS_XXH64, SCHEME_XXH64_CHAIN,
 } from "./generated/abi";
 import { fail } from "./errors";
 import { decide } from "./policy/decide";
@@ -167,6 +167,7 @@ export function route(): i32 {
     tokensPerBlock = <f64>blockSize;
     isl = promptTokens > 0 ? promptTokens : <f64>n * tokensPerBlock;
   } else if (text) {
+    if (scheme != SCHEME_XXH64_CHAIN) return fail(E_TEXT_NEEDS_XXH64, scheme);
     blocks = hashTextBlocks(input, n, hashes);
     tokensPerBlock = <f64>TEXT_BLOCK_BYTES / TEXT_BYTES_PER_TOKEN;
     isl = promptTokens > 0 ? promptTokens : Math.ceil(<f64>n / TEXT_BYTES_PER_TOKEN);

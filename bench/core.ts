@@ -376,7 +376,7 @@ async function routeByWorkers(module: WebAssembly.Module, tokens: Uint32Array, p
  * doubles memory on each growth: the slack it leaves in the rest of the core would otherwise be absorbed by (or,
  * allocated after the index, added to) the index's figure.
  */
-function indexBytesPerBlock(module: WebAssembly.Module): number {
+export function indexBytesPerBlock(module: WebAssembly.Module): number {
   const blocks = 1 << 20;
   const bytes = (indexBlocks: number) => {
     const x = instantiateCore(module);

@@ -11,6 +11,9 @@
 //   vllm            vLLM's CPU build with NIXL and the tiny model, in a per-user cache outside the clone
 //                   (${XDG_CACHE_HOME:-~/.cache}/dolphin-routing/vllm, or $DOLPHIN_CACHE/vllm), for
 //                   `dolphin serve --vllm` and the real-engine tests: build/vllm-setup.mjs
+//   peers           the peers' harnesses (bench/peers/: Rust on dynamo-kv-router 1.6.1, Go on llm-d-kv-cache v0.9.0)
+//                   for the differential tests and `dolphin bench peers`, built into a per-user cache outside the
+//                   clone (<cache>/peers, cargo's target dir and Go's caches with them): build/peers-setup.mjs
 //   libxxhash-dev   xxhash.h, for `dolphin bench core`'s native yardstick (bench/native-hash.c); installed with
 //                   apt-get when missing. Optional: without it (or without cc or apt-get) setup says so and goes on,
 //                   and the benchmark leaves native_hash_20k_tokens_us out
@@ -20,6 +23,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { peersStep, PeersSetupError } from "./peers-setup.mjs";
 import { vllmStep, VllmSetupError } from "./vllm-setup.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -156,16 +160,24 @@ function xxhashStep() {
   return xxhashBuilds() ? "libxxhash: installed libxxhash-dev" : `libxxhash: apt-get finished but ${missing}: ${how}`;
 }
 
-function vllm() {
+/** A step from another file, its own error class turned into a SetupError. */
+const outside = (step, OwnError) => () => {
   try {
-    return vllmStep({ checkOnly });
+    return step({ checkOnly });
   } catch (e) {
-    if (e instanceof VllmSetupError) throw new SetupError(e.message);
+    if (e instanceof OwnError) throw new SetupError(e.message);
     throw e;
   }
-}
+};
 
-const STEPS = [pythonStep, goStep, chromiumStep, xxhashStep, vllm];
+const STEPS = [
+  pythonStep,
+  goStep,
+  chromiumStep,
+  xxhashStep,
+  outside(peersStep, PeersSetupError),
+  outside(vllmStep, VllmSetupError),
+];
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   let failed = false;

@@ -54,7 +54,7 @@ function run(cmd, args, opts = {}) {
   if (r.status !== 0) throw new VllmSetupError(`${cmd} ${args.join(" ")} failed with exit code ${r.status}`);
 }
 
-function du(path) {
+export function du(path) {
   const r = spawnSync("du", ["-sb", path], { encoding: "utf8" });
   return r.status === 0 ? Number(r.stdout.split("\t")[0]) : 0;
 }

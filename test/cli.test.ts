@@ -68,6 +68,23 @@ describe("dolphin hash", () => {
     expect(r.out.trim().split("\n")).toEqual(c!.hashes);
   });
 
+  it("hashes with llm-d's scheme under --scheme llm-d-cbor-fnv, and refuses an unknown scheme", () => {
+    const fnv = JSON.parse(readFileSync(new URL("../spec/vectors/hashes-cbor-fnv.json", import.meta.url), "utf8")) as {
+      cases: {
+        name: string;
+        tokens?: number[];
+        model: string;
+        hash_seed: string;
+        block_size: number;
+        hashes?: string[];
+      }[];
+    };
+    const c = fnv.cases.find((x) => x.name === "hash seed (PYTHONHASHSEED)")!;
+    const args = ["hash", "--scheme", "llm-d-cbor-fnv", "--hash-seed", c.hash_seed, "--model", c.model];
+    expect(dolphin(args, JSON.stringify(c.tokens)).out.trim().split("\n")).toEqual(c.hashes);
+    expect(dolphin(["hash", "--scheme", "fnv"], "[]").err).toMatch(/--scheme: expected xxh64-chain or llm-d-cbor-fnv/);
+  });
+
   it("rejects input that is not a JSON array of token ids, saying where", () => {
     const r = dolphin(["hash"], "[1, 2, -3]");
     expect(r.code).toBe(2);

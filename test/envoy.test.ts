@@ -450,5 +450,31 @@ describe("dolphin filter configuration", () => {
       },
     );
     await expect(badTable).rejects.toThrow(/dolphin: plugin configuration: table: /);
+    const salted = startEnvoy(
+      { ...setup, listen: { port: 0 }, admin: { port: 0 } },
+      { logLevel: "info", plugin: (p) => ({ ...p, hash_scheme: "llm-d-cbor-fnv", salt: "s" }) },
+    );
+    await expect(salted).rejects.toThrow(/dolphin: plugin configuration: salt: the llm-d-cbor-fnv hash scheme has no/);
+  }, 60_000);
+
+  it("hashes token prompts with llm-d's cbor-fnv scheme when hash_scheme says so", async () => {
+    const llmd = await startEnvoy({
+      ...setup,
+      hash_scheme: "llm-d-cbor-fnv",
+      hash_seed: "42",
+      listen: { port: 0 },
+      admin: { port: 0 },
+    });
+    try {
+      const prompt = Array.from({ length: 3000 }, (_, i) => (i * 7919) % 50_000);
+      const body = { model: MODEL, prompt, max_tokens: 2 };
+      expect((await post(llmd.url, "/v1/completions", body)).status).toBe(200);
+      const again = await post(llmd.url, "/v1/completions", body);
+      expect(again.status).toBe(200);
+      // the first routing recorded the prompt's blocks (approximate mode): the second finds them
+      expect(again.matched).toBe(Math.floor(3000 / 16));
+    } finally {
+      await llmd.close();
+    }
   }, 60_000);
 });

@@ -75,7 +75,7 @@ export function expandText(formula: RepeatTextFormula): string {
 }
 
 /** The token ids of a tokens case, listed or expanded. */
-export function caseTokens(c: TokensCase): Uint32Array {
+export function caseTokens(c: Pick<TokensCase, "name" | "tokens" | "tokens_formula">): Uint32Array {
   if (c.tokens !== undefined) return Uint32Array.from(c.tokens);
   if (c.tokens_formula !== undefined) return expandTokens(c.tokens_formula);
   throw new Error(`vector case ${JSON.stringify(c.name)} has neither tokens nor tokens_formula`);

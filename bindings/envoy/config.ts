@@ -15,6 +15,10 @@ export class PluginConfig {
   table: Uint8Array = new Uint8Array(0);
   model: string = "";
   salt: string = "";
+  /** Block-hash scheme: "xxh64-chain" (the default) or "llm-d-cbor-fnv" (token prompts only; no salt). */
+  hashScheme: string = "xxh64-chain";
+  /** llm-d's HashSeed (vLLM's PYTHONHASHSEED), for "llm-d-cbor-fnv". */
+  hashSeed: string = "";
   blockSize: i32 = 16;
   capacityBlocks: i32 = 31250;
   maxWorkers: i32 = 32;
@@ -34,7 +38,7 @@ export class ConfigResult {
 
 const KNOWN = [
   "workers", "table", "model", "salt", "block_size", "capacity_blocks", "max_workers", "max_body_bytes",
-  "prefill_timeout_ms", "fallback_local", "default_osl_hat", "approximate_ttl_s",
+  "prefill_timeout_ms", "fallback_local", "default_osl_hat", "approximate_ttl_s", "hash_scheme", "hash_seed",
 ];
 
 export function parseConfig(text: Uint8Array): ConfigResult {
@@ -58,10 +62,15 @@ export function parseConfig(text: Uint8Array): ConfigResult {
         if (bytes === null) e = "not valid base64";
         else c.table = bytes;
       }
-    } else if (m.key == "model" || m.key == "salt") {
+    } else if (m.key == "model" || m.key == "salt" || m.key == "hash_seed") {
       if (json.typeAt(m.start) != JsonType.String) e = "expected a string, got " + shown(json, m);
       else if (m.key == "model") c.model = json.stringAt(m.start);
-      else c.salt = json.stringAt(m.start);
+      else if (m.key == "salt") c.salt = json.stringAt(m.start);
+      else c.hashSeed = json.stringAt(m.start);
+    } else if (m.key == "hash_scheme") {
+      const s = json.typeAt(m.start) == JsonType.String ? json.stringAt(m.start) : "";
+      if (s != "xxh64-chain" && s != "llm-d-cbor-fnv") e = "expected \"xxh64-chain\" or \"llm-d-cbor-fnv\", got " + shown(json, m);
+      else c.hashScheme = s;
     } else if (m.key == "fallback_local") {
       const t = json.typeAt(m.start);
       if (t != JsonType.True && t != JsonType.False) e = "expected true or false, got " + shown(json, m);
@@ -91,6 +100,8 @@ export function parseConfig(text: Uint8Array): ConfigResult {
   for (let k = 0; k < c.workers.length; k++) if ((unchecked(c.workers[k]).role & 2) != 0) decode++;
   if (decode == 0) return fail(r, "workers", "no worker has role decode or both");
   if (<f64>c.capacityBlocks * <f64>c.maxWorkers > 67108864) return fail(r, "capacity_blocks", "capacity_blocks × max_workers is over 2^26 blocks");
+  if (c.hashScheme == "llm-d-cbor-fnv" && c.salt.length > 0) return fail(r, "salt", "the llm-d-cbor-fnv hash scheme has no cache salt (use hash_seed)");
+  if (c.hashScheme == "xxh64-chain" && c.hashSeed.length > 0) return fail(r, "hash_seed", "only the llm-d-cbor-fnv hash scheme has one");
   return r;
 }
 

@@ -5,14 +5,15 @@
 
 import {
   currentBlockSize, decisionPtr, errorDetail, hashesPtr, indexClear, indexStore, init, inputCapacity, inputPtr,
-  isReady, loadTable, requestPtr, route as coreRoute, setBlockSize, setLoad, setRoot, setSignals, setWorker,
+  isReady, loadTable, requestPtr, route as coreRoute, setBlockSize, setHashScheme, setLoad, setRoot, setSignals,
+  setWorker,
   tableErrorPathPtr, tableErrorPtr, tableInfoPtr,
 } from "../../assembly/index";
 import {
   D_BLOCKS, D_DECODE, D_EFF_D, D_EFF_P, D_ISL, D_LOAD_D, D_LOAD_P, D_MATCHED_D, D_MATCHED_P, D_PATH, D_PREFILL, D_REASON, E_BAD_TABLE,
   FLAG_TEXT, OK, R_CONTEXT_TOKENS, R_FLAGS, R_LENGTH, R_MAX_TOKENS, R_OSL_HAT, R_PINNED_DECODE, R_PREV_OUTPUT_TOKENS,
   R_PROMPT_TOKENS, R_TURN, REQUEST_SLOTS, TE_COUNT, TE_EXPECTED, TE_LENGTH, TE_LIMIT, TE_PATH_LENGTH, TE_PROBLEM,
-  TI_FEATURE0, TI_OSL_MODEL_FEATURES, LIMIT_MAX_INPUT_BYTES,
+  TI_FEATURE0, TI_OSL_MODEL_FEATURES, LIMIT_MAX_INPUT_BYTES, SCHEME_LLM_D_CBOR_FNV,
 } from "../../assembly/generated/abi";
 import { ERROR_MESSAGES, TABLE_PROBLEM_MESSAGES } from "../../assembly/generated/messages";
 import { FEATURE_NAMES } from "../../assembly/generated/names";
@@ -58,6 +59,19 @@ export class Routing {
   private load: StaticArray<f64> = new StaticArray<f64>(2);
 
   /** Applies a configuration: "" or the error line. Nothing changes unless everything is accepted. */
+  /** The block-hash scheme and its root (docs/abi.md, block-hash schemes): "" or the error line. */
+  private setScheme(c: PluginConfig): string {
+    const llmd = c.hashScheme == "llm-d-cbor-fnv";
+    const seed = Uint8Array.wrap(String.UTF8.encode(llmd ? c.hashSeed : ""));
+    const xxhRoot = c.model.length > 0 || c.salt.length > 0 ? c.model + "\0" + c.salt : "";
+    const model = Uint8Array.wrap(String.UTF8.encode(llmd ? c.model : xxhRoot));
+    if (seed.length + model.length > inputCapacity()) return "model: too long";
+    memory.copy(inputPtr(), seed.dataStart, seed.length);
+    memory.copy(inputPtr() + <usize>seed.length, model.dataStart, model.length);
+    const rc = llmd ? setHashScheme(SCHEME_LLM_D_CBOR_FNV, seed.length, model.length) : setRoot(model.length);
+    return rc == OK ? "" : "hash_scheme: " + errorMessage(rc);
+  }
+
   configure(c: PluginConfig): string {
     const maxPromptTokens = max(1 << 20, (c.maxBodyBytes + 3) / 4 + 4096);
     if (!isReady()) {
@@ -75,12 +89,8 @@ export class Routing {
     if (tableRc.length > 0) return tableRc;
     const bs = setBlockSize(c.blockSize);
     if (bs != OK) return "block_size: " + errorMessage(bs);
-    if (c.model.length > 0 || c.salt.length > 0) {
-      const root = Uint8Array.wrap(String.UTF8.encode(c.model + "\0" + c.salt));
-      if (root.length > inputCapacity()) return "model: too long";
-      memory.copy(inputPtr(), root.dataStart, root.length);
-      setRoot(root.length);
-    }
+    const root = this.setScheme(c);
+    if (root.length > 0) return root;
     for (let w = 0; w < c.maxWorkers; w++) {
       const entry = w < c.workers.length ? unchecked(c.workers[w]) : null;
       const before = w < this.workers.length ? unchecked(this.workers[w]) : null;

@@ -108,7 +108,7 @@ func putHashCore(c *core) {
 	}
 }
 
-func withHashCore(blockSize int, model, salt string, f func(c *core) ([]uint64, error)) ([]uint64, error) {
+func withHashCore(blockSize int, scheme, seed, model, salt string, f func(c *core) ([]uint64, error)) ([]uint64, error) {
 	c, err := getHashCore()
 	if err != nil {
 		return nil, err
@@ -117,15 +117,7 @@ func withHashCore(blockSize int, model, salt string, f func(c *core) ([]uint64, 
 	if err := c.check(c.call("setBlockSize", i32(blockSize)), "setBlockSize"); err != nil {
 		return nil, err
 	}
-	n := 0
-	if model != "" || salt != "" {
-		root := model + "\x00" + salt
-		if err := c.writeBytes([]byte(root), "setRoot"); err != nil {
-			return nil, err
-		}
-		n = len(root)
-	}
-	if err := c.check(c.call("setRoot", i32(n)), "setRoot"); err != nil {
+	if err := c.setScheme(scheme, seed, model, salt); err != nil {
 		return nil, err
 	}
 	return f(c)
@@ -134,10 +126,18 @@ func withHashCore(blockSize int, model, salt string, f func(c *core) ([]uint64, 
 // HashBlocks returns the chained block hashes of token ids (blockSize tokens a block) under the root
 // xxh64(model ‖ "\0" ‖ salt), or the empty root when both are "".
 func HashBlocks(tokens []uint32, blockSize int, model, salt string) ([]uint64, error) {
-	return withHashCore(blockSize, model, salt, func(c *core) ([]uint64, error) { return c.hashTokens(tokens) })
+	return withHashCore(blockSize, "", "", model, salt, func(c *core) ([]uint64, error) { return c.hashTokens(tokens) })
+}
+
+// HashBlocksLlmd returns llm-d's block hashes of token ids (llm-d-kv-cache v0.9.0's cbor-fnv TokenProcessor, bit for
+// bit): blockSize tokens a block, from the root of hashSeed (vLLM's PYTHONHASHSEED) and the model name.
+func HashBlocksLlmd(tokens []uint32, blockSize int, hashSeed, model string) ([]uint64, error) {
+	return withHashCore(blockSize, "llm-d-cbor-fnv", hashSeed, model, "", func(c *core) ([]uint64, error) {
+		return c.hashTokens(tokens)
+	})
 }
 
 // HashTextBlocks returns the chained 64-byte block hashes of a text prompt (UTF-8) under the same root.
 func HashTextBlocks(text string, model, salt string) ([]uint64, error) {
-	return withHashCore(16, model, salt, func(c *core) ([]uint64, error) { return c.hashText([]byte(text)) })
+	return withHashCore(16, "", "", model, salt, func(c *core) ([]uint64, error) { return c.hashText([]byte(text)) })
 }

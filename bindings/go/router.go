@@ -22,6 +22,8 @@ type Options struct {
 	Workers         []Worker
 	BlockSize       int // tokens per block, 1–4096; 0: 16
 	Model, Salt     string
+	HashScheme      string  // block-hash scheme: "xxh64-chain" (""), or "llm-d-cbor-fnv" (llm-d-kv-cache's; tokens only, no salt)
+	HashSeed        string  // llm-d's HashSeed (vLLM's PYTHONHASHSEED), for "llm-d-cbor-fnv"
 	RecordDecisions bool    // store each routed prompt on the chosen workers (when no KV events feed the index)
 	CapacityBlocks  int     // default per-worker index capacity; 0: 31,250
 	LoadScale       float64 // weight of prefill work against decode load; 0: the core's default (1)
@@ -87,14 +89,9 @@ func Load(table []byte, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
-	if opts.Model != "" || opts.Salt != "" {
-		root := opts.Model + "\x00" + opts.Salt
-		if err := c.writeBytes([]byte(root), "setRoot"); err != nil {
-			return nil, err
-		}
-		if err := c.check(c.call("setRoot", i32(len(root))), "setRoot"); err != nil {
-			return nil, err
-		}
+	if err := c.setScheme(opts.HashScheme, opts.HashSeed, opts.Model, opts.Salt); err != nil {
+		c.close()
+		return nil, err
 	}
 	if opts.LoadScale != 0 {
 		if err := c.check(c.call("setLoadScale", f64(opts.LoadScale)), "setLoadScale"); err != nil {

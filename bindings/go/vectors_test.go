@@ -108,20 +108,26 @@ func TestHashVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hexes := make([]string, len(got))
-			for i, h := range got {
-				hexes[i] = fmt.Sprintf("%016x", h)
-			}
-			if len(hexes) != c.HashCount {
-				t.Fatalf("hash count: got %d, want %d", len(hexes), c.HashCount)
-			}
-			if c.Hashes != nil && !(len(c.Hashes) == 0 && len(hexes) == 0) && !reflect.DeepEqual(hexes, c.Hashes) {
-				t.Fatalf("hashes differ")
-			}
-			if c.HashesHead != nil && (!reflect.DeepEqual(hexes[:4], c.HashesHead) || hexes[len(hexes)-1] != c.HashLast) {
-				t.Fatalf("hash head or last differ")
-			}
+			checkHashes(t, c, got)
 		})
+	}
+}
+
+// checkHashes compares block hashes with a case's expected ones (all of them, or the first 4 and the last).
+func checkHashes(t *testing.T, c hashCase, got []uint64) {
+	t.Helper()
+	hexes := make([]string, len(got))
+	for i, h := range got {
+		hexes[i] = fmt.Sprintf("%016x", h)
+	}
+	if len(hexes) != c.HashCount {
+		t.Fatalf("hash count: got %d, want %d", len(hexes), c.HashCount)
+	}
+	if c.Hashes != nil && !(len(c.Hashes) == 0 && len(hexes) == 0) && !reflect.DeepEqual(hexes, c.Hashes) {
+		t.Fatalf("hashes differ")
+	}
+	if c.HashesHead != nil && (!reflect.DeepEqual(hexes[:4], c.HashesHead) || hexes[len(hexes)-1] != c.HashLast) {
+		t.Fatalf("hash head or last differ")
 	}
 }
 

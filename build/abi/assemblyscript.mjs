@@ -18,6 +18,7 @@ export function emitAssemblyScript(spec) {
   out.push("");
   for (const [k, v] of Object.entries(spec.roles)) c(`ROLE_${upper(k)}`, v);
   for (const [k, v] of Object.entries(spec.route_flags)) c(`FLAG_${upper(k)}`, v.bit, "i32", v.doc);
+  for (const [k, v] of Object.entries(spec.hash_schemes)) c(`SCHEME_${upper(k)}`, v.code, "i32", v.doc);
   out.push("");
   c("KIND_NONE", 0);
   for (const k of spec.kinds) c(`KIND_${upper(k.name)}`, k.code);

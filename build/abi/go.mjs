@@ -27,6 +27,12 @@ export function emitGo(spec) {
   for (const [k, v] of Object.entries(spec.roles)) out.push(`const role${goName(k)} = ${v}`);
   out.push("", "// Route flags (the request record's flags slot).");
   for (const [k, v] of Object.entries(spec.route_flags)) out.push(`\n// ${v.doc}\nconst flag${goName(k)} = ${v.bit}`);
+  out.push("", "// hashSchemes maps a block-hash scheme's name to its code (setHashScheme).");
+  out.push(
+    `var hashSchemes = map[string]int{${Object.entries(spec.hash_schemes)
+      .map(([k, v]) => `${str(k)}: ${v.code}`)
+      .join(", ")}}`,
+  );
   out.push("");
   out.push("// kindCodes maps a table kind's name to its code.");
   out.push(`var kindCodes = map[string]int{${kinds.map((k) => `${str(k.name)}: ${k.code}`).join(", ")}}`);

@@ -30,6 +30,9 @@ export function emitPython(spec) {
   for (const [k, v] of Object.entries(spec.limits)) out.push(`LIMIT_${upper(k)}: Final = ${v}`);
   out.push(`ROLES: Final[Mapping[str, int]] = ${py(spec.roles)}`);
   for (const [k, v] of Object.entries(spec.route_flags)) out.push(`FLAG_${upper(k)}: Final = ${v.bit}  # ${v.doc}`);
+  out.push(
+    `HASH_SCHEMES: Final[Mapping[str, int]] = ${py(Object.fromEntries(Object.entries(spec.hash_schemes).map(([k, v]) => [k, v.code])))}`,
+  );
   out.push(`KINDS: Final[Mapping[str, int]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.code])))}`);
   out.push(
     `KIND_PARAMS: Final[Mapping[str, Tuple[str, ...]]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.params.map((p) => p.name)])))}`,

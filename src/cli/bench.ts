@@ -26,6 +26,7 @@ dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S
 dolphin bench envoy [--json] [--quick]
 dolphin bench epp [--json] [--quick]
 dolphin bench bindings [--json]
+dolphin bench peers [--json] [--quick] [--rounds N]
 dolphin bench mix-shift [--families a,b] [--windows 100,200,400] [--psi 0.75] [--seed N] [--out FILE.jsonl]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
@@ -58,6 +59,11 @@ streaming, and the picker's time per pick: {"epp_added_latency_ms", "envoy_added
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
 repository checkout after npm run setup), each with its own call overhead: {"route_20k_tokens_us": {"node",
 "python", "go"}} (docs/bindings.md).
+bench peers: our core against Dynamo's dynamo-kv-router (Rust) and llm-d's llm-d-kv-cache (Go), through the
+harnesses npm run setup builds, alternated in --rounds rounds (default 3): hashing a 20,000-token prompt, matching it
+against 16, 256 and 1,024 workers, the whole route where the peer has one, bytes per cached block, and applying
+1,000 blocks of KV events; the JSON's last line holds each system's figures and dolphin_over_best_peer
+(docs/peers.md).
 bench mix-shift (simulated, about a minute): the mix-shift guard's false alarms on each robustness family's own
 held-out traffic and its detection on every other family's, per window length, one line each on stderr and, with
 --out, one JSON line per (table, traffic, part, window) (docs/serving.md "Mix-shift guard and hand-over").
@@ -171,6 +177,13 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatOverloadBench(r) + "\n");
       return 0;
     }
+    if (pos[0] === "peers") {
+      const { formatPeersBench, runPeersBench } = await import("../../bench/peers.js");
+      const rounds = intOption(v["rounds"], "rounds", 1, 99, v["quick"] ? 1 : 3);
+      const r = runPeersBench(loadCoreModule(), { rounds, slices: v["quick"] ? 3 : 7, sliceMs: v["quick"] ? 10 : 20 });
+      process.stdout.write(v["json"] ? JSON.stringify(r) + "\n" : formatPeersBench(r) + "\n");
+      return 0;
+    }
     if (pos[0] === "bindings") {
       const { formatBindingsBench, runBindingsBench } = await import("../../bench/bindings.js");
       const r = runBindingsBench(loadCoreModule());
@@ -217,7 +230,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     }
     if (pos[0] !== "core")
       throw new UsageError(
-        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | epp | bindings | mix-shift",
+        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | epp | bindings | peers | mix-shift",
       );
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");

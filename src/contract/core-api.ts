@@ -70,6 +70,11 @@ export interface Engine {
   /** Root hash from raw bytes (model ‖ "\0" ‖ salt, or nothing). */
   setRoot(bytes: Uint8Array): void;
   /**
+   * Block-hash scheme (spec/abi.json hash_schemes: HashScheme) with its root from a hash seed and a model name
+   * (xxh64-chain: the root of the two byte strings as one, as setRoot; llm-d-cbor-fnv: llm-d's h_0).
+   */
+  setHashScheme(scheme: number, seed: Uint8Array, model: Uint8Array): void;
+  /**
    * Chained block hashes of token ids, as (lo, hi) pairs: a fresh array, or the first 2 × blocks values of `out`
    * when given (RangeError if it is shorter), so a caller hashing prompt after prompt allocates nothing.
    */

@@ -35,6 +35,7 @@ interface RawExports {
   workerSpanNow(): number;
   setBlockSize(n: number): number;
   setRoot(len: number): number;
+  setHashScheme(scheme: number, seedLen: number, modelLen: number): number;
   hashTokens(n: number): number;
   hashText(n: number): number;
   match(n: number, fromHashes: number): number;
@@ -173,6 +174,14 @@ class WasmEngine implements Engine {
     this.views();
     this.u8.set(bytes, this.inputPtr);
     this.check(this.x.setRoot(bytes.length), "setRoot");
+  }
+
+  setHashScheme(scheme: number, seed: Uint8Array, model: Uint8Array): void {
+    this.fits(seed.length + model.length, "setHashScheme");
+    this.views();
+    this.u8.set(seed, this.inputPtr);
+    this.u8.set(model, this.inputPtr + seed.length);
+    this.check(this.x.setHashScheme(scheme, seed.length, model.length), "setHashScheme");
   }
 
   hashTokens(tokens: ArrayLike<number>, out?: Uint32Array): Uint32Array {

@@ -33,6 +33,9 @@ export interface EnvoySetup {
   concurrency?: number;
   model: string;
   salt?: string;
+  /** Block-hash scheme (docs/abi.md): "xxh64-chain" (default) or "llm-d-cbor-fnv", seeded by hash_seed. */
+  hash_scheme?: "xxh64-chain" | "llm-d-cbor-fnv";
+  hash_seed?: string;
   /** A rule kind name or a table file (relative paths against the setup file's directory). Default "dynamo-isl". */
   table?: string;
   workers: EnvoyWorker[];
@@ -54,6 +57,8 @@ export interface PluginConfig {
   table: string;
   model: string;
   salt?: string;
+  hash_scheme?: "xxh64-chain" | "llm-d-cbor-fnv";
+  hash_seed?: string;
   block_size?: number;
   capacity_blocks?: number;
   max_workers?: number;
@@ -120,6 +125,8 @@ export function pluginConfig(setup: EnvoySetup): PluginConfig {
   };
   for (const k of [
     "salt",
+    "hash_scheme",
+    "hash_seed",
     "block_size",
     "capacity_blocks",
     "max_workers",

@@ -1,5 +1,5 @@
-// Block hashes on the host, in plain TypeScript: the chained block-hashing scheme (llm-d's approximate prefix-cache
-// scheme) that the core runs in assembly/blocks.ts, and the forms users hand hashes over in. The proxy, the emulated
+// Block hashes on the host, in plain TypeScript: the chained xxh64 block-hashing scheme (the default, hash scheme 0:
+// llm-d-router's newer opt-in xxh64 scheme as its source reads, not proven against its code) that the core runs in assembly/blocks.ts, and the forms users hand hashes over in. The proxy, the emulated
 // worker and KV-event ingestion hash with it; the reference engine uses it as the oracle for the core's hasher and
 // the benchmarks as its baseline.
 //
@@ -93,9 +93,7 @@ export function hashTokens(
   root: Hash64,
   outPairs?: Uint32Array,
 ): Uint32Array {
-  const nBlocks = blockCount(tokens.length, blockSize);
-  const pairs = pairsBuffer(nBlocks, outPairs);
-  const words = tokenWords(tokens);
+  const { nBlocks, pairs, words } = tokenBlocks(tokens, blockSize, outPairs);
   let prevLo = root.lo >>> 0,
     prevHi = root.hi >>> 0;
   for (let i = 0; i < nBlocks; i++) {
@@ -107,6 +105,16 @@ export function hashTokens(
     pairs[2 * i + 1] = prevHi;
   }
   return pairs;
+}
+
+/** What a token hasher starts from: the full-block count, the (lo, hi) output, the ids as u32 words. */
+export function tokenBlocks(
+  tokens: Uint32Array | number[],
+  blockSize: number,
+  outPairs: Uint32Array | undefined,
+): { nBlocks: number; pairs: Uint32Array; words: Uint32Array } {
+  const nBlocks = blockCount(tokens.length, blockSize);
+  return { nBlocks, pairs: pairsBuffer(nBlocks, outPairs), words: tokenWords(tokens) };
 }
 
 /** The LE u32 words of bytes[0, 4·nWords): a view of the same memory when possible, else one copy per call. */

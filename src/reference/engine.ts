@@ -17,8 +17,9 @@ import {
   type RouteInput,
 } from "../contract/core-api.js";
 import { ErrorCode as E } from "../contract/errors.js";
-import { LIMITS } from "../generated/abi.js";
-import { hashText as refHashText, hashTokens as refHashTokens } from "../hashing/hashes.js";
+import { HashScheme, LIMITS } from "../generated/abi.js";
+import { cborFnvRoot, cborFnvTokens } from "../hashing/cbor-fnv.js";
+import { hashText as xxh64Text, hashTokens as xxh64Tokens } from "../hashing/hashes.js";
 import { stageTable } from "../table/staging.js";
 import { decodeTable } from "../table/codec.js";
 import { out as xxOut, xxh64 } from "../hashing/xxh64.js";
@@ -43,6 +44,7 @@ export class ReferenceEngine implements Engine {
   private blockSize = 16;
   private rootLo = 0x51d8e999;
   private rootHi = 0xef46db37;
+  private scheme: number = HashScheme["xxh64-chain"];
   private readonly workers: WorkerState[] = [];
   private span = 0;
   private capacitySum = 0;
@@ -88,6 +90,34 @@ export class ReferenceEngine implements Engine {
     xxh64(bytes, 0, bytes.length);
     this.rootLo = xxOut.lo;
     this.rootHi = xxOut.hi;
+    this.scheme = HashScheme["xxh64-chain"];
+  }
+
+  setHashScheme(scheme: number, seed: Uint8Array, model: Uint8Array): void {
+    this.fits(seed.length + model.length, 1, "setHashScheme");
+    if (scheme === HashScheme["xxh64-chain"]) {
+      const both = new Uint8Array(seed.length + model.length);
+      both.set(seed);
+      both.set(model, seed.length);
+      return this.setRoot(both);
+    }
+    if (scheme !== HashScheme["llm-d-cbor-fnv"]) fail(E.BAD_HASH_SCHEME, scheme, "setHashScheme");
+    const root = cborFnvRoot(seed, model);
+    this.rootLo = root.lo;
+    this.rootHi = root.hi;
+    this.scheme = scheme;
+  }
+
+  /** Token blocks under the scheme (the core's hashTokenBlocks). */
+  private hashTokenBlocks(tokens: Uint32Array, out?: Uint32Array): Uint32Array {
+    const hash = this.scheme === HashScheme["llm-d-cbor-fnv"] ? cborFnvTokens : xxh64Tokens;
+    return hash(tokens, this.blockSize, this.root, out);
+  }
+
+  /** Text blocks: the xxh64 chain only (the core's hashTextBlocks and its text-mode check). */
+  private hashTextBlocks(bytes: Uint8Array, what: string, out?: Uint32Array): Uint32Array {
+    if (this.scheme !== HashScheme["xxh64-chain"]) fail(E.TEXT_NEEDS_XXH64, this.scheme, what);
+    return xxh64Text(bytes, this.root, out);
   }
 
   private get root(): { lo: number; hi: number } {
@@ -97,13 +127,13 @@ export class ReferenceEngine implements Engine {
   hashTokens(tokens: ArrayLike<number>, out?: Uint32Array): Uint32Array {
     this.fits(tokens.length, 4, "hashTokens");
     const t = tokens instanceof Uint32Array ? tokens : Uint32Array.from(tokens as ArrayLike<number>);
-    return refHashTokens(t, this.blockSize, this.root, this.outFor(t.length, out, "hashTokens"));
+    return this.hashTokenBlocks(t, this.outFor(t.length, out, "hashTokens"));
   }
 
   hashText(bytes: Uint8Array, out?: Uint32Array): Uint32Array {
     this.fits(bytes.length, 1, "hashText");
     const blocks = Math.floor(bytes.length / TEXT_BLOCK_BYTES);
-    return refHashText(bytes, this.root, out && this.checkedOut(blocks, out, "hashText"));
+    return this.hashTextBlocks(bytes, "hashText", out && this.checkedOut(blocks, out, "hashText"));
   }
 
   /** The whole input buffer, made on first use: what a caller wrote stays there for hashInputTokens. */
@@ -130,7 +160,7 @@ export class ReferenceEngine implements Engine {
       if (this.hashScratch.length < 2 * blocks) this.hashScratch = new Uint32Array(2 * blocks);
       out = this.hashScratch;
     }
-    return refHashTokens(words, this.blockSize, this.root, this.checkedOut(blocks, out, "hashInputTokens"));
+    return this.hashTokenBlocks(words, this.checkedOut(blocks, out, "hashInputTokens"));
   }
 
   /** Checks `n` values of `width` bytes fit the input buffer: the room inputTokens / inputText hand out. */
@@ -335,11 +365,11 @@ export class ReferenceEngine implements Engine {
       tpb = this.blockSize;
       isl = r.promptTokens > 0 ? r.promptTokens : r.length * tpb;
     } else if (text) {
-      pairs = refHashText((r.data as Uint8Array).subarray(0, r.length), this.root);
+      pairs = this.hashTextBlocks((r.data as Uint8Array).subarray(0, r.length), "route");
       tpb = TEXT_BLOCK_BYTES / 4;
       isl = r.promptTokens > 0 ? r.promptTokens : Math.ceil(r.length / 4);
     } else {
-      pairs = refHashTokens((r.data as Uint32Array).subarray(0, r.length), this.blockSize, this.root);
+      pairs = this.hashTokenBlocks((r.data as Uint32Array).subarray(0, r.length));
       tpb = this.blockSize;
       isl = r.length;
     }

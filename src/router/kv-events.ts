@@ -36,26 +36,37 @@ export class KvEventError extends Error {
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: "bigint" });
 const packr = new Packr({ useRecords: false, variableMapSize: true });
 
-/** One hash as a (lo, hi) pair into `out` at pair index i. */
-function putHash(v: unknown, out: Uint32Array, i: number, where: string): void {
+const MIN_INT64 = -(1n << 63n);
+const TWO_64 = 1n << 64n;
+/** A 64-bit hash's halves through one typed-array write instead of four BigInt operations (wraps int64 to uint64). */
+const scratch = new DataView(new ArrayBuffer(8));
+
+/** One hash as a (lo, hi) pair into `out` at pair index i; an error names it `where[i]` (or `where`, if not `listed`). */
+function putHash(v: unknown, out: Uint32Array, i: number, where: string, listed = true): void {
+  const at = (): string => (listed ? `${where}[${i}]` : where);
+  if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) {
+    out[2 * i] = v % 2 ** 32;
+    out[2 * i + 1] = Math.floor(v / 2 ** 32);
+    return;
+  }
   let b: bigint;
   if (typeof v === "bigint") b = v;
   else if (typeof v === "number" && Number.isSafeInteger(v)) b = BigInt(v);
   else if (v instanceof Uint8Array) {
-    if (v.length === 0) throw new KvEventError(where, "empty bytes hash");
+    if (v.length === 0) throw new KvEventError(at(), "empty bytes hash");
     b = 0n;
     for (const x of v.subarray(Math.max(0, v.length - 8))) b = (b << 8n) | BigInt(x);
-  } else throw new KvEventError(where, `expected an integer or bytes block hash, got ${describe(v)}`);
-  if (b < -(1n << 63n) || b >= 1n << 64n) throw new KvEventError(where, `${b} does not fit in 64 bits`);
-  b = BigInt.asUintN(64, b);
-  out[2 * i] = Number(b & 0xffffffffn);
-  out[2 * i + 1] = Number(b >> 32n);
+  } else throw new KvEventError(at(), `expected an integer or bytes block hash, got ${describe(v)}`);
+  if (b < MIN_INT64 || b >= TWO_64) throw new KvEventError(at(), `${b} does not fit in 64 bits`);
+  scratch.setBigUint64(0, BigInt.asUintN(64, b), true);
+  out[2 * i] = scratch.getUint32(0, true);
+  out[2 * i + 1] = scratch.getUint32(4, true);
 }
 
 function hashes(v: unknown, where: string): Uint32Array {
   if (!Array.isArray(v)) throw new KvEventError(where, `expected an array of block hashes, got ${describe(v)}`);
   const out = new Uint32Array(2 * v.length);
-  v.forEach((h, i) => putHash(h, out, i, `${where}[${i}]`));
+  for (let i = 0; i < v.length; i++) putHash(v[i], out, i, where);
   return out;
 }
 
@@ -95,7 +106,7 @@ function decodeEvent(e: unknown, where: string): KvEvent {
       let parent: Uint32Array | null = null;
       if (parentRaw !== null && parentRaw !== undefined) {
         parent = new Uint32Array(2);
-        putHash(parentRaw, parent, 0, `${where}.parent_block_hash`);
+        putHash(parentRaw, parent, 0, `${where}.parent_block_hash`, false);
       }
       const tokens = f.get("token_ids") ?? [];
       if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === "number" && Number.isInteger(t) && t >= 0)) {

@@ -12,6 +12,7 @@ import {
   type Engine,
   type RouteInput,
 } from "../contract/core-api.js";
+import { HashScheme } from "../generated/abi.js";
 import { createCore, instantiateCore } from "../core/core.js";
 import { toPairs, type HashesInput } from "../hashing/hashes.js";
 import { ReferenceEngine } from "../reference/engine.js";
@@ -102,10 +103,30 @@ export class Router {
     this.record = options.recordDecisions ?? false;
     this.capacity = capacity;
     if (options.blockSize !== undefined) engine.setBlockSize(options.blockSize);
-    if (options.model || options.salt) engine.setRoot(encoder.encode(`${options.model ?? ""}\0${options.salt ?? ""}`));
+    this.setScheme(engine, options);
     if (options.loadScale !== undefined) engine.setLoadScale(options.loadScale);
     for (const w of options.workers) this.addWorker(w);
     this.tableValue = this.applyTable(table, null);
+  }
+
+  private setScheme(engine: Engine, options: RouterOptions): void {
+    const scheme = options.hashScheme ?? "xxh64-chain";
+    if (!Object.hasOwn(HashScheme, scheme))
+      throw new TypeError(
+        `hashScheme: expected ${Object.keys(HashScheme).join(" or ")}, got ${JSON.stringify(scheme)}`,
+      );
+    if (scheme === "xxh64-chain") {
+      if (options.hashSeed !== undefined) throw new TypeError("hashSeed: only the llm-d-cbor-fnv hash scheme has one");
+      if (options.model || options.salt)
+        engine.setRoot(encoder.encode(`${options.model ?? ""}\0${options.salt ?? ""}`));
+      return;
+    }
+    if (options.salt) throw new TypeError("salt: the llm-d-cbor-fnv hash scheme has no cache salt (use hashSeed)");
+    engine.setHashScheme(
+      HashScheme[scheme],
+      encoder.encode(options.hashSeed ?? ""),
+      encoder.encode(options.model ?? ""),
+    );
   }
 
   get table(): Table {

@@ -3,8 +3,11 @@
 // every host that routes.
 
 import type { ReasonName, RoleName } from "../contract/core-api.js";
+import type { HashScheme } from "../generated/abi.js";
 import type { HashesInput } from "../hashing/hashes.js";
 import type { Table } from "../table/table.js";
+
+export type HashSchemeName = keyof typeof HashScheme;
 
 export interface WorkerSpec {
   /** The name the host uses (URL, pod name, engine id). */
@@ -23,9 +26,17 @@ export interface RouterOptions {
   workers: WorkerSpec[];
   /** Tokens per block in token and hash modes (1–4096). Default 16. */
   blockSize?: number;
-  /** Root of the hash chain: xxh64(model ‖ "\0" ‖ salt). Default: neither. */
+  /** Root of the hash chain: xxh64(model ‖ "\0" ‖ salt), or llm-d's h_0 of hashSeed and model. Default: neither. */
   model?: string;
   salt?: string;
+  /**
+   * Block-hash scheme (spec/abi.json hash_schemes). Default "xxh64-chain". "llm-d-cbor-fnv" is llm-d-kv-cache
+   * v0.9.0's TokenProcessor, bit for bit (token prompts only; no salt): the hashes llm-d's index and KV-event
+   * pipeline compute from token ids.
+   */
+  hashScheme?: HashSchemeName;
+  /** llm-d's HashSeed (vLLM's PYTHONHASHSEED), for "llm-d-cbor-fnv". Default "". */
+  hashSeed?: string;
   /** Store each routed prompt on the chosen workers (approximate mode, when no KV events feed the index). */
   recordDecisions?: boolean;
   /** Default per-worker index capacity in blocks. Default 31,250 (GIE's LRU size per pod). */

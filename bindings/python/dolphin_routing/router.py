@@ -16,6 +16,7 @@ from . import _abi
 from ._core import Core
 from .errors import RequestError, WorkerError, js_number
 from .explain import why
+from .schemes import set_scheme
 from .tables import TableInfo, _js_json, load_table
 
 TokensInput = Union[Sequence[int], "array[int]", memoryview]
@@ -236,8 +237,10 @@ class Router:
              model: Optional[str] = None, salt: Optional[str] = None, record_decisions: bool = False, *,
              capacity_blocks: int = DEFAULT_CAPACITY, load_scale: Optional[float] = None,
              max_workers: int = DEFAULT_MAX_WORKERS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
-             index_blocks: Optional[int] = None) -> "Router":
-        """Loads a table file (msgpack bytes, decoded and validated by the core) into a new router."""
+             index_blocks: Optional[int] = None, hash_scheme: str = "xxh64-chain",
+             hash_seed: Optional[str] = None) -> "Router":
+        """Loads a table file (msgpack bytes, decoded and validated by the core) into a new router. `hash_scheme`
+        "llm-d-cbor-fnv" hashes token prompts as llm-d-kv-cache v0.9.0 does (seeded by `hash_seed` and `model`)."""
         if not isinstance(capacity_blocks, int) or capacity_blocks < 0:
             raise RequestError(f"router: capacityBlocks must be an integer ≥ 0, got {_show(capacity_blocks)}")
         if not isinstance(max_prompt_tokens, int) or not 16 <= max_prompt_tokens <= 1 << 26:
@@ -247,9 +250,7 @@ class Router:
         core = Core(max_workers, max_prompt_tokens * 4,
                     index_blocks if index_blocks is not None else max(DEFAULT_INDEX_BLOCKS, total))
         core.check(core.call("setBlockSize", block_size), "setBlockSize")
-        if model or salt:
-            n = core.write_input(f"{model or ''}\0{salt or ''}".encode(), "setRoot")
-            core.check(core.call("setRoot", n), "setRoot")
+        set_scheme(core, hash_scheme, hash_seed, model, salt)
         if load_scale is not None:
             core.check(core.call("setLoadScale", float(load_scale)), "setLoadScale")
         info = load_table(core, table_bytes)
@@ -450,17 +451,18 @@ _hash_core: Optional[Core] = None
 
 
 def hash_blocks(prompt: Union[TokensInput, TextInput], block_size: int = 16, model: Optional[str] = None,
-                salt: Optional[str] = None) -> List[int]:
+                salt: Optional[str] = None, *, hash_scheme: str = "xxh64-chain",
+                hash_seed: Optional[str] = None) -> List[int]:
     """Chained block hashes of a prompt: token ids (block_size tokens a block) or text (str or UTF-8 bytes, 64 bytes
-    a block), under the root xxh64(model ‖ "\\0" ‖ salt) (or the empty root when neither is given)."""
+    a block), under the root xxh64(model ‖ "\\0" ‖ salt) (or the empty root when neither is given); or, with
+    hash_scheme "llm-d-cbor-fnv", llm-d-kv-cache v0.9.0's hashes of token ids seeded by hash_seed and model."""
     global _hash_core
     with _hash_lock:
         if _hash_core is None:
             _hash_core = Core(1, 4 << 20, 16)
         core = _hash_core
         core.check(core.call("setBlockSize", block_size), "setBlockSize")
-        n = core.write_input(f"{model or ''}\0{salt or ''}".encode(), "setRoot") if (model or salt) else 0
-        core.check(core.call("setRoot", n), "setRoot")
+        set_scheme(core, hash_scheme, hash_seed, model, salt)
         if isinstance(prompt, (str, bytes, bytearray)):
             return _hash(core, None, prompt)
         return _hash(core, prompt, None)

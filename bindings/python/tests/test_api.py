@@ -225,3 +225,16 @@ def test_js_number_round_trips(x: float) -> None:
         assert text == "NaN"
     else:
         assert float(text.replace("Infinity", "inf")) == x
+
+
+def test_hash_scheme_refusals_and_reuse() -> None:
+    with pytest.raises(RequestError, match="no cache salt"):
+        hash_blocks([1] * 16, salt="s", hash_scheme="llm-d-cbor-fnv")
+    with pytest.raises(RequestError, match="hashScheme: expected xxh64-chain or llm-d-cbor-fnv"):
+        hash_blocks([1] * 16, hash_scheme="fnv")
+    with pytest.raises(CoreError, match="text mode needs the xxh64-chain hash scheme"):
+        hash_blocks("x" * 200, hash_scheme="llm-d-cbor-fnv")
+    # the shared hashing core goes back to the default scheme after an llm-d call
+    llmd = hash_blocks(list(range(16)), hash_scheme="llm-d-cbor-fnv")
+    assert hash_blocks(list(range(16))) != llmd
+    assert hash_blocks(list(range(16))) == hash_blocks(list(range(16)), hash_scheme="xxh64-chain")

@@ -28,6 +28,11 @@ def test_hash_vectors(case: Dict[str, Any]) -> None:
         text = case["text"] if "text" in case else case["text_formula"]["unit"] * case["text_formula"]["count"]
         assert len(text.encode()) == case["text_bytes"]
         got = hash_blocks(text, 16, case["model"], case["salt"])
+    _check_hashes(case, got)
+
+
+def _check_hashes(case: Dict[str, Any], got: List[int]) -> None:
+    """The case's expected hashes: all of them, or the first 4 and the last."""
     hexes = [f"{h:016x}" for h in got]
     assert len(hexes) == case["hash_count"]
     if "hashes" in case:
@@ -116,3 +121,13 @@ def test_route_vectors(case: Dict[str, Any]) -> None:
         "load": {"prefill": d.load.prefill, "decode": d.load.decode},
     }
     assert got == case["expected"]
+
+
+CBOR_FNV = load("hashes-cbor-fnv.json")["cases"]
+
+
+@pytest.mark.parametrize("case", CBOR_FNV, ids=[c["name"] for c in CBOR_FNV])
+def test_cbor_fnv_vectors(case: Dict[str, Any]) -> None:
+    tokens = case["tokens"] if "tokens" in case else lcg_tokens(case["tokens_formula"]["n"], case["tokens_formula"]["seed"])
+    got = hash_blocks(tokens, case["block_size"], case["model"], hash_scheme="llm-d-cbor-fnv", hash_seed=case["hash_seed"])
+    _check_hashes(case, got)
