@@ -28,11 +28,17 @@ export function ruleParams(r: Rand): Record<FallbackKind, Record<string, number>
   return {
     "dynamo-isl": { max_local_prefill_tokens: int(r, 0, 4000), max_local_prefill_ratio: r() },
     "dynamo-load": { prefill_busy_threshold: 0.1 + r(), max_num_batched_tokens: int(r, 100, 8000) },
-    "dynamo-legacy": { max_local_prefill_length: int(r, 0, 3000), max_prefill_queue_size: int(r, 0, 5) },
+    "dynamo-legacy": { max_local_prefill_length: int(r, 0, 1500), max_prefill_queue_size: int(r, 1, 5) },
     trtllm: { max_local_prefill_length: int(r, 0, 2000) },
     "llm-d": { non_cached_tokens: int(r, 0, 1000), prompt_tokens: int(r, 0, 1000) },
     "always-local": {},
     "always-remote": {},
+    "dynamo-isl-or-load": {
+      max_local_prefill_tokens: int(r, 0, 4000),
+      max_local_prefill_ratio: r(),
+      prefill_busy_tokens: int(r, 1, 8000),
+      decode_busy_tokens: r() < 0.3 ? 0 : int(r, 1, 20000),
+    },
   };
 }
 
@@ -47,7 +53,7 @@ export function guardedTable(r: Rand, kind: "kmeans" | "gmm", fallback: Fallback
     version: 3,
     scaler: { mean: Array.from({ length: d }, () => 3 + r() * 4), std: Array.from({ length: d }, () => 0.5 + r() * 2) },
     fallback: { kind: fallback, params: ruleParams(r)[fallback] },
-    ood_bound: Array.from({ length: k }, () => (kind === "kmeans" ? int(r, 4, 60) : -int(r, 6, 90))),
+    ood_bound: Array.from({ length: k }, () => (kind === "kmeans" ? int(r, 4, 60) : -int(r, 4, 40))),
     load_bound: {
       prefill: Array.from({ length: k }, () => (r() < 0.1 ? 0 : int(r, 0, 6000))),
       decode: Array.from({ length: k }, () => (r() < 0.1 ? 0 : int(r, 0, 8000))),

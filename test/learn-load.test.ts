@@ -4,7 +4,8 @@
 // the load-sweep study's cells. Small simulated clusters; figures are simulated.
 import { describe, expect, it } from "vitest";
 import { guardParts, profiledShared, scaledShared, setup, trainJob, workloadParts } from "../src/learn/job.js";
-import { clusterShare, loadBounds, loadReactiveFallbacks, routedSizes } from "../src/learn/load-bounds.js";
+import { clusterShare, guardRules, loadBounds, loadReactiveFallbacks, routedSizes } from "../src/learn/load-bounds.js";
+import { DECODE_BUSY_SHARE, PREFILL_BUSY_STEPS, ruleTableFor } from "../src/sim/rule-table.js";
 import {
   loadDecisions,
   loadSweepMarkdown,
@@ -14,7 +15,7 @@ import {
   type SweepCell,
 } from "../src/learn/load-sweep.js";
 import type { PolicyOutcome } from "../src/report/eval-output.js";
-import { PRESETS } from "../src/sim/model-presets.js";
+import { kvCapacityTokens, PRESETS } from "../src/sim/model-presets.js";
 import { rateMultiplier, withRateProfile } from "../src/sim/rate-profile.js";
 import { simulate } from "../src/sim/simulator.js";
 import type { RequestRecord } from "../src/sim/metrics.js";
@@ -82,10 +83,23 @@ describe("load bounds and cluster shares", () => {
     expect(s[3]).toBeCloseTo(7 / 13, 12);
   });
 
-  it("the load-reactive fallbacks carry the preset's token budget", () => {
-    const f = loadReactiveFallbacks(PRESETS["h100-8b"]);
-    expect(f.map((x) => x.kind)).toEqual(["dynamo-legacy", "dynamo-load"]);
-    expect(f[1]!.params["max_num_batched_tokens"]).toBe(PRESETS["h100-8b"].maxNumBatchedTokens);
+  it("the load-reactive fallbacks carry the preset's token budget and KV capacity", () => {
+    const p = PRESETS["h100-8b"];
+    const f = loadReactiveFallbacks(p);
+    expect(f.map((x) => x.kind)).toEqual(["dynamo-isl-or-load", "dynamo-legacy", "dynamo-load"]);
+    expect(f[0]!.params).toEqual({
+      max_local_prefill_tokens: 2048,
+      max_local_prefill_ratio: 0.7,
+      prefill_busy_tokens: PREFILL_BUSY_STEPS * p.maxNumBatchedTokens,
+      decode_busy_tokens: Math.round(DECODE_BUSY_SHARE * kvCapacityTokens(p)),
+    });
+    expect(f[2]!.params["max_num_batched_tokens"]).toBe(p.maxNumBatchedTokens);
+  });
+
+  it("the guarded search starts from isl_or_load and tries isl_bounding and the other load rules in its place", () => {
+    const g = guardRules(PRESETS["h100-8b"]);
+    expect(g.start.kind).toBe("dynamo-isl-or-load");
+    expect(g.fallbacks.map((x) => x.kind)).toEqual(["dynamo-isl", "dynamo-legacy", "dynamo-load"]);
   });
 });
 
@@ -99,8 +113,8 @@ describe("a guarded table trained at one load (flat, x1)", () => {
     expect(t.load_bound!.prefill).toHaveLength(4);
     expect(t.load_bound!.decode).toHaveLength(4);
     expect(t.cluster_share!.reduce((a, x) => a + x, 0)).toBeCloseTo(1, 6);
-    // the all-rule table, then the all-rule table under each load-reactive fallback
-    expect(r.result.log.slice(0, 3).map((s) => s.bits.join(""))).toEqual(["2222", "2222", "2222"]);
+    // the all-rule table under isl_or_load, then under each other fallback candidate
+    expect(r.result.log.slice(0, 4).map((s) => s.bits.join(""))).toEqual(["2222", "2222", "2222", "2222"]);
   });
 
   it("bounds each cluster by the highest load of the final table's runs on the search's and held-out arrivals", async () => {
@@ -136,6 +150,21 @@ describe("a guarded table trained at one load (flat, x1)", () => {
     expect(beyond).toBeGreaterThan(0);
     const remote = (rs: RequestRecord[]): number => rs.filter((x) => !x.failed && x.path === "remote").length;
     expect(remote(withBounds)).toBeGreaterThan(remote(without));
+  });
+});
+
+describe("Dynamo's isl_or_load (dynamo-isl-or-load) follows the load", () => {
+  const cfg = setup({ ...JOB, load: "x1" }).base;
+  const w = workloadParts(JOB).eval;
+  const run = (scale: number, kind: "dynamo-isl" | "dynamo-isl-or-load"): RequestRecord[] =>
+    simulate(scaledShared(w, scale), { ...cfg, table: ruleTableFor(kind, cfg.preset) }).records;
+  const paths = (rs: RequestRecord[]): string => rs.map((x) => x.path[0]).join("");
+
+  it("decides as isl_bounding while neither worker is busy, and keeps more prefills local once the prefill worker is", () => {
+    const light = 0.05;
+    expect(paths(run(light, "dynamo-isl-or-load"))).toEqual(paths(run(light, "dynamo-isl")));
+    const local = (rs: RequestRecord[]): number => rs.filter((x) => !x.failed && x.path === "local").length;
+    expect(local(run(4, "dynamo-isl-or-load"))).toBeGreaterThan(local(run(4, "dynamo-isl")));
   });
 });
 

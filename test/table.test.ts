@@ -82,7 +82,7 @@ describe("constants", () => {
     expect(TABLE_FORMAT).toBe("dolphin-routing.table");
     expect(TABLE_VERSION).toBe(3);
     expect(FEATURE_NAMES).toEqual(["isl", "eff_P", "eff_D", "osl_hat"]);
-    expect(POLICY_KINDS).toHaveLength(10);
+    expect(POLICY_KINDS).toHaveLength(11);
   });
 });
 

@@ -5,14 +5,15 @@
 
 import { fail } from "../errors";
 import {
-  E_NO_TABLE, OK, KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_LEGACY, KIND_DYNAMO_LOAD,
+  E_NO_TABLE, OK, KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_ISL_OR_LOAD, KIND_DYNAMO_LEGACY,
+  KIND_DYNAMO_LOAD,
   KIND_GMM, KIND_KMEANS, KIND_LLM_D, KIND_PPD, KIND_TRTLLM, REASON_CLUSTER, REASON_FIRST_TURN,
   REASON_LOAD_OUT_OF_RANGE, REASON_OUT_OF_DISTRIBUTION, REASON_RULE, REASON_RULE_FALLBACK,
 } from "../generated/abi";
 import { classify } from "./classify";
 import {
-  bits, fallback0, fallback1, fallbackKind, hasLoadBounds, hasOodBounds, kind, loadBoundDecode, loadBoundPrefill, nQps,
-  nRatioEdges, oodBound, outBit, outCluster, outReason, outScore, param0, param1, prefillQueue, qps, qpsLevels,
+  bits, fallback0, fallback1, fallback2, fallback3, fallbackKind, hasLoadBounds, hasOodBounds, kind, loadBoundDecode, loadBoundPrefill, nQps,
+  nRatioEdges, oodBound, outBit, outCluster, outReason, outScore, param0, param1, param2, param3, prefillQueue, qps, qpsLevels,
   ratioEdges,
 } from "./state";
 
@@ -24,13 +25,22 @@ import {
 
 /** The bit of a rule that needs only the request and the signals (every rule kind but PPD). */
 function ruleBit(
-  ruleKind: i32, p0: f64, p1: f64, isl: f64, effD: f64, decodeCachedTokens: f64, prefillBusyTokens: f64,
+  ruleKind: i32, p0: f64, p1: f64, p2: f64, p3: f64, isl: f64, effD: f64, decodeCachedTokens: f64,
+  prefillBusyTokens: f64, decodeLoad: f64,
 ): i32 {
   switch (ruleKind) {
     case KIND_DYNAMO_ISL: {
       // local iff eff_D < max_local_prefill_tokens and eff_D / max(isl, 1) < max_local_prefill_ratio
       const local = effD < p0 && effD / max(isl, 1.0) < p1;
       return bool01(!local);
+    }
+    case KIND_DYNAMO_ISL_OR_LOAD: {
+      // Dynamo's isl_or_load: local iff isl_bounding says so or the chosen prefill worker is busy (unknown load:
+      // calm), unless its decode-busy gate (p3 > 0) finds the chosen decode worker above p3 tokens
+      const islLocal = effD < p0 && effD / max(isl, 1.0) < p1;
+      const prefillBusy = prefillBusyTokens >= 0 && prefillBusyTokens > p2;
+      const decodeBusy = p3 > 0 && decodeLoad > p3;
+      return bool01(!((islLocal || prefillBusy) && !decodeBusy));
     }
     case KIND_DYNAMO_LOAD: {
       // local iff the prefill worker the router would pick is busy; unknown load → no bypass
@@ -86,11 +96,15 @@ function beyondLoadBound(cluster: i32, prefillLoad: f64, decodeLoad: f64): bool 
       const value = key & 0xFF;
       if (outside || value == CLUSTER_RULE) {
         outReason = outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK;
-        outBit = ruleBit(fallbackKind, fallback0, fallback1, isl, effD, decodeCachedTokens, prefillBusyTokens);
+        outBit = ruleBit(
+          fallbackKind, fallback0, fallback1, fallback2, fallback3, isl, effD, decodeCachedTokens, prefillBusyTokens, decodeLoad,
+        );
       } else if (hasLoadBounds && beyondLoadBound(cluster, prefillBusyTokens, decodeLoad)) {
         // the cluster's value was not tested at this load (table version 3): the fallback rule decides
         outReason = REASON_LOAD_OUT_OF_RANGE;
-        outBit = ruleBit(fallbackKind, fallback0, fallback1, isl, effD, decodeCachedTokens, prefillBusyTokens);
+        outBit = ruleBit(
+          fallbackKind, fallback0, fallback1, fallback2, fallback3, isl, effD, decodeCachedTokens, prefillBusyTokens, decodeLoad,
+        );
       } else {
         outReason = REASON_CLUSTER;
         outBit = <i32>value;
@@ -98,13 +112,14 @@ function beyondLoadBound(cluster: i32, prefillLoad: f64, decodeLoad: f64): bool 
       break;
     }
     case KIND_DYNAMO_ISL:
+    case KIND_DYNAMO_ISL_OR_LOAD:
     case KIND_DYNAMO_LOAD:
     case KIND_DYNAMO_LEGACY:
     case KIND_TRTLLM:
     case KIND_LLM_D:
     case KIND_ALWAYS_LOCAL:
     case KIND_ALWAYS_REMOTE: {
-      outBit = ruleBit(kind, param0, param1, isl, effD, decodeCachedTokens, prefillBusyTokens);
+      outBit = ruleBit(kind, param0, param1, param2, param3, isl, effD, decodeCachedTokens, prefillBusyTokens, decodeLoad);
       break;
     }
     case KIND_PPD: {

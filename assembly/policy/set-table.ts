@@ -5,12 +5,13 @@
 import { fail } from "../errors";
 import {
   E_BAD_BIT, E_BAD_DIMS, E_BAD_FEATURE, E_BAD_K, E_BAD_KIND, E_BAD_NUMBER, E_BAD_PARAM, E_TABLE_TOO_LARGE, OK,
-  KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_LOAD, KIND_GMM, KIND_KMEANS, KIND_LLM_D, KIND_PPD,
+  KIND_ALWAYS_LOCAL, KIND_ALWAYS_REMOTE, KIND_DYNAMO_ISL, KIND_DYNAMO_ISL_OR_LOAD, KIND_DYNAMO_LOAD, KIND_GMM, KIND_KMEANS,
+  KIND_LLM_D, KIND_PPD, LIMIT_RULE_SLOTS,
 } from "../generated/abi";
 import {
-  bits, centroidPairs, centroids, clusterKeys, dims, fallback0, fallback1, fallbackKind, featureIdx, hasLoadBounds,
+  bits, centroidPairs, centroids, clusterKeys, dims, fallback0, fallback1, fallback2, fallback3, fallbackKind, featureIdx, hasLoadBounds,
   hasOodBounds, invVar, k, kind, loadBoundDecode, loadBoundPrefill, logConst, MAX_DIMS, MAX_K, MAX_QPS_LEVELS, MAX_RATIO_EDGES, mean, naturalOrder, nQps, nRatioEdges,
-  oodBound, param0, param1, qpsLevels, ratioEdges, staging, STAGING_F64, std,
+  oodBound, param0, param1, param2, param3, qpsLevels, ratioEdges, staging, STAGING_F64, std,
 } from "./state";
 
 // @ts-ignore: decorator
@@ -68,26 +69,33 @@ function checkClusterValues(from: i32, n: i32): i32 {
   return OK;
 }
 
-/** Index (0 or 1) of the first bad parameter of a two-parameter rule, or -1. */
-function badRuleParam(ruleKind: i32, p0: f64, p1: f64): i32 {
-  if (!isFinite(p0) || !(p0 >= 0)) return 0;
-  if (!isFinite(p1) || !(p1 >= 0)) return 1;
-  if (ruleKind == KIND_DYNAMO_LOAD && !(p0 > 0 && p1 > 0)) return p0 > 0 ? 1 : 0;
+/** Index (0 to LIMIT_RULE_SLOTS − 1) of the first bad staged parameter of a rule whose slots start at `at`, or -1:
+ *  every slot finite and ≥ 0, and the positive ones (spec "positive") > 0. */
+function badRuleParam(ruleKind: i32, at: i32): i32 {
+  for (let i = 0; i < LIMIT_RULE_SLOTS; i++) if (!isFinite(st(at + i)) || !(st(at + i) >= 0)) return i;
+  if (ruleKind == KIND_DYNAMO_LOAD && !(st(at) > 0 && st(at + 1) > 0)) return st(at) > 0 ? 1 : 0;
+  if (ruleKind == KIND_DYNAMO_ISL_OR_LOAD && !(st(at + 2) > 0)) return 2;
   return -1;
+}
+
+/** A rule kind with staged scalar parameters (LIMIT_RULE_SLOTS of them). */
+function hasRuleParams(ruleKind: i32): bool {
+  return (ruleKind >= KIND_DYNAMO_ISL && ruleKind <= KIND_LLM_D) || ruleKind == KIND_DYNAMO_ISL_OR_LOAD;
 }
 
 /** A fallback rule is any rule that decides from the request and the signals alone (not PPD: it has a grid). */
 function isFallbackKind(ruleKind: i32): bool {
-  return (ruleKind >= KIND_DYNAMO_ISL && ruleKind <= KIND_LLM_D) || ruleKind == KIND_ALWAYS_LOCAL || ruleKind == KIND_ALWAYS_REMOTE;
+  return hasRuleParams(ruleKind) || ruleKind == KIND_ALWAYS_LOCAL || ruleKind == KIND_ALWAYS_REMOTE;
 }
 
 /**
  * Validates the staged table and makes it active. Staging layouts (f64):
  *  kmeans: featureIdx[D] mean[D] std[D] centroids[K×D] values[K] guard
  *  gmm:    featureIdx[D] mean[D] std[D] centroids[K×D] values[K] logConst[K] invVar[K×D] guard
- *  guard:  fallbackKind fallbackParam0 fallbackParam1 nBounds(0 or K) oodBound[nBounds]
+ *  guard:  fallbackKind fallbackParam[R] nBounds(0 or K) oodBound[nBounds]
  *          nLoadBounds(0 or K) loadBoundPrefill[nLoadBounds] loadBoundDecode[nLoadBounds]
- *  dynamo-isl, dynamo-load, dynamo-legacy, trtllm, llm-d: param0 param1
+ *  dynamo-isl, dynamo-load, dynamo-legacy, trtllm, llm-d, dynamo-isl-or-load: param[R]
+ *  (R = LIMIT_RULE_SLOTS: each scalar at its spec "stage" slot, unused slots 0)
  *  always-local, always-remote: nothing
  *  ppd: ctxEdge0 ctxEdge1 nRatioEdges ratioEdges[nE] nQps qpsLevels[nQ] bits[3 × (nE+1) × nQ]
  */
@@ -113,14 +121,15 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     const guardAt = total;
     const gKind = st(guardAt);
     if (!isFinite(gKind) || gKind != Math.floor(gKind) || !isFallbackKind(<i32>gKind)) return fail(E_BAD_PARAM, guardAt); // the fallback kind
-    const badParam = badRuleParam(<i32>gKind, st(guardAt + 1), st(guardAt + 2));
+    const badParam = badRuleParam(<i32>gKind, guardAt + 1);
     if (badParam >= 0) return fail(E_BAD_PARAM, guardAt + 1 + badParam);
-    const nB = st(guardAt + 3);
-    if (nB != 0 && nB != <f64>newK) return fail(E_BAD_PARAM, guardAt + 3);
-    const boundsBad = firstNonFinite(guardAt + 4, guardAt + 4 + <i32>nB);
+    const boundsAt = guardAt + 1 + LIMIT_RULE_SLOTS; // nBounds, then the bounds
+    const nB = st(boundsAt);
+    if (nB != 0 && nB != <f64>newK) return fail(E_BAD_PARAM, boundsAt);
+    const boundsBad = firstNonFinite(boundsAt + 1, boundsAt + 1 + <i32>nB);
     if (boundsBad >= 0) return fail(E_BAD_NUMBER, boundsBad);
     // table version 3: the load bounds, finite and ≥ 0 (a NaN bound would never fire, so it is rejected)
-    const loadAt = guardAt + 4 + <i32>nB;
+    const loadAt = boundsAt + 1 + <i32>nB;
     const nL = st(loadAt);
     if (nL != 0 && nL != <f64>newK) return fail(E_BAD_PARAM, loadAt);
     const nLoad = <i32>nL;
@@ -147,8 +156,10 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     fallbackKind = <i32>gKind;
     fallback0 = st(guardAt + 1);
     fallback1 = st(guardAt + 2);
+    fallback2 = st(guardAt + 3);
+    fallback3 = st(guardAt + 4);
     hasOodBounds = nB > 0;
-    if (hasOodBounds) memory.copy(oodBound, staging + (<usize>(guardAt + 4) << 3), <usize>newK << 3);
+    if (hasOodBounds) memory.copy(oodBound, staging + (<usize>(boundsAt + 1) << 3), <usize>newK << 3);
     hasLoadBounds = nLoad > 0;
     if (hasLoadBounds) {
       memory.copy(loadBoundPrefill, staging + (<usize>(loadAt + 1) << 3), <usize>newK << 3);
@@ -159,11 +170,13 @@ export function setTable(newKind: i32, newK: i32, newDims: i32): i32 {
     dims = d;
     return OK;
   }
-  if (newKind >= KIND_DYNAMO_ISL && newKind <= KIND_LLM_D) {
-    const bad = badRuleParam(newKind, st(0), st(1));
+  if (hasRuleParams(newKind)) {
+    const bad = badRuleParam(newKind, 0);
     if (bad >= 0) return fail(E_BAD_PARAM, bad);
     param0 = st(0);
     param1 = st(1);
+    param2 = st(2);
+    param3 = st(3);
     kind = newKind;
     k = 0;
     dims = 0;

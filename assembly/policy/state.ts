@@ -45,8 +45,11 @@ export let invVar: usize = 0; // f64[MAX_K * MAX_DIMS] (gmm)
 export let logConst: usize = 0; // f64[MAX_K] (gmm): log w_k − ½ Σ_j log σ²_kj, computed by the host
 // u8[MAX_PPD_CELLS] (per cluster 0 local, 1 remote, 2 the fallback rule; or bits per PPD cell)
 export let bits: usize = 0;
+// a rule's staged parameters (spec limits.rule_slots of them; slots a kind does not use are 0)
 export let param0: f64 = 0;
 export let param1: f64 = 0;
+export let param2: f64 = 0;
+export let param3: f64 = 0;
 export let ratioEdges: usize = 0; // f64[MAX_RATIO_EDGES]
 export let nRatioEdges: i32 = 0;
 export let qpsLevels: usize = 0; // f64[MAX_QPS_LEVELS]
@@ -55,6 +58,8 @@ export let nQps: i32 = 0;
 export let fallbackKind: i32 = KIND_DYNAMO_ISL;
 export let fallback0: f64 = 2048;
 export let fallback1: f64 = 0.7;
+export let fallback2: f64 = 0;
+export let fallback3: f64 = 0;
 // f64[MAX_K]: kmeans the largest in-distribution squared distance, gmm the lowest log-likelihood
 export let oodBound: usize = 0;
 export let hasOodBounds: bool = false;

@@ -3,7 +3,9 @@
 // f64 operations in the same order, so the GMM constants are bit-identical): numbers as validation keeps them
 // (−0 → 0; bits as written), rule defaults from the generated contract, then the output-length model's section.
 
-import { E_TABLE_TOO_LARGE, KIND_DYNAMO_ISL, KIND_GMM, KIND_PPD, LIMIT_STAGING_F64, OK } from "../generated/abi";
+import {
+  E_TABLE_TOO_LARGE, KIND_DYNAMO_ISL, KIND_GMM, KIND_PPD, LIMIT_RULE_SLOTS, LIMIT_STAGING_F64, OK,
+} from "../generated/abi";
 import {
   KIND_LEARNED, KIND_PARAMS_START, LIST_DEFAULTS, PARAM_DEFAULT, PARAM_LIST_LENGTH, PARAM_LIST_START, PARAM_NAMES,
   PARAM_STAGE, PARAM_TYPES, PARAM_TYPE_SCALAR,
@@ -128,22 +130,22 @@ function stageRule(): void {
   putRuleParams(kind, params, false);
 }
 
-/** A two-parameter rule's scalars, each at its stage slot; a kind without scalars stages nothing unless `always`. */
+/** A rule's scalars, each at its stage slot (LIMIT_RULE_SLOTS of them, unused 0); a kind without scalars stages
+ *  nothing unless `always`. */
 function putRuleParams(ruleKind: i32, paramsNode: i32, always: bool): void {
-  let staged = always;
-  let p0: f64 = 0;
-  let p1: f64 = 0;
-  for (let p = KIND_PARAMS_START[ruleKind]; p < KIND_PARAMS_START[ruleKind + 1]; p++) {
-    if (PARAM_TYPES[p] != PARAM_TYPE_SCALAR || PARAM_STAGE[p] < 0) continue;
-    const given = paramValue(paramsNode, p);
-    const v = given >= 0 ? numberValue(given) : PARAM_DEFAULT[p];
-    if (PARAM_STAGE[p] == 0) p0 = v;
-    else p1 = v;
-    staged = true;
-  }
-  if (staged) {
-    put(p0);
-    put(p1);
+  let any = false;
+  for (let p = KIND_PARAMS_START[ruleKind]; p < KIND_PARAMS_START[ruleKind + 1]; p++)
+    if (PARAM_TYPES[p] == PARAM_TYPE_SCALAR && PARAM_STAGE[p] >= 0) any = true;
+  if (!always && !any) return;
+  // slot by slot (no allocation): each slot's parameter, given or its default; a slot no parameter uses is 0
+  for (let slot = 0; slot < LIMIT_RULE_SLOTS; slot++) {
+    let v: f64 = 0;
+    for (let p = KIND_PARAMS_START[ruleKind]; p < KIND_PARAMS_START[ruleKind + 1]; p++) {
+      if (PARAM_TYPES[p] != PARAM_TYPE_SCALAR || PARAM_STAGE[p] != slot) continue;
+      const given = paramValue(paramsNode, p);
+      v = given >= 0 ? numberValue(given) : PARAM_DEFAULT[p];
+    }
+    put(v);
   }
 }
 

@@ -28,25 +28,26 @@ type tableGuard struct {
 }
 
 // readGuard reads back what loadTable just staged: a rule's parameters (kindStagedParams), or a learned table's
-// guard section: fallbackKind p0 p1 nBounds oodBound[nBounds] nLoadBounds loadBoundPrefill[n] loadBoundDecode[n].
+// guard section: fallbackKind p[limitRuleSlots] nBounds oodBound[nBounds] nLoadBounds loadBoundPrefill[n] loadBoundDecode[n].
 func (c *core) readGuard(info TableInfo) tableGuard {
 	staging := uint32(c.call("stagingPtr"))
 	at := func(i int) float64 { return c.f64At(staging, i) }
 	if !isLearned(info.Kind) {
-		return tableGuard{params: stagedParams(info.Kind, at(0), at(1))}
+		return tableGuard{params: stagedParams(info.Kind, at, 0)}
 	}
 	k, d := info.Clusters, info.Dims
 	g := 3*d + k*d + k
 	if info.Kind == "gmm" {
 		g = 3*d + 2*k*d + 2*k
 	}
-	nB := int(at(g + 3))
-	loadAt := g + 4 + nB
+	boundsAt := g + 1 + limitRuleSlots
+	nB := int(at(boundsAt))
+	loadAt := boundsAt + 1 + nB
 	nL := int(at(loadAt))
 	fallback := kindName(int(at(g)))
-	t := tableGuard{fallback: fallback, fallbackParams: stagedParams(fallback, at(g+1), at(g+2)), hasGuards: true}
+	t := tableGuard{fallback: fallback, fallbackParams: stagedParams(fallback, at, g+1), hasGuards: true}
 	if nB > 0 {
-		t.oodBound = c.f64s(staging+uint32(8*(g+4)), nB)
+		t.oodBound = c.f64s(staging+uint32(8*(boundsAt+1)), nB)
 	}
 	if nL > 0 {
 		t.hasLoad = true
@@ -56,11 +57,11 @@ func (c *core) readGuard(info TableInfo) tableGuard {
 	return t
 }
 
-// stagedParams names a rule's two staged values by its parameters in those slots.
-func stagedParams(kind string, p0, p1 float64) map[string]float64 {
+// stagedParams names a rule's staged values (its slots from staging index `from` on) by its parameters in them.
+func stagedParams(kind string, at func(int) float64, from int) map[string]float64 {
 	params := map[string]float64{}
 	for i, name := range kindStagedParams[kind] {
-		params[name] = []float64{p0, p1}[i]
+		params[name] = at(from + i)
 	}
 	return params
 }
@@ -108,7 +109,7 @@ func learnedWhy(t TableInfo, d Decision, scores []float64, path string) string {
 	}
 	fallback, params := g.fallback, g.fallbackParams
 	if !g.hasGuards { // the fallback of a table that names none (src/table/table.ts DEFAULT_FALLBACK)
-		fallback, params = "dynamo-isl", stagedParams("dynamo-isl", 2048, 0.7)
+		fallback, params = "dynamo-isl", stagedParams("dynamo-isl", func(i int) float64 { return []float64{2048, 0.7}[i] }, 0)
 	}
 	ruled := fmt.Sprintf("→ rule → %s because %s (%s)", dir, ruleClause(fallback, params, d), fallback)
 	switch {
@@ -174,6 +175,8 @@ var decisionValues = map[string]func(d Decision) any{
 	"eff_D":     func(d Decision) any { return d.Features.EffD },
 	"osl_hat":   func(d Decision) any { return d.Features.OSLHat },
 	"eff_D/isl": func(d Decision) any { return d.Features.EffD / math.Max(d.Features.ISL, 1) },
+	"load_P":    func(d Decision) any { return d.Load.Prefill },
+	"load_D":    func(d Decision) any { return d.Load.Decode },
 	"bit":       func(d Decision) any { return float64(d.Bit) },
 	"local":     func(d Decision) any { return d.Bit == 0 },
 	"cluster": func(d Decision) any {

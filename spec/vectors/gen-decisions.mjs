@@ -77,6 +77,12 @@ const DEFAULT_PARAMS = {
   "dynamo-isl": { max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 },
   "dynamo-load": {},
   "dynamo-legacy": { max_local_prefill_length: 1000, max_prefill_queue_size: 2 },
+  "dynamo-isl-or-load": {
+    max_local_prefill_tokens: 2048,
+    max_local_prefill_ratio: 0.7,
+    prefill_busy_tokens: 8192,
+    decode_busy_tokens: 0,
+  },
   trtllm: { max_local_prefill_length: 0 },
   "llm-d": { non_cached_tokens: 0, prompt_tokens: 0 },
   "always-local": {},
@@ -160,7 +166,7 @@ function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, deco
       if (outside || value === 2) {
         const f = t.fallback ?? { kind: "dynamo-isl" };
         const fallback = { kind: f.kind, params: { ...DEFAULT_PARAMS[f.kind], ...(f.params ?? {}) } };
-        const d = decide(fallback, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, signals });
+        const d = decide(fallback, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, decodeLoad, signals });
         return {
           bit: d.bit,
           cluster: c.best,
@@ -173,7 +179,7 @@ function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, deco
       if (lb && ((prefillBusy >= 0 && prefillBusy > lb.prefill[c.best]) || decodeLoad > lb.decode[c.best])) {
         const f = t.fallback ?? { kind: "dynamo-isl" };
         const fallback = { kind: f.kind, params: { ...DEFAULT_PARAMS[f.kind], ...(f.params ?? {}) } };
-        const d = decide(fallback, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, signals });
+        const d = decide(fallback, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, decodeLoad, signals });
         return { bit: d.bit, cluster: c.best, reason: "load-out-of-range", classified: c };
       }
       return { bit: value, cluster: c.best, reason: "cluster", classified: c };
@@ -185,6 +191,14 @@ function decide(t, { isl, effP, effD, osl, turn, ctx, cachedD, prefillBusy, deco
     case "dynamo-load": {
       const busy = prefillBusy >= 0 && prefillBusy > p.prefill_busy_threshold * p.max_num_batched_tokens;
       return rule(busy ? 0 : 1);
+    }
+    case "dynamo-isl-or-load": {
+      // Dynamo's isl_or_load: local iff isl_bounding says local or the prefill worker is busy (strictly above its
+      // tokens; unknown: calm), unless the decode-busy gate is set (> 0) and the decode load is strictly above it
+      const islLocal = effD < p.max_local_prefill_tokens && effD / Math.max(isl, 1) < p.max_local_prefill_ratio;
+      const prefillBusyNow = prefillBusy >= 0 && prefillBusy > p.prefill_busy_tokens;
+      const decodeBusy = p.decode_busy_tokens > 0 && decodeLoad > p.decode_busy_tokens;
+      return rule((islLocal || prefillBusyNow) && !decodeBusy ? 0 : 1);
     }
     case "dynamo-legacy":
       return rule(effD > p.max_local_prefill_length && signals.prefill_queue < p.max_prefill_queue_size ? 1 : 0);
@@ -303,6 +317,7 @@ const learnedClusters = {
   "gmm-guarded.msgpack": learnedCases("gmm-guarded.msgpack", 32),
   // without workers there is no load: the load bounds never fire, the cases check the table still decides
   "kmeans-load.msgpack": learnedCases("kmeans-load.msgpack", 16),
+  "kmeans-load-isl-or-load.msgpack": learnedCases("kmeans-load-isl-or-load.msgpack", 16),
 };
 
 // The signals and PPD inputs of a learned or rule case never matter except where noted; a few cases vary them
@@ -374,6 +389,27 @@ for (const c of [
   { isl: 3, effD: 2 },
 ])
   decideCase("dynamo-load.msgpack", { note: "no prefill worker: unknown load, no bypass: remote", ...c });
+
+// dynamo-isl-or-load: without workers the prefill load is unknown (calm) and the decode load 0 (never above the gate),
+// so it decides as isl_bounding (2048 / 0.7)
+for (const c of [
+  { isl: 0, effD: 0, note: "isl 0: local" },
+  { isl: 1, effD: 1, note: "ratio 1: remote" },
+  { isl: 4096, effD: 2048, note: "eff_D exactly 2048 (strict <): remote" },
+  { isl: 4096, effD: 2047, note: "eff_D 2047, ratio 0.4998: local" },
+  { isl: 8192, effD: 2048 },
+  { isl: 1000, effD: 700, note: "ratio exactly 0.7 (strict <): remote" },
+  { isl: 1000, effD: 699, note: "ratio 0.699: local" },
+  { isl: 2925, effD: 2047 },
+  { isl: 2924, effD: 2047 },
+  { isl: 100000, effD: 2047, effP: 0, note: "long prompt, almost all cached: local" },
+  { isl: 100000, effD: 100000, note: "nothing cached, the prefill worker's load unknown (calm): remote" },
+  { isl: 512, effD: 0, effP: 512 },
+  { isl: 3000, effD: 2100, queue: 9, qps: 20, note: "the prefill queue signal is not its busy signal: remote" },
+  { isl: 300, effD: 200, osl: 8192, turn: 3, ctx: 100, note: "PPD inputs do not matter: local" },
+  { isl: 65536, effD: 65536, queue: 0 },
+])
+  decideCase("dynamo-isl-or-load.msgpack", c);
 
 // dynamo-legacy: remote iff eff_D > 1000 and prefill_queue < 2
 for (const c of [
@@ -915,6 +951,7 @@ const scenarios = [
     },
     request: req("A"),
   },
+  ...islOrLoadScenarios(),
   {
     name: "LRU eviction: capacity 8 blocks; storing B after A evicts A's first 4 blocks, so A matches 0 there",
     type: "lru",
@@ -1152,6 +1189,83 @@ function loadBoundScenarios() {
   };
   if (found.has("ood")) scenario("out of distribution above both bounds keeps its reason", found.get("ood"), above);
   if (found.has(2)) scenario("a rule cluster above both bounds keeps rule-fallback", found.get(2), above);
+  return out;
+}
+
+/**
+ * Dynamo's isl_or_load (dynamo-isl-or-load.msgpack: isl_bounding 2048 / 0.7, prefill busy above 6000 active prefill
+ * tokens, the decode-busy gate above 20000), both gates at and beyond their thresholds, and the same rule as a learned
+ * table's fallback (kmeans-load-isl-or-load.msgpack: its four parameters reach the rule through the guard section).
+ */
+function islOrLoadScenarios() {
+  const file = "dynamo-isl-or-load.msgpack";
+  const A = { A: { tokens_formula: [lcg(4096, 60)] } };
+  const dp = [W("d0", "decode"), W("p0", "prefill")];
+  const load = (dPrefill, dDecode, pPrefill) => ({
+    d0: { active_prefill_tokens: dPrefill, active_decode_tokens: dDecode },
+    ...(pPrefill === undefined ? {} : { p0: { active_prefill_tokens: pPrefill, active_decode_tokens: 0 } }),
+  });
+  const cachedOnD = [{ worker: "d0", prompt: "A", prefix_tokens: 3840 }];
+  const out = [
+    ["the prefill worker is calm (5000 ≤ 6000) and isl_bounding says remote: remote", load(0, 100, 5000)],
+    ["the prefill worker is exactly at 6000 (busy is strict >): remote", load(0, 100, 6000)],
+    ["the prefill worker is busy (6001 > 6000), the decode worker is not: local", load(0, 100, 6001)],
+    [
+      "prefill busy, the decode worker exactly at the gate (1000 + 19000 = 20000, not above): local",
+      load(1000, 19000, 7000),
+    ],
+    ["prefill busy, but the decode worker is above the gate (20001): the gate keeps it remote", load(0, 20001, 7000)],
+    ["isl_bounding says local (3840 of 4096 cached on d0), the prefill worker calm: local", load(0, 100, 0), cachedOnD],
+    [
+      "isl_bounding says local, but the decode worker is above the gate (30000): remote",
+      load(10000, 20000, 0),
+      cachedOnD,
+    ],
+    [
+      "no prefill worker: its load is unknown (calm), isl_bounding says remote: no prefill worker, local",
+      load(0, 100),
+      [],
+      [W("d0", "decode")],
+    ],
+  ].map(([what, loads, index = [], workers = dp]) => ({
+    name: `dynamo-isl-or-load: ${what}`,
+    type: "isl-or-load",
+    table: file,
+    workers,
+    prompts: A,
+    index,
+    loads,
+    request: req("A"),
+  }));
+  // the learned table's rule cluster: an uncached prompt (isl_bounding 1024 / 0.5 says remote) decided by the fallback
+  const learned = "kmeans-load-isl-or-load.msgpack";
+  const t = table(learned);
+  let pick = null;
+  for (const n of [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]) {
+    for (const osl of [16, 64, 256, 1024, 4096]) {
+      const c = classify(t, [n, n, n, osl]);
+      const score = c.scores[c.best];
+      const bound = t.ood_bound[c.best];
+      const clear = c.margin > MARGIN && Math.abs(score - bound) / Math.max(1, bound, score) > MARGIN;
+      if (!pick && clear && score <= bound && t.bits[c.best] === 2) pick = { n, osl, cluster: c.best };
+    }
+  }
+  if (!pick) throw new Error("kmeans-load-isl-or-load: no uncached prompt lands in a rule cluster");
+  for (const [what, loads] of [
+    ["the prefill worker calm: remote", load(0, 100, 100)],
+    ["the prefill worker busy (6500 > 6000): local", load(0, 100, 6500)],
+    ["prefill busy, the decode worker above the gate (25000 > 20000): remote", load(0, 25000, 6500)],
+  ]) {
+    out.push({
+      name: `isl_or_load as a learned table's fallback (cluster ${pick.cluster}): ${what}`,
+      type: "isl-or-load",
+      table: learned,
+      workers: dp,
+      prompts: { A: { tokens_formula: [lcg(pick.n, 70 + out.length)] } },
+      loads,
+      request: req("A", { osl_hat: pick.osl }),
+    });
+  }
   return out;
 }
 

@@ -32,6 +32,8 @@ export const TEXT_TOKENS_PER_BLOCK = LIMITS.textTokensPerBlock;
 export const TEXT_BLOCK_BYTES = LIMITS.textBlockBytes;
 export const MAX_K = LIMITS.maxK;
 export const STAGING_F64 = LIMITS.stagingF64;
+/** A rule's staged parameters: each scalar at its spec "stage" slot, unused slots 0 (spec limits.rule_slots). */
+export const RULE_SLOTS = LIMITS.ruleSlots;
 
 export interface CoreConfig {
   /** Worker slots (ids 0…maxWorkers−1). Default 1024. */

@@ -29,17 +29,15 @@
 // Out-of-distribution bounds come from the training features: per cluster, the `oodQuantile` quantile of its
 // training requests' scores (kmeans: squared standardized distance, upper quantile; gmm: log-likelihood, lower).
 
-import { meetsE2e, quantile, type RequestRecord, type Slo } from "../sim/metrics.js";
+import { quantile, type RequestRecord, type Slo } from "../sim/metrics.js";
 import { CLUSTER_LOCAL, CLUSTER_REMOTE, CLUSTER_RULE, DEFAULT_FALLBACK } from "../table/table.js";
 import type { Fallback, Table } from "../table/table.js";
 import { evaluateAll, onceEach, type Environment, type Evaluation, type SearchStep } from "./environment.js";
+import { BONFERRONI_Z, FALLBACK_Z, pairedGain, pooledGain, REPLICATION_Z } from "./paired-gain.js";
+
+export { BONFERRONI_Z, FALLBACK_Z, pairedGain, REPLICATION_Z } from "./paired-gain.js";
 
 export { guardCounts } from "./guard-counts.js";
-
-/** Φ⁻¹(1 − 0.05 / 16): one-sided, 5% family-wise over the 2 × 8 moves of a pass at the default K = 8. */
-export const BONFERRONI_Z = 2.74;
-/** Φ⁻¹(0.95): the held-out replication's one-sided 5% test (one test per move that already passed the search's). */
-export const REPLICATION_Z = 1.645;
 
 export type RewardForm = "paper" | "both";
 export const REWARD_FORMS: readonly RewardForm[] = ["paper", "both"];
@@ -64,6 +62,11 @@ export interface GuardOptions {
   heldOut?: Environment;
   /** the held-out replication's critical value (default 1.645: one-sided 5%) */
   heldOutZ?: number;
+  /**
+   * The fallback rule the search starts from: the all-rule table's rule, the one every later test is against
+   * (default DEFAULT_FALLBACK, Dynamo's isl_bounding).
+   */
+  start?: Fallback;
   /**
    * Fallback rules to try before any cluster moves: the all-rule table under each, accepted over the default by the
    * same test as a move (paired gain, latency check against the default rule's, replication). Default: none.
@@ -132,27 +135,6 @@ export function p90Latencies(records: RequestRecord[]): { ttft: number; tpot: nu
       0.9,
     ),
   };
-}
-
-/** McNemar's paired comparison of two runs on the same arrivals: B, W and (B − W) / √(B + W). */
-export function pairedGain(
-  candidate: RequestRecord[],
-  current: RequestRecord[],
-  slo: Slo,
-): { improved: number; worsened: number; statistic: number } {
-  const before = new Map<number, boolean>();
-  for (const r of current) before.set(r.id, meetsE2e(r, slo));
-  let improved = 0;
-  let worsened = 0;
-  for (const r of candidate) {
-    const was = before.get(r.id);
-    if (was === undefined) continue;
-    const now = meetsE2e(r, slo);
-    if (now && !was) improved++;
-    else if (!now && was) worsened++;
-  }
-  const n = improved + worsened;
-  return { improved, worsened, statistic: n === 0 ? 0 : (improved - worsened) / Math.sqrt(n) };
 }
 
 /**
@@ -230,7 +212,7 @@ export async function searchGuarded(
     heldOut!.evaluate(tableOf(values, fallback));
 
   let values = new Array<number>(k).fill(CLUSTER_RULE);
-  let fallback = DEFAULT_FALLBACK;
+  let fallback = opts.start ?? DEFAULT_FALLBACK;
   // the all-rule table on both arrivals: independent runs, so asked for together (side by side on a pool)
   const [init, initHeld] = await Promise.all([
     env.evaluate(tableOf(values, fallback)),
@@ -273,30 +255,46 @@ export async function searchGuarded(
       }
   };
 
-  // the fallback rule: the all-rule table under each candidate, taken over the default only on the same test as a move
+  // the fallback rule: the all-rule table under each candidate. Without held-out arrivals, taken over the default on
+  // the same test as a move. With them (the default: a ramp of 0.5–2× the search's load), on both sets together: a
+  // fallback decides wherever the table has not earned a value, so it is chosen over the loads the two sets span, not
+  // at the search's one load, and at either one the all-rule table often meets the SLO for nearly every request, so
+  // neither alone shows a gain. Taken: the largest paired gain over both sets' requests at FALLBACK_Z (Bonferroni over
+  // the candidates), no loss on either set (B ≥ W on each), and the latency check of fallbackLatency on both.
   if (opts.fallbacks?.length) {
-    let pick: { fallback: Fallback; e: Evaluation; gain: ReturnType<typeof pairedGain> } | null = null;
+    let pick: { fallback: Fallback; e: Evaluation; h: Evaluation | null; gain: ReturnType<typeof pairedGain> } | null =
+      null;
     const ownLatency = opts.fallbackLatency === "own";
     const tried = opts.fallbacks.slice(0, Math.max(0, maxRounds - log.length)); // independent: run side by side
     const tables = tried.map((f) => tableOf(values, f));
     const runs = await evaluateAll(env, tables);
+    const held = heldOut && currentHeld ? await Promise.all(tried.map((f) => evaluateHeldOut(values, f))) : null;
     for (const [i, f] of tried.entries()) {
       const e = record(values, "scan", runs[i]!);
-      const gain = pairedGain(e.records, current.records, slo);
+      const onSearch = pairedGain(e.records, current.records, slo);
+      const h = held?.[i] ?? null;
+      const onHeld = h ? pairedGain(h.records, currentHeld!.records, slo) : null;
+      const gain = onHeld ? pooledGain(onSearch, onHeld) : onSearch;
+      const ok = onHeld
+        ? gain.statistic >= FALLBACK_Z &&
+          onSearch.improved >= onSearch.worsened &&
+          onHeld.improved >= onHeld.worsened &&
+          (ownLatency || (withinLatency(e, ruleLatency) && withinLatency(h!, ruleLatencyHeld!)))
+        : passes(e, gain, !ownLatency);
+      if (!ok && onHeld) rejectedOnHeldOut++;
       const better = !pick || gain.improved - gain.worsened > pick.gain.improved - pick.gain.worsened;
-      if (passes(e, gain, !ownLatency) && better) pick = { fallback: f, e, gain };
+      if (ok && better) pick = { fallback: f, e, h, gain };
     }
-    if (pick) {
-      const h = await replicates(values, pick.fallback, !ownLatency);
-      if (h !== null) {
-        fallback = pick.fallback;
-        current = pick.e;
-        if (h) currentHeld = h;
-        if (ownLatency) ruleLatency = p90Latencies(current.records);
-        if (ownLatency && h) ruleLatencyHeld = p90Latencies(h.records);
-        markAccepted();
-        moves.push({ kind: "fallback", cluster: -1, value: -1, ...pick.gain });
-      }
+    // without held-out arrivals the pick still replicates nowhere (replicates returns undefined): as a move's
+    const h = pick && !pick.h ? await replicates(values, pick.fallback, !ownLatency) : pick?.h;
+    if (pick && h !== null) {
+      fallback = pick.fallback;
+      current = pick.e;
+      if (h) currentHeld = h;
+      if (ownLatency) ruleLatency = p90Latencies(current.records);
+      if (ownLatency && h) ruleLatencyHeld = p90Latencies(h.records);
+      markAccepted();
+      moves.push({ kind: "fallback", cluster: -1, value: -1, ...pick.gain });
     }
   }
 

@@ -19,7 +19,7 @@ import { buildPpdTable, evaluatePolicies, POLICY_NAMES, type PolicyName } from "
 import type { EvalLoad, EvalOutput } from "../report/eval-output.js";
 import { noisyOslPredictor } from "./osl.js";
 import { SimEnvironment } from "./sim-environment.js";
-import { loadReactiveFallbacks } from "./load-bounds.js";
+import { guardRules } from "./load-bounds.js";
 import { withRateProfile, type LoadProfile } from "../sim/rate-profile.js";
 import { train, type TrainResult } from "./train.js";
 import type { GuardTraining, OslMode } from "./train-options.js";
@@ -245,8 +245,8 @@ export async function trainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     ...(guarded
       ? {
           guard: {
-            // the load-reactive rules are fallback candidates unless the caller names its own
-            fallbacks: loadReactiveFallbacks(s.base.preset),
+            // Dynamo's isl_or_load decides first, the other rules are fallback candidates, unless the caller names its own
+            ...guardRules(s.base.preset),
             ...withoutHoldOut(o.guard),
             reward: "both" as const,
             ...(searchParts ? { heldOut: environment(arrivals(searchParts.eval), s.base) } : {}),

@@ -19,7 +19,7 @@ import type { RequestRecord } from "../sim/metrics.js";
 import type { ModelPreset } from "../sim/model-presets.js";
 import { ruleTableFor } from "../sim/rule-table.js";
 import { quantile } from "../sim/metrics.js";
-import type { Fallback, Table } from "../table/table.js";
+import { DEFAULT_FALLBACK, type Fallback, type Table } from "../table/table.js";
 import { versionNeeded } from "../table/codec.js";
 import { validateTable } from "../table/validate.js";
 
@@ -78,14 +78,25 @@ export function withLoadBounds(t: Table, bound: LoadBound, share: number[]): Tab
   return validateTable({ ...out, version: versionNeeded(out) });
 }
 
+/** A rule of the preset as a fallback (its parameters as `dolphin simulate` and the baselines set them). */
+function fallbackOf(kind: "dynamo-isl-or-load" | "dynamo-legacy" | "dynamo-load", preset: ModelPreset): Fallback {
+  return { kind, params: { ...((ruleTableFor(kind, preset).params ?? {}) as Record<string, number>) } };
+}
+
 /**
- * The fallback rules the guarded search tries besides Dynamo's isl_bounding (issue 24): the load-reactive ones,
- * Dynamo's legacy rule and its load rule with the preset's token budget (as `dolphin simulate` and the baselines
- * set it: src/sim/rule-table.ts).
+ * The load-reactive fallback rules (issue 24): Dynamo's isl_or_load with its decode-busy gate, its legacy rule and its
+ * load rule, with the preset's token budget and KV capacity (src/sim/rule-table.ts).
  */
 export function loadReactiveFallbacks(preset: ModelPreset): Fallback[] {
-  return (["dynamo-legacy", "dynamo-load"] as const).map((kind) => ({
-    kind,
-    params: { ...((ruleTableFor(kind, preset).params ?? {}) as Record<string, number>) },
-  }));
+  return (["dynamo-isl-or-load", "dynamo-legacy", "dynamo-load"] as const).map((kind) => fallbackOf(kind, preset));
+}
+
+/**
+ * The guarded search's rules by default: it starts from Dynamo's isl_or_load (the load sweep's strongest rule on its
+ * own: 44 of 54 cells against isl_bounding's 29, docs/results.md), and tries isl_bounding, the legacy rule and the
+ * load rule as fallbacks in its place.
+ */
+export function guardRules(preset: ModelPreset): { start: Fallback; fallbacks: Fallback[] } {
+  const [start, ...others] = loadReactiveFallbacks(preset);
+  return { start: start!, fallbacks: [DEFAULT_FALLBACK, ...others] };
 }

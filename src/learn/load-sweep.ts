@@ -52,6 +52,8 @@ export interface SweepCell extends CellFigures {
   family: string;
   load: SweepLoad;
   best_rule: { names: string[]; slo_attainment: number };
+  /** every rule's figures on the same arrivals */
+  rules: Record<string, { slo_attainment: number; ttft_p90_ms: number; tpot_p90_ms: number }>;
   /** the P90s the latency targets are measured against (dynamo-isl's, or the larger with the best rule's) */
   latency_reference: { ttft_p90_ms: number; tpot_p90_ms: number; rule: string };
   /** dolphin's requests a learned cluster decided, and those its load bound sent to the fallback rule */
@@ -87,6 +89,12 @@ export function sweepCell(
     tpot_p90_ms: d.tpot_ms.p90,
     dynamo_isl: { slo_attainment: y.slo_attainment, ttft_p90_ms: y.ttft_ms.p90, tpot_p90_ms: y.tpot_ms.p90 },
     best_rule: { names, slo_attainment: best },
+    rules: Object.fromEntries(
+      Object.entries(rules).map(([n, p]) => [
+        n,
+        { slo_attainment: p.slo_attainment, ttft_p90_ms: p.ttft_ms.p90, tpot_p90_ms: p.tpot_ms.p90 },
+      ]),
+    ),
     attainment_vs_best_pts: pts,
     ttft_vs_dynamo: vs(d.ttft_ms.p90, y.ttft_ms.p90),
     tpot_vs_dynamo: vs(d.tpot_ms.p90, y.tpot_ms.p90),

@@ -87,8 +87,21 @@ export class ReferencePolicy {
           t.oodBound.length > 0 &&
           (t.kind === Kind.kmeans ? bestScore > t.oodBound[best]! : bestScore < t.oodBound[best]!);
         const value = t.bits[best]!;
+        const fallbackBit = (): number =>
+          this.ruleBit(
+            t.fallbackKind,
+            t.fallback0,
+            t.fallback1,
+            t.fallback2,
+            t.fallback3,
+            isl,
+            effD,
+            cachedD,
+            prefillBusy,
+            decodeLoad,
+          );
         if (outside || value === CLUSTER_RULE) {
-          const bit = this.ruleBit(t.fallbackKind, t.fallback0, t.fallback1, isl, effD, cachedD, prefillBusy);
+          const bit = fallbackBit();
           return this.out(bit, best, outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK, bestScore);
         }
         // above the load the cluster's value was tested at (table version 3) → the fallback rule decides
@@ -96,19 +109,20 @@ export class ReferencePolicy {
           t.loadBoundPrefill.length > 0 &&
           ((prefillBusy >= 0 && prefillBusy > t.loadBoundPrefill[best]!) || decodeLoad > t.loadBoundDecode[best]!)
         ) {
-          const bit = this.ruleBit(t.fallbackKind, t.fallback0, t.fallback1, isl, effD, cachedD, prefillBusy);
+          const bit = fallbackBit();
           return this.out(bit, best, REASON_LOAD_OUT_OF_RANGE, bestScore);
         }
         return this.out(value, best, REASON_CLUSTER, bestScore);
       }
       case Kind["dynamo-isl"]:
+      case Kind["dynamo-isl-or-load"]:
       case Kind["dynamo-load"]:
       case Kind["dynamo-legacy"]:
       case Kind.trtllm:
       case Kind["llm-d"]:
       case Kind["always-local"]:
       case Kind["always-remote"]:
-        return this.out(this.ruleBit(t.kind, t.p0, t.p1, isl, effD, cachedD, prefillBusy));
+        return this.out(this.ruleBit(t.kind, t.p0, t.p1, t.p2, t.p3, isl, effD, cachedD, prefillBusy, decodeLoad));
       case Kind.ppd: {
         if (turn <= 1) return this.out(1, -1, REASON_FIRST_TURN);
         const ctx = ctxTokens >= 0 ? ctxTokens : Math.min(cachedD, isl);
@@ -139,14 +153,23 @@ export class ReferencePolicy {
     kind: number,
     p0: number,
     p1: number,
+    p2: number,
+    p3: number,
     isl: number,
     effD: number,
     cachedD: number,
     prefillBusy: number,
+    decodeLoad: number,
   ): number {
     switch (kind) {
       case Kind["dynamo-isl"]:
         return effD < p0 && effD / Math.max(isl, 1) < p1 ? 0 : 1;
+      case Kind["dynamo-isl-or-load"]: {
+        const islLocal = effD < p0 && effD / Math.max(isl, 1) < p1;
+        const prefillBusyNow = prefillBusy >= 0 && prefillBusy > p2;
+        const decodeBusy = p3 > 0 && decodeLoad > p3;
+        return (islLocal || prefillBusyNow) && !decodeBusy ? 0 : 1;
+      }
       case Kind["dynamo-load"]:
         return prefillBusy >= 0 && prefillBusy > p0 * p1 ? 0 : 1;
       case Kind["dynamo-legacy"]:

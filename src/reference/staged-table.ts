@@ -2,7 +2,7 @@
 // error codes (assembly/policy/set-table.ts setTable, assembly/osl.ts checkOslSection), and unpacked into the state the
 // reference decides from (policy.ts). A table that fails a check is not unpacked.
 
-import { Kind, MAX_K, STAGING_F64 } from "../contract/core-api.js";
+import { Kind, MAX_K, RULE_SLOTS, STAGING_F64 } from "../contract/core-api.js";
 import { ErrorCode as E } from "../contract/errors.js";
 import { fail } from "./fail.js";
 
@@ -15,6 +15,7 @@ const FALLBACK_KINDS = new Set<number>([
   Kind["dynamo-legacy"],
   Kind.trtllm,
   Kind["llm-d"],
+  Kind["dynamo-isl-or-load"],
   Kind["always-local"],
   Kind["always-remote"],
 ]);
@@ -39,14 +40,19 @@ export interface TableState {
   invVar: Float64Array;
   logConst: Float64Array;
   bits: Uint8Array;
+  /** a rule's staged parameters (RULE_SLOTS; PPD: its two context edges in p0 and p1) */
   p0: number;
   p1: number;
+  p2: number;
+  p3: number;
   ratioEdges: number[];
   qpsLevels: number[];
-  /** learned kinds: the fallback rule and its two parameters, and the out-of-distribution bounds (empty: none) */
+  /** learned kinds: the fallback rule and its RULE_SLOTS parameters, and the out-of-distribution bounds (empty: none) */
   fallbackKind: number;
   fallback0: number;
   fallback1: number;
+  fallback2: number;
+  fallback3: number;
   oodBound: Float64Array;
   /** table version 3: per cluster, the highest prefill and decode load its value was tested at (empty: none) */
   loadBoundPrefill: Float64Array;
@@ -108,20 +114,24 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
     bits: new Uint8Array(0),
     p0: 0,
     p1: 0,
+    p2: 0,
+    p3: 0,
     ratioEdges: [],
     qpsLevels: [],
     fallbackKind: Kind["dynamo-isl"],
     fallback0: 2048,
     fallback1: 0.7,
+    fallback2: 0,
+    fallback3: 0,
     oodBound: new Float64Array(0),
     loadBoundPrefill: new Float64Array(0),
     loadBoundDecode: new Float64Array(0),
   } satisfies TableState;
-  /** Index (0 or 1) of the first bad parameter of a two-parameter rule, or −1 (assembly/policy/set-table.ts badRuleParam). */
-  const badRuleParam = (ruleKind: number, p0: number, p1: number): number => {
-    if (!Number.isFinite(p0) || !(p0 >= 0)) return 0;
-    if (!Number.isFinite(p1) || !(p1 >= 0)) return 1;
-    if (ruleKind === Kind["dynamo-load"] && !(p0 > 0 && p1 > 0)) return p0 > 0 ? 1 : 0;
+  /** Index of the first bad staged parameter of a rule whose slots start at `at`, or −1 (set-table.ts badRuleParam). */
+  const badRuleParam = (ruleKind: number, at: number): number => {
+    for (let i = 0; i < RULE_SLOTS; i++) if (!Number.isFinite(st(at + i)) || !(st(at + i) >= 0)) return i;
+    if (ruleKind === Kind["dynamo-load"] && !(st(at) > 0 && st(at + 1) > 0)) return st(at) > 0 ? 1 : 0;
+    if (ruleKind === Kind["dynamo-isl-or-load"] && !(st(at + 2) > 0)) return 2;
     return -1;
   };
   if (kind === Kind.kmeans || kind === Kind.gmm) {
@@ -143,19 +153,20 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
       const v = st(bitsAt + i);
       if (v !== 0 && v !== 1 && v !== CLUSTER_RULE) fail(E.BAD_BIT, i, "setTable");
     }
-    // the guard section: fallbackKind fallback0 fallback1 nBounds(0 or K) oodBound[nBounds]
+    // the guard section: fallbackKind fallbackParam[RULE_SLOTS] nBounds(0 or K) oodBound[nBounds]
     //   nLoadBounds(0 or K) loadBoundPrefill[nLoadBounds] loadBoundDecode[nLoadBounds]
     const g = total;
     const gKind = st(g);
     if (!Number.isFinite(gKind) || gKind !== Math.floor(gKind) || !FALLBACK_KINDS.has(gKind))
       fail(E.BAD_PARAM, g, "setTable");
-    const badParam = badRuleParam(gKind, st(g + 1), st(g + 2));
+    const badParam = badRuleParam(gKind, g + 1);
     if (badParam >= 0) fail(E.BAD_PARAM, g + 1 + badParam, "setTable");
-    const nB = st(g + 3);
-    if (nB !== 0 && nB !== k) fail(E.BAD_PARAM, g + 3, "setTable");
-    const badBound = finiteFrom(g + 4, g + 4 + nB);
+    const boundsAt = g + 1 + RULE_SLOTS;
+    const nB = st(boundsAt);
+    if (nB !== 0 && nB !== k) fail(E.BAD_PARAM, boundsAt, "setTable");
+    const badBound = finiteFrom(boundsAt + 1, boundsAt + 1 + nB);
     if (badBound >= 0) fail(E.BAD_NUMBER, badBound, "setTable");
-    const loadAt = g + 4 + nB;
+    const loadAt = boundsAt + 1 + nB;
     const nL = st(loadAt);
     if (nL !== 0 && nL !== k) fail(E.BAD_PARAM, loadAt, "setTable");
     for (let i = loadAt + 1; i < loadAt + 1 + 2 * nL; i++) {
@@ -168,7 +179,9 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
       fallbackKind: gKind,
       fallback0: st(g + 1),
       fallback1: st(g + 2),
-      oodBound: s.slice(g + 4, g + 4 + nB),
+      fallback2: st(g + 3),
+      fallback3: st(g + 4),
+      oodBound: s.slice(boundsAt + 1, boundsAt + 1 + nB),
       loadBoundPrefill: s.slice(loadAt + 1, loadAt + 1 + nL),
       loadBoundDecode: s.slice(loadAt + 1 + nL, loadAt + 1 + 2 * nL),
     };
@@ -185,10 +198,10 @@ export function checkPolicy(kind: number, k: number, dims: number, s: Float64Arr
     t.bits = Uint8Array.from(s.subarray(bitsAt, bitsAt + k));
     return t;
   }
-  if (kind >= Kind["dynamo-isl"] && kind <= Kind["llm-d"]) {
-    const bad = badRuleParam(kind, st(0), st(1));
+  if ((kind >= Kind["dynamo-isl"] && kind <= Kind["llm-d"]) || kind === Kind["dynamo-isl-or-load"]) {
+    const bad = badRuleParam(kind, 0);
     if (bad >= 0) fail(E.BAD_PARAM, bad, "setTable");
-    return { ...base, p0: st(0), p1: st(1) };
+    return { ...base, p0: st(0), p1: st(1), p2: st(2), p3: st(3) };
   }
   if (kind === Kind["always-local"] || kind === Kind["always-remote"]) {
     return base;

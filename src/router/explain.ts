@@ -18,6 +18,8 @@ const DECISION_VALUES: Record<(typeof EXPLAIN_VALUES)[number], (d: Decision) => 
   eff_D: (d) => d.features.effD,
   osl_hat: (d) => d.features.oslHat,
   "eff_D/isl": (d) => d.features.effD / Math.max(d.features.isl, 1),
+  load_P: (d) => d.load.prefill ?? -1,
+  load_D: (d) => d.load.decode,
   bit: (d) => d.bit,
   local: (d) => d.bit === 0,
   cluster: (d) => d.cluster,

@@ -2,7 +2,7 @@
 // layout that assembly/policy/set-table.ts setTable reads. Derived GMM constants (log-normalisers, inverse variances) are
 // computed here, once, so the WebAssembly core and the TypeScript reference use bit-identical numbers.
 
-import { Kind, KINDS } from "../contract/core-api.js";
+import { Kind, KINDS, RULE_SLOTS } from "../contract/core-api.js";
 import { DEFAULT_FALLBACK, FEATURE_NAMES, OSL_MODEL_FEATURES, type Table } from "./table.js";
 
 export interface StagedTable {
@@ -14,14 +14,21 @@ export interface StagedTable {
   oslAt: number;
 }
 
-/** The two staged parameters of each two-parameter rule kind: its scalars by their `stage` slot (spec/abi.json). */
+/** The staged parameters of each rule kind with scalars: their names by `stage` slot (spec/abi.json), RULE_SLOTS
+ *  of them ("" where no parameter uses a slot: staged as 0). */
 const RULE_PARAMS = new Map(
   KINDS.filter((k) => !k.learned && k.params.some((p) => p.type === "scalar" && p.stage !== undefined)).map((k) => {
-    const slots: [string, string] = ["", ""];
+    const slots = new Array<string>(RULE_SLOTS).fill("");
     for (const p of k.params) if (p.type === "scalar" && p.stage !== undefined) slots[p.stage] = p.name;
     return [k.name, slots];
   }),
 );
+
+/** A rule's staged slots from its parameters (a kind without scalars: RULE_SLOTS zeros). */
+function ruleSlots(kind: string, params: Record<string, unknown>): number[] {
+  const names = RULE_PARAMS.get(kind) ?? new Array<string>(RULE_SLOTS).fill("");
+  return names.map((n) => (n ? num(params[n]) : 0));
+}
 
 function num(v: unknown): number {
   return typeof v === "number" ? v : NaN;
@@ -74,9 +81,7 @@ function stagePolicy(t: Table): Omit<StagedTable, "oslAt"> {
     }
     // the guard (table version 2; a version-1 table gets the default fallback rule and no bounds)
     const fallback = t.fallback ?? DEFAULT_FALLBACK;
-    const slots = RULE_PARAMS.get(fallback.kind);
-    const fp = fallback.params as Record<string, unknown>;
-    out.push(Kind[fallback.kind], slots?.[0] ? num(fp[slots[0]]) : 0, slots?.[1] ? num(fp[slots[1]]) : 0);
+    out.push(Kind[fallback.kind], ...ruleSlots(fallback.kind, fallback.params as Record<string, unknown>));
     const bounds = t.ood_bound ?? [];
     out.push(bounds.length, ...bounds);
     // table version 3: the load bounds (the cluster shares are the host's, not staged)
@@ -86,15 +91,7 @@ function stagePolicy(t: Table): Omit<StagedTable, "oslAt"> {
     return { kind, k, dims: d, staged: Float64Array.from(out) };
   }
   const params = t.params ?? {};
-  const names = RULE_PARAMS.get(t.kind);
-  if (names) {
-    return {
-      kind,
-      k: 0,
-      dims: 0,
-      staged: Float64Array.from([names[0] ? num(params[names[0]]) : 0, names[1] ? num(params[names[1]]) : 0]),
-    };
-  }
+  if (RULE_PARAMS.has(t.kind)) return { kind, k: 0, dims: 0, staged: Float64Array.from(ruleSlots(t.kind, params)) };
   if (t.kind === "ppd") {
     const ctx = params["context_edges"] as number[];
     const ratio = params["ratio_edges"] as number[];

@@ -37,9 +37,9 @@ class TableGuard:
     load_decode: Tuple[float, ...] = ()
 
 
-def staged_params(kind: str, p0: float, p1: float) -> Dict[str, float]:
-    """A rule's two staged values, named by its parameters in those slots (spec "stage")."""
-    return dict(zip(_abi.KIND_STAGED_PARAMS.get(kind, ()), (p0, p1)))
+def staged_params(kind: str, *slots: float) -> Dict[str, float]:
+    """A rule's staged values (LIMIT_RULE_SLOTS of them), named by its parameters in those slots (spec "stage")."""
+    return dict(zip(_abi.KIND_STAGED_PARAMS.get(kind, ()), slots))
 
 
 # the fallback of a table that names none (src/table/table.ts DEFAULT_FALLBACK)
@@ -48,22 +48,22 @@ DEFAULT_GUARD = TableGuard(fallback="dynamo-isl", fallback_params=staged_params(
 
 def read_guard(core: Core, kind: str, k: int, d: int) -> TableGuard:
     """What loadTable just staged: a rule's parameters (KIND_STAGED_PARAMS), or a learned table's guard section:
-    fallbackKind p0 p1 nBounds oodBound[nBounds] nLoadBounds loadBoundPrefill[n] loadBoundDecode[n]."""
+    fallbackKind p[LIMIT_RULE_SLOTS] nBounds oodBound[nBounds] nLoadBounds loadBoundPrefill[n] loadBoundDecode[n]."""
     staging = int(core.call("stagingPtr"))
 
     def at(i: int, count: int = 1) -> Tuple[float, ...]:
         return tuple(core.read_f64s(staging + 8 * i, count)) if count > 0 else ()
 
     if kind not in _abi.LEARNED_KINDS:
-        return TableGuard(params=staged_params(kind, *at(0, 2)))
+        return TableGuard(params=staged_params(kind, *at(0, _abi.LIMIT_RULE_SLOTS)))
     g = 3 * d + 2 * k * d + 2 * k if kind == "gmm" else 3 * d + k * d + k
-    head = at(g, 4)
-    n_bounds = int(head[3])
-    load_at = g + 4 + n_bounds
+    bounds_at = g + 1 + _abi.LIMIT_RULE_SLOTS
+    n_bounds = int(at(bounds_at)[0])
+    load_at = bounds_at + 1 + n_bounds
     n_load = int(at(load_at)[0])
-    fallback = _KIND_NAMES.get(int(head[0]), "?")
-    return TableGuard({}, fallback, staged_params(fallback, head[1], head[2]), at(g + 4, n_bounds),
-                      at(load_at + 1, n_load), at(load_at + 1 + n_load, n_load))
+    fallback = _KIND_NAMES.get(int(at(g)[0]), "?")
+    return TableGuard({}, fallback, staged_params(fallback, *at(g + 1, _abi.LIMIT_RULE_SLOTS)),
+                      at(bounds_at + 1, n_bounds), at(load_at + 1, n_load), at(load_at + 1 + n_load, n_load))
 
 
 def why(t: "TableInfo", d: "Decision", scores: Tuple[float, ...]) -> str:
@@ -139,6 +139,8 @@ DECISION_VALUES: Mapping[str, Callable[["Decision"], Value]] = {
     "eff_D": lambda d: d.features.eff_d,
     "osl_hat": lambda d: d.features.osl_hat,
     "eff_D/isl": lambda d: d.features.eff_d / max(d.features.isl, 1),
+    "load_P": lambda d: -1 if d.load.prefill is None else d.load.prefill,
+    "load_D": lambda d: d.load.decode,
     "bit": lambda d: d.bit,
     "local": lambda d: d.bit == 0,
     "cluster": lambda d: d.cluster,

@@ -119,6 +119,20 @@ const kmeansLoad = {
   cluster_share: [0.2, 0.1, 0.15, 0.05, 0.2, 0.1, 0.05, 0.15],
   provenance: provenance("hybrid-sim", 7, "fixture: K=8 D=4 k-means, guarded, with load bounds"),
 };
+// The same, guarded by a four-parameter fallback (dynamo-isl-or-load: every rule slot in use).
+const kmeansLoadIslOrLoad = {
+  ...kmeansLoad,
+  fallback: {
+    kind: "dynamo-isl-or-load",
+    params: {
+      max_local_prefill_tokens: 1024,
+      max_local_prefill_ratio: 0.5,
+      prefill_busy_tokens: 6000,
+      decode_busy_tokens: 20000,
+    },
+  },
+  provenance: provenance("hybrid-sim", 7, "fixture: K=8 D=4 k-means, load bounds, Dynamo's isl_or_load as fallback"),
+};
 
 const rule = (kind, params, extra = {}) => ({
   format: "dolphin-routing.table",
@@ -139,9 +153,16 @@ const valid = {
   "kmeans-guarded": kmeansGuarded,
   "gmm-guarded": gmmGuarded,
   "kmeans-load": kmeansLoad,
+  "kmeans-load-isl-or-load": kmeansLoadIslOrLoad,
   "dynamo-isl": rule("dynamo-isl", { max_local_prefill_tokens: 2048, max_local_prefill_ratio: 0.7 }, { split: "1P1D" }),
   "dynamo-load": rule("dynamo-load", { prefill_busy_threshold: 0.8, max_num_batched_tokens: 8192 }),
   "dynamo-legacy": rule("dynamo-legacy", { max_local_prefill_length: 1000, max_prefill_queue_size: 2 }),
+  "dynamo-isl-or-load": rule("dynamo-isl-or-load", {
+    max_local_prefill_tokens: 2048,
+    max_local_prefill_ratio: 0.7,
+    prefill_busy_tokens: 6000,
+    decode_busy_tokens: 20000,
+  }),
   trtllm: rule("trtllm", { max_local_prefill_length: 0 }),
   "llm-d": rule("llm-d", { non_cached_tokens: 0, prompt_tokens: 0 }),
   "llm-d-active": rule("llm-d", { non_cached_tokens: 256, prompt_tokens: 512 }),
