@@ -111,7 +111,7 @@ describe("dolphin train, eval, report", () => {
     expect(e.err).toBe("");
     const ej = JSON.parse(e.out);
     expect(Object.keys(ej.policies)).toContain("dolphin");
-    expect(Object.keys(ej.policies)).toHaveLength(9);
+    expect(Object.keys(ej.policies)).toHaveLength(10);
     const evalFile = join(dir, "eval.json");
     writeFileSync(evalFile, e.out);
     const rep = dolphin(["report", evalFile, "--out", join(dir, "report")]);

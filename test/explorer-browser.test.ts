@@ -93,6 +93,7 @@ describe("the policy explorer in Chromium", () => {
       "always-local",
       "always-remote",
       "dynamo-isl",
+      "dynamo-isl-or-load",
       "dynamo-legacy",
       "dynamo-load",
       "llm-d",
