@@ -12,6 +12,11 @@
 //   - nixl-cu13 then nixl --no-deps (the meta package would pull both CUDA flavours).
 //   - NIXL's progress thread busy-spins a core when idle (`pthrDelay = 0` hard-coded): a one-line patch reads it
 //     from NIXL_PTHR_DELAY_US, which the engine launcher sets.
+//   - vLLM's CPU attention picks its AMX kernels whenever torch reports AMX tiles; on some machines of this kind
+//     (a VM whose CPU reports amx_tile) the first decode step after a NIXL transfer then dies with SIGILL in
+//     `cpu_attn_amx.hpp` (`tilezero`, seen in a core dump), which kills the decode engine. A one-line patch lets
+//     VLLM_CPU_ATTN_NO_AMX=1 (set by the engine launcher) choose the AVX-512 kernels instead; it is applied to an
+//     existing install too.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -135,6 +140,22 @@ function patchNixl(venv) {
   writeFileSync(api, src);
 }
 
+/** vLLM's CPU attention: AMX only unless VLLM_CPU_ATTN_NO_AMX=1 (header comment). Idempotent. */
+function patchCpuAttention(venv) {
+  const file = join(venv, "lib", "python3.11", "site-packages", "vllm", "v1", "attention", "backends", "cpu_attn.py");
+  if (!existsSync(file)) throw new VllmSetupError(`vllm: installed but ${file} is missing`);
+  let src = readFileSync(file, "utf8");
+  if (src.includes("VLLM_CPU_ATTN_NO_AMX")) return;
+  const line = /^(\s*)supports_amx = torch\.cpu\._is_amx_tile_supported\(\)$/m;
+  if (!line.test(src))
+    throw new VllmSetupError(`vllm: ${file} no longer asks torch for AMX tiles; the attention patch needs review`);
+  src = src.replace(
+    line,
+    '$1supports_amx = torch.cpu._is_amx_tile_supported() and __import__("os").environ.get("VLLM_CPU_ATTN_NO_AMX") != "1"',
+  );
+  writeFileSync(file, src);
+}
+
 function shimDistInfo(venv) {
   const dir = join(venv, "lib", "python3.11", "site-packages", `vllm-${VLLM_VERSION}+cpu.dist-info`);
   mkdirSync(dir, { recursive: true });
@@ -157,6 +178,7 @@ function modelFilesHash(dir) {
 export function vllmStep({ checkOnly = false, log = console.log } = {}) {
   const p = vllmPaths();
   const done = installed();
+  if (done) patchCpuAttention(p.venv);
   if (done) return `vllm: ${done.vllm} with NIXL ${done.nixl} in ${p.home} (${gb(done.bytes)}), model ${done.model}`;
   if (checkOnly) throw new VllmSetupError(`vllm: not installed in ${p.home}: run npm run setup`);
   const python = pickPython();
@@ -202,6 +224,7 @@ export function vllmStep({ checkOnly = false, log = console.log } = {}) {
   pip([`nixl-cu13==${NIXL_VERSION}`, "-c", constraints], `4/5 NIXL ${NIXL_VERSION} (UCX agent on CPU buffers)`);
   pip(["--no-deps", `nixl==${NIXL_VERSION}`], "nixl front package");
   patchNixl(p.venv);
+  patchCpuAttention(p.venv);
   // last, since installing anything that needs torch brings it back
   run(p.python, ["-m", "pip", "uninstall", "-y", "-q", "triton"]);
   log("setup: vllm: 5/5 the tiny model (random Llama, seeded; BPE tokenizer trained locally)");
