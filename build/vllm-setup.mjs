@@ -14,9 +14,9 @@
 //     from NIXL_PTHR_DELAY_US, which the engine launcher sets.
 //   - vLLM's CPU attention picks its AMX kernels whenever torch reports AMX tiles; on some machines of this kind
 //     (a VM whose CPU reports amx_tile) the first decode step after a NIXL transfer then dies with SIGILL in
-//     `cpu_attn_amx.hpp` (`tilezero`, seen in a core dump), which kills the decode engine. A one-line patch lets
-//     VLLM_CPU_ATTN_NO_AMX=1 (set by the engine launcher) choose the AVX-512 kernels instead; it is applied to an
-//     existing install too.
+//     `cpu_attn_amx.hpp` (`tilezero`, seen in a core dump), which kills the decode engine. A one-line patch makes
+//     the AVX-512 kernels the choice unless VLLM_CPU_ATTN_AMX=1 asks for AMX; it is applied to an existing install
+//     too.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -140,18 +140,18 @@ function patchNixl(venv) {
   writeFileSync(api, src);
 }
 
-/** vLLM's CPU attention: AMX only unless VLLM_CPU_ATTN_NO_AMX=1 (header comment). Idempotent. */
+/** vLLM's CPU attention: AMX only with VLLM_CPU_ATTN_AMX=1 (header comment). Idempotent. */
 function patchCpuAttention(venv) {
   const file = join(venv, "lib", "python3.11", "site-packages", "vllm", "v1", "attention", "backends", "cpu_attn.py");
   if (!existsSync(file)) throw new VllmSetupError(`vllm: installed but ${file} is missing`);
   let src = readFileSync(file, "utf8");
-  if (src.includes("VLLM_CPU_ATTN_NO_AMX")) return;
+  if (src.includes("VLLM_CPU_ATTN_AMX")) return;
   const line = /^(\s*)supports_amx = torch\.cpu\._is_amx_tile_supported\(\)$/m;
   if (!line.test(src))
     throw new VllmSetupError(`vllm: ${file} no longer asks torch for AMX tiles; the attention patch needs review`);
   src = src.replace(
     line,
-    '$1supports_amx = torch.cpu._is_amx_tile_supported() and __import__("os").environ.get("VLLM_CPU_ATTN_NO_AMX") != "1"',
+    '$1supports_amx = torch.cpu._is_amx_tile_supported() and __import__("os").environ.get("VLLM_CPU_ATTN_AMX") == "1"',
   );
   writeFileSync(file, src);
 }

@@ -209,9 +209,6 @@ class Engine implements VllmEngine {
       VLLM_CACHE_ROOT: join(home, "cache"),
       HF_HOME: join(home, "hf"),
       NIXL_PTHR_DELAY_US: "1000",
-      // the AVX-512 attention kernels, not AMX: on machines whose VM reports AMX tiles the AMX kernels died with
-      // SIGILL on the first decode step after a NIXL transfer (build/vllm-setup.mjs patches vLLM to read this)
-      VLLM_CPU_ATTN_NO_AMX: "1",
       VLLM_NIXL_SIDE_CHANNEL_HOST: "127.0.0.1",
       VLLM_NIXL_SIDE_CHANNEL_PORT: String(this.ports.nixl),
       PYTHONUNBUFFERED: "1",
