@@ -2,8 +2,6 @@
 // prefill worker's pinned blocks are released at once (not at its 30 s pin timeout) whether the client left once the
 // prefill had answered (the proxy sends the decode worker the handoff to refuse) or during the decode call before the
 // KV was pulled (the decode worker's abort tells the prefill worker), and no decode is run for a client gone.
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RunningProxy } from "../src/serve/proxy.js";
 import {
@@ -18,6 +16,7 @@ import {
   workerProcess,
   type WorkerProcess,
 } from "./serve-fault-tools.js";
+import { holdingRelay as holdingRelayOf, type HoldingRelay } from "./relays.js";
 
 afterEach(cleanUp);
 
@@ -45,43 +44,10 @@ async function workerMetricReaches(w: WorkerProcess, name: string, ok: (v: numbe
   }
 }
 
-/**
- * A relay in front of `to`: passes every call on, but holds back the second half of a prefill's answer (headers and
- * the first half sent) until `release` is called; `answerBegan` resolves when the first half went out.
- */
-async function holdingRelay(to: string) {
-  let began!: () => void;
-  const answerBegan = new Promise<void>((r) => (began = r));
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", async () => {
-      const body = Buffer.concat(chunks);
-      const answer = await fetch(`${to}${req.url}`, {
-        method: req.method ?? "GET",
-        headers: { "content-type": "application/json" },
-        ...(req.method === "POST" ? { body } : {}),
-      });
-      const bytes = Buffer.from(await answer.arrayBuffer());
-      res.writeHead(answer.status, { "content-type": "application/json", "content-length": bytes.length });
-      if (!body.includes('"do_remote_decode":true')) return res.end(bytes);
-      res.write(bytes.subarray(0, bytes.length >> 1));
-      began();
-      await released;
-      res.end(bytes.subarray(bytes.length >> 1));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  closers.push(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, answerBegan, release };
+async function holdingRelay(to: string): Promise<HoldingRelay> {
+  const relay = await holdingRelayOf(to);
+  closers.push(() => relay.close());
+  return relay;
 }
 
 /** A request its client may abort: the controller, and the answer (the error once aborted). */
