@@ -64,34 +64,81 @@ function leavingClient(p: RunningProxy): { client: AbortController; answer: Prom
 
 const body = JSON.stringify({ model: MODEL, prompt: `${"a prompt to prefill ".repeat(40)}`, max_tokens: 8 });
 
+/**
+ * A remote request from `pf` to `d` (routed by a proxy of its own): `d` has pulled from `pf` once, so it has had its
+ * NIXL handshake with it, and sends a release to it at once (see the first-contact test).
+ */
+async function pulledOnce(pf: WorkerProcess, d: WorkerProcess): Promise<void> {
+  const warm = await proxy(
+    [
+      { id: "p0", url: pf.url, role: "prefill" },
+      { id: "dx", url: d.url, role: "decode" },
+    ],
+    { table: "always-remote" },
+  );
+  const r = await fetch(`${warm.url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, prompt: "a warm-up", max_tokens: 1 }),
+  });
+  expect([r.status, r.headers.get("x-dolphin-route")]).toEqual([200, "remote"]);
+  await r.arrayBuffer();
+  await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
+}
+
+/** The client leaves once the prefill answered (the relay holds the answer's second half until then). */
+async function leftAfterPrefill(pf: WorkerProcess, d: WorkerProcess): Promise<RunningProxy> {
+  const relay = await holdingRelay(pf.url);
+  const p = await proxy(
+    [
+      { id: "p0", url: relay.url, role: "prefill" },
+      { id: "d0", url: d.url, role: "decode" },
+    ],
+    { table: "always-remote" },
+  );
+  const { client, answer } = leavingClient(p);
+  await relay.answerBegan;
+  expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
+  client.abort();
+  expect(await answer).toBeInstanceOf(Error);
+  // the proxy has seen the client go (its request counted 499) before the prefill's answer ends
+  await until(
+    async () =>
+      (await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')) === 1,
+  );
+  relay.release();
+  await until(async () => (await metric(p, 'dolphin_abandoned_prefills_total{cause="client_gone"')) === 1);
+  return p;
+}
+
 describe("dolphin serve: a client that leaves after its prefill", () => {
   it("releases the prefill worker's blocks through the decode worker when the client left after the prefill answered", async () => {
     const pf = await workerProcess("prefill", "p0", 1); // pins time out after 30 s
     const d = await workerProcess("decode", "d0", 1);
-    const relay = await holdingRelay(pf.url);
-    const p = await proxy(
-      [
-        { id: "p0", url: relay.url, role: "prefill" },
-        { id: "d0", url: d.url, role: "decode" },
-      ],
-      { table: "always-remote" },
-    );
-    const { client, answer } = leavingClient(p);
-    await relay.answerBegan;
-    expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
-    client.abort();
-    expect(await answer).toBeInstanceOf(Error);
-    // the proxy has seen the client go (its request counted 499) before the prefill's answer ends
-    await until(
-      async () =>
-        (await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')) === 1,
-    );
-    relay.release();
+    await pulledOnce(pf, d);
+    const prompts = await workerMetric(d, "vllm:prompt_tokens_total");
+    const p = await leftAfterPrefill(pf, d);
     await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
     expect(await metric(p, 'dolphin_abandoned_prefills_total{cause="client_gone",outcome="released"}')).toBe(1);
     // the decode worker refused the handoff: it decoded nothing, pulled nothing
-    expect(await workerMetric(d, "vllm:prompt_tokens_total")).toBe(0);
-    expect(await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')).toBe(1);
+    expect(await workerMetric(d, "vllm:prompt_tokens_total")).toBe(prompts);
+  });
+
+  it("sends a release that is its decode worker's first contact with the prefill worker at its next step, as vLLM", async () => {
+    const pf = await workerProcess("prefill", "p0", 1);
+    const d = await workerProcess("decode", "d0", 1); // no handshake with p0 yet
+    await leftAfterPrefill(pf, d);
+    // refused, and the handshake made, but an idle decode worker does not step: the blocks stay pinned
+    await sleep(300);
+    expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
+    const next = await fetch(`${d.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, prompt: "the next request", max_tokens: 1 }),
+    });
+    expect(next.status).toBe(200);
+    await next.arrayBuffer();
+    await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
   });
 
   it("releases them through the decode worker's abort when the client left during the decode call, before the pull", async () => {
@@ -119,6 +166,7 @@ describe("dolphin serve: a client that leaves after its prefill", () => {
       req.url === "/health" ? json(res, 200, {}) : json(res, 500, { error: "engine dead" }),
     );
     const d1 = await workerProcess("decode", "d1", 1);
+    await pulledOnce(pf, d1);
     const p = await proxy(
       [
         { id: "p0", url: pf.url, role: "prefill" },
