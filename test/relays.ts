@@ -75,12 +75,18 @@ export async function holdingRelay(to: string): Promise<HoldingRelay> {
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", async () => {
       const body = Buffer.concat(chunks);
-      const answer = await fetch(`${to}${req.url}`, {
-        method: req.method ?? "GET",
-        headers: { "content-type": "application/json" },
-        ...(req.method === "POST" ? { body } : {}),
-      });
-      const bytes = Buffer.from(await answer.arrayBuffer());
+      let answer: Response;
+      let bytes: Buffer;
+      try {
+        answer = await fetch(`${to}${req.url}`, {
+          method: req.method ?? "GET",
+          headers: { "content-type": "application/json" },
+          ...(req.method === "POST" ? { body } : {}),
+        });
+        bytes = Buffer.from(await answer.arrayBuffer());
+      } catch {
+        return res.destroy(); // the worker is gone (killed, or stopped before the relay): so is its answer
+      }
       res.writeHead(answer.status, { "content-type": "application/json", "content-length": bytes.length });
       if (!body.includes('"do_remote_decode":true')) return res.end(bytes);
       res.write(bytes.subarray(0, bytes.length >> 1));
