@@ -2,8 +2,6 @@
 // prefill worker's pinned blocks are released at once (not at its 30 s pin timeout) whether the client left once the
 // prefill had answered (the proxy sends the decode worker the handoff to refuse) or during the decode call before the
 // KV was pulled (the decode worker's abort tells the prefill worker), and no decode is run for a client gone.
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RunningProxy } from "../src/serve/proxy.js";
 import {
@@ -18,6 +16,7 @@ import {
   workerProcess,
   type WorkerProcess,
 } from "./serve-fault-tools.js";
+import { holdingRelay as holdingRelayOf, type HoldingRelay } from "./relays.js";
 
 afterEach(cleanUp);
 
@@ -45,43 +44,10 @@ async function workerMetricReaches(w: WorkerProcess, name: string, ok: (v: numbe
   }
 }
 
-/**
- * A relay in front of `to`: passes every call on, but holds back the second half of a prefill's answer (headers and
- * the first half sent) until `release` is called; `answerBegan` resolves when the first half went out.
- */
-async function holdingRelay(to: string) {
-  let began!: () => void;
-  const answerBegan = new Promise<void>((r) => (began = r));
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", async () => {
-      const body = Buffer.concat(chunks);
-      const answer = await fetch(`${to}${req.url}`, {
-        method: req.method ?? "GET",
-        headers: { "content-type": "application/json" },
-        ...(req.method === "POST" ? { body } : {}),
-      });
-      const bytes = Buffer.from(await answer.arrayBuffer());
-      res.writeHead(answer.status, { "content-type": "application/json", "content-length": bytes.length });
-      if (!body.includes('"do_remote_decode":true')) return res.end(bytes);
-      res.write(bytes.subarray(0, bytes.length >> 1));
-      began();
-      await released;
-      res.end(bytes.subarray(bytes.length >> 1));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  closers.push(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, answerBegan, release };
+async function holdingRelay(to: string): Promise<HoldingRelay> {
+  const relay = await holdingRelayOf(to);
+  closers.push(() => relay.close());
+  return relay;
 }
 
 /** A request its client may abort: the controller, and the answer (the error once aborted). */
@@ -98,34 +64,81 @@ function leavingClient(p: RunningProxy): { client: AbortController; answer: Prom
 
 const body = JSON.stringify({ model: MODEL, prompt: `${"a prompt to prefill ".repeat(40)}`, max_tokens: 8 });
 
+/**
+ * A remote request from `pf` to `d` (routed by a proxy of its own): `d` has pulled from `pf` once, so it has had its
+ * NIXL handshake with it, and sends a release to it at once (see the first-contact test).
+ */
+async function pulledOnce(pf: WorkerProcess, d: WorkerProcess): Promise<void> {
+  const warm = await proxy(
+    [
+      { id: "p0", url: pf.url, role: "prefill" },
+      { id: "dx", url: d.url, role: "decode" },
+    ],
+    { table: "always-remote" },
+  );
+  const r = await fetch(`${warm.url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, prompt: "a warm-up", max_tokens: 1 }),
+  });
+  expect([r.status, r.headers.get("x-dolphin-route")]).toEqual([200, "remote"]);
+  await r.arrayBuffer();
+  await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
+}
+
+/** The client leaves once the prefill answered (the relay holds the answer's second half until then). */
+async function leftAfterPrefill(pf: WorkerProcess, d: WorkerProcess): Promise<RunningProxy> {
+  const relay = await holdingRelay(pf.url);
+  const p = await proxy(
+    [
+      { id: "p0", url: relay.url, role: "prefill" },
+      { id: "d0", url: d.url, role: "decode" },
+    ],
+    { table: "always-remote" },
+  );
+  const { client, answer } = leavingClient(p);
+  await relay.answerBegan;
+  expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
+  client.abort();
+  expect(await answer).toBeInstanceOf(Error);
+  // the proxy has seen the client go (its request counted 499) before the prefill's answer ends
+  await until(
+    async () =>
+      (await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')) === 1,
+  );
+  relay.release();
+  await until(async () => (await metric(p, 'dolphin_abandoned_prefills_total{cause="client_gone"')) === 1);
+  return p;
+}
+
 describe("dolphin serve: a client that leaves after its prefill", () => {
   it("releases the prefill worker's blocks through the decode worker when the client left after the prefill answered", async () => {
     const pf = await workerProcess("prefill", "p0", 1); // pins time out after 30 s
     const d = await workerProcess("decode", "d0", 1);
-    const relay = await holdingRelay(pf.url);
-    const p = await proxy(
-      [
-        { id: "p0", url: relay.url, role: "prefill" },
-        { id: "d0", url: d.url, role: "decode" },
-      ],
-      { table: "always-remote" },
-    );
-    const { client, answer } = leavingClient(p);
-    await relay.answerBegan;
-    expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
-    client.abort();
-    expect(await answer).toBeInstanceOf(Error);
-    // the proxy has seen the client go (its request counted 499) before the prefill's answer ends
-    await until(
-      async () =>
-        (await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')) === 1,
-    );
-    relay.release();
+    await pulledOnce(pf, d);
+    const prompts = await workerMetric(d, "vllm:prompt_tokens_total");
+    const p = await leftAfterPrefill(pf, d);
     await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
     expect(await metric(p, 'dolphin_abandoned_prefills_total{cause="client_gone",outcome="released"}')).toBe(1);
     // the decode worker refused the handoff: it decoded nothing, pulled nothing
-    expect(await workerMetric(d, "vllm:prompt_tokens_total")).toBe(0);
-    expect(await metric(p, 'dolphin_requests_total{endpoint="/v1/completions",route="remote",status="499"}')).toBe(1);
+    expect(await workerMetric(d, "vllm:prompt_tokens_total")).toBe(prompts);
+  });
+
+  it("sends a release that is its decode worker's first contact with the prefill worker at its next step, as vLLM", async () => {
+    const pf = await workerProcess("prefill", "p0", 1);
+    const d = await workerProcess("decode", "d0", 1); // no handshake with p0 yet
+    await leftAfterPrefill(pf, d);
+    // refused, and the handshake made, but an idle decode worker does not step: the blocks stay pinned
+    await sleep(300);
+    expect(await workerMetric(pf, "dolphin:kv_pinned_requests")).toBe(1);
+    const next = await fetch(`${d.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, prompt: "the next request", max_tokens: 1 }),
+    });
+    expect(next.status).toBe(200);
+    await next.arrayBuffer();
+    await workerMetricReaches(pf, "dolphin:kv_pinned_requests", (v) => v === 0);
   });
 
   it("releases them through the decode worker's abort when the client left during the decode call, before the pull", async () => {
@@ -153,6 +166,7 @@ describe("dolphin serve: a client that leaves after its prefill", () => {
       req.url === "/health" ? json(res, 200, {}) : json(res, 500, { error: "engine dead" }),
     );
     const d1 = await workerProcess("decode", "d1", 1);
+    await pulledOnce(pf, d1);
     const p = await proxy(
       [
         { id: "p0", url: pf.url, role: "prefill" },

@@ -7,8 +7,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ServeConfigInput } from "../src/serve/config.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
-import { loadZeromq } from "../src/serve/zeromq.js";
 import { coreModule } from "./helpers.js";
+import { lossyRelay as lossyRelayOf, type LossyRelay } from "./relays.js";
 import { cleanUp, closers, metric, MODEL, sleep } from "./serve-fault-tools.js";
 
 afterEach(cleanUp);
@@ -32,29 +32,9 @@ async function worker(
   return w;
 }
 
-/** A ZMQ relay of the worker's KV events that drops every batch while `dropping` is set. */
-async function lossyRelay(from: string): Promise<{ endpoint: string; dropping: boolean; dropped: number }> {
-  const { zmq } = await loadZeromq();
-  const sub = new zmq!.Subscriber();
-  const pub = new zmq!.Publisher();
-  await pub.bind("tcp://127.0.0.1:*");
-  sub.connect(from);
-  sub.subscribe();
-  const relay = { endpoint: pub.lastEndpoint!, dropping: false, dropped: 0 };
-  void (async () => {
-    try {
-      for await (const frames of sub) {
-        if (relay.dropping) relay.dropped++;
-        else await pub.send(frames);
-      }
-    } catch {
-      // closed
-    }
-  })();
-  closers.push(async () => {
-    sub.close();
-    pub.close();
-  });
+async function lossyRelay(from: string): Promise<LossyRelay> {
+  const relay = await lossyRelayOf(from);
+  closers.push(() => relay.close());
   return relay;
 }
 

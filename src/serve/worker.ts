@@ -241,6 +241,7 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       name: opts.workerId ?? "worker",
       log,
       observeTtft: (s) => metrics.observeTtft(s),
+      handshake,
     },
     blockIds,
     kv,

@@ -13,13 +13,28 @@ export interface TestProxy extends RunningProxy {
   log: string[];
 }
 
-/** A proxy in front of `engines` (precise mode, replay on, unless `o` says otherwise). */
+/** What a worker's config says in place of its engine's own addresses (a relay in between). */
+export type WorkerVia = Partial<Record<"url" | "kv_events_endpoint", string>>;
+
+/**
+ * A proxy in front of `engines` (precise mode, replay on, unless `o` says otherwise); `via` sets a worker's URL or
+ * KV-event endpoint to a relay's, by worker id.
+ */
 export async function proxyFor(
   engines: VllmEngine[],
-  o: { table?: string; mode?: ServeMode; replay?: boolean; extra?: Partial<ServeConfigInput> } = {},
+  o: {
+    table?: string;
+    mode?: ServeMode;
+    replay?: boolean;
+    extra?: Partial<ServeConfigInput>;
+    via?: Record<string, WorkerVia>;
+  } = {},
 ): Promise<TestProxy> {
   const config = proxyConfigFor(engines, { port: 0, table: o.table ?? "dynamo-isl", mode: o.mode ?? "precise" });
-  if (o.replay === false) for (const w of config.workers ?? []) delete w.kv_events_replay_endpoint;
+  for (const w of config.workers ?? []) {
+    if (o.replay === false) delete w.kv_events_replay_endpoint;
+    Object.assign(w, o.via?.[w.id] ?? {});
+  }
   const log: string[] = [];
   const p = await startProxy(
     { ...config, admin_token: ADMIN, log_level: "debug", ...o.extra },
@@ -78,15 +93,19 @@ export const chat = (url: string, content: string, extra: Record<string, unknown
 /** n token ids in [10, 8000) from a seed: distinct seeds give prompts with no common block (calibrate's probes). */
 export { tokenIds as tokens } from "../../src/serve/vllm/probes.js";
 
-/** The sum of a Prometheus counter's or gauge's series on a server's /metrics (those whose labels hold `labels`). */
+/**
+ * The sum of a Prometheus counter's or gauge's series on a server's /metrics: those that carry every `k="v"` pair of
+ * `labels` (`'cause="restart",worker="R0"'`), in any order.
+ */
 export async function metric(url: string, name: string, labels = ""): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
+  const wanted = labels.match(/\w+="[^"]*"/g) ?? [];
   let sum = 0;
   for (const line of text.split("\n")) {
     if (line.startsWith("#") || !line.startsWith(name)) continue;
     const rest = line.slice(name.length);
     if (rest[0] !== " " && rest[0] !== "{") continue;
-    if (labels && !rest.includes(labels)) continue;
+    if (!wanted.every((pair) => rest.includes(pair))) continue;
     sum += Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return sum;
@@ -127,3 +146,13 @@ export const sseData = (text: string) =>
     .split("\n")
     .filter((l) => l.startsWith("data: "))
     .map((l) => l.slice("data: ".length));
+
+/** What the test modules vllm.test.ts runs on its engines (lost-events.ts, client-leaves.ts) are given. */
+export interface EngineSuite {
+  /** A running engine of the suite by id (P0, D0, R0). */
+  engine(id: string): VllmEngine;
+  /** A proxy (proxyFor) closed when the suite ends. */
+  proxy: typeof proxyFor;
+  /** Closes `c` when the suite ends. */
+  closeAfter(c: { close(): Promise<void> }): void;
+}

@@ -1,7 +1,7 @@
 // The router in front of real vLLM engines (the CPU build and tiny model `npm run setup` installs), on loopback: one
 // prefill engine P0 (NixlConnector kv_producer) and one decode engine D0 (kv_consumer), pinned to different cores,
-// and a third, R0 (kv_both, a small cache of 160 blocks), for evictions, restarts and as the second decode worker
-// when D0 is killed. Started once for the whole file; the tests run in order, the destructive ones last. What is
+// and a third, R0 (kv_both, a small cache of 160 blocks, a replay buffer of 8 batches), for lost events, evictions,
+// restarts and as the second decode worker when D0 is killed. Started once for the whole file; the tests run in order, the destructive ones last. What is
 // asserted is what a user relies on: outputs, cached-token figures, the index against the engines' caches, faults.
 import { execFile, spawn, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
@@ -27,7 +27,10 @@ import {
   tokens,
   waitFor,
   type TestProxy,
+  type EngineSuite,
 } from "./engine-tools.js";
+import { lostEventsTests, REPLAY_BUFFER_BATCHES } from "./lost-events.js";
+import { clientLeavesTests } from "./client-leaves.js";
 
 const BLOCK = 32;
 const SMALL_CACHE_BLOCKS = 160;
@@ -54,11 +57,17 @@ async function indexed(p: TestProxy, worker: string, prompt: number[], blocks: n
 
 const matchOf = (p: TestProxy, prompt: number[]) => p.router.index.match(p.router.hash({ tokens: prompt }));
 
+const suite: EngineSuite = {
+  engine: (id) => engines.find((e) => e.id === id)!,
+  proxy,
+  closeAfter: (c) => void open.push(c),
+};
+
 beforeAll(async () => {
   const specs: EngineSpec[] = [
     { id: "P0", role: "prefill", core: 0 },
     { id: "D0", role: "decode", core: 1 },
-    { id: "R0", role: "both", core: 0, numBlocks: SMALL_CACHE_BLOCKS },
+    { id: "R0", role: "both", core: 0, numBlocks: SMALL_CACHE_BLOCKS, kvEventsBufferSteps: REPLAY_BUFFER_BATCHES },
   ];
   const t0 = Date.now();
   engines = await startEngines(specs, { progress: (l) => console.log(l) });
@@ -314,6 +323,8 @@ describe("the Envoy filter in front of 1P1D", () => {
   });
 });
 
+lostEventsTests(suite);
+
 describe("evictions and an engine restart (R0: 160 blocks)", () => {
   it("takes evicted blocks out of the index", async () => {
     const p = await proxy([R0], { table: "always-local" });
@@ -352,14 +363,18 @@ describe("evictions and an engine restart (R0: 160 blocks)", () => {
     expect(r.status).toBe(200);
     await indexed(p, "R0", after, cacheableBlocks(700));
     expect(matchOf(p, before)["R0"]).toBe(0); // the restarted engine holds none of it, nor does the index
-    const restarts = await metric(p.url, "dolphin_kv_engine_restarts_total");
-    const downs = await metric(p.url, "dolphin_worker_down_total");
-    expect(restarts + downs).toBeGreaterThan(0);
+    // told by the sequence (R0's starts over at 0), not by the health checks: reset, counted and said
+    expect(await metric(p.url, "dolphin_kv_index_resets_total", 'cause="restart",worker="R0"')).toBe(1);
+    expect(await metric(p.url, "dolphin_kv_engine_restarts_total")).toBe(1);
+    expect(p.log.some((l) => l.includes("sequence started over (engine restarted): index reset"))).toBe(true);
+    expect(await metric(p.url, "dolphin_worker_down_total")).toBe(0);
     const again = await complete(p.url, before);
     const d = await decisionOf(p, again.id!);
     expect([d.predicted_cached_tokens, d.reported_cached_tokens]).toEqual([0, 0]);
   });
 });
+
+clientLeavesTests(suite);
 
 describe("faults", () => {
   it("falls back to local prefill when the prefill engine is killed: no request fails", async () => {

@@ -29,6 +29,8 @@ export interface EngineSpec {
   core?: number;
   /** vLLM's --num-gpu-blocks-override: a small cache, to see evictions. */
   numBlocks?: number;
+  /** kv_events_config.buffer_steps: the batches its replay socket keeps (vLLM's default 10,000). */
+  kvEventsBufferSteps?: number;
   /** More `vllm serve` arguments. */
   extraArgs?: string[];
 }
@@ -168,6 +170,7 @@ class Engine implements VllmEngine {
       endpoint: `tcp://*:${this.ports.kv}`,
       replay_endpoint: `tcp://127.0.0.1:${this.ports.replay}`,
       topic: KV_TOPIC,
+      ...(this.spec.kvEventsBufferSteps !== undefined ? { buffer_steps: this.spec.kvEventsBufferSteps } : {}),
     };
     return [
       "serve",

@@ -8,7 +8,10 @@
 // Disaggregation, as vLLM's NixlConnector does it (reference-systems.md): a prefill-only job keeps its prompt's
 // blocks pinned until the decode side says it pulled them (releasePin) or pinTimeoutMs of simulated time passes; a
 // decode job pulls the prompt's KV it does not hold over the inbound link (kvTransferMs, one pull at a time), then
-// tells the prefill worker to release (POST /internal/kv-release; a failure is counted, not fatal).
+// tells the prefill worker to release (POST /internal/kv-release; a failure is counted, not fatal). A release to a
+// prefill worker this one has had no handshake with yet (a refused decode request's: the first contact) makes the
+// handshake and is sent at the next step, as vLLM 0.32's decode engine does (nixl/pull_worker.py start_load_kv:
+// _ready_requests): an idle worker sends it when its next request arrives.
 
 import { performance } from "node:perf_hooks";
 import { EventQueue, Priority, type SimEvent } from "../../sim/events.js";
@@ -20,6 +23,7 @@ import { SIM_BLOCK_TOKENS, type SimRequest } from "../../sim/types.js";
 import type { WorkerRole } from "../config-workers.js";
 import { urlHost } from "../http-toolkit.js";
 import type { Completion } from "./answers.js";
+import type { NixlHandshake } from "./handshake.js";
 import type { KvEventPublisher } from "./kv-events.js";
 import { transferKind, type RemoteSource } from "./requests.js";
 
@@ -38,6 +42,8 @@ export interface EngineOptions {
   name: string;
   log: (line: string) => void;
   observeTtft: (seconds: number) => void;
+  /** The worker's NIXL handshakes (a release to an engine without one waits for the next step); none: at once. */
+  handshake?: NixlHandshake;
 }
 
 /** Where a prefill's blocks can be pulled from: this worker's id and HTTP address (known once it listens). */
@@ -75,6 +81,8 @@ export class WorkerEngine {
   private readonly pendingReleases = new Set<Promise<void>>();
   /** The remote requests whose prefill worker was told to release (the latest MAX_RELEASED_KEPT). */
   private readonly released = new Set<string>();
+  /** Releases waiting for their handshake and then the next step (see above). */
+  private readonly deferredReleases: RemoteSource[] = [];
   private readonly t0 = performance.now();
   private timer: NodeJS.Timeout | null = null;
   private linkFreeAt = 0;
@@ -144,7 +152,22 @@ export class WorkerEngine {
     if (this.released.has(key)) return;
     this.released.add(key);
     if (this.released.size > MAX_RELEASED_KEPT) this.released.delete(this.released.values().next().value!);
-    this.tellReleased(remote);
+    const handshake = this.o.handshake;
+    if (!handshake || handshake.done(remote)) return this.tellReleased(remote);
+    // the handshake in the background (a failed one drops the release: its engine is unreachable or incompatible)
+    this.deferredReleases.push(remote);
+    handshake.check(remote).catch(() => {
+      const i = this.deferredReleases.indexOf(remote);
+      if (i >= 0) this.deferredReleases.splice(i, 1);
+    });
+  }
+
+  /** A step: the deferred releases whose handshake has completed go. */
+  private sendDeferredReleases(): void {
+    const waiting = this.deferredReleases.splice(0);
+    for (const remote of waiting)
+      if (this.o.handshake!.done(remote)) this.tellReleased(remote);
+      else this.deferredReleases.push(remote);
   }
 
   /** Releases the blocks a prefill pinned for `requestId`; false when none are pinned. */
@@ -171,6 +194,7 @@ export class WorkerEngine {
   pump(): void {
     const now = this.nowSim();
     const queue = this.queue;
+    if (this.deferredReleases.length && queue.size > 0) this.sendDeferredReleases(); // the engine is stepping
     while (queue.size > 0 && queue.peekTime() <= now) {
       const e = queue.pop()!;
       try {

@@ -16,8 +16,15 @@ export class NixlHandshake {
   /** Failed handshakes and pulls (vllm:nixl_num_failed_transfers). */
   failedTransfers = 0;
   private readonly remotes = new Map<string, Promise<string>>();
+  /** The addresses whose handshake has completed (compatible or not). */
+  private readonly completed = new Set<string>();
 
   constructor(readonly version: string) {}
+
+  /** Whether the handshake with `remote`'s engine has completed (so a notification to it can be sent at once). */
+  done(remote: RemoteSource): boolean {
+    return this.completed.has(`${urlHost(remote.host)}:${remote.port}`);
+  }
 
   /** Resolves when `remote` may be pulled from; throws vLLM's 500 when its engine is incompatible or unreachable. */
   async check(remote: RemoteSource): Promise<void> {
@@ -26,6 +33,7 @@ export class NixlHandshake {
     if (!theirs) {
       theirs = this.versionAt(at);
       this.remotes.set(at, theirs);
+      theirs.then(() => this.completed.add(at), noop);
       // a failed handshake is tried again on the next request (NIXL's does the same)
       theirs.catch(() => this.remotes.delete(at));
     }
@@ -53,3 +61,5 @@ export class NixlHandshake {
     return body.version;
   }
 }
+
+function noop(): void {}
