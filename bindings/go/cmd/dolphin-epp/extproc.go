@@ -41,8 +41,9 @@ const (
 // Server is the ext_proc service.
 type Server struct {
 	extproc.UnimplementedExternalProcessorServer
-	picker  *Picker
-	metrics *Metrics
+	picker   *Picker
+	metrics  *Metrics
+	requests *Requests // -loads-until access-log: holds end with the request's access-log entry (requestend.go)
 }
 
 type stream struct {
@@ -53,12 +54,16 @@ type stream struct {
 	subset   []string
 	releases []func()
 	prefill  []func(signal string) // ended by the engine's KV events, the response headers or the stream's end
+	held     bool                  // the holds wait for the request's access-log entry, not for this stream's end
 }
 
 // Process handles one HTTP request's ext_proc stream.
 func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 	st := &stream{}
 	defer func() {
+		if st.held {
+			return
+		}
 		for _, end := range st.prefill {
 			end(signalStreamEnd)
 		}
@@ -175,6 +180,12 @@ func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc
 	set := []*corev3.HeaderValueOption{header(DestinationHeader, pick.Decode)}
 	if pick.Prefill != "" {
 		set = append(set, header(PrefillerHeader, pick.Prefill))
+	}
+	if s.requests != nil {
+		id := s.requests.ID()
+		set = append(set, header(PickHeader, id))
+		s.requests.Hold(id, st.prefill, st.releases)
+		st.held = true
 	}
 	common := &extproc.CommonResponse{ClearRouteCache: true, HeaderMutation: &extproc.HeaderMutation{SetHeaders: set}}
 	if pick.Prefill == "" {

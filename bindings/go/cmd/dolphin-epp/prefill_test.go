@@ -4,9 +4,17 @@ package main
 // the load the core routes on is what the engines are computing.
 
 import (
+	"context"
+	"net"
 	"testing"
+	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	extproc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 func load(p *Pool, addr string) (prefill, decode float64) {
@@ -95,5 +103,41 @@ func TestPrefillLoadEndsWhenTheEngineStoresThePrompt(t *testing.T) {
 		if lp, ld := load(p, a); lp != 0 || ld != 0 {
 			t.Fatalf("%s still holds prefill %v decode %v", a, lp, ld)
 		}
+	}
+}
+
+// With -loads-until access-log a request's holds outlive its ext_proc stream (Envoy closes it right after the
+// pick) and end with its access-log entry, found by the pick's x-dolphin-pick header.
+func TestAccessLogEndsARequestsHolds(t *testing.T) {
+	p := newPool(t, "dynamo-isl", pdEndpoints)
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	srv := grpc.NewServer()
+	reqs := NewRequests(time.Minute, p.metrics)
+	extproc.RegisterExternalProcessorServer(srv, &Server{picker: newPicker(p, 0), metrics: p.metrics, requests: reqs})
+	alsv3.RegisterAccessLogServiceServer(srv, reqs)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	t.Cleanup(func() { _ = conn.Close() })
+	x := send(t, extproc.NewExternalProcessorClient(conn), "/v1/completions", completion(seq(0, 3000)), nil)
+	dec, id := x.headers[DestinationHeader], x.headers[PickHeader]
+	if id == "" {
+		t.Fatalf("no %s header in %+v", PickHeader, x.headers)
+	}
+	_ = x.stream.CloseSend()
+	time.Sleep(50 * time.Millisecond)
+	if _, d := load(p, dec); d != 3000 || p.Inflight(dec) != 1 {
+		t.Fatalf("after the stream's end: decode load %v, in flight %d; want 3000 and 1 until the log entry", d, p.Inflight(dec))
+	}
+	logs, err := alsv3.NewAccessLogServiceClient(conn).StreamAccessLogs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := &accesslogv3.HTTPAccessLogEntry{Request: &accesslogv3.HTTPRequestProperties{RequestHeaders: map[string]string{PickHeader: id}}}
+	_ = logs.Send(&alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{
+		HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: []*accesslogv3.HTTPAccessLogEntry{entry}}}})
+	waitFor(t, func() bool { _, d := load(p, dec); return d == 0 && p.Inflight(dec) == 0 && reqs.Pending() == 0 })
+	if releases(p, signalRequestEnd) != 2 {
+		t.Fatalf("request_end releases %v, want 2 (the prefill and decode endpoints' prefill holds)", releases(p, signalRequestEnd))
 	}
 }
