@@ -32,6 +32,8 @@ export interface GatewayEnvoySetup {
    * (x-dolphin-pick): the picker ends a request's loads with it (dolphin-epp -loads-until access-log). Default true.
    */
   accessLog?: boolean;
+  /** How often Envoy sends the access log's buffered entries (ms, default 20). */
+  accessLogFlushMs?: number;
   /** Envoy worker threads (default 2). */
   concurrency?: number;
 }
@@ -82,7 +84,7 @@ export function gatewayBootstrap(s: GatewayEnvoySetup): object {
                   log_name: "dolphin-gateway",
                   transport_api_version: "V3",
                   grpc_service: { envoy_grpc: { cluster_name: "epp" } },
-                  buffer_flush_interval: "0.02s",
+                  buffer_flush_interval: `${(s.accessLogFlushMs ?? 20) / 1000}s`,
                 },
                 additional_request_headers_to_log: [PICK_HEADER],
               },

@@ -28,6 +28,7 @@ import {
   waitFor,
   type TestProxy,
 } from "./engine-tools.js";
+import { gatewayCases } from "./gateway-cases.js";
 
 const BLOCK = 32;
 const SMALL_CACHE_BLOCKS = 160;
@@ -313,6 +314,8 @@ describe("the Envoy filter in front of 1P1D", () => {
     }
   });
 });
+
+gatewayCases(() => ({ P0, D0 }));
 
 describe("evictions and an engine restart (R0: 160 blocks)", () => {
   it("takes evicted blocks out of the index", async () => {
