@@ -6,7 +6,8 @@
 // always-local, the worker as its one decode endpoint, approximate mode: the fake worker has no /tokenize, and the
 // figure is the protocol's cost, not a tokenizer's) and two Envoys from .venv (--concurrency 2 each, idle while the
 // other is measured): `envoy` routes every request to the worker (the baseline), `epp` is dolphin gateway's
-// configuration (FULL_DUPLEX_STREAMED request bodies). The load generator and rotated rounds are bench/envoy.ts's
+// configuration (FULL_DUPLEX_STREAMED request bodies, only :path forwarded, the response skipped, the access log to
+// the picker ending each request's loads). The load generator and rotated rounds are bench/envoy.ts's
 // (open-loop.ts). Added latency at q = q(path) − q(direct). pick_us: the mean of the picker's
 // dolphin_epp_pick_seconds over the measured requests (from the body's end to the pick).
 
@@ -141,7 +142,7 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
         rounds,
         method:
           "loopback; fake upstream in its own node process, dolphin-epp (approximate mode, always-local, one endpoint), " +
-          "two Envoys (.venv, --concurrency 2): a static route and ext_proc + ORIGINAL_DST; open-loop load generator in " +
+          "two Envoys (.venv, --concurrency 2): a static route and ext_proc + ORIGINAL_DST + the access log to the picker; open-loop load generator in " +
           "the bench process; paths one at a time in rotated rounds; added = quantile(path) − quantile(direct)",
       },
     };

@@ -204,6 +204,36 @@ describe("dolphin-epp behind Envoy", () => {
     expect(events.length).toBeGreaterThanOrEqual(6);
   });
 
+  it("ends a request's prefill loads when the engines store its prompt (KV events), the rest when it ends", async () => {
+    const released = async (): Promise<number> =>
+      Number(
+        /^dolphin_epp_prefill_releases_total\{signal="kv_events"\} (\d+)/m.exec(
+          await (await fetch(g.epp.metricsUrl)).text(),
+        )?.[1] ?? 0,
+      );
+    const before = await released();
+    const r = await fetch(`${g.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(completion(tokens(60, 3000), { max_tokens: 3000, stream: true })),
+    });
+    expect([r.status, r.headers.get("x-dolphin-route")]).toEqual([200, "remote"]);
+    const reader = r.body!.getReader();
+    await reader.read(); // the first token: both engines have the prompt
+    let streaming = true;
+    const rest = (async () => {
+      while (!(await reader.read()).done);
+      streaming = false;
+    })();
+    // the prefill endpoint's and the decode endpoint's holds, ended by their engines' events
+    while ((await released()) < before + 2 && streaming) await new Promise((res) => setTimeout(res, 10));
+    expect({ released: (await released()) - before, streaming }).toEqual({ released: 2, streaming: true });
+    // its decode load and its place count until it ends (Envoy's access-log entry), not until the pick's stream ends
+    expect(await eppCounter("dolphin_inflight_requests")).toBe(1);
+    await rest;
+    while ((await eppCounter("dolphin_inflight_requests")) !== 0) await new Promise((res) => setTimeout(res, 10));
+  });
+
   it("answers a body-less request (GET /v1/models) through a decode endpoint", async () => {
     const r = await fetch(`${g.url}/v1/models`);
     expect(r.status).toBe(200);
@@ -307,15 +337,25 @@ describe("dolphin gateway", () => {
     }
   });
 
-  it("refuses a bad split and --vllm before starting anything", () => {
+  it("refuses a bad split, and says to run npm run setup when vLLM is not installed, before starting anything", () => {
+    const empty = mkdtempSync(join(tmpdir(), "dolphin-no-vllm-"));
     const cli = (args: string[]) =>
-      spawnSync(process.execPath, [join(ROOT, "bin", "dolphin.js"), "gateway", ...args], { encoding: "utf8" });
-    const bad = cli(["--emulate", "1X"]);
-    expect(bad.status).toBe(1);
-    expect(bad.stderr).toContain("--emulate");
-    const vllm = cli(["--vllm", "1P1D"]);
-    expect(vllm.status).toBe(2);
-    expect(vllm.stderr).toContain("--vllm is not supported by dolphin gateway yet");
+      spawnSync(process.execPath, [join(ROOT, "bin", "dolphin.js"), "gateway", ...args], {
+        encoding: "utf8",
+        env: { ...process.env, DOLPHIN_CACHE: empty },
+      });
+    try {
+      const bad = cli(["--emulate", "1X"]);
+      expect(bad.status).toBe(1);
+      expect(bad.stderr).toContain("--emulate");
+      expect(cli(["--vllm", "2X"]).stderr).toContain("--vllm");
+      const vllm = cli(["--vllm", "1P1D", "--port", "0", "--admin-port", "0"]);
+      expect(vllm.status).toBe(1);
+      expect(vllm.stderr).toMatch(/vLLM is not installed \(.*\): run npm run setup/);
+      expect(vllm.stderr).not.toContain("Envoy at"); // nothing started
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 });
 

@@ -10,6 +10,8 @@
 // the streamed chunks are gone), while a buffered body is still Envoy's to forward. dolphin-epp answers both modes.
 
 export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
+/** The header dolphin-epp names each pick in, for the access log (bindings/go/cmd/dolphin-epp/requestend.go). */
+export const PICK_HEADER = "x-dolphin-pick";
 
 export interface GatewayEnvoySetup {
   listen: { host?: string; port: number };
@@ -25,6 +27,13 @@ export interface GatewayEnvoySetup {
   failOpen?: boolean;
   /** Send response headers to the picker (it then ends a request's prefill load at its first byte). Default false. */
   responseHeaders?: boolean;
+  /**
+   * Envoy's gRPC access log to the picker (its ext_proc port), each entry naming the request's pick
+   * (x-dolphin-pick): the picker ends a request's loads with it (dolphin-epp -loads-until access-log). Default true.
+   */
+  accessLog?: boolean;
+  /** How often Envoy sends the access log's buffered entries (ms, default 20). */
+  accessLogFlushMs?: number;
   /** Envoy worker threads (default 2). */
   concurrency?: number;
 }
@@ -61,6 +70,27 @@ export function gatewayBootstrap(s: GatewayEnvoySetup): object {
         },
       ],
     },
+    // one entry per request when it is done, batched every 20 ms, off the request's path: the end of a request's
+    // loads (Envoy closes the ext_proc stream as soon as nothing more goes to the picker, right after the pick)
+    ...(s.accessLog === false
+      ? {}
+      : {
+          access_log: [
+            {
+              name: "envoy.access_loggers.http_grpc",
+              typed_config: {
+                "@type": "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig",
+                common_config: {
+                  log_name: "dolphin-gateway",
+                  transport_api_version: "V3",
+                  grpc_service: { envoy_grpc: { cluster_name: "epp" } },
+                  buffer_flush_interval: `${(s.accessLogFlushMs ?? 20) / 1000}s`,
+                },
+                additional_request_headers_to_log: [PICK_HEADER],
+              },
+            },
+          ],
+        }),
     http_filters: [
       {
         name: "envoy.filters.http.ext_proc",
@@ -79,6 +109,8 @@ export function gatewayBootstrap(s: GatewayEnvoySetup): object {
             response_trailer_mode: "SKIP",
           },
           message_timeout: "10s",
+          // the picker reads the path alone: fewer headers to serialize and parse (about 0.03 ms at p50)
+          forward_rules: { allowed_headers: { patterns: [{ exact: ":path" }] } },
         },
       },
       {

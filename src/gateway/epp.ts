@@ -23,7 +23,11 @@ export interface EppOptions {
   table: Uint8Array;
   endpoints: EppEndpoint[];
   model: string;
+  /** The engines' KV block size (default 16). */
+  blockSize?: number;
   mode?: "precise" | "approximate";
+  /** What ends a request's loads (default access-log: the gateway's Envoy logs to the picker, config.ts). */
+  loadsUntil?: "access-log" | "stream";
   maxInflight?: number;
   /** How often the picker looks at its files (ms, default 100 here: the tests wait on it). */
   watchMs?: number;
@@ -94,6 +98,10 @@ export async function startEpp(o: EppOptions): Promise<RunningEpp> {
     o.model,
     "-mode",
     o.mode ?? "precise",
+    "-block-size",
+    String(o.blockSize ?? 16),
+    "-loads-until",
+    o.loadsUntil ?? "access-log",
     "-watch",
     `${o.watchMs ?? 100}ms`,
     "-health-interval",

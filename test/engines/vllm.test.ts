@@ -31,6 +31,7 @@ import {
 } from "./engine-tools.js";
 import { lostEventsTests, REPLAY_BUFFER_BATCHES } from "./lost-events.js";
 import { clientLeavesTests } from "./client-leaves.js";
+import { gatewayCases } from "./gateway-cases.js";
 
 const BLOCK = 32;
 const SMALL_CACHE_BLOCKS = 160;
@@ -324,6 +325,7 @@ describe("the Envoy filter in front of 1P1D", () => {
 });
 
 lostEventsTests(suite);
+gatewayCases(() => ({ P0, D0 }));
 
 describe("evictions and an engine restart (R0: 160 blocks)", () => {
   it("takes evicted blocks out of the index", async () => {

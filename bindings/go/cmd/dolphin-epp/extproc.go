@@ -8,8 +8,9 @@ package main
 // streamed chunks of at most 62,000 bytes (GIE's limit). When Envoy says (protocol_config) that it buffers the body
 // instead (BUFFERED: the mode in which Envoy 1.40 honours failure_mode_allow), the headers are answered at once and
 // the pick comes with the body's answer. No endpoint: an immediate 503; shedding: 429; a body that
-// is not JSON: 400. A body-less request (a GET) goes to a decode endpoint at once. Response headers, when Envoy
-// sends them, end the request's prefill load; the stream's end ends the rest.
+// is not JSON: 400. A body-less request (a GET) goes to a decode endpoint at once. A request's prefill load ends
+// when its engine stores the prompt's blocks, or at the response headers when Envoy sends them (prefill.go); the
+// stream's end ends the rest.
 
 import (
 	"context"
@@ -17,7 +18,6 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -41,8 +41,9 @@ const (
 // Server is the ext_proc service.
 type Server struct {
 	extproc.UnimplementedExternalProcessorServer
-	picker  *Picker
-	metrics *Metrics
+	picker   *Picker
+	metrics  *Metrics
+	requests *Requests // -loads-until access-log: holds end with the request's access-log entry (requestend.go)
 }
 
 type stream struct {
@@ -52,14 +53,21 @@ type stream struct {
 	body     []byte
 	subset   []string
 	releases []func()
-	prefill  []func() // released at the response headers
+	prefill  []func(signal string) // ended by the engine's KV events, the response headers or the stream's end
+	held     bool                  // the holds wait for the request's access-log entry, not for this stream's end
 }
 
 // Process handles one HTTP request's ext_proc stream.
 func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 	st := &stream{}
 	defer func() {
-		for _, r := range append(st.prefill, st.releases...) {
+		if st.held {
+			return
+		}
+		for _, end := range st.prefill {
+			end(signalStreamEnd)
+		}
+		for _, r := range st.releases {
 			r()
 		}
 	}()
@@ -101,8 +109,8 @@ func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 			}
 			out = append(out, &extproc.ProcessingResponse{Response: &extproc.ProcessingResponse_RequestTrailers{RequestTrailers: &extproc.TrailersResponse{}}})
 		case *extproc.ProcessingRequest_ResponseHeaders:
-			for _, r := range st.prefill {
-				r()
+			for _, end := range st.prefill {
+				end(signalResponseHeaders)
 			}
 			st.prefill = nil
 			out = []*extproc.ProcessingResponse{{Response: &extproc.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extproc.HeadersResponse{}}}}
@@ -126,20 +134,20 @@ func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 // immediate response.
 func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc.ProcessingResponse {
 	st.answered = true
-	chat := strings.HasPrefix(st.path, "/v1/chat/completions")
-	endpoint := "completions"
-	if chat {
-		endpoint = "chat"
-	}
 	start := time.Now()
+	since := s.picker.pool.waits.batches.Load()
 	var pick Pick
 	var err error
 	if body == nil {
 		pick, err = s.picker.PickAny(st.subset)
 	} else {
-		pick, err = s.picker.Pick(ctx, body, chat, st.subset)
+		pick, err = s.picker.Pick(ctx, body, st.path, st.subset)
 	}
 	s.metrics.PickSeconds.Observe(time.Since(start).Seconds())
+	endpoint := "completions"
+	if pick.Chat || (err != nil && isChat(st.path)) {
+		endpoint = "chat"
+	}
 	if err != nil {
 		code := 500
 		var pe *PickError
@@ -164,14 +172,20 @@ func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc
 	s.metrics.Requests.WithLabelValues(endpoint, route, "200").Inc()
 	pool := s.picker.pool
 	if pick.Prefill != "" {
-		st.prefill = append(st.prefill, pool.Hold(pick.Prefill, d.Features.EffP, 0, false))
+		st.prefill = append(st.prefill, pool.HoldPrefill(pick.Prefill, d.Features.EffP, pick, d.MatchedBlocks.Prefill, since))
 	}
-	st.prefill = append(st.prefill, pool.Hold(pick.Decode, d.Features.EffD, 0, false))
+	st.prefill = append(st.prefill, pool.HoldPrefill(pick.Decode, d.Features.EffD, pick, d.MatchedBlocks.Decode, since))
 	st.releases = append(st.releases, pool.Hold(pick.Decode, 0, d.Features.ISL, true))
 
 	set := []*corev3.HeaderValueOption{header(DestinationHeader, pick.Decode)}
 	if pick.Prefill != "" {
 		set = append(set, header(PrefillerHeader, pick.Prefill))
+	}
+	if s.requests != nil {
+		id := s.requests.ID()
+		set = append(set, header(PickHeader, id))
+		s.requests.Hold(id, st.prefill, st.releases)
+		st.held = true
 	}
 	common := &extproc.CommonResponse{ClearRouteCache: true, HeaderMutation: &extproc.HeaderMutation{SetHeaders: set}}
 	if pick.Prefill == "" {

@@ -10,8 +10,12 @@ package main
 
 import dolphin "github.com/dolphin-routing/dolphin-routing/bindings/go"
 
-// IngestCounts are the blocks one batch stored, removed or could not map, and the clears.
-type IngestCounts struct{ Stored, Removed, Cleared, Unmapped int }
+// IngestCounts are the blocks one batch stored, removed or could not map, and the clears; Hashes are the stored
+// blocks' router hashes.
+type IngestCounts struct {
+	Stored, Removed, Cleared, Unmapped int
+	Hashes                             []uint64
+}
 
 type mappedBlock struct {
 	ours   uint64
@@ -73,6 +77,7 @@ func (g *Ingest) Apply(r *dolphin.Router, worker string, events []KVEvent) (Inge
 				return n, err
 			}
 			n.Stored += len(e.Hashes)
+			n.Hashes = append(n.Hashes, e.Hashes...)
 		default:
 			ours, err := g.rehash(r, e)
 			if err != nil {
@@ -86,6 +91,7 @@ func (g *Ingest) Apply(r *dolphin.Router, worker string, events []KVEvent) (Inge
 				return n, err
 			}
 			n.Stored += len(e.Hashes)
+			n.Hashes = append(n.Hashes, ours...)
 		}
 	}
 	return n, nil

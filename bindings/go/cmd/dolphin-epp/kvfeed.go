@@ -229,6 +229,9 @@ func (p *Pool) ApplyEvents(addr string, m *member, events []KVEvent, source stri
 	if err != nil {
 		p.log.Debug("KV events not applied", "worker", addr, "error", err.Error())
 	}
+	if len(n.Hashes) > 0 {
+		p.waits.stored(addr, n.Hashes) // in the index now: the prefills waiting for them are done
+	}
 	if n.Stored > 0 {
 		p.metrics.KVEvents.WithLabelValues("stored_blocks", source, addr).Add(float64(n.Stored))
 	}

@@ -26,6 +26,8 @@ type Metrics struct {
 	TableSwaps       prometheus.Counter     // dolphin_table_swaps_total
 	EndpointSwaps    prometheus.Counter     // dolphin_epp_endpoint_reloads_total
 	PickSeconds      prometheus.Histogram   // dolphin_epp_pick_seconds
+	PrefillReleases  *prometheus.CounterVec // dolphin_epp_prefill_releases_total{signal}
+	HoldTimeouts     prometheus.Counter     // dolphin_epp_hold_timeouts_total
 }
 
 func counterVec(r *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
@@ -60,6 +62,8 @@ func NewMetrics(pool func() PoolGauges) *Metrics {
 		KVReplayed:       counterVec(r, "dolphin_kv_replayed_batches_total", "KV event batches applied from replays, by worker", "worker"),
 		TableSwaps:       counter(r, "dolphin_table_swaps_total", "Routing tables swapped in (the table file changed)"),
 		EndpointSwaps:    counter(r, "dolphin_epp_endpoint_reloads_total", "Endpoint files applied after an edit"),
+		PrefillReleases:  counterVec(r, "dolphin_epp_prefill_releases_total", "Requests' prefill loads ended, by what ended them: kv_events (the engine stored the prompt's last cacheable block), response_headers, request_end (its access-log entry), stream_end (its ext_proc stream, or -hold-max), nothing_to_wait (no block left to compute: nothing held)", "signal"),
+		HoldTimeouts:     counter(r, "dolphin_epp_hold_timeouts_total", "Requests whose loads no access-log entry ended within -hold-max (-loads-until access-log: is the gateway logging to the picker?)"),
 		PickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "dolphin_epp_pick_seconds", Help: "Time from the request body's end to the pick (tokenize included)",
 			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3},

@@ -23,7 +23,13 @@ type Pick struct {
 	Decode   string // the destination endpoint
 	Prefill  string // the prefill endpoint on the remote path; "" on the local path
 	Decision dolphin.Decision
+	// Hashes are the prompt's block hashes when it was routed on token ids in precise mode (the engines publish
+	// them in their KV events: prefill.go waits for them); nil otherwise.
+	Hashes []uint64
+	Chat   bool // a chat completion
 }
+
+func isChat(path string) bool { return strings.HasPrefix(path, "/v1/chat/completions") }
 
 // PickError is a pick that ends in an immediate response (status: 400, 429 or 503).
 type PickError struct {
@@ -51,25 +57,35 @@ type Picker struct {
 	client        *http.Client
 }
 
-// Pick routes one request body; chat says whether it is a chat completion; subset (nil: none) is the hint.
-func (pk *Picker) Pick(ctx context.Context, body []byte, chat bool, subset []string) (Pick, error) {
+// Pick routes one request body; path is the request's (:path), "" when Envoy did not send the headers (then a
+// body with messages is a chat completion); subset (nil: none) is the hint.
+func (pk *Picker) Pick(ctx context.Context, body []byte, path string, subset []string) (Pick, error) {
 	var b openAIBody
-	if err := json.Unmarshal(body, &b); err != nil {
+	var err error
+	if err = json.Unmarshal(body, &b); err != nil {
 		return Pick{}, &PickError{400, "request body: not a JSON object: " + err.Error()}
 	}
+	chat := isChat(path) || (path == "" && b.Messages != nil)
 	req := dolphin.Request{}
-	if toks, ok := givenTokens(b.Prompt); ok && !chat {
-		req.Tokens = toks
-	} else {
-		var toks []uint32
+	toks, ok := givenTokens(b.Prompt)
+	if !ok || chat {
+		toks = nil
 		if pk.precise {
 			toks = pk.tokenize(ctx, body, chat)
 		}
-		if toks != nil {
-			req.Tokens = toks
-		} else {
-			req = dolphin.TextRequest(promptText(b, chat))
+	}
+	var hashes []uint64
+	switch {
+	case toks != nil && pk.precise:
+		// hashed once: the router routes on the hashes, and the prefill holds wait for the engines to store them
+		if hashes, err = pk.pool.router.Hash(toks); err != nil {
+			return Pick{}, &PickError{400, "prompt: " + err.Error()}
 		}
+		req = dolphin.Request{BlockHashes: hashes, PromptTokens: len(toks)}
+	case toks != nil:
+		req.Tokens = toks
+	default:
+		req = dolphin.TextRequest(promptText(b, chat))
 	}
 	maxTokens := 0.0
 	if b.MaxTokens != nil && *b.MaxTokens > 0 {
@@ -117,7 +133,7 @@ func (pk *Picker) Pick(ctx context.Context, body []byte, chat bool, subset []str
 	if pk.maxInflight > 0 && pk.pool.Inflight(d.DecodeWorker) >= pk.maxInflight {
 		return Pick{}, &PickError{429, fmt.Sprintf("decode endpoint %s has %d requests in flight (the limit)", d.DecodeWorker, pk.maxInflight)}
 	}
-	p := Pick{Decode: d.DecodeWorker, Decision: d}
+	p := Pick{Decode: d.DecodeWorker, Decision: d, Hashes: hashes, Chat: chat}
 	if d.Path == "remote" {
 		p.Prefill = d.PrefillWorker
 	}
@@ -127,11 +143,11 @@ func (pk *Picker) Pick(ctx context.Context, body []byte, chat bool, subset []str
 // reroute pins the decode worker to the subset's endpoint holding the longest prefix of the prompt (the first in
 // the hint's order on a tie): the core chooses among all workers, and the hint narrows that choice.
 func (pk *Picker) reroute(req dolphin.Request, subset []string, roles map[string]string) (dolphin.Decision, error) {
-	var hashes []uint64
+	hashes := req.BlockHashes
 	var err error
-	if req.Tokens != nil {
+	if hashes == nil && req.Tokens != nil {
 		hashes, err = pk.pool.router.Hash(req.Tokens)
-	} else {
+	} else if hashes == nil {
 		hashes, err = pk.pool.router.HashText(req.Text)
 	}
 	if err != nil {

@@ -38,6 +38,7 @@ type Pool struct {
 	healthy    time.Duration // how often each endpoint's /health is asked; 0: never (every endpoint is up)
 	client     *http.Client
 	tokenTurn  int
+	waits      prefillWaits // prefill holds waiting for KV events (prefill.go)
 }
 
 // NewPool makes an empty pool over a router.
