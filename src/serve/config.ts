@@ -20,7 +20,9 @@ import {
   onlyKeys,
   section,
   string,
+  tierWeights,
 } from "./config-values.js";
+import type { TierName } from "../router/types.js";
 import { parseWorker, type WorkerConfig } from "./config-workers.js";
 import { AUTH_DEFAULTS, parseAuth, type AuthConfig } from "./config-auth.js";
 
@@ -38,8 +40,10 @@ export interface ServeConfig {
   mode: ServeMode;
   /** Tokens per block: must equal the engines' --block-size in precise mode. */
   block_size: number;
-  /** Index capacity per worker, in blocks (LRU beyond). */
+  /** Index capacity per worker, in blocks (LRU beyond), whatever tier holds them. */
   capacity_blocks: number;
+  /** What a block held only in a lower cache tier (CPU) counts for against a device hit, by tier (config-values.ts). */
+  tiers: Record<TierName, number>;
   /** Approximate mode: every worker's index is cleared once per this period. */
   approximate_ttl_s: number;
   /** Most workers registered at once (sizes the core's index pool: capacity_blocks × max_workers). */
@@ -235,6 +239,7 @@ const TOP_KEYS = [
   "mode",
   "block_size",
   "capacity_blocks",
+  "tiers",
   "approximate_ttl_s",
   "max_workers",
   "workers",
@@ -329,6 +334,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     mode: oneOf(o["mode"], "mode", ["precise", "approximate"] as const, D.mode),
     block_size: number(o["block_size"], "block_size", D.block_size, { min: 1, max: 4096, integer: true }),
     capacity_blocks: number(o["capacity_blocks"], "capacity_blocks", D.capacity_blocks, { min: 1, integer: true }),
+    tiers: tierWeights(o["tiers"], "tiers"),
     approximate_ttl_s: number(o["approximate_ttl_s"], "approximate_ttl_s", D.approximate_ttl_s, {
       min: 0,
       exclusiveMin: true,

@@ -177,6 +177,8 @@ export class AdminApi {
       removed_blocks: n.removed,
       cleared: n.cleared,
       unmapped_blocks: n.unmapped,
+      lower_tier_blocks: n.lower,
+      untiered_blocks: n.untiered,
     });
   }
 
