@@ -23,7 +23,7 @@ import {
   tierWeights,
 } from "./config-values.js";
 import type { TierName } from "../router/types.js";
-import { parseWorker, type WorkerConfig } from "./config-workers.js";
+import { expandRanks, parseWorker, type WorkerConfig } from "./config-workers.js";
 import { AUTH_DEFAULTS, parseAuth, type AuthConfig } from "./config-auth.js";
 
 export type ServeMode = "precise" | "approximate";
@@ -456,11 +456,12 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   if (!Array.isArray(workers)) fail("workers", "an array of {id, url, role, kv_events_endpoint?}", workers);
   const seen = new Set<string>();
   workers.forEach((w, i) => {
-    const parsed = parseWorker(w, `workers[${i}]`);
-    if (seen.has(parsed.id))
-      throw new ConfigError(`workers[${i}].id`, `duplicate worker id ${JSON.stringify(parsed.id)}`);
-    seen.add(parsed.id);
-    config.workers.push(parsed);
+    for (const parsed of expandRanks(parseWorker(w, `workers[${i}]`))) {
+      if (seen.has(parsed.id))
+        throw new ConfigError(`workers[${i}].id`, `duplicate worker id ${JSON.stringify(parsed.id)}`);
+      seen.add(parsed.id);
+      config.workers.push(parsed);
+    }
   });
   if (config.workers.length > config.max_workers) {
     throw new ConfigError("workers", `${config.workers.length} workers exceed max_workers (${config.max_workers})`);

@@ -193,6 +193,8 @@ export class AdminApi {
     let spec: WorkerConfig;
     try {
       spec = parseWorker(json, "body");
+      if (spec.data_parallel_size !== undefined)
+        throw new Error("body.data_parallel_size: register data-parallel engines in the config (one worker per rank)");
     } catch (e) {
       throw new HttpError(400, (e as Error).message, "invalid_request_error", "invalid_worker");
     }
