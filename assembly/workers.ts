@@ -7,7 +7,7 @@
 import { E_BAD_LOAD, E_BAD_ROLE, E_UNKNOWN_WORKER, OK, ROLE_BOTH, ROLE_DECODE, ROLE_NONE, ROLE_PREFILL } from "./generated/abi";
 import { fail } from "./errors";
 import { workerInRange } from "./prefix-index/store";
-import { weightedBlocks } from "./prefix-index/tiers";
+import { holdsLower, weightedBlocks } from "./prefix-index/tiers";
 
 
 // @ts-ignore: decorator
@@ -187,7 +187,16 @@ function cheapest(list: usize, count: i32, exclude: i32, isl: f64, matched: usiz
     if (load<f64>(e) > bestCost) break;
     const w = load<i32>(e, 8);
     if (w == exclude) continue;
-    const cached = weightedBlocks(w, load<u32>(matched + (<usize>w << 2))) * tokensPerBlock;
+    const m = load<u32>(matched + (<usize>w << 2));
+    let cached = <f64>m * tokensPerBlock;
+    if (holdsLower(w)) {
+      // its cost with every matched block counted in full is a lower bound (a lower tier weighs ≤ 1): when that
+      // cannot win, its lower-tier blocks need not be counted (a walk of its matched prefix)
+      const bound = scale * (load<f64>(prefill + (<usize>w << 3)) + (isl > cached ? isl - cached : 0.0)) +
+        load<f64>(decode + (<usize>w << 3));
+      if (bound > bestCost || (bound == bestCost && w > best)) continue;
+      cached = weightedBlocks(w, m) * tokensPerBlock;
+    }
     const uncached = isl > cached ? isl - cached : 0.0;
     const c = scale * (load<f64>(prefill + (<usize>w << 3)) + uncached) + load<f64>(decode + (<usize>w << 3));
     if (c < bestCost || (c == bestCost && w < best)) {

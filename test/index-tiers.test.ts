@@ -131,7 +131,9 @@ describe("cache tiers: core = reference", () => {
         ),
         fc.integer({ min: 0, max: 24 }),
         fc.integer({ min: 1, max: 420 }),
-        (ops, blocks, isl) => {
+        // loads (some equal: cost ties), so that the cost walk's lower-bound shortcut is taken and passed
+        fc.array(fc.constantFrom(0, 0, 16, 50, 100, 300), { minLength: 70, maxLength: 70 }),
+        (ops, blocks, isl, loads) => {
           const engines = [withTable(ENGINES.wasm()), withTable(ENGINES.reference())];
           for (const e of engines)
             for (let w = 0; w < 70; w++) e.setWorker(w, w % 4 === 0 ? Role.prefill : Role.both, 16);
@@ -144,6 +146,7 @@ describe("cache tiers: core = reference", () => {
               if (o.op === "weight") e.setTierWeight(1, o.weight);
             }
           }
+          for (const e of engines) loads.forEach((l, w) => e.setLoad(w, l, (l * 7) % 40));
           const seen = engines.map((e) => ({
             decision: Array.from(route(e, blocks, isl)),
             tiers: Array.from({ length: 24 }, (_, i) => e.indexTiers(i % 70, hashes(i, 1))),

@@ -74,6 +74,10 @@ function countLower(w: i32, m: u32): void {
   store<u32>(lowerCapped + at, capped);
 }
 
+/** Whether worker w holds any block in a lower tier only (then its cached blocks may weigh less than m). */
+// @ts-ignore: decorator
+@inline export function holdsLower(w: i32): bool { return u32At(workerLower, <u32>w) != 0; }
+
 /** Worker w's cached blocks for the cost, its m matched blocks each at its tier's weight. */
 export function weightedBlocks(w: i32, m: u32): f64 {
   if (u32At(workerLower, <u32>w) == 0) return <f64>m;
