@@ -25,3 +25,14 @@ func TestIngestLowerTierByEngineHash(t *testing.T) {
 		t.Fatalf("%d blocks on the lower tier only, want 2", k)
 	}
 }
+
+// -tier-weight-cpu is dolphin serve's tiers.CPU: a number in [0, 1].
+func TestTierWeightFlag(t *testing.T) {
+	base := []string{"-table", "t", "-endpoints", "e"}
+	if c, err := parseFlags(base); err != nil || c.CPUTierWeight != 0.8 {
+		t.Fatalf("default: %v, %v", c.CPUTierWeight, err)
+	}
+	if _, err := parseFlags(append(base, "-tier-weight-cpu", "1.5")); err == nil {
+		t.Fatal("-tier-weight-cpu 1.5 accepted")
+	}
+}
