@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { expandRanks, offsetEndpointPort, parseWorker } from "../src/serve/config-workers.js";
 import type { RunningProxy } from "../src/serve/proxy.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
-import { cleanUp, closers, MODEL, proxy, sleep } from "./serve-fault-tools.js";
+import { cleanUp, closers, MODEL, proxy, sleep, startFake, vllmLike } from "./serve-fault-tools.js";
 
 afterEach(cleanUp);
 
@@ -128,5 +128,30 @@ describe("dolphin serve: data-parallel ranks", () => {
     const decode = dec.w.ranks.map((k) => k.stats().completed);
     expect(decode[decodeRank]).toBe(1);
     expect(decode[1 - decodeRank]).toBe(0);
+  });
+
+  it("takes one rank registered as a worker of its own, and sends its requests with its rank", async () => {
+    const ranks: (string | undefined)[] = [];
+    const answer = vllmLike();
+    const fake = await startFake((req, body, res) => {
+      if (req.url?.startsWith("/v1/")) ranks.push(req.headers["x-data-parallel-rank"] as string | undefined);
+      return answer(req, body, res);
+    });
+    const p = await proxy([]);
+    const register = (body: unknown): Promise<Response> =>
+      fetch(`${p.url}/admin/workers`, {
+        method: "POST",
+        headers: { authorization: "Bearer t", "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    expect((await register({ id: "d", url: fake.url, role: "decode", data_parallel_size: 2 })).status).toBe(400);
+    expect((await register({ id: "d#1", url: fake.url, role: "decode", data_parallel_rank: 1 })).status).toBe(201);
+    const r = await fetch(`${p.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(r.status).toBe(200);
+    expect(ranks).toEqual(["1"]);
   });
 });

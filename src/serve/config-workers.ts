@@ -31,7 +31,11 @@ export interface WorkerConfig {
    * (expandRanks). Default 1.
    */
   data_parallel_size?: number;
-  /** Set on each worker expandRanks made: the rank its requests are sent to (the `X-data-parallel-rank` header). */
+  /**
+   * One rank of a data-parallel engine as a worker of its own: the rank its requests are sent to (the
+   * `X-data-parallel-rank` header). Set by expandRanks, or given (a rank registered alone, or whose endpoints are not
+   * at the port + rank); not with `data_parallel_size`.
+   */
   data_parallel_rank?: number;
 }
 
@@ -85,6 +89,7 @@ export function parseWorker(v: unknown, field: string): WorkerConfig {
     "kv_events_replay_endpoint",
     "group",
     "data_parallel_size",
+    "data_parallel_rank",
   ]);
   const w: WorkerConfig = {
     id: string(o["id"], `${field}.id`),
@@ -105,8 +110,25 @@ export function parseWorker(v: unknown, field: string): WorkerConfig {
     w.group = o["group"];
   }
   if (o["data_parallel_size"] !== undefined) {
-    const size = number(o["data_parallel_size"], `${field}.data_parallel_size`, 1, { min: 1, max: 1024, integer: true });
+    const size = number(o["data_parallel_size"], `${field}.data_parallel_size`, 1, {
+      min: 1,
+      max: 1024,
+      integer: true,
+    });
     if (size > 1) w.data_parallel_size = size;
+  }
+  if (o["data_parallel_rank"] !== undefined) {
+    if (o["data_parallel_size"] !== undefined)
+      throw new ConfigError(
+        `${field}.data_parallel_rank`,
+        "give data_parallel_size (every rank) or one rank, not both",
+      );
+    const rank = number(o["data_parallel_rank"], `${field}.data_parallel_rank`, 0, {
+      min: 0,
+      max: 1023,
+      integer: true,
+    });
+    w.data_parallel_rank = rank;
   }
   if (w.kv_events_replay_endpoint !== undefined && w.kv_events_endpoint === undefined)
     throw new ConfigError(
