@@ -2,7 +2,8 @@
 // prefill worker. Cost in the spirit of Dynamo's KV router (lib/kv-router, reference-systems.md):
 //   cost(w) = loadScale × (activePrefillTokens(w) + max(isl − cachedTokens(w), 0)) + activeDecodeTokens(w)
 // i.e. the prompt tokens the worker still has to prefill (overlap credit 1.0 for device-resident blocks, the
-// tier's weight for blocks held in a lower tier only: prefix-index/tiers.ts) against its load. Lowest cost wins; ties go to the lowest worker id, so choices are deterministic.
+// tier's weight for blocks held in a lower tier only: prefix-index/tiers.ts) against its load. Lowest cost wins;
+// ties go to the lowest worker id, so choices are deterministic.
 
 import { E_BAD_LOAD, E_BAD_ROLE, E_UNKNOWN_WORKER, OK, ROLE_BOTH, ROLE_DECODE, ROLE_NONE, ROLE_PREFILL } from "./generated/abi";
 import { fail } from "./errors";

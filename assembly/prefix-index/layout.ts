@@ -36,7 +36,7 @@
 @inline export const HOLDERS_SLOT_BYTES: usize = 16; // hash u64 @0, mask | group << groupSize u64 @8 (0 = empty)
 // @ts-ignore: decorator
 @inline const MEMBER_SLOT_BYTES: usize = 14; // holders slot + 1 u32 @0 (0 = empty, DELETED), prev u32 @4, next u32 @8, worker | tier flags u16 @12
-// a node's u16 @12: the worker in the low 14 bits (limits.max_workers is 2^14), the tier flags above (tiers.ts)
+// a node's u16 @12: the worker in the low 14 bits (limits.max_workers is 2^14), its tier flags above (store.ts)
 // @ts-ignore: decorator
 @inline export const NODE_WORKER_BITS: u32 = 0x3fff;
 // @ts-ignore: decorator

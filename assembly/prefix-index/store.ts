@@ -42,7 +42,7 @@ export function setTiers(n: u32, worker: u32, flags: u32): void {
 }
 
 /** Drops node n held by `worker`: its list, its slot, its bit in the holders table. */
-export function dropNode(n: u32, worker: u32): void {
+function dropNode(n: u32, worker: u32): void {
   if ((nodeFlags(n) & NOT_ON_DEVICE) != 0) countLower(worker, -1);
   const ref = nodeHolders(n);
   unlink(n, worker);
