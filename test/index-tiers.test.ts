@@ -170,6 +170,9 @@ describe("cache tiers: the router", () => {
     const tokens = Array.from({ length: 65 }, (_, i) => i);
     r.index.store("d", r.hash({ tokens }), "CPU");
     expect(r.route({ tokens, oslHat: 10 }).features.effD).toBe(65 - 32);
+    expect(() => r.index.store("d", r.hash({ tokens }), "DISK" as never)).toThrow(
+      'router: unknown tier "DISK" (tiers: GPU, CPU)',
+    );
     expect(() =>
       routerOn("wasm", ruleTable("always-local"), { workers: [], tierWeights: { DISK: 0.5 } as never }),
     ).toThrow(/unknown tier "DISK"/);

@@ -36,6 +36,13 @@ const encoder = new TextEncoder();
 const NO_DATA = new Uint32Array(0);
 const DEFAULT_CAPACITY = 31_250;
 
+/** A tier name's code (spec/abi.json tiers), or a TypeError naming it. */
+function tierCode(tier: string): number {
+  if (!Object.hasOwn(Tier, tier))
+    throw new TypeError(`router: unknown tier ${JSON.stringify(tier)} (tiers: ${Object.keys(Tier).join(", ")})`);
+  return Tier[tier as TierName];
+}
+
 export class Router {
   readonly engine: Engine;
   private tableValue: Table;
@@ -107,7 +114,7 @@ export class Router {
     if (options.loadScale !== undefined) engine.setLoadScale(options.loadScale);
     for (const [name, weight] of Object.entries(options.tierWeights ?? {})) {
       if (!Object.hasOwn(Tier, name))
-        throw new TypeError(`Router: tierWeights: unknown tier "${name}" (tiers: ${Object.keys(Tier).join(", ")})`);
+        throw new TypeError(`router: tierWeights: unknown tier "${name}" (tiers: ${Object.keys(Tier).join(", ")})`);
       if (weight !== undefined) engine.setTierWeight(Tier[name as TierName], weight);
     }
     for (const w of options.workers) this.addWorker(w);
@@ -230,10 +237,10 @@ export class Router {
   readonly index = {
     /** The worker holds these blocks in `tier` (default "GPU", the device). */
     store: (worker: string, hashes: HashesInput, tier: TierName = "GPU"): void =>
-      this.engine.indexStore(this.indexOf(worker), toPairs(hashes), Tier[tier]),
+      this.engine.indexStore(this.indexOf(worker), toPairs(hashes), tierCode(tier)),
     /** The worker no longer holds these blocks in `tier`; a block no tier holds is forgotten. */
     remove: (worker: string, hashes: HashesInput, tier: TierName = "GPU"): void =>
-      this.engine.indexRemove(this.indexOf(worker), toPairs(hashes), Tier[tier]),
+      this.engine.indexRemove(this.indexOf(worker), toPairs(hashes), tierCode(tier)),
     /** The tiers in which the worker holds one block hash. */
     tiers: (worker: string, hash: HashesInput): TierName[] => {
       const bits = this.engine.indexTiers(this.indexOf(worker), toPairs(hash));

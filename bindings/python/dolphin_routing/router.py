@@ -6,6 +6,7 @@ choice and the policies all happen there too. A Router is safe to share between 
 """
 from __future__ import annotations
 
+import json
 import math
 import threading
 from array import array
@@ -273,7 +274,7 @@ class Router:
             core.check(core.call("setLoadScale", float(load_scale)), "setLoadScale")
         for name, weight in (tier_weights or {}).items():  # what a lower tier's block counts for (GPU: 1)
             if name not in TIERS:
-                raise RequestError(f"router: tierWeights: unknown tier {_show(name)} (tiers: {', '.join(TIERS)})")
+                raise RequestError(f"router: tierWeights: unknown tier {json.dumps(name)} (tiers: {', '.join(TIERS)})")
             core.check(core.call("setTierWeight", TIERS[name], float(weight)), "setTierWeight")
         info = load_table(core, table_bytes)
         return cls(core, info, specs, record_decisions, capacity_blocks, max_workers)
@@ -346,7 +347,7 @@ class Router:
 
     def _index_op(self, export: str, worker: str, hashes: HashesInput, tier: str) -> None:
         if tier not in TIERS:
-            raise RequestError(f"router: unknown tier {_show(tier)} (tiers: {', '.join(TIERS)})")
+            raise RequestError(f"router: unknown tier {json.dumps(tier)} (tiers: {', '.join(TIERS)})")
         export = export if TIERS[tier] == 0 else f"{export}Tier"
         data = hash_array(hashes, export)
         with self._lock:

@@ -36,3 +36,12 @@ func TestTierWeightFlag(t *testing.T) {
 		t.Fatal("-tier-weight-cpu 1.5 accepted")
 	}
 }
+
+// An unknown tier is refused with Node's message.
+func TestStoreTierUnknown(t *testing.T) {
+	p := newPool(t, "dynamo-isl", []Endpoint{{Address: "d:1", Labels: map[string]string{RoleLabel: "decode"}}})
+	err := p.router.Index().StoreTier("d:1", []uint64{1}, "DISK")
+	if err == nil || err.Error() != `router: unknown tier "DISK" (tiers: GPU, CPU)` {
+		t.Fatalf("got %v", err)
+	}
+}
