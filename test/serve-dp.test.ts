@@ -4,7 +4,7 @@
 // X-data-parallel-rank.
 import net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { expandRanks, offsetEndpointPort, parseWorker } from "../src/serve/config-workers.js";
+import { expandRanks, offsetEndpointPort, parseWorker, type WorkerConfig } from "../src/serve/config-workers.js";
 import type { RunningProxy } from "../src/serve/proxy.js";
 import { startWorker, type WorkerHandle } from "../src/serve/worker.js";
 import { cleanUp, closers, MODEL, proxy, sleep, startFake, vllmLike } from "./serve-fault-tools.js";
@@ -31,20 +31,48 @@ async function freePortPair(): Promise<number> {
   }
 }
 
-async function dpWorker(role: "prefill" | "decode", id: string): Promise<{ w: WorkerHandle; endpoint: string }> {
-  const endpoint = `tcp://127.0.0.1:${await freePortPair()}`;
-  const w = await startWorker({
+interface DpWorker {
+  w: WorkerHandle;
+  endpoint: string;
+  replay: string;
+}
+
+/**
+ * An emulated engine with 2 data-parallel ranks, publishing and replaying at the endpoints' port + rank. The replay
+ * socket gives the proxy what a rank published before its subscription was up (ZMQ's late joiner).
+ */
+async function dpWorker(role: "prefill" | "decode", id: string, attempt = 1): Promise<DpWorker> {
+  let pub = await freePortPair();
+  let replay = await freePortPair();
+  while (Math.abs(pub - replay) < 2) replay = await freePortPair();
+  // another test file may take a port between its check and the bind: then new ports
+  const started = startWorker({
     role,
     model: MODEL,
     timeScale: 50,
     workerId: id,
     dataParallelSize: 2,
-    kvEventsEndpoint: endpoint,
+    kvEventsEndpoint: `tcp://127.0.0.1:${pub}`,
+    kvEventsReplayEndpoint: `tcp://127.0.0.1:${replay}`,
     log: () => {},
   });
+  const w = await started.catch((e: Error) => {
+    if (attempt >= 5) throw e;
+    return null;
+  });
+  if (!w) return dpWorker(role, id, attempt + 1);
   closers.push(() => w.close());
-  return { w, endpoint };
+  return { w, endpoint: `tcp://127.0.0.1:${pub}`, replay: `tcp://127.0.0.1:${replay}` };
 }
+
+const entry = (d: DpWorker, id: string, role: "prefill" | "decode"): WorkerConfig => ({
+  id,
+  url: d.w.url,
+  role,
+  kv_events_endpoint: d.endpoint,
+  kv_events_replay_endpoint: d.replay,
+  data_parallel_size: 2,
+});
 
 const PROMPT = Array.from({ length: 96 }, (_, k) => 7 + k); // 6 blocks
 
@@ -87,12 +115,9 @@ describe("dolphin serve: data-parallel ranks", () => {
   });
 
   it("routes to the rank that holds the prefix, and that rank serves it from its cache", async () => {
-    const { w, endpoint } = await dpWorker("decode", "d");
-    const p = await proxy(
-      [{ id: "d", url: w.url, role: "decode", kv_events_endpoint: endpoint, data_parallel_size: 2 }],
-      { mode: "precise" },
-    );
-    await until(() => held(p, "d#0") === 0 && held(p, "d#1") === 0, "the subscriptions");
+    const dec = await dpWorker("decode", "d");
+    const w = dec.w;
+    const p = await proxy([entry(dec, "d", "decode")], { mode: "precise" });
     // rank 1 alone computes the prompt (a request pinned there, past the proxy): its events reach d#1 only
     await (await complete(w.url, { "x-data-parallel-rank": "1" })).arrayBuffer();
     await until(() => held(p, "d#1") === 6, "rank 1's blocks in the index");
@@ -107,13 +132,10 @@ describe("dolphin serve: data-parallel ranks", () => {
   it("pins the prefill leg and the decode leg each to its worker's rank", async () => {
     const pre = await dpWorker("prefill", "p");
     const dec = await dpWorker("decode", "d");
-    const p = await proxy(
-      [
-        { id: "p", url: pre.w.url, role: "prefill", kv_events_endpoint: pre.endpoint, data_parallel_size: 2 },
-        { id: "d", url: dec.w.url, role: "decode", kv_events_endpoint: dec.endpoint, data_parallel_size: 2 },
-      ],
-      { mode: "precise", table: "always-remote" },
-    );
+    const p = await proxy([entry(pre, "p", "prefill"), entry(dec, "d", "decode")], {
+      mode: "precise",
+      table: "always-remote",
+    });
     // the prompt's blocks on rank 1 of the prefill engine, so the router's choice there is not the tie's rank 0
     await (await complete(pre.w.url, { "x-data-parallel-rank": "1" })).arrayBuffer();
     await until(() => held(p, "p#1") === 6, "rank 1's blocks in the index");
