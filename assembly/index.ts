@@ -8,7 +8,7 @@ import {
 import {
   ABI_VERSION, E_ALREADY_INITIALIZED, E_BAD_BLOCK_SIZE, E_BAD_CONFIG, E_BAD_HASH_SCHEME, E_BAD_LENGTH, E_BAD_TABLE, E_TEXT_NEEDS_XXH64,
   SCHEME_XXH64_CHAIN, E_BAD_SIGNAL, E_NOT_INITIALIZED, E_UNKNOWN_WORKER, OK, LIMIT_MAX_INDEX_BLOCKS, LIMIT_MAX_INPUT_BYTES,
-  LIMIT_MAX_WORKERS,
+  LIMIT_MAX_WORKERS, E_BAD_TIER, TIER_GPU,
 } from "./generated/abi";
 import { fail } from "./errors";
 import { applyOslSection, checkOslSection, clearOslModel, oslInit } from "./osl";
@@ -19,8 +19,10 @@ import { checkInput, decision, hashes, input, inputBytes, matched, request, rout
 import { indexInit } from "./prefix-index/layout";
 import { matchPrefix } from "./prefix-index/match";
 import {
-  capacityOf, clearWorker, countOf, freeCapacity, holds, removeBlocks, setCapacity, storeBlocks, workerInRange,
+  capacityOf, clearWorker, countOf, freeCapacity, holds, lowerCountOf, removeBlocks, setCapacity, storeBlocks,
+  tiersOf, workerInRange,
 } from "./prefix-index/store";
+import { setTierWeight as setTierWeightValue, tierInRange, tiersInit } from "./prefix-index/tiers";
 import { decodeTable, describeLoadedTable, stagedClusters, stagedFeatureCount, stagedKind, stagedOslAt, tableDecoderInit } from "./table/load";
 import { errorPathPtr, errorRecordPtr, infoRecordPtr, lastProblem, oslClassRecordsPtr } from "./table/report";
 import { setLoad as setLoadValue, setLoadScale as setLoadScaleValue, setRole as setRoleValue, workerSpan, workersInit } from "./workers";
@@ -58,6 +60,7 @@ export function init(maxWorkers: i32, maxInputBytes: i32, indexBlocks: i32): i32
   policyInit();
   oslInit();
   tableDecoderInit();
+  tiersInit(maxWorkers);
   indexInit(maxWorkers, <u32>indexBlocks); // last: its tables are the one large allocation (prefix-index/layout.ts)
   ready = true;
   return OK;
@@ -173,6 +176,45 @@ export function indexRemove(worker: i32, n: i32): i32 {
   if (rc != OK) return rc;
   removeBlocks(<u32>worker, input, n);
   return OK;
+}
+
+/** `worker` now holds the `n` hashes in the input buffer in `tier` (a BlockStored with its medium). */
+export function indexStoreTier(worker: i32, n: i32, tier: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);
+  if (!tierInRange(tier)) return fail(E_BAD_TIER, tier);
+  const rc = checkInput(n, 8);
+  if (rc != OK) return rc;
+  storeBlocks(<u32>worker, input, n, tier != TIER_GPU);
+  return OK;
+}
+
+/** `worker` no longer holds the `n` hashes in `tier`; a block no tier holds is forgotten. */
+export function indexRemoveTier(worker: i32, n: i32, tier: i32): i32 {
+  if (!ready) return fail(E_NOT_INITIALIZED, 0);
+  if (!workerInRange(worker)) return fail(E_UNKNOWN_WORKER, worker);
+  if (!tierInRange(tier)) return fail(E_BAD_TIER, tier);
+  const rc = checkInput(n, 8);
+  if (rc != OK) return rc;
+  removeBlocks(<u32>worker, input, n, tier != TIER_GPU);
+  return OK;
+}
+
+/** The tiers (bits 1 << tier) in which `worker` holds the hash at input[0]; 0 if none, −1 on a bad worker. */
+export function indexTiers(worker: i32): i32 {
+  if (!ready || !workerInRange(worker)) return -1;
+  return tiersOf(<u32>worker, load<u64>(input));
+}
+
+/** Blocks `worker` holds in a lower tier only, or −1 on a bad worker. */
+export function indexLowerCount(worker: i32): i32 {
+  if (!ready || !workerInRange(worker)) return -1;
+  return <i32>lowerCountOf(<u32>worker);
+}
+
+/** A lower tier's weight against a device hit, in [0, 1] (tier 0's is 1). */
+export function setTierWeight(tier: i32, weight: f64): i32 {
+  return setTierWeightValue(tier, weight);
 }
 
 /** Forgets what `worker` holds; −1 clears every worker. */

@@ -15,6 +15,7 @@ import { decide } from "./policy/decide";
 import { outBit, outCluster, outReason, outScore } from "./policy/state";
 import { matchPrefix } from "./prefix-index/match";
 import { storeBlocks, workerInRange } from "./prefix-index/store";
+import { tiersBegin, weightedCappedBlocks } from "./prefix-index/tiers";
 import { lastClass, oslClasses, predictOsl } from "./osl";
 import {
   chooseDecode, choosePrefill, costOf, decodeLoadOf, lastCost, prefillLoadOf, roleOf, workerSpan,
@@ -99,14 +100,14 @@ export function decideFeatures(isl: f64, effP: f64, effD: f64, oslHat: f64, turn
 }
 
 /**
- * The most prompt tokens an engine serves from its prefix cache, by vLLM's rule: it always computes the prompt's
+ * The most prompt blocks an engine serves from its prefix cache, by vLLM's rule: it always computes the prompt's
  * last token (its logits start the output), so at most isl − 1 tokens, in whole blocks, come from cache. A prompt
  * of exactly n blocks fully cached still computes its last block. Every host's cached-token features (eff_P, eff_D
  * and the decode worker's cached tokens the rules read) go through this one cap.
  */
 // @ts-ignore: decorator
-@inline function cacheableTokens(isl: f64, tokensPerBlock: f64): f64 {
-  return Math.floor(max(isl - 1, 0.0) / tokensPerBlock) * tokensPerBlock;
+@inline function cacheableBlocks(isl: f64, tokensPerBlock: f64): f64 {
+  return Math.floor(max(isl - 1, 0.0) / tokensPerBlock);
 }
 
 // @ts-ignore: decorator
@@ -180,6 +181,8 @@ export function route(): i32 {
   // 2. every worker's cached prefix
   const span = workerSpan();
   const longest = matchPrefix(blockHashes, blocks, matched, span);
+  const cacheable = cacheableBlocks(isl, tokensPerBlock); // < 2^31: isl ≤ max_tokens
+  tiersBegin(blockHashes, <u32>cacheable);
   const reuse = blocks > 0 ? <f64>longest / <f64>blocks : 0.0;
   if (predict) oslHat = predictOsl(isl, reuse, <f64>turn, max(prevOutputTokens, 0.0), maxTokens);
 
@@ -199,9 +202,9 @@ export function route(): i32 {
   // 4. features
   const matchedD = load<u32>(matched + (<usize>decodeWorker << 2));
   const matchedP = prefillWorker >= 0 ? load<u32>(matched + (<usize>prefillWorker << 2)) : 0;
-  const cacheable = cacheableTokens(isl, tokensPerBlock);
-  const cachedD = min(<f64>matchedD * tokensPerBlock, cacheable);
-  const cachedP = min(<f64>matchedP * tokensPerBlock, cacheable);
+  // each at most `cacheable` blocks, a lower tier's at its weight (prefix-index/tiers.ts)
+  const cachedD = weightedCappedBlocks(decodeWorker, matchedD) * tokensPerBlock;
+  const cachedP = prefillWorker >= 0 ? weightedCappedBlocks(prefillWorker, matchedP) * tokensPerBlock : 0.0;
   const effD = isl - cachedD;
   const effP = isl - cachedP;
 

@@ -1,12 +1,14 @@
 // Workers around the bit: roles, the loads the host reports, and the KV-aware choice of the decode and the
 // prefill worker. Cost in the spirit of Dynamo's KV router (lib/kv-router, reference-systems.md):
 //   cost(w) = loadScale × (activePrefillTokens(w) + max(isl − cachedTokens(w), 0)) + activeDecodeTokens(w)
-// i.e. the prompt tokens the worker still has to prefill (overlap credit 1.0 for device-resident blocks)
-// against its load. Lowest cost wins; ties go to the lowest worker id, so choices are deterministic.
+// i.e. the prompt tokens the worker still has to prefill (overlap credit 1.0 for device-resident blocks, the
+// tier's weight for blocks held in a lower tier only: prefix-index/tiers.ts) against its load. Lowest cost wins;
+// ties go to the lowest worker id, so choices are deterministic.
 
 import { E_BAD_LOAD, E_BAD_ROLE, E_UNKNOWN_WORKER, OK, ROLE_BOTH, ROLE_DECODE, ROLE_NONE, ROLE_PREFILL } from "./generated/abi";
 import { fail } from "./errors";
 import { workerInRange } from "./prefix-index/store";
+import { holdsLower, weightedBlocks } from "./prefix-index/tiers";
 
 
 // @ts-ignore: decorator
@@ -164,7 +166,7 @@ export function setLoadScale(scale: f64): i32 {
 
 // @ts-ignore: decorator
 @inline function cost(w: i32, isl: f64, matched: usize, tokensPerBlock: f64): f64 {
-  const cached = <f64>load<u32>(matched + (<usize>w << 2)) * tokensPerBlock;
+  const cached = weightedBlocks(w, load<u32>(matched + (<usize>w << 2))) * tokensPerBlock;
   const uncached = isl > cached ? isl - cached : 0.0;
   return loadScale * (load<f64>(prefillLoad + (<usize>w << 3)) + uncached) + load<f64>(decodeLoad + (<usize>w << 3));
 }
@@ -186,7 +188,16 @@ function cheapest(list: usize, count: i32, exclude: i32, isl: f64, matched: usiz
     if (load<f64>(e) > bestCost) break;
     const w = load<i32>(e, 8);
     if (w == exclude) continue;
-    const cached = <f64>load<u32>(matched + (<usize>w << 2)) * tokensPerBlock;
+    const m = load<u32>(matched + (<usize>w << 2));
+    let cached = <f64>m * tokensPerBlock;
+    if (holdsLower(w)) {
+      // its cost with every matched block counted in full is a lower bound (a lower tier weighs ≤ 1): when that
+      // cannot win, its lower-tier blocks need not be counted (a walk of its matched prefix)
+      const bound = scale * (load<f64>(prefill + (<usize>w << 3)) + (isl > cached ? isl - cached : 0.0)) +
+        load<f64>(decode + (<usize>w << 3));
+      if (bound > bestCost || (bound == bestCost && w > best)) continue;
+      cached = weightedBlocks(w, m) * tokensPerBlock;
+    }
     const uncached = isl > cached ? isl - cached : 0.0;
     const c = scale * (load<f64>(prefill + (<usize>w << 3)) + uncached) + load<f64>(decode + (<usize>w << 3));
     if (c < bestCost || (c == bestCost && w < best)) {

@@ -69,12 +69,22 @@ describe("vLLM KV events", () => {
       ),
     );
     expect(r.index.match(h)["d"]).toBe(1);
-    // a CPU-tier store does not count as GPU cache
+    // a CPU-tier store is indexed in its tier; a medium with no tier is not indexed
     applyEventBatch(
       r.index,
       "d",
       decodeEventBatch(packr.pack([3, [["BlockStored", [99], null, [], 16, null, "CPU"]]])),
     );
+    expect(r.index.count("d")).toBe(4);
+    expect(r.index.tiers("d", [99n])).toEqual(["CPU"]);
+    expect(r.index.lowerCount("d")).toBe(1);
+    applyEventBatch(
+      r.index,
+      "d",
+      decodeEventBatch(packr.pack([4, [["BlockStored", [98], null, [], 16, null, "DISK"]]])),
+    );
+    expect(r.index.count("d")).toBe(4);
+    applyEventBatch(r.index, "d", decodeEventBatch(packr.pack([5, [["BlockRemoved", [99], "cpu"]]])));
     expect(r.index.count("d")).toBe(3);
   });
 

@@ -139,27 +139,47 @@ describe("vLLM KV events through our ingest and through llm-d-kv-cache v0.9.0's 
     ],
   }).answers[0]!;
 
-  it("holds the same blocks on every worker's GPU tier", () => {
-    const ours = keyList.map((k) => {
-      const m = router.index.match(k);
-      return WORKERS.filter((w) => m[w] === 1);
-    });
+  const holders = (k: Uint32Array, tier: "GPU" | "CPU"): string[] =>
+    WORKERS.filter((w) => router.index.tiers(w, k).includes(tier));
+
+  it("holds the same blocks on every worker's GPU tier and on its CPU tier", () => {
+    const ours = keyList.map((k) => holders(k, "GPU"));
     expect(ours).toEqual(theirs.holders);
+    // the offloaded copies (medium "CPU"), kept in their tier as llm-d keeps them
+    expect(keyList.map((k) => holders(k, "CPU"))).toEqual(theirs.cpu_holders);
+    expect(theirs.cpu_holders.some((h) => h.length > 0)).toBe(true);
     // the streams exercised what they should: blocks held by several workers, blocks evicted everywhere
     expect(ours.some((h) => h.length >= 2)).toBe(true);
     expect(ours.some((h) => h.length === 0)).toBe(true);
     expect(messages.length).toBeGreaterThan(500);
   });
 
-  it("gives the same match length per prompt on every worker", () => {
-    const ours = scored.map((p) => router.index.match(router.hash({ tokens: p })));
+  it("gives the same GPU-tier match length per prompt on every worker (LongestPrefixScorer's)", () => {
+    const ours = scored.map((p) => {
+      const h = router.hash({ tokens: p });
+      const run = (w: string): number => {
+        let n = 0;
+        while (n < h.length / 2 && router.index.tiers(w, slice(h, n, n + 1)).includes("GPU")) n++;
+        return n;
+      };
+      return Object.fromEntries(WORKERS.map((w) => [w, run(w)]));
+    });
     const full = theirs.matches.map((m) => Object.fromEntries(WORKERS.map((w) => [w, m[w] ?? 0])));
     expect(ours).toEqual(full);
     expect(ours.some((m) => Object.values(m).some((n) => n > 5))).toBe(true);
   });
 
-  it("departs only on the CPU tier: llm-d indexes offloaded copies, our ingest routes on GPU blocks alone", () => {
-    expect(theirs.cpu_holders.some((h) => h.length > 0)).toBe(true);
-    for (const w of WORKERS) expect(router.index.count(w)).toBeLessThanOrEqual(CAPACITY);
+  it("matches past the GPU tier where offloaded copies continue a prefix (they count at the CPU weight)", () => {
+    let longer = 0;
+    for (const p of scored) {
+      const h = router.hash({ tokens: p });
+      const m = router.index.match(h);
+      for (const w of WORKERS) {
+        let gpu = 0;
+        while (gpu < h.length / 2 && router.index.tiers(w, slice(h, gpu, gpu + 1)).includes("GPU")) gpu++;
+        if (m[w]! > gpu) longer++;
+      }
+    }
+    expect(longer).toBeGreaterThan(0);
   });
 });

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { Reason, Slot } from "../src/contract/core-api.js";
 import type { Router } from "../src/router/router.js";
+import type { TierName } from "../src/router/types.js";
 import { decodeTable } from "../src/table/codec.js";
 import type { Table } from "../src/table/table.js";
 import { routerOn } from "./helpers.js";
@@ -49,7 +50,17 @@ interface RouteCase {
   load_scale: number;
   workers: { id: string; role: "prefill" | "decode" | "both"; capacity_blocks: number }[];
   prompts: Record<string, PromptSpec>;
-  index: { worker: string; prompt: string; prefix_tokens?: number; prefix_bytes?: number }[];
+  /** a lower tier's weight by tier name (absent: the defaults) */
+  tier_weights?: Partial<Record<TierName, number>>;
+  /** each op stores (or, `remove`, removes) the prefix's blocks in `tier` (absent: GPU) */
+  index: {
+    worker: string;
+    prompt: string;
+    prefix_tokens?: number;
+    prefix_bytes?: number;
+    tier?: TierName;
+    remove?: boolean;
+  }[];
   loads: Record<string, { active_prefill_tokens: number; active_decode_tokens: number }>;
   signals: Signals;
   request: {
@@ -217,6 +228,7 @@ for (const spec of ENGINES) {
             model: c.model,
             salt: c.salt,
             loadScale: c.load_scale,
+            ...(c.tier_weights ? { tierWeights: c.tier_weights } : {}),
             ...SMALL,
           },
           spec.flavour,
@@ -228,7 +240,8 @@ for (const spec of ENGINES) {
             "tokens" in input
               ? router.hash({ tokens: input.tokens.subarray(0, op.prefix_tokens) })
               : router.hash({ text: input.text.subarray(0, op.prefix_bytes) });
-          router.index.store(op.worker, hashes);
+          if (op.remove) router.index.remove(op.worker, hashes, op.tier);
+          else router.index.store(op.worker, hashes, op.tier);
         }
         for (const [id, load] of Object.entries(c.loads)) {
           router.setLoad(id, {

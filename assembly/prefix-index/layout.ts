@@ -35,7 +35,10 @@
 // @ts-ignore: decorator
 @inline export const HOLDERS_SLOT_BYTES: usize = 16; // hash u64 @0, mask | group << groupSize u64 @8 (0 = empty)
 // @ts-ignore: decorator
-@inline const MEMBER_SLOT_BYTES: usize = 14; // holders slot + 1 u32 @0 (0 = empty, DELETED), prev u32 @4, next u32 @8, worker u16 @12
+@inline const MEMBER_SLOT_BYTES: usize = 14; // holders slot + 1 u32 @0 (0 = empty, DELETED), prev u32 @4, next u32 @8, worker | tier flags u16 @12
+// a node's u16 @12: the worker in the low 14 bits (limits.max_workers is 2^14), its tier flags above (store.ts)
+// @ts-ignore: decorator
+@inline export const NODE_WORKER_BITS: u32 = 0x3fff;
 // @ts-ignore: decorator
 @inline export const DELETED: u32 = 0xffffffff;
 // @ts-ignore: decorator
@@ -79,11 +82,12 @@ export let holders: usize = 0;
 export let memberSlots: u32 = 0;
 export let members: usize = 0; // address of node 0: node n lives at members + n × MEMBER_SLOT_BYTES
 
-// per worker: LRU list ends (node ids), blocks held, capacity
+// per worker: LRU list ends (node ids), blocks held, capacity, blocks held in a lower tier only (tiers.ts)
 export let workerHead: usize = 0;
 export let workerTail: usize = 0;
 export let workerCount: usize = 0;
 export let workerCapacity: usize = 0;
+export let workerLower: usize = 0;
 // per group: which workers hold at least one block
 export let holdingMask: usize = 0; // u64[groups]
 // scratch for match: the still-matching workers per group, the block each group was last seen at, the live groups
@@ -132,7 +136,13 @@ export let touched: u64 = 0;
 // @ts-ignore: decorator
 @inline export function nodeNext(n: u32): u32 { return load<u32>(node(n), 8); }
 // @ts-ignore: decorator
-@inline export function nodeWorker(n: u32): u32 { return <u32>load<u16>(node(n), 12); }
+@inline export function nodeWorker(n: u32): u32 { return <u32>load<u16>(node(n), 12) & NODE_WORKER_BITS; }
+// @ts-ignore: decorator
+@inline export function nodeFlags(n: u32): u32 { return <u32>load<u16>(node(n), 12) & ~NODE_WORKER_BITS; }
+// @ts-ignore: decorator
+@inline export function setNodeFlags(n: u32, flags: u32): void {
+  store<u16>(node(n), <u16>(nodeWorker(n) | flags), 12);
+}
 
 /** Allocates every structure once. `pool` is the most blocks all workers together may hold. */
 export function indexInit(workers: i32, pool: u32): void {
@@ -157,11 +167,12 @@ export function indexInit(workers: i32, pool: u32): void {
   holderSlots = slots;
   memberSlots = slots;
   const w = <usize>workers << 2;
-  workerHead = heap.alloc(w << 2); // head, tail, count, capacity: u32[workers] each
+  workerHead = heap.alloc(w * 5); // head, tail, count, capacity, lower-tier count: u32[workers] each
   workerTail = workerHead + w;
   workerCount = workerTail + w;
   workerCapacity = workerCount + w;
-  memory.fill(workerHead, 0, w << 2);
+  workerLower = workerCapacity + w;
+  memory.fill(workerHead, 0, w * 5);
   const g = <usize>groupCount;
   fullMasks = heap.alloc(g << 3);
   memory.fill(fullMasks, 0, g << 3); // no members yet: no group can be full

@@ -25,8 +25,8 @@ export function memberFind(hash: u64, worker: u32, ref: u32): u32 {
   return 0;
 }
 
-/** A new node for (hash, worker) in holders slot + 1 `ref`, at the front of the worker's list. */
-export function memberInsert(hash: u64, worker: u32, ref: u32): void {
+/** A new node for (hash, worker) in holders slot + 1 `ref`, at the front of the worker's list; returns its id. */
+export function memberInsert(hash: u64, worker: u32, ref: u32): u32 {
   let i = memberHome(hash, worker);
   while (true) {
     const h = nodeHolders(i + 1);
@@ -37,6 +37,7 @@ export function memberInsert(hash: u64, worker: u32, ref: u32): void {
   store<u32>(node(n), ref);
   store<u16>(node(n), <u16>worker, 12);
   pushFront(n, worker);
+  return n;
 }
 
 // ---- per-worker LRU lists ------------------------------------------------------------------------------

@@ -2,7 +2,11 @@ package dolphin
 
 // The prefix index (fed by KV events in precise mode, or by the router's own decisions) and stand-alone hashing.
 
-import "runtime"
+import (
+	"fmt"
+	"runtime"
+	"strings"
+)
 
 // Index is a router's prefix index: which blocks each worker holds.
 type Index struct{ r *Router }
@@ -10,7 +14,7 @@ type Index struct{ r *Router }
 // Index returns the router's prefix index.
 func (r *Router) Index() *Index { return &r.index }
 
-func (x *Index) op(export, worker string, hashes []uint64) error {
+func (x *Index) op(export, worker string, hashes []uint64, tier ...int) error {
 	r := x.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -21,17 +25,66 @@ func (x *Index) op(export, worker string, hashes []uint64) error {
 	if err := r.c.writeU64s(hashes, export); err != nil {
 		return err
 	}
-	return r.c.check(r.c.call(export, i32(i), i32(len(hashes))), export)
+	args := []uint64{i32(i), i32(len(hashes))}
+	for _, t := range tier { // the tier exports' third argument
+		args = append(args, i32(t))
+	}
+	return r.c.check(r.c.call(export, args...), export)
 }
 
-// Store records that the worker holds these block hashes (a KV event's BlockStored), in prompt order.
+// Store records that the worker holds these block hashes (a KV event's BlockStored), in prompt order, on the
+// device.
 func (x *Index) Store(worker string, hashes []uint64) error {
 	return x.op("indexStore", worker, hashes)
 }
 
-// Remove records that the worker no longer holds these hashes (BlockRemoved).
+// Remove records that the worker no longer holds these hashes on the device (BlockRemoved).
 func (x *Index) Remove(worker string, hashes []uint64) error {
 	return x.op("indexRemove", worker, hashes)
+}
+
+// StoreTier is Store in a cache tier by name ("GPU", the device; "CPU", a lower tier: a KV event's medium).
+func (x *Index) StoreTier(worker string, hashes []uint64, tier string) error {
+	return x.tierOp("indexStoreTier", worker, hashes, tier)
+}
+
+// RemoveTier is Remove from a cache tier by name; a block no tier holds is forgotten.
+func (x *Index) RemoveTier(worker string, hashes []uint64, tier string) error {
+	return x.tierOp("indexRemoveTier", worker, hashes, tier)
+}
+
+func (x *Index) tierOp(export, worker string, hashes []uint64, tier string) error {
+	code, ok := tiers[tier]
+	if !ok {
+		return fmt.Errorf("router: unknown tier %q (tiers: %s)", tier, tierNames())
+	}
+	return x.op(export, worker, hashes, code)
+}
+
+// LowerCount is the number of blocks the worker holds in a lower tier only.
+func (x *Index) LowerCount(worker string) (int, error) { return x.count("indexLowerCount", worker) }
+
+// tierNames lists the core's tiers in code order, for messages.
+func tierNames() string {
+	names := make([]string, len(tiers))
+	for name, code := range tiers {
+		names[code] = name
+	}
+	return strings.Join(names, ", ")
+}
+
+// setTierWeights sets each named lower tier's weight (Options.TierWeights).
+func (c *core) setTierWeights(weights map[string]float64) error {
+	for name, w := range weights {
+		code, ok := tiers[name]
+		if !ok {
+			return fmt.Errorf("router: TierWeights: unknown tier %q (tiers: %s)", name, tierNames())
+		}
+		if err := c.check(c.call("setTierWeight", i32(code), f64(w)), "setTierWeight"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Clear forgets what the worker holds; "" clears every worker (AllBlocksCleared).
@@ -50,7 +103,10 @@ func (x *Index) Clear(worker string) error {
 }
 
 // Count is the number of blocks the worker holds.
-func (x *Index) Count(worker string) (int, error) {
+func (x *Index) Count(worker string) (int, error) { return x.count("indexCount", worker) }
+
+// count is a per-worker count export's answer.
+func (x *Index) count(export, worker string) (int, error) {
 	r := x.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -58,7 +114,7 @@ func (x *Index) Count(worker string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return int(r.c.call("indexCount", i32(i))), nil
+	return int(r.c.call(export, i32(i))), nil
 }
 
 // Match is the longest cached prefix (in blocks) of these hashes on every worker.
@@ -140,4 +196,15 @@ func HashBlocksLlmd(tokens []uint32, blockSize int, hashSeed, model string) ([]u
 // HashTextBlocks returns the chained 64-byte block hashes of a text prompt (UTF-8) under the same root.
 func HashTextBlocks(text string, model, salt string) ([]uint64, error) {
 	return withHashCore(16, "", "", model, salt, func(c *core) ([]uint64, error) { return c.hashText([]byte(text)) })
+}
+
+// TierOfMedium is the cache tier a KV event's medium names (case-insensitive): "" is the device ("GPU"), as vLLM
+// publishes its own cache; ok is false for a medium the core has no tier for (such events are not indexed).
+func TierOfMedium(medium string) (tier string, ok bool) {
+	if medium == "" {
+		return "GPU", true
+	}
+	tier = strings.ToUpper(medium)
+	_, ok = tiers[tier]
+	return tier, ok
 }

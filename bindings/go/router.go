@@ -27,9 +27,12 @@ type Options struct {
 	RecordDecisions bool    // store each routed prompt on the chosen workers (when no KV events feed the index)
 	CapacityBlocks  int     // default per-worker index capacity; 0: 31,250
 	LoadScale       float64 // weight of prefill work against decode load; 0: the core's default (1)
-	MaxWorkers      int     // worker slots; 0: 1024
-	MaxPromptTokens int     // longest prompt in tokens (text: bytes / 4); 0: 1,048,576
-	IndexBlocks     int     // index pool shared by all workers; 0: max(1,048,576, sum of capacities)
+	// TierWeights: what a block held only in a lower cache tier counts for against a device hit (0–1), by tier
+	// name ("CPU"; "GPU" only 1); absent tiers keep the core's defaults (CPU 0.8)
+	TierWeights     map[string]float64
+	MaxWorkers      int // worker slots; 0: 1024
+	MaxPromptTokens int // longest prompt in tokens (text: bytes / 4); 0: 1,048,576
+	IndexBlocks     int // index pool shared by all workers; 0: max(1,048,576, sum of capacities)
 }
 
 // Router routes requests with one table over named workers.
@@ -97,6 +100,10 @@ func Load(table []byte, opts Options) (*Router, error) {
 		if err := c.check(c.call("setLoadScale", f64(opts.LoadScale)), "setLoadScale"); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.setTierWeights(opts.TierWeights); err != nil {
+		c.close()
+		return nil, err
 	}
 	info, err := c.loadTable(table)
 	if err != nil {

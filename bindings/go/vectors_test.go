@@ -224,14 +224,15 @@ func (p promptSpec) input() (tokens []uint32, text string, isText bool) {
 }
 
 type routeCase struct {
-	Name      string  `json:"name"`
-	Type      string  `json:"type"`
-	Table     string  `json:"table"`
-	BlockSize int     `json:"block_size"`
-	Model     string  `json:"model"`
-	Salt      string  `json:"salt"`
-	LoadScale float64 `json:"load_scale"`
-	Workers   []struct {
+	Name        string             `json:"name"`
+	Type        string             `json:"type"`
+	Table       string             `json:"table"`
+	BlockSize   int                `json:"block_size"`
+	Model       string             `json:"model"`
+	Salt        string             `json:"salt"`
+	LoadScale   float64            `json:"load_scale"`
+	TierWeights map[string]float64 `json:"tier_weights"`
+	Workers     []struct {
 		ID             string `json:"id"`
 		Role           string `json:"role"`
 		CapacityBlocks int    `json:"capacity_blocks"`
@@ -242,6 +243,8 @@ type routeCase struct {
 		Prompt       string `json:"prompt"`
 		PrefixTokens int    `json:"prefix_tokens"`
 		PrefixBytes  int    `json:"prefix_bytes"`
+		Tier         string `json:"tier"`
+		Remove       bool   `json:"remove"`
 	} `json:"index"`
 	Loads map[string]struct {
 		ActivePrefillTokens float64 `json:"active_prefill_tokens"`
@@ -348,6 +351,7 @@ func TestRouteVectors(t *testing.T) {
 		t.Run(c.Type+": "+c.Name, func(t *testing.T) {
 			opts := small
 			opts.BlockSize, opts.Model, opts.Salt, opts.LoadScale = c.BlockSize, c.Model, c.Salt, c.LoadScale
+			opts.TierWeights = c.TierWeights
 			for _, w := range c.Workers {
 				opts.Workers = append(opts.Workers, Worker{w.ID, w.Role, w.CapacityBlocks})
 			}
@@ -363,8 +367,14 @@ func TestRouteVectors(t *testing.T) {
 				} else {
 					hashes, err = r.Hash(tokens[:op.PrefixTokens])
 				}
-				if err == nil {
-					err = r.Index().Store(op.Worker, hashes)
+				tier := op.Tier
+				if tier == "" {
+					tier = "GPU"
+				}
+				if err == nil && op.Remove {
+					err = r.Index().RemoveTier(op.Worker, hashes, tier)
+				} else if err == nil {
+					err = r.Index().StoreTier(op.Worker, hashes, tier)
 				}
 				if err != nil {
 					t.Fatal(err)

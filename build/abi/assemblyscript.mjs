@@ -19,6 +19,9 @@ export function emitAssemblyScript(spec) {
   for (const [k, v] of Object.entries(spec.roles)) c(`ROLE_${upper(k)}`, v);
   for (const [k, v] of Object.entries(spec.route_flags)) c(`FLAG_${upper(k)}`, v.bit, "i32", v.doc);
   for (const [k, v] of Object.entries(spec.hash_schemes)) c(`SCHEME_${upper(k)}`, v.code, "i32", v.doc);
+  for (const [k, v] of Object.entries(spec.tiers)) c(`TIER_${upper(k)}`, v.code, "i32", v.doc);
+  for (const [k, v] of Object.entries(spec.tiers))
+    c(`TIER_WEIGHT_${upper(k)}`, Number.isInteger(v.weight) ? v.weight.toFixed(1) : String(v.weight), "f64");
   out.push("");
   c("KIND_NONE", 0);
   for (const k of spec.kinds) c(`KIND_${upper(k.name)}`, k.code);

@@ -33,6 +33,20 @@ export function emitGo(spec) {
       .map(([k, v]) => `${str(k)}: ${v.code}`)
       .join(", ")}}`,
   );
+  out.push(
+    "",
+    "// tiers maps a cache tier's name (a KV event's medium) to its code (indexStoreTier); tierWeights its default weight.",
+  );
+  out.push(
+    `var tiers = map[string]int{${Object.entries(spec.tiers)
+      .map(([k, v]) => `${str(k)}: ${v.code}`)
+      .join(", ")}}`,
+  );
+  out.push(
+    `var tierWeights = map[string]float64{${Object.entries(spec.tiers)
+      .map(([k, v]) => `${str(k)}: ${Number.isInteger(v.weight) ? v.weight.toFixed(1) : v.weight}`)
+      .join(", ")}}`,
+  );
   out.push("");
   out.push("// kindCodes maps a table kind's name to its code.");
   out.push(`var kindCodes = map[string]int{${kinds.map((k) => `${str(k.name)}: ${k.code}`).join(", ")}}`);

@@ -33,6 +33,12 @@ export function emitPython(spec) {
   out.push(
     `HASH_SCHEMES: Final[Mapping[str, int]] = ${py(Object.fromEntries(Object.entries(spec.hash_schemes).map(([k, v]) => [k, v.code])))}`,
   );
+  out.push(
+    `TIERS: Final[Mapping[str, int]] = ${py(Object.fromEntries(Object.entries(spec.tiers).map(([k, v]) => [k, v.code])))}`,
+  );
+  out.push(
+    `TIER_WEIGHTS: Final[Mapping[str, float]] = ${py(Object.fromEntries(Object.entries(spec.tiers).map(([k, v]) => [k, v.weight])))}`,
+  );
   out.push(`KINDS: Final[Mapping[str, int]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.code])))}`);
   out.push(
     `KIND_PARAMS: Final[Mapping[str, Tuple[str, ...]]] = ${py(Object.fromEntries(kinds.map((k) => [k.name, k.params.map((p) => p.name)])))}`,

@@ -52,14 +52,18 @@ const description = [
   "concatenated), hashed as UTF-8 bytes. Then replay 'index' in order: each entry stores on 'worker' the block hashes",
   "of the first 'prefix_tokens' tokens (text mode: 'prefix_bytes' UTF-8 bytes) of 'prompt', computed with the",
   "binding's own hashing under the router's block size and root, in prompt order (the last block is the most",
-  "recently used). Set each worker's load (active_prefill_tokens, active_decode_tokens; unlisted workers 0) and the",
+  "recently used); an entry with 'tier' stores them in that cache tier (spec/abi.json tiers; absent: GPU, the",
+  "device), one with 'remove': true removes them from that tier instead (a block stays while any tier holds it, and",
+  "keeps its place in the LRU order). 'tier_weights', when given, sets a lower tier's weight (default CPU 0.8).",
+  "Set each worker's load (active_prefill_tokens, active_decode_tokens; unlisted workers 0) and the",
   "signals, then route 'request' (the named prompt; prompt_tokens, osl_hat, turn, decode_worker pin, context_tokens",
-  "-1 = unknown). Worker cost = load_scale * (active_prefill_tokens + max(isl - matched * tokens_per_block, 0)) +",
-  "active_decode_tokens; the decode worker is the cheapest decode-capable worker (or the pinned one), the prefill",
+  "-1 = unknown). Worker cost = load_scale * (active_prefill_tokens + max(isl - weighted(matched) * tokens_per_block,",
+  "0)) + active_decode_tokens, weighted(m) = (m - k) + k * weight, k the blocks among the first m the worker holds",
+  "in the lower tier only (a worker with none: weighted(m) = m); the decode worker is the cheapest decode-capable worker (or the pinned one), the prefill",
   "worker the cheapest prefill-capable worker other than the decode worker (null if none). tokens_per_block is",
   "block_size in token mode and 16 in text mode (64-byte blocks, isl = ceil(bytes / 4) unless prompt_tokens > 0).",
-  "eff_X = isl - cached_X, cached_X = min(matched_X * tokens_per_block, floor(max(isl - 1, 0) / tokens_per_block) *",
-  "tokens_per_block): vLLM's rule, the engine always computes the prompt's last token, so at most isl - 1 tokens, in",
+  "eff_X = isl - cached_X, cached_X = weighted(min(matched_X, floor(max(isl - 1, 0) / tokens_per_block))) *",
+  "tokens_per_block: vLLM's rule, the engine always computes the prompt's last token, so at most isl - 1 tokens, in",
   "whole blocks, come from cache (a prompt of exactly n blocks, all cached, still computes its last block); the rules'",
   "cached_D is the same cached_D. path = bit when there is a prefill worker, else local with",
   "reason 'no-prefill-worker' if the bit was 1. expected.cluster is null for rules (the Router API's value).",
@@ -733,13 +737,28 @@ function routeExpected(scn) {
     const n = input.mode === "text" ? op.prefix_bytes : op.prefix_tokens;
     if (n === undefined || n > input.items.length) throw new Error(`${scn.name}: bad index op ${JSON.stringify(op)}`);
     if (w.capacity_blocks === 0) continue;
+    const bit = (op.tier ?? "GPU") === "GPU" ? 1 : 2; // the tiers a block is held in: 1 the device, 2 the lower tier
     for (const key of blockKeys(scn, { mode: input.mode, items: input.items.slice(0, n) })) {
-      if (w.lru.has(key))
+      const tiers = w.lru.get(key) ?? 0;
+      if (op.remove) {
+        if ((tiers & bit) === 0) continue;
+        if (tiers === bit) w.lru.delete(key);
+        else w.lru.set(key, tiers & ~bit); // its place in the LRU order kept
+        continue;
+      }
+      if (tiers)
         w.lru.delete(key); // most recently used again
       else if (w.lru.size >= w.capacity_blocks) w.lru.delete(w.lru.keys().next().value); // evict the least recent
-      w.lru.set(key, true);
+      w.lru.set(key, tiers | bit);
     }
   }
+  const weight = scn.tier_weights?.CPU ?? 0.8;
+  /** m blocks of the request's prompt on w, each lower-tier-only one at the lower tier's weight */
+  const weighted = (w, m) => {
+    let k = 0;
+    for (let i = 0; i < m; i++) if (w.lru.get(keys[i]) === 2) k++;
+    return m - k + k * weight;
+  };
   const r = scn.request;
   const input = prompts[r.prompt];
   const keys = blockKeys(scn, input);
@@ -756,7 +775,7 @@ function routeExpected(scn) {
     return m;
   };
   const cost = (w) =>
-    (scn.load_scale ?? 1) * ((w.load.active_prefill_tokens ?? 0) + Math.max(isl - matched(w) * tpb, 0)) +
+    (scn.load_scale ?? 1) * ((w.load.active_prefill_tokens ?? 0) + Math.max(isl - weighted(w, matched(w)) * tpb, 0)) +
     (w.load.active_decode_tokens ?? 0);
   const cheapest = (list) => list.reduce((best, w) => (best === null || cost(w) < cost(best) ? w : best), null);
   const decodeW =
@@ -765,10 +784,10 @@ function routeExpected(scn) {
   const mD = matched(decodeW);
   const mP = prefillW ? matched(prefillW) : 0;
   // vLLM's rule: the engine always computes the prompt's last token, so at most isl - 1 tokens, in whole blocks, are cached
-  const cacheable = Math.floor(Math.max(isl - 1, 0) / tpb) * tpb;
-  const cachedD = Math.min(mD * tpb, cacheable);
+  const cacheable = Math.floor(Math.max(isl - 1, 0) / tpb);
+  const cachedD = weighted(decodeW, Math.min(mD, cacheable)) * tpb;
   const effD = isl - cachedD;
-  const effP = isl - Math.min(mP * tpb, cacheable);
+  const effP = isl - (prefillW ? weighted(prefillW, Math.min(mP, cacheable)) * tpb : 0);
   const signals = { prefill_queue: scn.signals?.prefill_queue ?? 0, qps: scn.signals?.qps ?? 0 };
   const loadP = prefillW ? (prefillW.load.active_prefill_tokens ?? 0) : -1;
   const loadD = (decodeW.load.active_prefill_tokens ?? 0) + (decodeW.load.active_decode_tokens ?? 0);
@@ -1111,6 +1130,7 @@ const scenarios = [
     request: req("A", { osl_hat: 2048 }),
   },
   ...loadBoundScenarios(),
+  ...tierScenarios(),
 ];
 
 /**
@@ -1269,6 +1289,69 @@ function islOrLoadScenarios() {
   return out;
 }
 
+/** Cache tiers (ABI 6): blocks offloaded to a lower tier (CPU) count at its weight, device blocks in full. */
+function tierScenarios() {
+  const A = { tokens_formula: [lcg(300, 31)] };
+  const tiers = (name, workers, index, extra = {}) => ({
+    name: `cache tiers: ${name}`,
+    type: "tiers",
+    table: "dynamo-isl.msgpack",
+    workers: workers.map(([id, role]) => W(id, role)),
+    prompts: { A },
+    index: index.map(([worker, prefix_tokens, tier, remove]) => ({
+      worker,
+      prompt: "A",
+      prefix_tokens,
+      ...(tier ? { tier } : {}),
+      ...(remove ? { remove } : {}),
+    })),
+    request: req("A"),
+    ...extra,
+  });
+  const dd = [
+    ["d0", "decode"],
+    ["d1", "decode"],
+    ["p0", "prefill"],
+  ];
+  const d = [
+    ["d0", "decode"],
+    ["p0", "prefill"],
+  ];
+  return [
+    tiers("a longer prefix on CPU (16 blocks × 0.8) beats a shorter one on the device (12 blocks)", dd, [
+      ["d0", 256, "CPU"],
+      ["d1", 192],
+    ]),
+    tiers("the same prefix on the device beats it on CPU", dd, [
+      ["d0", 256, "CPU"],
+      ["d1", 256],
+    ]),
+    tiers("offloaded, then evicted from the device: the first 8 blocks count at 0.8, the next 8 in full", d, [
+      ["d0", 256],
+      ["d0", 256, "CPU"],
+      ["d0", 128, "GPU", true],
+    ]),
+    tiers("removed from CPU, a block only offloaded is gone", d, [
+      ["d0", 256, "CPU"],
+      ["d0", 64],
+      ["d0", 256, "CPU", true],
+    ]),
+    tiers(
+      "with tier_weights CPU 0.5 the prefill worker holding 12 device blocks beats 20 CPU blocks",
+      [
+        ["d0", "decode"],
+        ["p0", "prefill"],
+        ["p1", "prefill"],
+      ],
+      [
+        ["p0", 300, "CPU"],
+        ["p1", 192],
+      ],
+      { tier_weights: { CPU: 0.5 } },
+    ),
+  ];
+}
+
 const routeCases = scenarios.map((s) => {
   const scn = { ...base, ...s, signals: { ...base.signals, ...(s.signals ?? {}) } };
   const ordered = {
@@ -1279,6 +1362,7 @@ const routeCases = scenarios.map((s) => {
     model: scn.model,
     salt: scn.salt,
     load_scale: scn.load_scale,
+    ...(scn.tier_weights ? { tier_weights: scn.tier_weights } : {}),
     workers: scn.workers,
     prompts: scn.prompts,
     index: scn.index ?? [],

@@ -26,6 +26,7 @@ dolphin bench overload [--json] [--quick] [--rate R] [--duration S] [--timeout S
 dolphin bench envoy [--json] [--quick]
 dolphin bench epp [--json] [--quick]
 dolphin bench bindings [--json]
+dolphin bench tiers [--json]
 dolphin bench peers [--json] [--quick] [--rounds N]
 dolphin bench mix-shift [--families a,b] [--windows 100,200,400] [--psi 0.75] [--seed N] [--out FILE.jsonl]
 
@@ -208,6 +209,12 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatEppBench(r) + "\n");
       return 0;
     }
+    if (pos[0] === "tiers") {
+      const { formatTiersBench, runTiersBench } = await import("../../bench/tiers.js");
+      const r = runTiersBench(loadCoreModule());
+      process.stdout.write(v["json"] ? JSON.stringify(r, null, 2) + "\n" : formatTiersBench(r) + "\n");
+      return 0;
+    }
     if (pos[0] === "mix-shift") {
       const { runMixShiftBench } = await import("../../bench/mix-shift.js");
       const list = (name: string): string[] | undefined =>
@@ -230,7 +237,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     }
     if (pos[0] !== "core")
       throw new UsageError(
-        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | epp | bindings | peers | mix-shift",
+        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | epp | bindings | peers | tiers | mix-shift",
       );
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");

@@ -8,7 +8,7 @@ export const command: Command = {
   usage: `dolphin worker --role prefill|decode|both [--cluster <preset|file>] [--port N] [--host H] [--model NAME]
                [--time-scale S] [--kv-events-port N | --kv-events-endpoint EP] [--kv-events-replay-endpoint EP]
                [--kv-events-buffer-steps N] [--kv-events-topic T] [--kv-events-url URL] [--worker-id ID] [--link NAME]
-               [--engine-version V]
+               [--engine-version V] [--data-parallel-size N]
 
 An emulated vLLM worker for trying and testing the proxy without GPUs: /v1/completions and /v1/chat/completions
 (streaming or not), /tokenize (a deterministic tokenizer of our own), vLLM's kv_transfer_params protocol (the decode
@@ -18,7 +18,9 @@ runs S simulated ms per wall ms), a prefix cache that publishes vLLM EventBatch 
 vLLM's replay socket (--kv-events-replay-endpoint, e.g. tcp://127.0.0.1:5558; the last --kv-events-buffer-steps
 batches, 10,000 by default), and vLLM-style /metrics. --engine-version V is what GET /version answers; a decode
 worker pulls KV only from a prefill worker of the same version, as NIXL's compatibility check (the two halves of a
-rolling upgrade). Port 8100 by default.`,
+rolling upgrade). --data-parallel-size N emulates vLLM's data-parallel ranks: N engines behind one server, each its
+own prefix cache, publishing KV events with its data_parallel_rank at the endpoints' port + rank (as vLLM), chosen
+per request by the X-data-parallel-rank header (else the least busy). Port 8100 by default.`,
   options: {
     role: { type: "string" },
     cluster: { type: "string" },
@@ -35,6 +37,7 @@ rolling upgrade). Port 8100 by default.`,
     "worker-id": { type: "string" },
     link: { type: "string" },
     "engine-version": { type: "string" },
+    "data-parallel-size": { type: "string" },
   },
   async run(v) {
     const role = String(v["role"] ?? "both");
@@ -84,9 +87,11 @@ rolling upgrade). Port 8100 by default.`,
       ...(v["kv-events-url"] !== undefined ? { kvEventsUrl: String(v["kv-events-url"]) } : {}),
       ...(v["worker-id"] !== undefined ? { workerId: String(v["worker-id"]) } : {}),
       ...(v["link"] !== undefined ? { link: String(v["link"]) } : {}),
+      dataParallelSize: intOption(v["data-parallel-size"], "data-parallel-size", 1, 64, 1),
     });
     process.stderr.write(
       `dolphin worker: ${w.role} ${w.preset.name} serving ${w.model} at ${w.url}` +
+        (w.ranks.length > 1 ? `, ${w.ranks.length} data-parallel ranks` : "") +
         (w.kvEventsEndpoint ? `, KV events on ${w.kvEventsEndpoint}` : "") +
         (w.kvEventsReplayEndpoint ? ` (replay on ${w.kvEventsReplayEndpoint})` : "") +
         ` (emulated: timing from the simulator's model)\n`,

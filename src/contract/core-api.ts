@@ -103,8 +103,16 @@ export interface Engine {
   setLoad(id: number, activePrefillTokens: number, activeDecodeTokens: number): void;
   setLoadScale(scale: number): void;
   setSignals(prefillQueue: number, qps: number): void;
-  indexStore(id: number, pairs: Uint32Array): void;
-  indexRemove(id: number, pairs: Uint32Array): void;
+  /** The worker now holds the blocks in `tier` (Tier: 0 the device, the default; 1 a lower tier, e.g. CPU). */
+  indexStore(id: number, pairs: Uint32Array, tier?: number): void;
+  /** The worker no longer holds the blocks in `tier`; a block no tier holds is forgotten. */
+  indexRemove(id: number, pairs: Uint32Array, tier?: number): void;
+  /** The tiers (bits 1 << tier) in which the worker holds the one hash `hash` (a pair); 0 none, −1 a bad worker. */
+  indexTiers(id: number, hash: Uint32Array): number;
+  /** Blocks the worker holds in a lower tier only, −1 for a bad worker. */
+  indexLowerCount(id: number): number;
+  /** A lower tier's weight against a device hit, in [0, 1], in the features' and the cost's cached tokens. */
+  setTierWeight(tier: number, weight: number): void;
   /** −1 clears every worker. */
   indexClear(id: number): void;
   indexCount(id: number): number;

@@ -45,6 +45,11 @@ interface RawExports {
   setSignals(q: number, qps: number): number;
   indexStore(id: number, n: number): number;
   indexRemove(id: number, n: number): number;
+  indexStoreTier(id: number, n: number, tier: number): number;
+  indexRemoveTier(id: number, n: number, tier: number): number;
+  indexTiers(id: number): number;
+  indexLowerCount(id: number): number;
+  setTierWeight(tier: number, weight: number): number;
   indexClear(id: number): number;
   indexCount(id: number): number;
   setTable(kind: number, k: number, dims: number, oslAt: number): number;
@@ -231,13 +236,33 @@ class WasmEngine implements Engine {
     this.check(this.x.setSignals(q, qps), "setSignals");
   }
 
-  indexStore(id: number, pairs: Uint32Array): void {
-    const n = this.writePairs(pairs, "indexStore");
-    this.check(this.x.indexStore(id, n), "indexStore");
+  indexStore(id: number, pairs: Uint32Array, tier = 0): void {
+    if (tier === 0) {
+      const n = this.writePairs(pairs, "indexStore");
+      this.check(this.x.indexStore(id, n), "indexStore");
+      return;
+    }
+    const n = this.writePairs(pairs, "indexStoreTier");
+    this.check(this.x.indexStoreTier(id, n, tier), "indexStoreTier");
   }
-  indexRemove(id: number, pairs: Uint32Array): void {
-    const n = this.writePairs(pairs, "indexRemove");
-    this.check(this.x.indexRemove(id, n), "indexRemove");
+  indexRemove(id: number, pairs: Uint32Array, tier = 0): void {
+    if (tier === 0) {
+      const n = this.writePairs(pairs, "indexRemove");
+      this.check(this.x.indexRemove(id, n), "indexRemove");
+      return;
+    }
+    const n = this.writePairs(pairs, "indexRemoveTier");
+    this.check(this.x.indexRemoveTier(id, n, tier), "indexRemoveTier");
+  }
+  indexTiers(id: number, hash: Uint32Array): number {
+    this.writePairs(hash.subarray(0, 2), "indexTiers");
+    return this.x.indexTiers(id);
+  }
+  indexLowerCount(id: number): number {
+    return this.x.indexLowerCount(id);
+  }
+  setTierWeight(tier: number, weight: number): void {
+    this.check(this.x.setTierWeight(tier, weight), "setTierWeight");
   }
   indexClear(id: number): void {
     this.check(this.x.indexClear(id), "indexClear");

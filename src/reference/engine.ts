@@ -17,7 +17,7 @@ import {
   type RouteInput,
 } from "../contract/core-api.js";
 import { ErrorCode as E } from "../contract/errors.js";
-import { HashScheme, LIMITS } from "../generated/abi.js";
+import { HashScheme, LIMITS, Tier, TIER_WEIGHTS } from "../generated/abi.js";
 import { cborFnvRoot, cborFnvTokens } from "../hashing/cbor-fnv.js";
 import { hashText as xxh64Text, hashTokens as xxh64Tokens } from "../hashing/hashes.js";
 import { stageTable } from "../table/staging.js";
@@ -57,6 +57,10 @@ export class ReferenceEngine implements Engine {
   private input: ArrayBuffer | undefined;
   private hashScratch = new Uint32Array(0);
   private lastCost = 0;
+  /** A lower tier's weight (setTierWeight); the route being costed: its block hashes and vLLM's cap in blocks. */
+  private lowerWeight: number = TIER_WEIGHTS.CPU;
+  private routePairs: Uint32Array = new Uint32Array(0);
+  private routeCap = 0;
 
   constructor(config: Partial<CoreConfig> = {}) {
     this.config = { ...DEFAULT_CORE_CONFIG, ...config };
@@ -225,14 +229,48 @@ export class ReferenceEngine implements Engine {
     return pairs.length >>> 1;
   }
 
-  indexStore(id: number, pairs: Uint32Array): void {
-    this.worker(id, "indexStore");
-    this.index.storeKeys(id, pairs, this.pairCount(pairs, "indexStore"));
+  private tier(tier: number, what: string): void {
+    if (!(Number.isInteger(tier) && tier >= 0 && tier < LIMITS.maxTiers)) fail(E.BAD_TIER, tier, what);
   }
 
-  indexRemove(id: number, pairs: Uint32Array): void {
-    this.worker(id, "indexRemove");
-    this.index.removeKeys(id, pairs, this.pairCount(pairs, "indexRemove"));
+  indexStore(id: number, pairs: Uint32Array, tier = 0): void {
+    const what = tier === 0 ? "indexStore" : "indexStoreTier";
+    this.worker(id, what);
+    this.tier(tier, what);
+    this.index.storeKeys(id, pairs, this.pairCount(pairs, what), tier);
+  }
+
+  indexRemove(id: number, pairs: Uint32Array, tier = 0): void {
+    const what = tier === 0 ? "indexRemove" : "indexRemoveTier";
+    this.worker(id, what);
+    this.tier(tier, what);
+    this.index.removeKeys(id, pairs, this.pairCount(pairs, what), tier);
+  }
+
+  indexTiers(id: number, hash: Uint32Array): number {
+    const w = Number.isInteger(id) && id >= 0 ? this.workers[id] : undefined;
+    return w ? this.index.tiersOf(id, hash[0] ?? 0, hash[1] ?? 0) : -1;
+  }
+
+  indexLowerCount(id: number): number {
+    const w = Number.isInteger(id) && id >= 0 ? this.workers[id] : undefined;
+    return w ? this.index.lowerCount(id) : -1;
+  }
+
+  setTierWeight(tier: number, weight: number): void {
+    if (!(Number.isInteger(tier) && tier >= 0 && tier < LIMITS.maxTiers)) fail(E.BAD_TIER, tier, "setTierWeight");
+    if (!(weight >= 0 && weight <= 1) || (tier === Tier.GPU && weight !== 1)) {
+      fail(E.BAD_TIER_WEIGHT, weight, "setTierWeight");
+    }
+    if (tier !== Tier.GPU) this.lowerWeight = weight;
+  }
+
+  /** Worker w's cached blocks, each at its tier's weight (assembly/prefix-index/tiers.ts): m − k + k × weight. */
+  private weightedBlocks(w: number, m: number, capped: boolean): number {
+    const k = this.index.lowerInPrefix(w, this.routePairs, m, this.routeCap);
+    const mc = capped ? Math.min(m, this.routeCap) : m;
+    const kc = capped ? k.capped : k.all;
+    return mc - kc + kc * this.lowerWeight;
   }
 
   indexClear(id: number): void {
@@ -316,7 +354,7 @@ export class ReferenceEngine implements Engine {
 
   private cost(w: number, isl: number, matched: Uint32Array, tpb: number): number {
     const s = this.workers[w]!;
-    const cached = matched[w]! * tpb;
+    const cached = this.weightedBlocks(w, matched[w]!, false) * tpb;
     const uncached = isl > cached ? isl - cached : 0;
     return this.loadScale * (s.prefillLoad + uncached) + s.decodeLoad;
   }
@@ -379,6 +417,9 @@ export class ReferenceEngine implements Engine {
     let longest = 0;
     for (let w = 0; w < this.span; w++) longest = Math.max(longest, matched[w]!);
     const reuse = blocks > 0 ? longest / blocks : 0;
+    // vLLM's rule (assembly/route.ts cacheableBlocks): at most isl − 1 tokens, in whole blocks, come from cache
+    this.routePairs = pairs;
+    this.routeCap = Math.floor(Math.max(isl - 1, 0) / tpb);
     const oslHat = predict
       ? this.policy.predictOsl(isl, reuse, r.turn, Math.max(r.prevOutputTokens, 0), r.maxTokens)
       : r.oslHat;
@@ -396,10 +437,8 @@ export class ReferenceEngine implements Engine {
 
     const matchedD = matched[decodeWorker]!;
     const matchedP = prefillWorker >= 0 ? matched[prefillWorker]! : 0;
-    // vLLM's rule (assembly/route.ts cacheableTokens): at most isl − 1 tokens, in whole blocks, come from cache
-    const cacheable = Math.floor(Math.max(isl - 1, 0) / tpb) * tpb;
-    const cachedD = Math.min(matchedD * tpb, cacheable);
-    const cachedP = Math.min(matchedP * tpb, cacheable);
+    const cachedD = this.weightedBlocks(decodeWorker, matchedD, true) * tpb;
+    const cachedP = prefillWorker >= 0 ? this.weightedBlocks(prefillWorker, matchedP, true) * tpb : 0;
     const effD = isl - cachedD;
     const effP = isl - cachedP;
     // the chosen workers' loads (assembly/workers.ts prefillLoadOf, decodeLoadOf)

@@ -7,6 +7,8 @@
 
 import { Packr, Unpackr } from "msgpackr";
 import { describeValue, MSGPACK_WORDS } from "../contract/values.js";
+import { Tier } from "../generated/abi.js";
+import type { TierName } from "./types.js";
 
 export type KvEvent =
   | {
@@ -195,20 +197,34 @@ export function encodeEventBatch(batch: EventBatch): Uint8Array {
   return packr.pack([batch.ts, events, batch.dataParallelRank]);
 }
 
+/**
+ * The cache tier an event's `medium` names (spec/abi.json tiers, case-insensitive): no medium is the device (vLLM
+ * before tiers, and its own cache today), "GPU" the device, "CPU" the lower tier its offloading connector and
+ * LMCache publish; null for a medium the core has no tier for (e.g. "DISK"): such events are not indexed.
+ */
+export function tierOfMedium(medium: string | null): TierName | null {
+  if (medium === null) return "GPU";
+  const name = medium.toUpperCase();
+  return Object.hasOwn(Tier, name) ? (name as TierName) : null;
+}
+
 /** What a router's index does with a batch from one worker. */
 export interface KvIndex {
-  store(worker: string, pairs: Uint32Array): void;
-  remove(worker: string, pairs: Uint32Array): void;
+  store(worker: string, pairs: Uint32Array, tier?: TierName): void;
+  remove(worker: string, pairs: Uint32Array, tier?: TierName): void;
   clear(worker?: string): void;
 }
 
-/** Applies a decoded batch to a worker's entries of the index. GPU-tier events only when a medium is given. */
+/** Applies a decoded batch to a worker's entries of the index, each event in its medium's tier (tierOfMedium). */
 export function applyEventBatch(index: KvIndex, worker: string, batch: EventBatch): void {
   for (const e of batch.events) {
-    if (e.kind === "cleared") index.clear(worker);
-    else if (e.medium !== null && e.medium.toUpperCase() !== "GPU")
-      continue; // CPU/disk tiers are not routed on yet
-    else if (e.kind === "stored") index.store(worker, e.hashes);
-    else index.remove(worker, e.hashes);
+    if (e.kind === "cleared") {
+      index.clear(worker);
+      continue;
+    }
+    const tier = tierOfMedium(e.medium);
+    if (tier === null) continue; // a tier the core has none for
+    if (e.kind === "stored") index.store(worker, e.hashes, tier);
+    else index.remove(worker, e.hashes, tier);
   }
 }

@@ -12,7 +12,7 @@ import {
   type Engine,
   type RouteInput,
 } from "../contract/core-api.js";
-import { HashScheme } from "../generated/abi.js";
+import { HashScheme, Tier } from "../generated/abi.js";
 import { createCore, instantiateCore } from "../core/core.js";
 import { toPairs, type HashesInput } from "../hashing/hashes.js";
 import { ReferenceEngine } from "../reference/engine.js";
@@ -22,7 +22,7 @@ import type { Table } from "../table/table.js";
 import { validateTable } from "../table/validate.js";
 import { explainWhy } from "./explain.js";
 import { CompatibilityGroups } from "./pairing.js";
-import type { Decision, Explanation, RouteRequest, RouterOptions, WorkerSpec } from "./types.js";
+import type { Decision, Explanation, RouteRequest, RouterOptions, TierName, WorkerSpec } from "./types.js";
 
 type ModuleProvider = () => Promise<WebAssembly.Module>;
 let defaultModule: ModuleProvider | null = null;
@@ -35,6 +35,13 @@ export function setDefaultModuleProvider(provider: ModuleProvider): void {
 const encoder = new TextEncoder();
 const NO_DATA = new Uint32Array(0);
 const DEFAULT_CAPACITY = 31_250;
+
+/** A tier name's code (spec/abi.json tiers), or a TypeError naming it. */
+function tierCode(tier: string): number {
+  if (!Object.hasOwn(Tier, tier))
+    throw new TypeError(`router: unknown tier ${JSON.stringify(tier)} (tiers: ${Object.keys(Tier).join(", ")})`);
+  return Tier[tier as TierName];
+}
 
 export class Router {
   readonly engine: Engine;
@@ -105,6 +112,11 @@ export class Router {
     if (options.blockSize !== undefined) engine.setBlockSize(options.blockSize);
     this.setScheme(engine, options);
     if (options.loadScale !== undefined) engine.setLoadScale(options.loadScale);
+    for (const [name, weight] of Object.entries(options.tierWeights ?? {})) {
+      if (!Object.hasOwn(Tier, name))
+        throw new TypeError(`router: tierWeights: unknown tier "${name}" (tiers: ${Object.keys(Tier).join(", ")})`);
+      if (weight !== undefined) engine.setTierWeight(Tier[name as TierName], weight);
+    }
     for (const w of options.workers) this.addWorker(w);
     this.tableValue = this.applyTable(table, null);
   }
@@ -223,9 +235,19 @@ export class Router {
 
   /** The prefix index, fed by KV events (precise mode) or by the router's own decisions. */
   readonly index = {
-    store: (worker: string, hashes: HashesInput): void => this.engine.indexStore(this.indexOf(worker), toPairs(hashes)),
-    remove: (worker: string, hashes: HashesInput): void =>
-      this.engine.indexRemove(this.indexOf(worker), toPairs(hashes)),
+    /** The worker holds these blocks in `tier` (default "GPU", the device). */
+    store: (worker: string, hashes: HashesInput, tier: TierName = "GPU"): void =>
+      this.engine.indexStore(this.indexOf(worker), toPairs(hashes), tierCode(tier)),
+    /** The worker no longer holds these blocks in `tier`; a block no tier holds is forgotten. */
+    remove: (worker: string, hashes: HashesInput, tier: TierName = "GPU"): void =>
+      this.engine.indexRemove(this.indexOf(worker), toPairs(hashes), tierCode(tier)),
+    /** The tiers in which the worker holds one block hash. */
+    tiers: (worker: string, hash: HashesInput): TierName[] => {
+      const bits = this.engine.indexTiers(this.indexOf(worker), toPairs(hash));
+      return (Object.keys(Tier) as TierName[]).filter((t) => (bits & (1 << Tier[t])) !== 0);
+    },
+    /** Blocks the worker holds in a lower tier only. */
+    lowerCount: (worker: string): number => this.engine.indexLowerCount(this.indexOf(worker)),
     clear: (worker?: string): void => this.engine.indexClear(worker === undefined ? -1 : this.indexOf(worker)),
     count: (worker: string): number => this.engine.indexCount(this.indexOf(worker)),
     /** Longest cached prefix (blocks) of these hashes on every worker. */

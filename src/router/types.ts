@@ -3,11 +3,13 @@
 // every host that routes.
 
 import type { ReasonName, RoleName } from "../contract/core-api.js";
-import type { HashScheme } from "../generated/abi.js";
+import type { HashScheme, Tier } from "../generated/abi.js";
 import type { HashesInput } from "../hashing/hashes.js";
 import type { Table } from "../table/table.js";
 
 export type HashSchemeName = keyof typeof HashScheme;
+/** A cache tier (spec/abi.json tiers): the medium a KV event names. */
+export type TierName = keyof typeof Tier;
 
 export interface WorkerSpec {
   /** The name the host uses (URL, pod name, engine id). */
@@ -43,6 +45,12 @@ export interface RouterOptions {
   capacityBlocks?: number;
   /** Dynamo-style weight of prefill work against decode load in worker choice. Default 1. */
   loadScale?: number;
+  /**
+   * What a block held only in a lower cache tier counts for against a device hit (0–1), by tier name (spec/abi.json
+   * tiers: GPU, fixed at 1; CPU), in the cached tokens of the features and of the worker cost. Default: CPU 0.8
+   * (llm-d's KV-block scorer).
+   */
+  tierWeights?: Partial<Record<TierName, number>>;
   /** Worker slots. Default 1024. */
   maxWorkers?: number;
   /** Longest prompt in tokens (text: bytes / 4). Default 1,048,576. */

@@ -1,9 +1,11 @@
 // Reading one field of the `dolphin serve` configuration: ConfigError, which names the field
 // (`config: timeouts.connect_ms: expected …`), and the readers of a section, a number, a string, a choice, a URL and
-// a flag, each with its default. The whole config (config.ts) and a worker entry (config-workers.ts) are built from
+// a flag, each with its default, and the cache tiers' weight map. The whole config (config.ts) and a worker entry (config-workers.ts) are built from
 // these.
 
 import { describeValue } from "../contract/values.js";
+import { Tier, TIER_WEIGHTS } from "../generated/abi.js";
+import type { TierName } from "../router/types.js";
 
 export class ConfigError extends Error {
   readonly field: string;
@@ -89,4 +91,23 @@ export function boolean(v: unknown, field: string, dflt: boolean): boolean {
   if (v === undefined) return dflt;
   if (typeof v !== "boolean") fail(field, "true or false", v);
   return v;
+}
+
+/**
+ * The `tiers` weight map: what a block held only in a lower cache tier counts for against a device hit, by tier
+ * name (spec/abi.json tiers). Each weight a number in [0, 1]; GPU, the device, only 1; a tier not given keeps its
+ * default (CPU 0.8).
+ */
+export function tierWeights(v: unknown, field: string): Record<TierName, number> {
+  const o = section(v, field, Object.keys(Tier));
+  const out = { ...TIER_WEIGHTS } as Record<TierName, number>;
+  for (const name of Object.keys(Tier) as TierName[]) {
+    if (o[name] === undefined) continue;
+    if (name === "GPU") {
+      if (o[name] !== 1) fail(`${field}.GPU`, "1 (device hits are what the other tiers are weighed against)", o[name]);
+      continue;
+    }
+    out[name] = number(o[name], `${field}.${name}`, out[name], { min: 0, max: 1 });
+  }
+  return out;
 }

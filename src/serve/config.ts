@@ -20,8 +20,10 @@ import {
   onlyKeys,
   section,
   string,
+  tierWeights,
 } from "./config-values.js";
-import { parseWorker, type WorkerConfig } from "./config-workers.js";
+import type { TierName } from "../router/types.js";
+import { expandRanks, parseWorker, type WorkerConfig } from "./config-workers.js";
 import { AUTH_DEFAULTS, parseAuth, type AuthConfig } from "./config-auth.js";
 
 export type ServeMode = "precise" | "approximate";
@@ -38,8 +40,10 @@ export interface ServeConfig {
   mode: ServeMode;
   /** Tokens per block: must equal the engines' --block-size in precise mode. */
   block_size: number;
-  /** Index capacity per worker, in blocks (LRU beyond). */
+  /** Index capacity per worker, in blocks (LRU beyond), whatever tier holds them. */
   capacity_blocks: number;
+  /** What a block held only in a lower cache tier (CPU) counts for against a device hit, by tier (config-values.ts). */
+  tiers: Record<TierName, number>;
   /** Approximate mode: every worker's index is cleared once per this period. */
   approximate_ttl_s: number;
   /** Most workers registered at once (sizes the core's index pool: capacity_blocks × max_workers). */
@@ -235,6 +239,7 @@ const TOP_KEYS = [
   "mode",
   "block_size",
   "capacity_blocks",
+  "tiers",
   "approximate_ttl_s",
   "max_workers",
   "workers",
@@ -329,6 +334,7 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
     mode: oneOf(o["mode"], "mode", ["precise", "approximate"] as const, D.mode),
     block_size: number(o["block_size"], "block_size", D.block_size, { min: 1, max: 4096, integer: true }),
     capacity_blocks: number(o["capacity_blocks"], "capacity_blocks", D.capacity_blocks, { min: 1, integer: true }),
+    tiers: tierWeights(o["tiers"], "tiers"),
     approximate_ttl_s: number(o["approximate_ttl_s"], "approximate_ttl_s", D.approximate_ttl_s, {
       min: 0,
       exclusiveMin: true,
@@ -450,11 +456,12 @@ export function parseConfig(raw: unknown, baseDir = process.cwd()): ServeConfig 
   if (!Array.isArray(workers)) fail("workers", "an array of {id, url, role, kv_events_endpoint?}", workers);
   const seen = new Set<string>();
   workers.forEach((w, i) => {
-    const parsed = parseWorker(w, `workers[${i}]`);
-    if (seen.has(parsed.id))
-      throw new ConfigError(`workers[${i}].id`, `duplicate worker id ${JSON.stringify(parsed.id)}`);
-    seen.add(parsed.id);
-    config.workers.push(parsed);
+    for (const parsed of expandRanks(parseWorker(w, `workers[${i}]`))) {
+      if (seen.has(parsed.id))
+        throw new ConfigError(`workers[${i}].id`, `duplicate worker id ${JSON.stringify(parsed.id)}`);
+      seen.add(parsed.id);
+      config.workers.push(parsed);
+    }
   });
   if (config.workers.length > config.max_workers) {
     throw new ConfigError("workers", `${config.workers.length} workers exceed max_workers (${config.max_workers})`);

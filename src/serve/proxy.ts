@@ -123,6 +123,7 @@ class ServeProxy {
       model: config.model,
       recordDecisions: config.mode === "approximate",
       capacityBlocks: config.capacity_blocks,
+      tierWeights: config.tiers,
       maxWorkers: config.max_workers,
       indexBlocks: config.capacity_blocks * config.max_workers,
       maxPromptTokens,

@@ -57,7 +57,7 @@ import { BlockIds } from "../sim/block-ids.js";
 import { DEFAULT_TRANSFER, resolveLink, type LinkPreset, type TransferModel } from "../sim/kv-transfer.js";
 import { kvCapacityBlocks, resolvePreset, type ModelPreset } from "../sim/model-presets.js";
 import { SIM_BLOCK_TOKENS } from "../sim/types.js";
-import type { WorkerRole } from "./config-workers.js";
+import { offsetEndpointPort, RANK_HEADER, type WorkerRole } from "./config-workers.js";
 import { closeServer, listen, urlHost } from "./http-toolkit.js";
 import { WorkerEngine } from "./worker/engine.js";
 import { KvEventPublisher, VLLM_BUFFER_STEPS } from "./worker/kv-events.js";
@@ -107,6 +107,12 @@ export interface WorkerOptions {
   engineVersion?: string;
   /** This worker's name in KV events and kv_transfer_params (default `${host}:${port}`). */
   workerId?: string;
+  /**
+   * vLLM's --data-parallel-size: this many ranks, each its own engine (prefix cache, queue, KV events published with
+   * its data_parallel_rank at the endpoints' port + rank, as vLLM offsets them); a request picks one with the
+   * `X-data-parallel-rank` header, else the least busy rank takes it (vLLM's DP load balancing). Default 1.
+   */
+  dataParallelSize?: number;
   /** Link the decode side pulls KV over (name or preset); default "ib-ndr". */
   link?: LinkPreset | string;
   /** Transfer model; default DEFAULT_TRANSFER with one link per GPU of the instance (as the simulator). */
@@ -156,9 +162,12 @@ export interface WorkerHandle {
   kvEventsEndpoint: string | null;
   /** The ZMQ endpoint of the KV-event replay socket (null when off). */
   kvEventsReplayEndpoint: string | null;
-  /** The simulated instance (read-only use). */
+  /** The simulated instance (read-only use); rank 0's with data-parallel ranks. */
   instance: Instance;
+  /** Rank 0's stats (the only rank without data parallelism). */
   stats(): WorkerStats;
+  /** Each data-parallel rank's stats, and its KV-event endpoint, in rank order. */
+  ranks: { stats(): WorkerStats; kvEventsEndpoint: string | null }[];
   close(): Promise<void>;
 }
 
@@ -189,10 +198,21 @@ function resolveOptions(opts: WorkerOptions) {
   };
 }
 
+/** One data-parallel rank: its engine, KV-event publisher, metrics and routes. */
+interface Rank {
+  engine: WorkerEngine;
+  kv: KvEventPublisher;
+  routes: ReturnType<typeof workerRoutes>;
+  stats(): WorkerStats;
+}
+
 /** Starts an emulated worker: listening, its clock running, KV events published when asked for. */
 export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandle> {
-  const { role, preset, link, timeScale, capacityBlocks, transfer, host, model, maxModelLen, log } =
-    resolveOptions(opts);
+  const resolved = resolveOptions(opts);
+  const { role, host, log } = resolved;
+  const size = opts.dataParallelSize ?? 1;
+  if (!Number.isSafeInteger(size) || size < 1 || size > 64)
+    throw new Error(`worker: dataParallelSize must be an integer 1–64, got ${String(size)}`);
 
   // ZMQ publisher and replay socket, when asked for (bound once the HTTP server listens)
   const endpoint =
@@ -203,15 +223,98 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
       "worker: kvEventsReplayEndpoint needs kvEventsEndpoint or kvEventsPort (it replays what they publish)",
     );
 
+  // the handshake is the engine's (one version); each rank has its own engine, cache and publisher
+  const handshake = new NixlHandshake(opts.engineVersion ?? EMULATED_ENGINE_VERSION);
+  const ranks = Array.from({ length: size }, (_, r) => makeRank(opts, resolved, handshake, r));
+  /** The rank a request names (X-data-parallel-rank), else the least busy one, as vLLM's DP load balancer. */
+  const rankFor = (req: http.IncomingMessage): Rank => {
+    const named = req.headers[RANK_HEADER];
+    if (typeof named === "string" && /^\d+$/.test(named)) return ranks[Number(named)] ?? ranks[0]!;
+    let best = ranks[0]!;
+    for (const k of ranks) {
+      const busy = (x: Rank): number => x.engine.inst.runningCount + x.engine.inst.waitingCount;
+      if (busy(k) < busy(best)) best = k;
+    }
+    return best;
+  };
+
+  const server = http.createServer((req, res) => {
+    const rank = rankFor(req);
+    answer(rank.routes, { req, res }, (e) =>
+      log(`worker ${rank.engine.address.workerId}: internal error: ${(e as Error).stack ?? String(e)}`),
+    );
+  });
+  const port = await listen(server, opts.port ?? 0, host);
+  const workerId = opts.workerId || `${host}:${port}`;
+  for (const [r, k] of ranks.entries()) {
+    // a rank's name in kv_transfer_params and request ids: the engine's, with its rank when there are several
+    const rankId = size > 1 ? `${workerId}#${r}` : workerId;
+    Object.assign(k.engine.address, { workerId: rankId, host, port });
+    k.kv.workerId = rankId;
+  }
+
+  if (endpoint) {
+    for (const [r, k] of ranks.entries()) {
+      let unavailable: string | null;
+      try {
+        const replay = replayEndpoint === null ? null : offsetEndpointPort(replayEndpoint, r);
+        unavailable = await k.kv.bind(offsetEndpointPort(endpoint, r), replay);
+      } catch (e) {
+        await closeServer(server);
+        for (const o of ranks) await o.kv.close();
+        throw e;
+      }
+      if (unavailable !== null && r === 0) {
+        log(
+          `worker ${workerId}: zeromq is not available (${unavailable}): KV events over ZMQ are off${opts.kvEventsUrl ? "; they are still POSTed to " + opts.kvEventsUrl : ""}`,
+        );
+      }
+    }
+  }
+
+  let closing = false;
+  const first = ranks[0]!;
+  return {
+    url: `http://${urlHost(host)}:${port}`,
+    host,
+    port,
+    workerId,
+    role,
+    model: resolved.model,
+    preset: resolved.preset,
+    kvEventsEndpoint: first.kv.endpoint,
+    kvEventsReplayEndpoint: first.kv.replayEndpoint,
+    instance: first.engine.inst,
+    stats: () => first.stats(),
+    ranks: ranks.map((k) => ({ stats: () => k.stats(), kvEventsEndpoint: k.kv.endpoint })),
+    async close() {
+      if (closing) return;
+      closing = true;
+      const stopped = ranks.map((k) => k.engine.close());
+      await closeServer(server);
+      await Promise.all(stopped);
+      for (const k of ranks) await k.kv.close();
+    },
+  };
+}
+
+/** Rank r of an emulated engine: its own prefix cache, clock, queue, metrics and KV events (naming rank r). */
+function makeRank(
+  opts: WorkerOptions,
+  resolved: ReturnType<typeof resolveOptions>,
+  handshake: NixlHandshake,
+  r: number,
+): Rank {
+  const { role, preset, link, timeScale, capacityBlocks, transfer, model, maxModelLen, log } = resolved;
   const blockIds = new BlockIds();
   const kv = new KvEventPublisher(blockIds, {
     topic: opts.kvEventsTopic ?? "kv-events",
     url: opts.kvEventsUrl ?? null,
     bufferSteps: opts.kvEventsBufferSteps ?? VLLM_BUFFER_STEPS,
     log,
+    dataParallelRank: r,
   });
   // the metrics read the engine when scraped; the engine reports each TTFT to the metrics
-  const handshake = new NixlHandshake(opts.engineVersion ?? EMULATED_ENGINE_VERSION);
   const metrics: WorkerMetrics = new WorkerMetrics(
     model,
     () => ({
@@ -258,76 +361,30 @@ export async function startWorker(opts: WorkerOptions = {}): Promise<WorkerHandl
     created: Math.floor(Date.now() / 1000),
     handshake,
   });
-
-  const server = http.createServer((req, res) => {
-    answer(routes, { req, res }, (e) =>
-      log(`worker ${engine.address.workerId}: internal error: ${(e as Error).stack ?? String(e)}`),
-    );
-  });
-  const port = await listen(server, opts.port ?? 0, host);
-  const workerId = opts.workerId || `${host}:${port}`;
-  Object.assign(engine.address, { workerId, host, port });
-  kv.workerId = workerId;
-
-  if (endpoint) {
-    let unavailable: string | null;
-    try {
-      unavailable = await kv.bind(endpoint, replayEndpoint);
-    } catch (e) {
-      await closeServer(server);
-      throw e;
-    }
-    if (unavailable !== null) {
-      log(
-        `worker ${workerId}: zeromq is not available (${unavailable}): KV events over ZMQ are off${opts.kvEventsUrl ? "; they are still POSTed to " + opts.kvEventsUrl : ""}`,
-      );
-    }
-  }
-
-  let closing = false;
-  return {
-    url: `http://${urlHost(host)}:${port}`,
-    host,
-    port,
-    workerId,
-    role,
-    model,
-    preset,
-    kvEventsEndpoint: kv.endpoint,
-    kvEventsReplayEndpoint: kv.replayEndpoint,
-    instance: inst,
-    stats: () => {
-      engine.pump();
-      return {
-        role,
-        simNowMs: engine.queue.nowMs,
-        running: inst.runningCount,
-        waiting: inst.waitingCount,
-        pendingPulls: engine.pinnedRequests,
-        usedBlocks: inst.cache.usedBlocks,
-        capacityBlocks,
-        kvUsage: engine.kvUsage(),
-        evictions: inst.cache.evictions,
-        prefixQueryTokens: counters.prefixQueryTokens,
-        prefixHitTokens: counters.prefixHitTokens,
-        promptTokens: counters.promptTokens,
-        generationTokens: counters.generationTokens,
-        completed: counters.completed,
-        rejected: counters.rejected,
-        aborted: counters.aborted,
-        kvEventBatches: Number(kv.seq),
-        kvReleases: { pulled: counters.kvReleasesPulled, timeout: counters.kvReleasesTimeout },
-        kvReleaseFailures: counters.kvReleaseFailures,
-        kvEventFailures: kv.failures,
-      };
-    },
-    async close() {
-      if (closing) return;
-      closing = true;
-      const stopped = engine.close();
-      await closeServer(server);
-      await stopped;
-      await kv.close();
-    },
+  const stats = (): WorkerStats => {
+    engine.pump();
+    return {
+      role,
+      simNowMs: engine.queue.nowMs,
+      running: inst.runningCount,
+      waiting: inst.waitingCount,
+      pendingPulls: engine.pinnedRequests,
+      usedBlocks: inst.cache.usedBlocks,
+      capacityBlocks,
+      kvUsage: engine.kvUsage(),
+      evictions: inst.cache.evictions,
+      prefixQueryTokens: counters.prefixQueryTokens,
+      prefixHitTokens: counters.prefixHitTokens,
+      promptTokens: counters.promptTokens,
+      generationTokens: counters.generationTokens,
+      completed: counters.completed,
+      rejected: counters.rejected,
+      aborted: counters.aborted,
+      kvEventBatches: Number(kv.seq),
+      kvReleases: { pulled: counters.kvReleasesPulled, timeout: counters.kvReleasesTimeout },
+      kvReleaseFailures: counters.kvReleaseFailures,
+      kvEventFailures: kv.failures,
+    };
   };
+  return { engine, kv, routes, stats };
 }

@@ -6,6 +6,7 @@ choice and the policies all happen there too. A Router is safe to share between 
 """
 from __future__ import annotations
 
+import json
 import math
 import threading
 from array import array
@@ -18,6 +19,8 @@ from .errors import RequestError, WorkerError, js_number
 from .explain import why
 from .schemes import set_scheme
 from .tables import TableInfo, _js_json, load_table
+
+TIERS = _abi.TIERS
 
 TokensInput = Union[Sequence[int], "array[int]", memoryview]
 """Token ids: a sequence of ints, or (fastest) an array('I') / any buffer of unsigned 32-bit ints (numpy uint32)."""
@@ -186,11 +189,27 @@ class Index:
     def __init__(self, router: "Router") -> None:
         self._router = router
 
-    def store(self, worker: str, hashes: HashesInput) -> None:
-        self._router._index_op("indexStore", worker, hashes)
+    def store(self, worker: str, hashes: HashesInput, tier: str = "GPU") -> None:
+        """The worker holds these blocks in `tier` (TIERS: "GPU", the device; "CPU", a lower tier)."""
+        self._router._index_op("indexStore", worker, hashes, tier)
 
-    def remove(self, worker: str, hashes: HashesInput) -> None:
-        self._router._index_op("indexRemove", worker, hashes)
+    def remove(self, worker: str, hashes: HashesInput, tier: str = "GPU") -> None:
+        """The worker no longer holds these blocks in `tier`; a block no tier holds is forgotten."""
+        self._router._index_op("indexRemove", worker, hashes, tier)
+
+    def tiers(self, worker: str, block_hash: int) -> List[str]:
+        """The tiers in which the worker holds one block hash."""
+        r = self._router
+        with r._lock:
+            r._core.write_input(memoryview(hash_array([block_hash], "indexTiers")), "indexTiers")
+            bits = int(r._core.call("indexTiers", r._index_of(worker)))
+        return [name for name, code in TIERS.items() if bits & (1 << code)]
+
+    def lower_count(self, worker: str) -> int:
+        """Blocks the worker holds in a lower tier only."""
+        r = self._router
+        with r._lock:
+            return int(r._core.call("indexLowerCount", r._index_of(worker)))
 
     def clear(self, worker: Optional[str] = None) -> None:
         r = self._router
@@ -238,7 +257,7 @@ class Router:
              capacity_blocks: int = DEFAULT_CAPACITY, load_scale: Optional[float] = None,
              max_workers: int = DEFAULT_MAX_WORKERS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
              index_blocks: Optional[int] = None, hash_scheme: str = "xxh64-chain",
-             hash_seed: Optional[str] = None) -> "Router":
+             hash_seed: Optional[str] = None, tier_weights: Optional[Mapping[str, float]] = None) -> "Router":
         """Loads a table file (msgpack bytes, decoded and validated by the core) into a new router. `hash_scheme`
         "llm-d-cbor-fnv" hashes token prompts as llm-d-kv-cache v0.9.0 does (seeded by `hash_seed` and `model`)."""
         if not isinstance(capacity_blocks, int) or capacity_blocks < 0:
@@ -253,6 +272,10 @@ class Router:
         set_scheme(core, hash_scheme, hash_seed, model, salt)
         if load_scale is not None:
             core.check(core.call("setLoadScale", float(load_scale)), "setLoadScale")
+        for name, weight in (tier_weights or {}).items():  # what a lower tier's block counts for (GPU: 1)
+            if name not in TIERS:
+                raise RequestError(f"router: tierWeights: unknown tier {json.dumps(name)} (tiers: {', '.join(TIERS)})")
+            core.check(core.call("setTierWeight", TIERS[name], float(weight)), "setTierWeight")
         info = load_table(core, table_bytes)
         return cls(core, info, specs, record_decisions, capacity_blocks, max_workers)
 
@@ -322,12 +345,16 @@ class Router:
         with self._lock:
             self._core.check(self._core.call("setSignals", float(prefill_queue), float(qps)), "setSignals")
 
-    def _index_op(self, export: str, worker: str, hashes: HashesInput) -> None:
+    def _index_op(self, export: str, worker: str, hashes: HashesInput, tier: str) -> None:
+        if tier not in TIERS:
+            raise RequestError(f"router: unknown tier {json.dumps(tier)} (tiers: {', '.join(TIERS)})")
+        export = export if TIERS[tier] == 0 else f"{export}Tier"
         data = hash_array(hashes, export)
         with self._lock:
             index = self._index_of(worker)
             n = self._core.write_input(memoryview(data), export) // 8
-            self._core.check(self._core.call(export, index, n), export)
+            args = (index, n) if TIERS[tier] == 0 else (index, n, TIERS[tier])
+            self._core.check(self._core.call(export, *args), export)
 
     # ---- hashing -----------------------------------------------------------------------------------------
 

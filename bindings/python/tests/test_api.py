@@ -54,6 +54,23 @@ def test_index_store_match_remove_clear() -> None:
     assert r.index.match(hashes) == {"d0": 0, "d1": 0, "p0": 0}
 
 
+
+def test_index_tiers_and_weights() -> None:
+    r = Router.load(DYNAMO, workers=WORKERS, tier_weights={"CPU": 0.5}, **SMALL)  # type: ignore[arg-type]
+    tokens = list(range(65))
+    hashes = r.hash(tokens=tokens)
+    r.index.store("d1", hashes, "CPU")
+    assert r.index.tiers("d1", hashes[0]) == ["CPU"] and r.index.lower_count("d1") == 4
+    assert r.route(tokens=tokens, osl_hat=1).features.eff_d == 65 - 4 * 0.5 * 16  # CPU blocks at weight 0.5
+    r.index.store("d1", hashes[:1])
+    assert r.index.tiers("d1", hashes[0]) == ["GPU", "CPU"] and r.index.lower_count("d1") == 3
+    r.index.remove("d1", hashes, "CPU")
+    assert r.index.count("d1") == 1
+    with pytest.raises(RequestError, match='unknown tier "DISK"'):
+        r.index.store("d1", hashes, "DISK")
+    with pytest.raises(CoreError, match="weight must be a number in"):
+        Router.load(DYNAMO, workers=WORKERS, tier_weights={"CPU": 2.0}, **SMALL)  # type: ignore[arg-type]
+
 def test_signed_hashes_name_the_same_bits() -> None:
     r = router()
     hashes = r.hash(tokens=list(range(32)))

@@ -99,13 +99,15 @@ ROUTE = DECISIONS["route"]
 def test_route_vectors(case: Dict[str, Any]) -> None:
     router = Router.load(table(case["table"]), workers=[(w["id"], w["role"], w["capacity_blocks"]) for w in case["workers"]],
                          block_size=case["block_size"], model=case["model"], salt=case["salt"],
-                         load_scale=case["load_scale"], **SMALL)  # type: ignore[arg-type]
+                         load_scale=case["load_scale"], tier_weights=case.get("tier_weights"),
+                         **SMALL)  # type: ignore[arg-type]
     prompts = {name: prompt_input(p) for name, p in case["prompts"].items()}
     for op in case["index"]:
         p = prompts[op["prompt"]]
         hashes = (router.hash(tokens=p["tokens"][:op["prefix_tokens"]]) if "tokens" in p
                   else router.hash(text=p["text"][:op["prefix_bytes"]]))
-        router.index.store(op["worker"], hashes)
+        apply = router.index.remove if op.get("remove") else router.index.store
+        apply(op["worker"], hashes, op.get("tier", "GPU"))
     for worker, load_ in case["loads"].items():
         router.set_load(worker, load_["active_prefill_tokens"], load_["active_decode_tokens"])
     router.set_signals(case["signals"]["prefill_queue"], case["signals"]["qps"])

@@ -10,6 +10,7 @@
 // locally): the other worker is sent the release. docs/serving.md "A client that leaves".
 
 import type { ServeConfig } from "../config.js";
+import { withRank } from "../config-workers.js";
 import { Counter } from "../prometheus.js";
 import type { Logger } from "./log.js";
 import type { ProxyMetrics } from "./metrics.js";
@@ -53,7 +54,7 @@ export class AbandonedPrefills {
       if (!w) throw new Error(`decode worker ${decodeWorker} is gone`);
       const res = await upstreamRequest(this.agents, `${w.spec.url}/v1/completions`, {
         method: "POST",
-        headers: ctx.upstreamHeaders(),
+        headers: withRank(w.spec, ctx.upstreamHeaders()),
         body: JSON.stringify({ model: RELEASE_MODEL, prompt: [0], max_tokens: 1, kv_transfer_params: kvParams }),
         connectMs: t.connect_ms,
         responseMs: t.tokenize_ms,

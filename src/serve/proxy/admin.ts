@@ -177,6 +177,8 @@ export class AdminApi {
       removed_blocks: n.removed,
       cleared: n.cleared,
       unmapped_blocks: n.unmapped,
+      lower_tier_blocks: n.lower,
+      untiered_blocks: n.untiered,
     });
   }
 
@@ -191,6 +193,8 @@ export class AdminApi {
     let spec: WorkerConfig;
     try {
       spec = parseWorker(json, "body");
+      if (spec.data_parallel_size !== undefined)
+        throw new Error("body.data_parallel_size: register each rank as its own worker (with data_parallel_rank)");
     } catch (e) {
       throw new HttpError(400, (e as Error).message, "invalid_request_error", "invalid_worker");
     }
@@ -202,6 +206,7 @@ export class AdminApi {
       existing.spec.role === spec.role &&
       existing.spec.kv_events_endpoint === spec.kv_events_endpoint &&
       existing.spec.group === spec.group &&
+      existing.spec.data_parallel_rank === spec.data_parallel_rank &&
       existing.spec.kv_events_replay_endpoint === spec.kv_events_replay_endpoint;
     if (existing && same) {
       existing.lastHeartbeatMs = Date.now();

@@ -237,13 +237,27 @@ export class KvEventFeed implements WorkerSubscriptions {
 
   /** Applies one batch from `source` (zmq or http) to the index, counted; nothing for a worker out of rotation. */
   apply(w: WorkerState, batch: EventBatch, source: string): IngestCounts {
-    if (!w.healthy) return { stored: 0, removed: 0, cleared: 0, unmapped: 0 };
+    const none = { stored: 0, removed: 0, cleared: 0, unmapped: 0, lower: 0, untiered: 0 };
+    if (!w.healthy) return none;
+    const rank = w.spec.data_parallel_rank;
+    if (rank !== undefined && batch.dataParallelRank !== null && batch.dataParallelRank !== rank) {
+      // another rank's cache: applied here it would credit this rank with blocks it does not hold
+      this.metrics.kvEventErrors.inc({ worker: w.spec.id });
+      this.log.log("warn", "KV event batch of another data-parallel rank dropped", {
+        worker: w.spec.id,
+        rank,
+        batch_rank: batch.dataParallelRank,
+      });
+      return none;
+    }
     const n = w.ingest.apply(this.router, w.spec.id, batch);
     const worker = w.spec.id;
     if (n.stored) this.metrics.kvEvents.inc({ kind: "stored_blocks", source, worker }, n.stored);
     if (n.removed) this.metrics.kvEvents.inc({ kind: "removed_blocks", source, worker }, n.removed);
     if (n.cleared) this.metrics.kvEvents.inc({ kind: "cleared", source, worker }, n.cleared);
     if (n.unmapped) this.metrics.kvBlocksUnmapped.inc({ worker }, n.unmapped);
+    if (n.lower) this.metrics.kvEvents.inc({ kind: "stored_lower_tier_blocks", source, worker }, n.lower);
+    if (n.untiered) this.metrics.kvEvents.inc({ kind: "untiered_blocks", source, worker }, n.untiered);
     return n;
   }
 }

@@ -76,7 +76,7 @@ export class ProxyMetrics {
   );
   readonly kvEvents = this.counter(
     "dolphin_kv_events_total",
-    "KV events applied to the index, by worker, source and kind",
+    "KV events applied to the index, by worker, source and kind (stored_blocks of which stored_lower_tier_blocks in a lower tier such as CPU; untiered_blocks: a medium with no tier, not indexed)",
     ["kind", "source", "worker"],
   );
   readonly kvEventErrors = this.counter("dolphin_kv_event_errors_total", "KV event batches that did not decode", [
@@ -84,7 +84,7 @@ export class ProxyMetrics {
   ]);
   readonly kvBlocksUnmapped = this.counter(
     "dolphin_kv_blocks_unmapped_total",
-    "Stored blocks skipped: parent unknown to the index or a different block size",
+    "Stored blocks skipped: parent unknown to the index, a different block size, or a lower-tier block without token ids whose engine hash the router never saw",
     ["worker"],
   );
   readonly kvSequenceGaps = this.counter(

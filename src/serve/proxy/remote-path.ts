@@ -12,6 +12,7 @@
 import type { ClientRequest, IncomingMessage } from "node:http";
 import { isPlainObject } from "../../contract/values.js";
 import type { ServeConfig } from "../config.js";
+import { withRank } from "../config-workers.js";
 import { HttpError } from "../http-toolkit.js";
 import {
   classify,
@@ -134,7 +135,7 @@ export class WorkerCalls {
     try {
       const res = await upstreamRequest(this.agents, `${w.spec.url}${path}`, {
         method: "POST",
-        headers: ctx.upstreamHeaders(),
+        headers: withRank(w.spec, ctx.upstreamHeaders()), // each leg pinned to its worker's rank
         body,
         connectMs: t.connect_ms,
         responseMs: t.request_ms,

@@ -265,9 +265,12 @@ export class WorkerEngine {
     const h = urlHost(remote.host);
     const call = (async () => {
       try {
+        // a data-parallel prefill engine's request ids name its rank (`id#rank/n`): the release goes to that rank,
+        // as NIXL's notification reaches the rank's own side channel
+        const rank = /#(\d+)\/\d+$/.exec(remote.requestId)?.[1];
         const r = await fetch(`http://${h}:${remote.port}/internal/kv-release`, {
           method: "POST",
-          headers: { "content-type": "application/json" },
+          headers: { "content-type": "application/json", ...(rank ? { "x-data-parallel-rank": rank } : {}) },
           body: JSON.stringify({ remote_request_id: remote.requestId }),
           signal: AbortSignal.timeout(5000),
         });

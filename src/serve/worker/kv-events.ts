@@ -112,6 +112,8 @@ export interface KvPublisherOptions {
   /** Batches the replay socket keeps (vLLM's buffer_steps). */
   bufferSteps: number;
   log: (line: string) => void;
+  /** The data-parallel rank every batch names (vLLM's EventBatch.data_parallel_rank). Default 0. */
+  dataParallelRank?: number;
 }
 
 /** zeromq's ROUTER, as the replay socket uses it (zeromq.ts types only the sockets the proxy uses). */
@@ -270,7 +272,7 @@ export class KvEventPublisher {
     const events = this.pending;
     this.pending = [];
     if (!this.socket && !this.o.url) return;
-    const payload = encodeVllmEventBatch(Date.now() / 1000, events);
+    const payload = encodeVllmEventBatch(Date.now() / 1000, events, this.o.dataParallelRank ?? 0);
     const n = this.seq++;
     const seqBytes = seqFrame(n);
     const socket = this.socket;

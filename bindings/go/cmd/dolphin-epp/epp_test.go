@@ -155,7 +155,7 @@ func TestIngestRehashesEngineHashes(t *testing.T) {
 		{Kind: "stored", Hashes: []uint64{1003}, TokenIDs: seq(0, 8), BlockSize: 8}, // another block size
 		{Kind: "stored", Hashes: []uint64{5}, TokenIDs: seq(0, 16), BlockSize: 16, Medium: "CPU"},
 	})
-	if err != nil || n.Stored != 3 || n.Unmapped != 1 {
+	if err != nil || n.Stored != 4 || n.Lower != 1 || n.Unmapped != 1 {
 		t.Fatalf("counts %+v, %v", n, err)
 	}
 	ours, _ := p.router.Hash(seq(0, 48))

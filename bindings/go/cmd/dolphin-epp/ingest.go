@@ -3,7 +3,7 @@ package main
 // vLLM's KV events into the router's index, by the same rules as dolphin serve (src/router/kv-events.ts decodes,
 // src/serve/proxy/kv-ingest.ts maps): an EventBatch `[ts, events, data_parallel_rank?]` (or a map), each event a
 // tagged array or a map with "type"; block hashes are 64-bit ints (signed or not) or bytes (their last 8 bytes,
-// big-endian). Only GPU-tier events (or events without a medium) are routed on. vLLM's own hashes are not the
+// big-endian). Each event goes to its medium's cache tier (dolphin.TierOfMedium; an unknown medium is not indexed). vLLM's own hashes are not the
 // router's: a BlockStored with token ids is rehashed under the router's scheme (by the core: this file hashes
 // nothing itself) and the engine → router pairs are remembered so a later BlockRemoved finds its blocks; when the
 // rehash of a parentless run equals the engine's hashes (an engine hashing as the router does, like the emulated

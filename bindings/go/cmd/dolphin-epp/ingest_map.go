@@ -7,14 +7,19 @@ package main
 // parent is rehashed from its whole prefix: the map keeps each mapped block's tokens and parent, the prefix is
 // rebuilt from them and hashed in one core call, and the run's hashes are the last ones. A run whose ancestry is
 // no longer in the map (evicted past maxEntries) is unmapped, as Node's is when its direct parent is.
+//
+// Tiers as kv-ingest.ts: a lower-tier (CPU) BlockStored without token ids is matched by hash only, through the map
+// when the device stored the block before with its tokens, as it comes when the engine's hashes are the router's,
+// and otherwise unmapped.
 
 import dolphin "github.com/dolphin-routing/dolphin-routing/bindings/go"
 
-// IngestCounts are the blocks one batch stored, removed or could not map, and the clears; Hashes are the stored
-// blocks' router hashes.
+// IngestCounts are the blocks one batch stored (Lower of them in a lower tier), removed or could not map, the
+// blocks of events in a medium with no tier (Untiered), and the clears; Hashes are the router hashes of the blocks
+// stored on the device (what ends a prefill's hold: prefill.go).
 type IngestCounts struct {
-	Stored, Removed, Cleared, Unmapped int
-	Hashes                             []uint64
+	Stored, Removed, Cleared, Unmapped, Lower, Untiered int
+	Hashes                                              []uint64
 }
 
 type mappedBlock struct {
@@ -29,6 +34,7 @@ type Ingest struct {
 	blockSize  int
 	maxEntries int
 	sameScheme bool
+	givenHash  bool // the device's events came without token ids: the engine's hashes are taken as the router's
 	blocks     map[uint64]*mappedBlock
 	order      []uint64 // insertion order, for eviction
 }
@@ -43,6 +49,7 @@ func (g *Ingest) Reset() {
 	g.blocks = map[uint64]*mappedBlock{}
 	g.order = nil
 	g.sameScheme = false
+	g.givenHash = false
 }
 
 // Apply applies one batch to the worker's entries of the router's index.
@@ -59,46 +66,62 @@ func (g *Ingest) Apply(r *dolphin.Router, worker string, events []KVEvent) (Inge
 			n.Cleared++
 			continue
 		}
-		if e.Medium != "" && !equalFoldGPU(e.Medium) {
-			continue // CPU/disk tiers are not routed on yet
+		tier, ok := dolphin.TierOfMedium(e.Medium)
+		if !ok {
+			n.Untiered += len(e.Hashes)
+			continue
 		}
-		switch {
-		case e.Kind == "removed":
+		if e.Kind == "removed" {
 			hashes := e.Hashes
-			if !g.sameScheme {
+			if !g.sameScheme && !g.givenHash {
 				hashes = g.translateRemoved(e.Hashes)
 			}
-			if err := x.Remove(worker, hashes); err != nil {
+			if err := x.RemoveTier(worker, hashes, tier); err != nil {
 				return n, err
 			}
 			n.Removed += len(e.Hashes)
-		case g.sameScheme || len(e.TokenIDs) == 0:
-			if err := x.Store(worker, e.Hashes); err != nil {
+			continue
+		}
+		var ours []uint64
+		switch {
+		case g.sameScheme || g.givenHash:
+			ours = e.Hashes
+		case len(e.TokenIDs) > 0:
+			var err error
+			if ours, err = g.rehash(r, e); err != nil {
 				return n, err
 			}
-			n.Stored += len(e.Hashes)
-			n.Hashes = append(n.Hashes, e.Hashes...)
+		case tier == "GPU":
+			g.givenHash = true
+			ours = e.Hashes
 		default:
-			ours, err := g.rehash(r, e)
-			if err != nil {
+			ours = g.translateKnown(e.Hashes)
+		}
+		if len(ours) > 0 {
+			if err := x.StoreTier(worker, ours, tier); err != nil {
 				return n, err
 			}
-			if ours == nil {
-				n.Unmapped += len(e.Hashes)
-				continue
-			}
-			if err := x.Store(worker, ours); err != nil {
-				return n, err
-			}
-			n.Stored += len(e.Hashes)
+		}
+		n.Stored += len(ours)
+		n.Unmapped += len(e.Hashes) - len(ours)
+		if tier != "GPU" {
+			n.Lower += len(ours)
+		} else {
 			n.Hashes = append(n.Hashes, ours...)
 		}
 	}
 	return n, nil
 }
 
-func equalFoldGPU(s string) bool {
-	return len(s) == 3 && (s[0]|0x20) == 'g' && (s[1]|0x20) == 'p' && (s[2]|0x20) == 'u'
+// translateKnown is the router's hashes of the blocks whose engine hash the map knows; the others are left out.
+func (g *Ingest) translateKnown(engine []uint64) []uint64 {
+	var out []uint64
+	for _, h := range engine {
+		if b := g.blocks[h]; b != nil {
+			out = append(out, b.ours)
+		}
+	}
+	return out
 }
 
 // rehash is the router's hashes of a stored run, or nil when its block size or ancestry does not allow them.

@@ -244,4 +244,10 @@ func (p *Pool) ApplyEvents(addr string, m *member, events []KVEvent, source stri
 	if n.Unmapped > 0 {
 		p.metrics.KVUnmapped.WithLabelValues(addr).Add(float64(n.Unmapped))
 	}
+	if n.Lower > 0 {
+		p.metrics.KVEvents.WithLabelValues("stored_lower_tier_blocks", source, addr).Add(float64(n.Lower))
+	}
+	if n.Untiered > 0 {
+		p.metrics.KVEvents.WithLabelValues("untiered_blocks", source, addr).Add(float64(n.Untiered))
+	}
 }

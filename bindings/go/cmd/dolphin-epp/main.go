@@ -45,6 +45,7 @@ type Config struct {
 	Mode                  string
 	MaxInflight           int
 	DefaultOSLHat         float64
+	CPUTierWeight         float64
 	Watch, TokenizeWait   time.Duration
 	HealthInterval        time.Duration
 	LogLevel              string
@@ -66,6 +67,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.Mode, "mode", "precise", "precise (KV events, /tokenize) or approximate (text prefixes, decisions recorded)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 0, "requests in flight per decode endpoint before the picker sheds (429); 0: no limit")
 	fs.Float64Var(&c.DefaultOSLHat, "default-osl-hat", 256, "predicted output tokens for tables that use osl_hat without a model")
+	fs.Float64Var(&c.CPUTierWeight, "tier-weight-cpu", 0.8, "what a block held only in the CPU tier (KV events with medium CPU) counts for against a device hit, 0–1 (dolphin serve's tiers.CPU)")
 	fs.DurationVar(&c.Watch, "watch", 500*time.Millisecond, "how often the endpoints and table files are checked for edits")
 	fs.DurationVar(&c.TokenizeWait, "tokenize-timeout", 2*time.Second, "precise mode: longest wait for an endpoint's /tokenize")
 	fs.DurationVar(&c.HealthInterval, "health-interval", time.Second, "how often each endpoint's GET /health is asked (2 failures in a row: out of rotation); 0: never")
@@ -95,6 +97,8 @@ func parseFlags(args []string) (Config, error) {
 		return c, fmt.Errorf("-procs must be ≥ 1, got %d", c.Procs)
 	case c.MaxInflight < 0:
 		return c, fmt.Errorf("-max-inflight must be ≥ 0, got %d", c.MaxInflight)
+	case !(c.CPUTierWeight >= 0 && c.CPUTierWeight <= 1):
+		return c, fmt.Errorf("-tier-weight-cpu must be a number in [0, 1], got %v", c.CPUTierWeight)
 	}
 	return c, nil
 }
@@ -138,7 +142,8 @@ func run(ctx context.Context, cfg Config, out *os.File) error {
 		return err
 	}
 	precise := cfg.Mode == "precise"
-	router, err := dolphin.Load(table, dolphin.Options{BlockSize: cfg.BlockSize, Model: cfg.Model, RecordDecisions: !precise})
+	router, err := dolphin.Load(table, dolphin.Options{BlockSize: cfg.BlockSize, Model: cfg.Model, RecordDecisions: !precise,
+		TierWeights: map[string]float64{"CPU": cfg.CPUTierWeight}})
 	if err != nil {
 		return fmt.Errorf("%s: %v", cfg.Table, err)
 	}
