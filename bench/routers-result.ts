@@ -45,7 +45,10 @@ export interface RoutersRun {
 export interface Target {
   /** The NIXL peer router with the least added latency at each quantile (among those with no failed request). */
   best_peer: { p50: RouterName | null; p99: RouterName | null };
-  /** Per dolphin variant: its added latency ≤ the best peer's at p50 and at p99. */
+  /**
+   * Per dolphin variant: no request failed (a shed request's latency is not in its quantiles, so a router that sheds
+   * would look faster) and its added latency ≤ the best peer's, at p50 and at p99.
+   */
   met: Record<string, { p50: boolean; p99: boolean }>;
 }
 
@@ -81,8 +84,8 @@ function target(
     DOLPHIN.map((d) => [
       d,
       {
-        p50: best_peer.p50 !== null && added[d][mode].p50 <= added[best_peer.p50][mode].p50,
-        p99: best_peer.p99 !== null && added[d][mode].p99 <= added[best_peer.p99][mode].p99,
+        p50: failed[d] === 0 && best_peer.p50 !== null && added[d][mode].p50 <= added[best_peer.p50][mode].p50,
+        p99: failed[d] === 0 && best_peer.p99 !== null && added[d][mode].p99 <= added[best_peer.p99][mode].p99,
       },
     ]),
   );
