@@ -60,6 +60,11 @@ function post(t: Target, path: string, body: Buffer, retried = false): Promise<{
         clearTimeout(timer);
         reject(e);
       });
+      // closed without its end (destroyed by the timeout, or the peer went away): a failure, never a hang
+      res.on("close", () => {
+        clearTimeout(timer);
+        if (!res.complete) reject(new Error("connection closed mid-answer"));
+      });
     });
     req.on("error", (e) => {
       clearTimeout(timer);
