@@ -14,6 +14,8 @@
 //   peers           the peers' harnesses (bench/peers/: Rust on dynamo-kv-router 1.6.1, Go on llm-d-kv-cache v0.9.0)
 //                   for the differential tests and `dolphin bench peers`, built into a per-user cache outside the
 //                   clone (<cache>/peers, cargo's target dir and Go's caches with them): build/peers-setup.mjs
+//   routers         vLLM's router (vllm-router 0.1.17) and SGLang's gateway (smg 1.13.0) from PyPI, for `dolphin bench
+//                   routers`, into a venv of their own in the per-user cache (<cache>/routers): build/routers-setup.mjs
 //   libxxhash-dev   xxhash.h, for `dolphin bench core`'s native yardstick (bench/native-hash.c); installed with
 //                   apt-get when missing. Optional: without it (or without cc or apt-get) setup says so and goes on,
 //                   and the benchmark leaves native_hash_20k_tokens_us out
@@ -24,6 +26,7 @@ import { dirname, join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { peersStep, PeersSetupError } from "./peers-setup.mjs";
+import { routersStep, RoutersSetupError } from "./routers-setup.mjs";
 import { vllmStep, VllmSetupError } from "./vllm-setup.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -176,6 +179,7 @@ const STEPS = [
   chromiumStep,
   xxhashStep,
   outside(peersStep, PeersSetupError),
+  outside(routersStep, RoutersSetupError),
   outside(vllmStep, VllmSetupError),
 ];
 

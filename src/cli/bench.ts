@@ -1,4 +1,4 @@
-// `dolphin bench core | sim | proxy | overload | envoy | epp | bindings | mix-shift`: each benchmark is loaded only when asked for (the proxy and
+// `dolphin bench core | sim | proxy | overload | envoy | epp | bindings | peers | routers | mix-shift`: each benchmark is loaded only when asked for (the proxy and
 // envoy ones start servers).
 
 import { existsSync, readFileSync } from "node:fs";
@@ -28,6 +28,7 @@ dolphin bench epp [--json] [--quick]
 dolphin bench bindings [--json]
 dolphin bench tiers [--json]
 dolphin bench peers [--json] [--quick] [--rounds N]
+dolphin bench routers [--json] [--quick] [--runs N] [--time-scale S]
 dolphin bench mix-shift [--families a,b] [--windows 100,200,400] [--psi 0.75] [--seed N] [--out FILE.jsonl]
 
 bench sim: simulates the Mooncake dev trace (or --trace) on h100-8b 2P2D at trace load under Dynamo's rule and
@@ -65,6 +66,12 @@ harnesses npm run setup builds, alternated in --rounds rounds (default 3): hashi
 against 16, 256 and 1,024 workers, the whole route where the peer has one, bytes per cached block, and applying
 1,000 blocks of KV events; the JSON's last line holds each system's figures and dolphin_over_best_peer
 (docs/peers.md).
+bench routers: dolphin serve (a learned table and dynamo-isl, approximate mode), vllm-router 0.1.17 (cache_aware)
+and smg 1.13.0 (cache_aware), each in P/D mode in front of the same emulated 1P2D workers (--time-scale, default
+1000), npm run setup installs the peers: the latency each adds over the two legs made directly at 500 req/s (p50,
+p99, non-streaming and streaming), paths alternated in rotated rounds, --runs whole runs (default 3; quick 1). With
+--json one line per run, then the summary (medians over the runs, the target: dolphin ≤ the best peer) as the last
+line (docs/peers.md).
 bench mix-shift (simulated, about a minute): the mix-shift guard's false alarms on each robustness family's own
 held-out traffic and its detection on every other family's, per window length, one line each on stderr and, with
 --out, one JSON line per (table, traffic, part, window) (docs/serving.md "Mix-shift guard and hand-over").
@@ -185,6 +192,21 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
       process.stdout.write(v["json"] ? JSON.stringify(r) + "\n" : formatPeersBench(r) + "\n");
       return 0;
     }
+    if (pos[0] === "routers") {
+      const { runRoutersBench } = await import("../../bench/routers.js");
+      const { formatRoutersBench } = await import("../../bench/routers-result.js");
+      const s = await runRoutersBench({
+        ...(v["quick"] ? { quick: true } : {}),
+        ...(v["runs"] !== undefined ? { runs: intOption(v["runs"], "runs", 1, 99, 3) } : {}),
+        ...(v["time-scale"] !== undefined ? { timeScale: timeScaleOption(v["time-scale"]) } : {}),
+        progress: (l) => process.stderr.write(l + "\n"),
+        onRun: (r) => {
+          if (v["json"]) process.stdout.write(JSON.stringify(r) + "\n");
+        },
+      });
+      process.stdout.write(v["json"] ? JSON.stringify(s) + "\n" : formatRoutersBench(s) + "\n");
+      return 0;
+    }
     if (pos[0] === "bindings") {
       const { formatBindingsBench, runBindingsBench } = await import("../../bench/bindings.js");
       const r = runBindingsBench(loadCoreModule());
@@ -237,7 +259,7 @@ Each timing is {"wasm", "ts", "speedup" = ts / wasm}. --time: milliseconds per t
     }
     if (pos[0] !== "core")
       throw new UsageError(
-        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | epp | bindings | peers | tiers | mix-shift",
+        "what to benchmark? dolphin bench core | sim | proxy | overload | envoy | epp | bindings | peers | routers | tiers | mix-shift",
       );
     const time = intOption(v["time"], "time", 50, 60_000, 1000);
     const { formatCoreBench, runCoreBench } = await import("../../bench/core.js");
