@@ -87,32 +87,32 @@ export class ReferencePolicy {
           t.oodBound.length > 0 &&
           (t.kind === Kind.kmeans ? bestScore > t.oodBound[best]! : bestScore < t.oodBound[best]!);
         const value = t.bits[best]!;
-        const fallbackBit = (): number =>
-          this.ruleBit(
-            t.fallbackKind,
-            t.fallback0,
-            t.fallback1,
-            t.fallback2,
-            t.fallback3,
-            isl,
-            effD,
-            cachedD,
-            prefillBusy,
-            decodeLoad,
-          );
-        if (outside || value === CLUSTER_RULE) {
-          const bit = fallbackBit();
-          return this.out(bit, best, outside ? REASON_OUT_OF_DISTRIBUTION : REASON_RULE_FALLBACK, bestScore);
-        }
         // above the load the cluster's value was tested at (table version 3) → the fallback rule decides
-        if (
+        const beyondLoad =
           t.loadBoundPrefill.length > 0 &&
-          ((prefillBusy >= 0 && prefillBusy > t.loadBoundPrefill[best]!) || decodeLoad > t.loadBoundDecode[best]!)
-        ) {
-          const bit = fallbackBit();
-          return this.out(bit, best, REASON_LOAD_OUT_OF_RANGE, bestScore);
-        }
-        return this.out(value, best, REASON_CLUSTER, bestScore);
+          ((prefillBusy >= 0 && prefillBusy > t.loadBoundPrefill[best]!) || decodeLoad > t.loadBoundDecode[best]!);
+        // the core's order: out of distribution, then a rule cluster, then the load bound
+        const reason = outside
+          ? REASON_OUT_OF_DISTRIBUTION
+          : value === CLUSTER_RULE
+            ? REASON_RULE_FALLBACK
+            : beyondLoad
+              ? REASON_LOAD_OUT_OF_RANGE
+              : REASON_CLUSTER;
+        if (reason === REASON_CLUSTER) return this.out(value, best, REASON_CLUSTER, bestScore);
+        const bit = this.ruleBit(
+          t.fallbackKind,
+          t.fallback0,
+          t.fallback1,
+          t.fallback2,
+          t.fallback3,
+          isl,
+          effD,
+          cachedD,
+          prefillBusy,
+          decodeLoad,
+        );
+        return this.out(bit, best, reason, bestScore);
       }
       case Kind["dynamo-isl"]:
       case Kind["dynamo-isl-or-load"]:
