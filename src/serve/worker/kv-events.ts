@@ -126,6 +126,26 @@ interface ZmqRouter {
   linger: number;
 }
 
+/** How long a bind waits for an address a closed socket of this process may still hold. */
+const BIND_RETRY_MS = 2000;
+
+/**
+ * Binds, retrying while the address is in use for up to BIND_RETRY_MS: ZMQ closes a socket in its I/O thread after
+ * close() returns, so a worker restarted on its predecessor's addresses (as an engine restart keeps its endpoints)
+ * can find them still held for a moment. Any other error, or an address still in use after that, is thrown.
+ */
+async function bindFreed(sock: { bind(endpoint: string): Promise<void> }, endpoint: string): Promise<void> {
+  const until = Date.now() + BIND_RETRY_MS;
+  for (;;) {
+    try {
+      return await sock.bind(endpoint);
+    } catch (e) {
+      if (!/address already in use/i.test((e as Error).message) || Date.now() >= until) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
 /** The last `cap` (seq, payload) pairs, oldest first: a ring (vLLM's deque(maxlen=buffer_steps)). */
 class ReplayBuffer {
   private readonly seqs: bigint[] = [];
@@ -216,7 +236,7 @@ export class KvEventPublisher {
     const sock = new zmq.Publisher();
     (sock as unknown as { sendHighWaterMark: number }).sendHighWaterMark = VLLM_PUB_HWM;
     try {
-      await sock.bind(endpoint);
+      await bindFreed(sock, endpoint);
     } catch (e) {
       sock.close();
       throw new Error(`worker: cannot bind KV events endpoint ${endpoint}: ${(e as Error).message}`);
@@ -231,7 +251,7 @@ export class KvEventPublisher {
       router = new Router();
       router.linger = 0;
       try {
-        await router.bind(replayEndpoint);
+        await bindFreed(router, replayEndpoint);
       } catch (e) {
         router.close();
         sock.close();
