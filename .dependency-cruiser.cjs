@@ -35,6 +35,10 @@ const NODE_EDGES = [
   "^src/learn/robustness\\.ts$",
   // the load-sweep study: runs the jobs above on the robustness study's families
   "^src/learn/load-sweep\\.ts$",
+  // a job's evaluation routed through the serving drift guard (dolphin eval --drift-guard, the robustness study)
+  "^src/learn/served-eval\\.ts$",
+  // a study cell's other evaluation arrival sets: drawn as the jobs draw them (workload files by path)
+  "^src/learn/eval-sets\\.ts$",
   // `npm start`: runs the jobs and writes tables, evaluation JSON and the report into out/
   "^src/learn/main-job\\.ts$",
   // the learner's worker pool and its worker thread: evaluations and main-job parts on worker_threads

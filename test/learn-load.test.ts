@@ -4,6 +4,7 @@
 // the load-sweep study's cells. Small simulated clusters; figures are simulated.
 import { describe, expect, it } from "vitest";
 import { guardParts, profiledShared, scaledShared, setup, trainJob, workloadParts } from "../src/learn/job.js";
+import { familyJob, selectFamilies } from "../src/learn/robustness.js";
 import { clusterShare, guardRules, loadBounds, loadReactiveFallbacks, routedSizes } from "../src/learn/load-bounds.js";
 import { DECODE_BUSY_SHARE, PREFILL_BUSY_STEPS, ruleTableFor } from "../src/sim/rule-table.js";
 import {
@@ -211,6 +212,8 @@ describe("the load-sweep study", () => {
     requests: 10,
     decided_by: { learned: 0, loadOutOfRange: 0 },
     table: { bits: "", fallback: "" },
+    eval_sets: 1,
+    attainment_vs_best_pts_by_set: [],
   };
 
   it("measures latency against dynamo-isl, or the larger with a rule that beats it by more than 0.5 point", () => {
@@ -252,5 +255,35 @@ describe("the load-sweep study", () => {
     const md = loadSweepMarkdown(cells);
     expect(md.split("\n").filter((l) => l.startsWith("| hybrid |"))).toHaveLength(6);
     expect(md).toMatch(/of 6 cells meet all three targets \(simulated\)\./);
+    expect(cells.every((c) => c.eval_sets === 1)).toBe(true); // --quick: one set
+  });
+
+  it("averages a cell over evaluation sets: each policy's figures are the mean of its runs on each set", async () => {
+    const cells: SweepCell[] = [];
+    const o = {
+      families: ["hybrid"],
+      cluster: "h100-8b",
+      split: "2P2D",
+      slo: "2000,50",
+      requests: 60,
+      k: 4,
+      maxRounds: 4,
+      evalSets: 2,
+      module: JOB.module,
+    };
+    await runLoadSweep(o, (c) => cells.push(c));
+    const c = cells.find((x) => x.load === 1)!;
+    expect(c.eval_sets).toBe(2);
+    expect(c.attainment_vs_best_pts_by_set).toHaveLength(2);
+    // dynamo-isl's mean over the family's evaluation part (seed 2) and the first extra set (seed 4)
+    const job = familyJob(selectFamilies(["hybrid"])[0]!, o);
+    const s = setup(job);
+    const isl = ruleTableFor("dynamo-isl", s.base.preset);
+    const att = [2, 4].map(
+      (seed) =>
+        simulate(scaledShared(workloadParts({ ...job, seed: seed - 1 }).eval, s.scale), { ...s.base, table: isl })
+          .summary.slo_attainment,
+    );
+    expect(c.rules["dynamo-isl"]!.slo_attainment).toBeCloseTo((att[0]! + att[1]!) / 2, 12);
   });
 });

@@ -4,7 +4,9 @@ import { describe, expect, it } from "vitest";
 import type { PolicyOutcome } from "../src/report/eval-output.js";
 import { evalJob, setup, trainJob } from "../src/learn/job.js";
 import { BASELINE_NAMES } from "../src/learn/policies.js";
+import { evalWithDriftGuard } from "../src/learn/served-eval.js";
 import {
+  CELL_FORMS,
   compareCell,
   familyJob,
   robustnessMarkdown,
@@ -32,16 +34,16 @@ describe("the robustness study, tiny (2 families, 80 requests per part)", () => 
 
   it("gives one cell per table form, training family and evaluation family", async () => {
     await ran;
-    expect(cells).toHaveLength(TABLE_FORMS.length * 2 * 2);
+    expect(cells).toHaveLength(CELL_FORMS.length * 2 * 2);
     const keys = cells.map((c) => `${c.table} ${c.train} ${c.eval}`).sort();
     expect(keys).toEqual(
-      TABLE_FORMS.flatMap((f) =>
+      CELL_FORMS.flatMap((f) =>
         ["hybrid", "sharegpt"].flatMap((t) => ["hybrid", "sharegpt"].map((e) => `${f} ${t} ${e}`)),
       ).sort(),
     );
     const md = robustnessMarkdown(cells);
-    for (const form of TABLE_FORMS) expect(md).toContain(`**${form}** table`);
-    expect(md.match(/^\| \*\*(hybrid|sharegpt)\*\* \|/gm)).toHaveLength(4); // 2 training rows per matrix
+    for (const form of CELL_FORMS) expect(md).toContain(`**${form}** table`);
+    expect(md.match(/^\| \*\*(hybrid|sharegpt)\*\* \|/gm)).toHaveLength(6); // 2 training rows per matrix
     expect(md).toContain("| train ↓ eval → | hybrid | sharegpt |");
   });
 
@@ -72,6 +74,14 @@ describe("the robustness study, tiny (2 families, 80 requests per part)", () => 
         if (form === "guarded") {
           const n = cell.decided_by!;
           expect(n.cluster + n.ruleCluster + n.outOfDistribution).toBeLessThanOrEqual(cell.requests);
+          // the served cell: the same table through the drift guard and its mix-shift guard, as `dolphin eval
+          // --drift-guard` runs it
+          const g = evalWithDriftGuard({ ...familyJob(e, o), load }, t.table, setup(familyJob(e, o)).scale);
+          const served = cells.find((c) => c.table === "served" && c.train === "hybrid" && c.eval === e.name)!;
+          expect(served.slo_attainment).toBe(g.outcome.slo_attainment);
+          expect(served.ttft_p90_ms).toBe(g.outcome.ttft_ms.p90);
+          expect(served.guard!.handovers).toBe(g.report.handovers);
+          expect(served.guard!.mix_alarms).toBe(g.report.mixAlarms);
         } else expect(cell.decided_by).toBeUndefined();
         expect(cell.attainment_vs_best_pts).toBeCloseTo(
           100 * (d.slo_attainment - cell.best_baseline.slo_attainment),
@@ -107,6 +117,20 @@ describe("a robustness cell checks the issue's targets", () => {
     const c = compareCell(outcome(att, ttft, tpot), baselines, meta);
     expect(c.meets).toEqual({ attainment: mA, ttft: mT, tpot: mP });
     expect(c.best_baseline).toEqual({ names: ["trtllm", "ppd"], slo_attainment: 0.95 });
+  });
+
+  it("also checks issue 24's reading: where a rule beats dynamo-isl, its latency may be matched", () => {
+    // trtllm beats dynamo-isl by 5 points: the reference is the larger of their P90s (TTFT 1000, TPOT 30)
+    const c = compareCell(outcome(0.95, 1020, 30.6), baselines, meta);
+    expect(c.latency_reference).toEqual({ ttft_p90_ms: 1000, tpot_p90_ms: 30, rule: "max(dynamo-isl, trtllm)" });
+    expect(c.meets).toEqual({ attainment: true, ttft: true, tpot: false }); // +53% over dynamo-isl's TPOT
+    expect(c.meets_ref).toEqual({ attainment: true, ttft: true, tpot: true }); // +2% over trtllm's
+    expect(compareCell(outcome(0.95, 1020, 30.7), baselines, meta).meets_ref.tpot).toBe(false);
+    // no rule beats dynamo-isl by more than 0.5 point: the reference is dynamo-isl's own
+    const close = { "dynamo-isl": outcome(0.9, 1000, 20), trtllm: outcome(0.904, 900, 30) };
+    const d = compareCell(outcome(0.9, 1000, 25), close, meta);
+    expect(d.latency_reference.rule).toBe("dynamo-isl");
+    expect(d.meets_ref.tpot).toBe(false);
   });
 
   it("needs dynamo-isl among the baselines", () => {

@@ -2,12 +2,9 @@
 // guard and its mix-shift guard (src/sim/drift-guard-run.ts), so the study shows what `dolphin serve` would do with
 // it: hand-overs on a mix-shift alarm, hand-backs, reverts and when they came, and the run's figures with the guard.
 
-import { scaledShared, setup, type JobOptions } from "../learn/job.js";
-import { policyOutcome } from "../learn/policies.js";
-import type { PolicyOutcome } from "../report/eval-output.js";
+import type { GuardedEval } from "../learn/served-eval.js";
 import { DRIFT_DEFAULTS, type DriftGuardOptions, type MixHandOverOptions } from "../router/drift-guard.js";
 import { MIX_DEFAULTS } from "../router/mix-guard.js";
-import { simulateWithDriftGuard, type DriftGuardReport } from "../sim/drift-guard-run.js";
 import type { Table } from "../table/table.js";
 import { UsageError } from "./args.js";
 
@@ -41,28 +38,6 @@ export function parseGuardOptions(spec: string | undefined): {
       );
   }
   return { drift, mix: mixOn ? mix : false };
-}
-
-export interface GuardedEval {
-  outcome: PolicyOutcome;
-  report: DriftGuardReport;
-}
-
-/** The table on the evaluation arrivals `evalJob` used (the same scale), through the drift guard. */
-export function evalWithDriftGuard(
-  o: JobOptions,
-  table: Table,
-  scale: number,
-  guard: { drift: DriftGuardOptions; mix: MixHandOverOptions | false },
-): GuardedEval {
-  const s = setup({ ...o, scale });
-  const { result, guard: report } = simulateWithDriftGuard(
-    scaledShared(s.parts.eval, scale),
-    { ...s.base, table },
-    guard.drift,
-    guard.mix,
-  );
-  return { outcome: policyOutcome(result.summary), report };
 }
 
 /** The text lines `dolphin eval` prints under its table for the guarded run. */

@@ -6,7 +6,8 @@ import { evalJob } from "../learn/job.js";
 import { BASELINE_NAMES, parsePolicies } from "../learn/policies.js";
 import { readTableFile } from "../table/table-file.js";
 import { flag, UsageError, wrapHelp, type Command } from "./args.js";
-import { evalWithDriftGuard, GUARD_DEFAULTS_TEXT, guardLines, parseGuardOptions } from "./eval-guard.js";
+import { evalWithDriftGuard } from "../learn/served-eval.js";
+import { GUARD_DEFAULTS_TEXT, guardLines, parseGuardOptions } from "./eval-guard.js";
 import { jobOptions, jobOptionSpecs } from "./sim-options.js";
 
 const DEFAULT_WITHOUT_TABLE = BASELINE_NAMES.join(",");

@@ -87,7 +87,8 @@ export function profiledShared(w: Workload, profile: LoadProfile): Workload {
 }
 const profiledCopies = new WeakMap<Workload, Map<LoadProfile, Workload>>();
 
-const isGenerated = (o: Pick<JobOptions, "workload" | "format">): boolean =>
+/** The job's workload is a generator (its parts drawn per seed), not a file. */
+export const isGenerated = (o: Pick<JobOptions, "workload" | "format">): boolean =>
   (GENERATORS as readonly string[]).includes(o.workload) && (o.format ?? "auto") === "auto";
 
 /** Training and evaluation workloads that share no request. */

@@ -1,7 +1,9 @@
 // `dolphin ablate --study robustness` (issue 11, item 5): does a learned table stay safe on workloads it never saw?
 // A table is learned on each workload family and evaluated on every family (its own included, on other arrivals), at
 // the evaluation family's saturated load, against every baseline on the same arrivals. Two tables per family: the
-// paper's pure one (`--reward paper`, no guard) and the guarded one (`dolphin train`'s default, src/learn/guard.ts).
+// paper's pure one (`--reward paper`, no guard) and the guarded one (`dolphin train`'s default, src/learn/guard.ts),
+// the guarded one twice: alone, and "served" (routed through the drift guard and its mix-shift guard, as `dolphin
+// serve` routes it).
 // Each cell gives dolphin's attainment against the best baseline (points) and its P90 TTFT and P90 TPOT against
 // Dynamo's rule (dynamo-isl), and checks the issue's matrix targets. Every figure is simulated.
 //
@@ -17,6 +19,7 @@ import type { Table } from "../table/table.js";
 import { guardCounts } from "./guard.js";
 import { evalJob, evalRecords, setup, trainJob, type JobOptions } from "./job.js";
 import { BASELINE_NAMES } from "./policies.js";
+import { evalWithDriftGuard } from "./served-eval.js";
 
 /** One workload family: a generator name or a file shipped in data/, and how many requests each part gets. */
 export interface Family {
@@ -78,8 +81,17 @@ export const TARGETS = {
 /** Each search's round budget (one round = one simulation of the training part), as the main job's guarded table. */
 export const ROBUSTNESS_ROUNDS = 40;
 
+/** The tables learned per family: the paper's pure one and the guarded one. */
 export const TABLE_FORMS = ["pure", "guarded"] as const;
 export type TableForm = (typeof TABLE_FORMS)[number];
+
+/**
+ * A cell's form: a table alone (pure, guarded), or "served": the guarded table routed as `dolphin serve` routes it,
+ * through the drift guard and its mix-shift guard at their defaults (src/learn/served-eval.ts), which hand the learned
+ * clusters to the rule when the traffic's make-up departs from the training's.
+ */
+export const CELL_FORMS = [...TABLE_FORMS, "served"] as const;
+export type CellForm = (typeof CELL_FORMS)[number];
 
 export interface RobustnessOptions extends Omit<JobOptions, "workload" | "format" | "load"> {
   /** family names to use (default: all of ROBUSTNESS_FAMILIES) */
@@ -109,7 +121,7 @@ export interface CellFigures {
 export interface RobustnessCell extends CellFigures {
   study: "robustness";
   variant: string;
-  table: TableForm;
+  table: CellForm;
   train: string;
   eval: string;
   best_baseline: { names: string[]; slo_attainment: number };
@@ -118,6 +130,11 @@ export interface RobustnessCell extends CellFigures {
   /** guarded tables: how many evaluation requests a learned cluster, a rule cluster and the out-of-distribution
    *  bound decided (what `npm start` reports), to tell where a miss comes from */
   decided_by?: { cluster: number; ruleCluster: number; outOfDistribution: number };
+  /** issue 24's latency reference (latencyReference) and the targets checked against it */
+  latency_reference: LatencyReference;
+  meets_ref: CellFigures["meets"];
+  /** served cells: what the guards did over the run */
+  guard?: { mix_alarms: number; handovers: number; handbacks: number; reverts: number; routed: Record<string, number> };
   [k: string]: unknown;
 }
 
@@ -165,17 +182,45 @@ export function bestOfRules(
   return { dynamo, best, names };
 }
 
+/** The P90s a cell's latency targets are measured against under issue 24's reading (header comment). */
+export interface LatencyReference {
+  ttft_p90_ms: number;
+  tpot_p90_ms: number;
+  rule: string;
+}
+
+/**
+ * Issue 24's latency reference: dynamo-isl's P90s, or, where another rule's attainment beats dynamo-isl's by more
+ * than the attainment margin, the larger of dynamo-isl's and that best rule's (matching a load-reactive rule may cost
+ * what that rule costs on the latency it trades, never more).
+ */
+export function latencyReference(rules: Record<string, PolicyOutcome>, what: string): LatencyReference {
+  const { dynamo: y, best, names } = bestOfRules(rules, what);
+  const beats = 100 * (best - y.slo_attainment) > TARGETS.attainmentPts;
+  const other = beats ? rules[names[0]!]! : y;
+  return {
+    ttft_p90_ms: Math.max(y.ttft_ms.p90, other.ttft_ms.p90),
+    tpot_p90_ms: Math.max(y.tpot_ms.p90, other.tpot_ms.p90),
+    rule: beats ? `max(dynamo-isl, ${names[0]})` : "dynamo-isl",
+  };
+}
+
+/** Whether a ratio minus 1, rounded to the 0.1% the tables print, is within the latency target. */
+export const withinLatency = (relative: number): boolean => Math.round(1000 * relative) / 1000 <= TARGETS.latency;
+
 /** Dolphin's outcome on one evaluation family against its baselines, as a cell with the targets checked. */
 export function compareCell(
   d: PolicyOutcome,
   baselines: Record<string, PolicyOutcome>,
-  meta: { table: TableForm; train: string; eval: string; rps: number; requests: number },
+  meta: { table: CellForm; train: string; eval: string; rps: number; requests: number },
 ): RobustnessCell {
   const { dynamo: y, best, names } = bestOfRules(baselines, "robustness: the baselines");
   const vs = relativeTo;
   const attainmentPts = 100 * (d.slo_attainment - best);
   const ttft = vs(d.ttft_ms.p90, y.ttft_ms.p90);
   const tpot = vs(d.tpot_ms.p90, y.tpot_ms.p90);
+  const ref = latencyReference(baselines, "robustness: the baselines");
+  const attainment = Math.round(10 * attainmentPts) / 10 >= -TARGETS.attainmentPts;
   return {
     study: "robustness",
     variant: `${meta.table}: ${meta.train} → ${meta.eval}`,
@@ -189,11 +234,13 @@ export function compareCell(
     ttft_vs_dynamo: ttft,
     tpot_vs_dynamo: tpot,
     local_fraction: d.local_fraction,
-    meets: {
-      // rounded to the 0.1 point and 0.1% the matrix prints, so a cell marked as a miss reads as one
-      attainment: Math.round(10 * attainmentPts) / 10 >= -TARGETS.attainmentPts,
-      ttft: Math.round(1000 * ttft) / 1000 <= TARGETS.latency,
-      tpot: Math.round(1000 * tpot) / 1000 <= TARGETS.latency,
+    // rounded to the 0.1 point and 0.1% the matrix prints, so a cell marked as a miss reads as one
+    meets: { attainment, ttft: withinLatency(ttft), tpot: withinLatency(tpot) },
+    latency_reference: ref,
+    meets_ref: {
+      attainment,
+      ttft: withinLatency(vs(d.ttft_ms.p90, ref.ttft_p90_ms)),
+      tpot: withinLatency(vs(d.tpot_ms.p90, ref.tpot_p90_ms)),
     },
   };
 }
@@ -209,7 +256,7 @@ export async function runRobustness(o: RobustnessOptions, emit: (cell: Robustnes
   const say = (line: string): void => o.progress?.(line, true);
   const evals = new Map<
     string,
-    { load: string; rps: number; requests: number; baselines: Record<string, PolicyOutcome> }
+    { load: string; scale: number; rps: number; requests: number; baselines: Record<string, PolicyOutcome> }
   >();
   for (const f of families) {
     const job = familyJob(f, quiet);
@@ -217,7 +264,7 @@ export async function runRobustness(o: RobustnessOptions, emit: (cell: Robustnes
     const s = setup(job);
     const load = `x${s.scale}`;
     const b = evalJob({ ...job, load, policies: [...BASELINE_NAMES] });
-    evals.set(f.name, { load, rps: b.load.rps, requests: b.requests, baselines: b.policies });
+    evals.set(f.name, { load, scale: s.scale, rps: b.load.rps, requests: b.requests, baselines: b.policies });
     const top = Math.max(...Object.values(b.policies).map((p) => p.slo_attainment));
     say(
       `robustness: ${f.name}: ${s.parts.train.requests.length} + ${b.requests} requests, saturated at ${b.load.rps.toFixed(2)} req/s; ` +
@@ -225,7 +272,7 @@ export async function runRobustness(o: RobustnessOptions, emit: (cell: Robustnes
     );
   }
   let done = 0;
-  const total = families.length * families.length * TABLE_FORMS.length;
+  const total = families.length * families.length * CELL_FORMS.length;
   for (const t of families) {
     const trainAt = evals.get(t.name)!.load;
     for (const form of TABLE_FORMS) {
@@ -240,24 +287,35 @@ export async function runRobustness(o: RobustnessOptions, emit: (cell: Robustnes
       for (const e of families) {
         const ev = evals.get(e.name)!;
         const d = evalDolphin(e, quiet, ev.load, trained.table);
-        const cell = compareCell(d, ev.baselines, {
-          table: form,
-          train: t.name,
-          eval: e.name,
-          rps: ev.rps,
-          requests: ev.requests,
-        });
+        const meta = { train: t.name, eval: e.name, rps: ev.rps, requests: ev.requests };
+        const cell = compareCell(d, ev.baselines, { table: form, ...meta });
         if (form === "guarded")
           cell.decided_by = guardCounts(
             trained.table,
             evalRecords({ ...familyJob(e, quiet), load: ev.load, table: trained.table }),
           );
-        done++;
-        say(
-          `robustness [${done}/${total}] ${cell.variant}: ${signed(cell.attainment_vs_best_pts, 1)} pt vs best, ` +
-            `P90 TTFT ${signedPct(cell.ttft_vs_dynamo)}, P90 TPOT ${signedPct(cell.tpot_vs_dynamo)} vs dynamo-isl`,
-        );
-        emit(cell);
+        const out = [cell];
+        if (form === "guarded") {
+          const g = evalWithDriftGuard({ ...familyJob(e, quiet), load: ev.load }, trained.table, ev.scale);
+          const served = compareCell(g.outcome, ev.baselines, { table: "served", ...meta });
+          const r = g.report;
+          served.guard = {
+            mix_alarms: r.mixAlarms,
+            handovers: r.handovers,
+            handbacks: r.handbacks,
+            reverts: r.reverts,
+            routed: r.routed,
+          };
+          out.push(served);
+        }
+        for (const c of out) {
+          done++;
+          say(
+            `robustness [${done}/${total}] ${c.variant}: ${signed(c.attainment_vs_best_pts, 1)} pt vs best, ` +
+              `P90 TTFT ${signedPct(c.ttft_vs_dynamo)}, P90 TPOT ${signedPct(c.tpot_vs_dynamo)} vs dynamo-isl`,
+          );
+          emit(c);
+        }
       }
     }
   }
@@ -294,7 +352,7 @@ export function robustnessMarkdown(cells: RobustnessCell[]): string {
         `${(100 * c.best_baseline.slo_attainment).toFixed(1)}% (${c.best_baseline.names.join(", ")}) |`,
     );
   }
-  for (const form of TABLE_FORMS) {
+  for (const form of CELL_FORMS) {
     const mine = cells.filter((c) => c.table === form);
     if (mine.length === 0) continue;
     out.push(
@@ -317,11 +375,14 @@ export function robustnessMarkdown(cells: RobustnessCell[]): string {
       out.push(`| **${t}** | ${row.join(" | ")} |`);
     }
     const miss = (k: keyof RobustnessCell["meets"]): number => mine.filter((c) => !c.meets[k]).length;
-    const clean = mine.filter((c) => c.meets.attainment && c.meets.ttft && c.meets.tpot).length;
+    const all = (m: RobustnessCell["meets"]): boolean => m.attainment && m.ttft && m.tpot;
+    const clean = mine.filter((c) => all(c.meets)).length;
+    const cleanRef = mine.filter((c) => all(c.meets_ref)).length;
     out.push(
       "",
       `${form}: ${clean} of ${mine.length} cells meet all three targets; attainment missed in ${miss("attainment")}, ` +
-        `P90 TTFT in ${miss("ttft")}, P90 TPOT in ${miss("tpot")}.`,
+        `P90 TTFT in ${miss("ttft")}, P90 TPOT in ${miss("tpot")}. Against issue 24's latency reference (where a ` +
+        `rule beats dynamo-isl by more than 0.5 point, the larger of its P90s and dynamo-isl's): ${cleanRef} of ${mine.length}.`,
     );
   }
   return out.join("\n");
