@@ -28,10 +28,11 @@ export function evaluationSets(job: JobOptions, first: Workload, n: number): Wor
   if (!(Number.isInteger(n) && n >= 1)) throw new RangeError(`evaluation sets: need an integer ≥ 1, got ${n}`);
   const sets = [first];
   const seed = job.seed ?? 1;
-  for (let i = 0; sets.length < n && i < n; i++) {
+  // each pass adds a set or stops, so the count bounds the loop
+  for (let i = 0; sets.length < n; i++) {
+    const drawSeed = seed + EXTRA_SET_SEED_OFFSET + i;
     // workloadParts(seed s).eval is the draw with s + 1 for a generator, and the second half under seed s for a file
-    const generatorSeed = seed + EXTRA_SET_SEED_OFFSET + i - 1;
-    const w = workloadParts({ ...job, seed: isGenerated(job) ? generatorSeed : seed + EXTRA_SET_SEED_OFFSET + i }).eval;
+    const w = workloadParts({ ...job, seed: isGenerated(job) ? drawSeed - 1 : drawSeed }).eval;
     if (sameArrivals(w, first)) break; // a trace: the seed draws nothing
     sets.push(w);
   }

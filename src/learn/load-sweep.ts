@@ -181,7 +181,7 @@ export async function runLoadSweep(o: SweepOptions, emit: (cell: SweepCell) => v
           table: { bits: (table.bits ?? []).join(""), fallback: table.fallback?.kind ?? "dynamo-isl" },
           eval_sets: runs.length,
           attainment_vs_best_pts_by_set: runs.map(
-            (r) => 100 * (r.d.slo_attainment - Math.max(...Object.values(r.rules).map((p) => p.slo_attainment))),
+            (r) => 100 * (r.d.slo_attainment - bestOfRules(r.rules, "load-sweep: the rules").best),
           ),
         },
       );
