@@ -21,7 +21,8 @@ bit per cluster (per-cluster scanning, then epsilon-greedy refinement) for the b
 given load (default: saturated). A generator's training arrivals use --seed; a trace trains on its first half.
 Writes the table and prints a report of the search (--json: machine-readable, with the search log).
 
---reward both (the default) is the guarded search: every cluster starts at "rule" (Dynamo's isl_bounding decides).
+--reward both (the default) is the guarded search: every cluster starts at "rule" (the fallback rule decides: Dynamo's
+isl_or_load, with the preset's prefill-busy line and decode-busy gate, unless a candidate below replaces it).
 The paper's search (40 rounds, tables whose P90 TTFT or TPOT exceed the rule's by 2% scored down) proposes a table;
 it, then each single cluster, moves off the rule only with at least 30 requests, McNemar's one-sided test on paired
 per-request SLO outcomes (same arrivals; (B − W)/√(B + W) ≥ 2.74, Bonferroni over 16 moves), P90 TTFT and P90 TPOT
@@ -32,9 +33,10 @@ percentile) go to the rule.
 The guarded search's held-out arrivals (--load-profile-on both: its search arrivals too) follow --load-profile:
 ramp (the default) raises the rate geometrically from 0.5× to 2× of the load within the run, steps holds 0.5×, 1×,
 1.5×, 2× for a quarter of the requests each, flat keeps the load (the same requests either way), so a move is taken
-only if it also gains across those loads. The fallback candidates dynamo-legacy and dynamo-load (with the
-preset's token budget) are tried against dynamo-isl as a move is (--fallback-latency own: on attainment alone, then
-later moves are checked against that rule's P90s). The table (format version 3) carries per cluster
+only if it also gains across those loads. The fallback candidates dynamo-isl, dynamo-legacy and dynamo-load (with
+the preset's token budget) are tried in isl_or_load's place on the search's and the held-out arrivals pooled (z ≥
+2.13, B ≥ W on each set, the P90s within 2% of isl_or_load's on both; --fallback-latency own: on
+attainment alone, then later moves are checked against that rule's P90s). The table (format version 3) carries per cluster
 the highest prefill and decode load its requests were decided at in the final table's runs (load_bound: beyond it
 the fallback rule decides) and the training requests' share per cluster (cluster_share).
 --reward paper is the paper's pure form: one bit per cluster for end-to-end attainment alone, no guard.
