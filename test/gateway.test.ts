@@ -360,12 +360,16 @@ describe("dolphin gateway", () => {
 });
 
 describe("dolphin bench epp", () => {
-  it("reports what Envoy and the picker path add, both modes, and the picker's time per pick", async () => {
+  it("reports what Envoy, the ext_proc exchange alone and the picker path add, both modes, and the picker's time per pick", async () => {
     const r = await runEppBench({ quick: true, requests: 60 });
     for (const m of [r, r.streaming]) {
-      expect(m.failed).toEqual({ direct: 0, envoy: 0, epp: 0 });
-      expect(Number.isFinite(m.epp_added_latency_ms.p50) && Number.isFinite(m.envoy_added_latency_ms.p99)).toBe(true);
+      expect(m.failed).toEqual({ direct: 0, envoy: 0, ext_proc_only: 0, epp: 0 });
+      for (const q of [m.epp_added_latency_ms, m.envoy_added_latency_ms, m.ext_proc_only_added_latency_ms])
+        expect(Number.isFinite(q.p50) && Number.isFinite(q.p99)).toBe(true);
       expect(typeof m.target_met).toBe("boolean");
+      // each picker answered its path's requests (a process that took no part would switch next to never)
+      expect(m.context_switches_per_request.epp).toBeGreaterThan(0.5);
+      expect(m.context_switches_per_request.ext_proc_only).toBeGreaterThan(0.5);
     }
     expect(r.pick_us).toBeGreaterThan(0);
   }, 60_000);
