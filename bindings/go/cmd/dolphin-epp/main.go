@@ -114,6 +114,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dolphin-epp:", err)
 		os.Exit(2)
 	}
+	keepSysmonAwake()
 	if os.Getenv("GOMAXPROCS") == "" {
 		// one thread by default: every pick and KV event goes through the one router's lock anyway, and on a busy
 		// machine the hand-offs between threads (gRPC's reader, the stream's worker, its writer) cost more than
