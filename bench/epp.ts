@@ -1,17 +1,21 @@
 // `dolphin bench epp`: the latency the endpoint-picker path (Envoy → ext_proc to dolphin-epp → ORIGINAL_DST to the
 // picked endpoint) adds on loopback over a direct call to the worker, next to what Envoy alone adds on a static
-// route to the same worker, both measured in one run; and the picker's own time per pick.
+// route to the same worker, both measured in one run; and the picker's own time per pick. A third path is the
+// ext_proc exchange alone: the picker's Envoy configuration against dolphin-epp -fixed-endpoint, which answers every
+// request with the worker, the same messages as a pick, without parsing the body or calling the core; what the
+// picker path adds beyond it is the pick's own cost, and what it adds over Envoy alone is the protocol's.
 //
 // Processes: the fake OpenAI worker of fake-servers.ts (its own node process), dolphin-epp (build/dolphin-epp; table
 // always-local, the worker as its one decode endpoint, approximate mode: the fake worker has no /tokenize, and the
-// figure is the protocol's cost, not a tokenizer's) and two Envoys from .venv (--concurrency 2 each, idle while the
-// other is measured): `envoy` routes every request to the worker (the baseline), `epp` is dolphin gateway's
-// configuration (FULL_DUPLEX_STREAMED request bodies, only :path forwarded, the response skipped, the access log to
+// figure is the protocol's cost, not a tokenizer's), a second dolphin-epp with -fixed-endpoint, and three Envoys
+// from .venv (--concurrency 2 each, idle while another is measured): `envoy` routes every request to the worker (the
+// baseline), `ext_proc` and `epp` are dolphin gateway's configuration (FULL_DUPLEX_STREAMED request bodies, only :path forwarded, the response skipped, the access log to
 // the picker ending each request's loads). The load generator and rotated rounds are bench/envoy.ts's
 // (open-loop.ts). Added latency at q = q(path) − q(direct). pick_us: the mean of the picker's
-// dolphin_epp_pick_seconds over the measured requests (from the body's end to the pick).
+// dolphin_epp_pick_seconds over the measured requests (from the body's end to the pick). Context switches per
+// request: each picker process's (all its threads', /proc, Linux only) over its own path's measured runs.
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
 import { startEnvoy, type RunningEnvoy } from "../src/envoy/launch.js";
@@ -27,12 +31,17 @@ import { minus, quantiles, r3, type Quantiles } from "./stats.js";
 export interface EppModeResult {
   epp_added_latency_ms: Quantiles;
   envoy_added_latency_ms: Quantiles;
+  /** Envoy with ext_proc to dolphin-epp -fixed-endpoint: the exchange without a pick. */
+  ext_proc_only_added_latency_ms: Quantiles;
   direct_latency_ms: Quantiles;
   envoy_latency_ms: Quantiles;
+  ext_proc_only_latency_ms: Quantiles;
   epp_latency_ms: Quantiles;
+  /** Each picker process's context switches (voluntary + not) per request of its path; NaN off Linux. */
+  context_switches_per_request: { epp: number; ext_proc_only: number };
   /** epp p50 ≤ envoy p50 + 0.5 ms and epp p99 ≤ 1.5 × envoy p99 (both added latencies). */
   target_met: boolean;
-  failed: { direct: number; envoy: number; epp: number };
+  failed: { direct: number; envoy: number; ext_proc_only: number; epp: number };
 }
 
 export interface EppBenchResult extends EppModeResult {
@@ -56,18 +65,27 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
   const dir = mkdtempSync(join(os.tmpdir(), "dolphin-bench-epp-"));
   const eps: Endpoint[] = [];
   let bare: RunningEnvoy | null = null;
-  let gateway: RunningGatewayEnvoy | null = null;
-  let epp: RunningEpp | null = null;
+  const gateways: RunningGatewayEnvoy[] = [];
+  const pickers: RunningEpp[] = [];
   try {
     const { decodeUrl } = await startFakeWorker(children);
     const worker = new URL(decodeUrl);
-    epp = await startEpp({
-      dir,
-      table: encodeTable(ruleTable("always-local")),
-      endpoints: [{ address: worker.host, role: "decode" }],
-      model: MODEL,
-      mode: "approximate",
-    });
+    const picker = async (fixedEndpoint?: string): Promise<RunningEpp> => {
+      const sub = join(dir, fixedEndpoint ? "fixed" : "epp");
+      mkdirSync(sub);
+      const p = await startEpp({
+        dir: sub,
+        table: encodeTable(ruleTable("always-local")),
+        endpoints: [{ address: worker.host, role: "decode" }],
+        model: MODEL,
+        mode: "approximate",
+        ...(fixedEndpoint ? { fixedEndpoint } : {}),
+      });
+      pickers.push(p);
+      return p;
+    };
+    const epp = await picker();
+    const fixed = await picker(worker.host);
     bare = await startEnvoy(
       {
         model: MODEL,
@@ -79,23 +97,32 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
       },
       { withoutFilter: true },
     );
-    gateway = await startGatewayEnvoy(
-      {
-        listen: { port: 0 },
-        admin: { port: 0 },
-        epp: { host: epp.host, port: epp.grpcPort },
-        fallback: [{ host: worker.hostname, port: Number(worker.port) }],
-        concurrency: CONCURRENCY,
-      },
-      dir,
-    );
+    const gatewayTo = async (p: RunningEpp): Promise<RunningGatewayEnvoy> => {
+      const e = await startGatewayEnvoy(
+        {
+          listen: { port: 0 },
+          admin: { port: 0 },
+          epp: { host: p.host, port: p.grpcPort },
+          fallback: [{ host: worker.hostname, port: Number(worker.port) }],
+          concurrency: CONCURRENCY,
+        },
+        join(dir, p === fixed ? "fixed" : "epp"),
+      );
+      gateways.push(e);
+      return e;
+    };
     const targets = {
       direct: endpoint("direct", decodeUrl),
       envoy: endpoint("envoy", bare.url),
-      epp: endpoint("epp", gateway.url),
+      ext_proc_only: endpoint("ext_proc_only", (await gatewayTo(fixed)).url),
+      epp: endpoint("epp", (await gatewayTo(epp)).url),
     };
     eps.push(...Object.values(targets));
-    progress(`upstream ${decodeUrl}, envoy ${bare.url}, envoy + ext_proc to dolphin-epp ${gateway.url}`);
+    progress(
+      `upstream ${decodeUrl}, envoy ${bare.url}, envoy + ext_proc to dolphin-epp -fixed-endpoint ` +
+        `${targets.ext_proc_only.port}, envoy + ext_proc to dolphin-epp ${targets.epp.port}`,
+    );
+    const processOf = { epp: epp.process.pid, ext_proc_only: fixed.process.pid };
     const metricsUrl = epp.metricsUrl;
     const pickTime = async (): Promise<{ sum: number; count: number }> => {
       const text = await (await fetch(metricsUrl)).text();
@@ -104,23 +131,50 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
       return { sum: v("sum"), count: v("count") };
     };
     const mode = async (stream: boolean): Promise<EppModeResult> => {
-      const paths = [targets.direct, targets.envoy, targets.epp];
-      const { latencies, failed } = await rotatedRounds(paths, plan, stream, progress);
+      const paths = [targets.direct, targets.envoy, targets.ext_proc_only, targets.epp];
+      // a picker's switches between the end of the run before and the end of its own path's run (runs follow each
+      // other at once): the other paths' runs, when it idles, are not counted
+      const switches = { epp: { last: 0, sum: 0, requests: 0 }, ext_proc_only: { last: 0, sum: 0, requests: 0 } };
+      const sample = (): void => {
+        for (const k of ["epp", "ext_proc_only"] as const) switches[k].last = contextSwitches(processOf[k]);
+      };
+      sample();
+      const { latencies, failed } = await rotatedRounds(paths, plan, stream, progress, (p, s, measured) => {
+        if (measured && (p.name === "epp" || p.name === "ext_proc_only")) {
+          const c = switches[p.name];
+          c.sum += contextSwitches(processOf[p.name]) - c.last;
+          c.requests += s.latencies.length + s.failed;
+        }
+        sample();
+      });
       const q = (name: string): Quantiles => quantiles(latencies.get(name)!);
       const direct = q("direct");
       const envoyQ = q("envoy");
+      const onlyQ = q("ext_proc_only");
       const eppQ = q("epp");
       const eppAdded = minus(eppQ, direct);
       const envoyAdded = minus(envoyQ, direct);
+      const perRequest = (c: { sum: number; requests: number }): number => (c.requests ? r3(c.sum / c.requests) : NaN);
       return {
         epp_added_latency_ms: eppAdded,
         envoy_added_latency_ms: envoyAdded,
+        ext_proc_only_added_latency_ms: minus(onlyQ, direct),
         direct_latency_ms: direct,
         envoy_latency_ms: envoyQ,
+        ext_proc_only_latency_ms: onlyQ,
         epp_latency_ms: eppQ,
+        context_switches_per_request: {
+          epp: perRequest(switches.epp),
+          ext_proc_only: perRequest(switches.ext_proc_only),
+        },
         target_met:
           eppAdded.p50 <= envoyAdded.p50 + P50_EXTRA_LIMIT_MS && eppAdded.p99 <= P99_RATIO_LIMIT * envoyAdded.p99,
-        failed: { direct: failed.get("direct")!, envoy: failed.get("envoy")!, epp: failed.get("epp")! },
+        failed: {
+          direct: failed.get("direct")!,
+          envoy: failed.get("envoy")!,
+          ext_proc_only: failed.get("ext_proc_only")!,
+          epp: failed.get("epp")!,
+        },
       };
     };
     const before = await pickTime();
@@ -142,27 +196,47 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
         rounds,
         method:
           "loopback; fake upstream in its own node process, dolphin-epp (approximate mode, always-local, one endpoint), " +
-          "two Envoys (.venv, --concurrency 2): a static route and ext_proc + ORIGINAL_DST + the access log to the picker; open-loop load generator in " +
+          "a second dolphin-epp -fixed-endpoint (no pick), three Envoys (.venv, --concurrency 2): a static route, and ext_proc + ORIGINAL_DST + " +
+          "the access log to each picker; open-loop load generator in " +
           "the bench process; paths one at a time in rotated rounds; added = quantile(path) − quantile(direct)",
       },
     };
   } finally {
     for (const ep of eps) ep.agent.destroy();
-    await gateway?.close();
+    for (const g of gateways) await g.close();
     await bare?.close();
-    await epp?.close();
+    for (const p of pickers) await p.close();
     await children.closeAll();
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Context switches of a process's threads so far (voluntary and not; /proc/PID/task), NaN where there is no /proc. */
+function contextSwitches(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    let n = 0;
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const status = readFileSync(`/proc/${pid}/task/${task}/status`, "utf8");
+      for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)/gm)) n += Number(m[1]);
+    }
+    return n;
+  } catch {
+    return NaN; // not Linux, or the thread went between the listing and the read
   }
 }
 
 export function formatEppBench(r: EppBenchResult): string {
   const q = (x: Quantiles): string => `${x.p50.toFixed(3)} / ${x.p99.toFixed(3)}`;
   const mode = (name: string, m: EppModeResult): string[] => [
-    `${name}: direct ${q(m.direct_latency_ms)} ms, Envoy ${q(m.envoy_latency_ms)}, Envoy + EPP ${q(m.epp_latency_ms)}`,
-    `  added over direct (p50 / p99): Envoy ${q(m.envoy_added_latency_ms)} ms, Envoy + EPP ${q(m.epp_added_latency_ms)} ms: ` +
+    `${name}: direct ${q(m.direct_latency_ms)} ms, Envoy ${q(m.envoy_latency_ms)}, Envoy + ext_proc alone ` +
+      `${q(m.ext_proc_only_latency_ms)}, Envoy + EPP ${q(m.epp_latency_ms)}`,
+    `  added over direct (p50 / p99): Envoy ${q(m.envoy_added_latency_ms)} ms, Envoy + ext_proc alone ` +
+      `${q(m.ext_proc_only_added_latency_ms)} ms, Envoy + EPP ${q(m.epp_added_latency_ms)} ms: ` +
       `target (p50 ≤ Envoy + ${P50_EXTRA_LIMIT_MS} ms, p99 ≤ ${P99_RATIO_LIMIT} × Envoy) ${m.target_met ? "met" : "MISSED"}` +
-      (m.failed.epp + m.failed.envoy + m.failed.direct > 0 ? ` (failed: ${JSON.stringify(m.failed)})` : ""),
+      (Object.values(m.failed).some((n) => n > 0) ? ` (failed: ${JSON.stringify(m.failed)})` : ""),
+    `  picker context switches per request: dolphin-epp ${m.context_switches_per_request.epp}, ` +
+      `-fixed-endpoint ${m.context_switches_per_request.ext_proc_only}`,
   ];
   return [
     `open loop at ${r.rate} req/s, ${r.requests} requests per path and mode in ${r.runtime.rounds} rotated rounds (loopback)`,

@@ -40,3 +40,14 @@ export function kmeansTable(centroids: number[][], bits: number[], extra: Partia
 }
 
 export { ruleTable };
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` until it holds; fails after `timeoutMs` (a bound, not a wait: it returns as soon as it holds). */
+export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}

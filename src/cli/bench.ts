@@ -55,9 +55,10 @@ in percent (0: no utilization shedding).
 bench envoy: loopback only; the latency Envoy + the dolphin filter adds over calling a worker directly and the
 latency Envoy alone adds (same route), at 500 requests/s, non-streaming and streaming (docs/envoy.md).
 bench epp: loopback only; the latency the endpoint-picker path (Envoy, ext_proc to dolphin-epp, ORIGINAL_DST) adds
-over calling a worker directly and the latency Envoy alone adds (a static route), at 500 requests/s, non-streaming and
-streaming, and the picker's time per pick: {"epp_added_latency_ms", "envoy_added_latency_ms", "streaming", "pick_us",
-...} (docs/gateway.md).
+over calling a worker directly, the latency Envoy alone adds (a static route) and the latency the ext_proc exchange
+alone adds (dolphin-epp -fixed-endpoint: no pick), at 500 requests/s, non-streaming and streaming, and the picker's
+time per pick: {"epp_added_latency_ms", "envoy_added_latency_ms", "ext_proc_only_added_latency_ms", "streaming",
+"pick_us", ...} (docs/gateway.md).
 bench bindings: route() of a 20,000-token prompt against 16 workers in Node, Python and Go (the bindings, from a
 repository checkout after npm run setup), each with its own call overhead: {"route_20k_tokens_us": {"node",
 "python", "go"}} (docs/bindings.md).

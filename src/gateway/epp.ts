@@ -29,6 +29,8 @@ export interface EppOptions {
   /** What ends a request's loads (default access-log: the gateway's Envoy logs to the picker, config.ts). */
   loadsUntil?: "access-log" | "stream";
   maxInflight?: number;
+  /** Answer every request with this endpoint, unpicked (-fixed-endpoint: the ext_proc exchange alone, a benchmark's baseline). */
+  fixedEndpoint?: string;
   /** How often the picker looks at its files (ms, default 100 here: the tests wait on it). */
   watchMs?: number;
   /** How often it asks each endpoint's /health (ms, default 1000; 0: never). */
@@ -109,6 +111,7 @@ export async function startEpp(o: EppOptions): Promise<RunningEpp> {
     "-log-level",
     o.logLevel ?? "warn",
     ...(o.maxInflight ? ["-max-inflight", String(o.maxInflight)] : []),
+    ...(o.fixedEndpoint ? ["-fixed-endpoint", o.fixedEndpoint] : []),
   ];
   const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
   let log = "";

@@ -122,15 +122,7 @@ export async function decisionOf(p: RunningProxy, id: string): Promise<any> {
   return (await decisions(p)).find((d) => d.id === id);
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
+export { sleep, waitFor } from "../helpers.js";
 
 /** Blocks of `prompt` the proxy's index holds, by worker. */
 export function matched(p: RunningProxy, prompt: number[]): Record<string, number> {

@@ -8,7 +8,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,8 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vmihailenco/msgpack/v5"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	dolphin "github.com/dolphin-routing/dolphin-routing/bindings/go"
@@ -196,21 +193,7 @@ func TestIngestSameScheme(t *testing.T) {
 // ---- ext_proc over gRPC ----
 
 func serve(t *testing.T, pk *Picker) extproc.ExternalProcessorClient {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	extproc.RegisterExternalProcessorServer(srv, &Server{picker: pk, metrics: pk.pool.metrics})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return extproc.NewExternalProcessorClient(conn)
+	return serveWith(t, &Server{picker: pk, metrics: pk.pool.metrics})
 }
 
 type exchange struct {

@@ -44,6 +44,9 @@ type Server struct {
 	picker   *Picker
 	metrics  *Metrics
 	requests *Requests // -loads-until access-log: holds end with the request's access-log entry (requestend.go)
+	// fixed (-fixed-endpoint) answers every request with this endpoint, the same messages as a pick, without
+	// parsing the body or calling the core: the ext_proc exchange alone, dolphin bench epp's baseline
+	fixed string
 }
 
 type stream struct {
@@ -134,6 +137,11 @@ func (s *Server) Process(srv extproc.ExternalProcessor_ProcessServer) error {
 // immediate response.
 func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc.ProcessingResponse {
 	st.answered = true
+	if s.fixed != "" {
+		common := &extproc.CommonResponse{ClearRouteCache: true, HeaderMutation: &extproc.HeaderMutation{
+			SetHeaders: []*corev3.HeaderValueOption{header(DestinationHeader, s.fixed)}, RemoveHeaders: []string{PrefillerHeader}}}
+		return respond(st, common, s.fixed, body)
+	}
 	start := time.Now()
 	since := s.picker.pool.waits.batches.Load()
 	var pick Pick
@@ -192,22 +200,26 @@ func (s *Server) answer(ctx context.Context, st *stream, body []byte) []*extproc
 		// a prefill endpoint named by the client must not reach a decode sidecar on the local path
 		common.HeaderMutation.RemoveHeaders = []string{PrefillerHeader}
 	}
-	if body != nil {
-		set = append(set, header("content-length", strconv.Itoa(len(body))))
-		common.HeaderMutation.SetHeaders = set
-	}
+	return respond(st, common, pick.Decode, body)
+}
+
+// respond sends a pick's header mutations (common) and destination: with the request headers' answer, then the
+// body in streamed chunks, or with the body's answer when Envoy buffered it.
+func respond(st *stream, common *extproc.CommonResponse, decode string, body []byte) []*extproc.ProcessingResponse {
 	if st.buffered && body != nil {
 		// the body was buffered and its headers already answered: the pick rides on the body's answer, the body
-		// itself unchanged
-		common.HeaderMutation.SetHeaders = set[:len(set)-1] // its length has not changed
+		// itself unchanged (its length too)
 		return []*extproc.ProcessingResponse{{
 			Response:        &extproc.ProcessingResponse_RequestBody{RequestBody: &extproc.BodyResponse{Response: common}},
-			DynamicMetadata: destinationMetadata(pick.Decode),
+			DynamicMetadata: destinationMetadata(decode),
 		}}
+	}
+	if body != nil {
+		common.HeaderMutation.SetHeaders = append(common.HeaderMutation.SetHeaders, header("content-length", strconv.Itoa(len(body))))
 	}
 	out := []*extproc.ProcessingResponse{{
 		Response:        &extproc.ProcessingResponse_RequestHeaders{RequestHeaders: &extproc.HeadersResponse{Response: common}},
-		DynamicMetadata: destinationMetadata(pick.Decode),
+		DynamicMetadata: destinationMetadata(decode),
 	}}
 	if body != nil {
 		for i := 0; i == 0 || i < len(body); i += bodyChunkLimitBytes {

@@ -7,7 +7,7 @@
 //
 //	dolphin-epp -table table.msgpack -endpoints endpoints.yaml [-grpc-port 9002] [-metrics-port 9090]
 //	            [-model NAME] [-block-size 16] [-mode precise|approximate] [-max-inflight N] [-watch 500ms]
-//	            [-health-interval 1s]
+//	            [-health-interval 1s] [-loads-until stream|access-log] [-fixed-endpoint HOST:PORT]
 package main
 
 import (
@@ -52,6 +52,7 @@ type Config struct {
 	Procs                 int
 	LoadsUntil            string
 	HoldMax               time.Duration
+	FixedEndpoint         string
 }
 
 func parseFlags(args []string) (Config, error) {
@@ -74,6 +75,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LoadsUntil, "loads-until", "stream", "what ends a request's loads: stream (its ext_proc stream, which Envoy closes once nothing more goes to the picker) or access-log (its entry in Envoy's gRPC access log, sent to this port)")
 	fs.DurationVar(&c.HoldMax, "hold-max", 10*time.Minute, "-loads-until access-log: a request's loads end after this long without its access-log entry")
+	fs.StringVar(&c.FixedEndpoint, "fixed-endpoint", "", "answer every request with this endpoint (host:port) without parsing its body or calling the core: the ext_proc exchange alone, a baseline for benchmarks (dolphin bench epp), not a picker")
 	fs.IntVar(&c.Procs, "procs", 1, "threads running Go code at once (GOMAXPROCS, which overrides it when set); the router is one core behind a lock")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -112,6 +114,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dolphin-epp:", err)
 		os.Exit(2)
 	}
+	keepSysmonAwake()
 	if os.Getenv("GOMAXPROCS") == "" {
 		// one thread by default: every pick and KV event goes through the one router's lock anyway, and on a busy
 		// machine the hand-offs between threads (gRPC's reader, the stream's worker, its writer) cost more than
@@ -191,7 +194,7 @@ func run(ctx context.Context, cfg Config, out *os.File) error {
 	}
 	// a pool of stream workers instead of a goroutine per stream: about 0.1 ms less at p50 in dolphin bench epp (noisy)
 	srv := grpc.NewServer(grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
-	server := &Server{picker: picker, metrics: pool.metrics}
+	server := &Server{picker: picker, metrics: pool.metrics, fixed: cfg.FixedEndpoint}
 	if cfg.LoadsUntil == "access-log" {
 		server.requests = NewRequests(cfg.HoldMax, pool.metrics)
 		alsv3.RegisterAccessLogServiceServer(srv, server.requests)
@@ -216,6 +219,9 @@ func run(ctx context.Context, cfg Config, out *os.File) error {
 		fmt.Fprintf(out, "dolphin-epp: metrics listening on %s\n", ml.Addr())
 	}
 	t := router.Table()
+	if cfg.FixedEndpoint != "" {
+		fmt.Fprintf(out, "dolphin-epp: -fixed-endpoint: every request goes to %s, unpicked\n", cfg.FixedEndpoint)
+	}
 	fmt.Fprintf(out, "dolphin-epp: table %s (%s), %d endpoints (%s), mode %s, loads until %s\n", t.Kind, t.Checksum, len(eps),
 		strings.Join(pool.Order(), ", "), cfg.Mode, cfg.LoadsUntil)
 	errc := make(chan error, 1)
