@@ -7,6 +7,7 @@ import type { RunningProxy } from "../src/serve/proxy.js";
 import { parseConfig } from "../src/serve/config.js";
 import { cacheConfigInfo } from "../src/serve/proxy/engine-group.js";
 import { cleanUp, metric, MODEL, post, proxy, workerProcess, type WorkerProcess } from "./serve-fault-tools.js";
+import { waitFor } from "./helpers.js";
 
 afterEach(cleanUp);
 
@@ -65,10 +66,9 @@ describe("dolphin serve: compatibility groups", () => {
     const workers = async () =>
       ((await (await admin(p, "GET", "")).json()) as { workers: Array<{ id: string; group: string }> }).workers;
     // until its engine told its group a worker is paired with none (its requests are local)
-    const groupsRead = async (): Promise<void> => {
-      for (let i = 0; i < 250 && (await workers()).some((w) => w.group.startsWith("(unread)")); i++)
-        await new Promise((r) => setTimeout(r, 20));
-    };
+    // fails with what it waited for, rather than letting a slow read surface as a wrong group below
+    const groupsRead = (): Promise<void> =>
+      waitFor("every worker's group read", async () => !(await workers()).some((w) => w.group.startsWith("(unread)")));
     await groupsRead();
     // the load runs while the new half registers and the old half leaves
     const running = load(p, 12, 4, "a");
