@@ -83,9 +83,10 @@ export function sweepCell(
     "family" | "load" | "rps" | "requests" | "decided_by" | "table" | "eval_sets" | "attainment_vs_best_pts_by_set"
   >,
 ): SweepCell {
-  const { dynamo: y, best, names } = bestOfRules(rules, "load-sweep: the rules");
+  const rulesBest = bestOfRules(rules, "load-sweep: the rules");
+  const { dynamo: y, best, names } = rulesBest;
   const vs = relativeTo;
-  const ref = latencyReference(rules, "load-sweep: the rules");
+  const ref = latencyReference(rules, "load-sweep: the rules", rulesBest);
   const pts = 100 * (d.slo_attainment - best);
   return {
     study: "load-sweep",
