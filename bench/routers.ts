@@ -21,7 +21,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
-import { Children, MODEL, spawnDolphin, startServe, writeServeConfig } from "./harness.js";
+import { Children, MODEL, proxyBanner, spawnDolphin, writeServeConfig, type Child } from "./harness.js";
 import { directPath, openLoop, routerPath, type LoadPath } from "./routers-load.js";
 import {
   peerRouterBinary,
@@ -166,13 +166,13 @@ export async function runRoutersOnce(opts: RoutersBenchOptions = {}): Promise<Ro
     const prefill = workers.find((w) => w.role === "prefill")!;
     const decode = workers.filter((w) => w.role === "decode");
     const side = { prefill: prefill.url, decode: decode.map((d) => d.url) };
-    const serve = (name: string, table: string): Promise<string> =>
-      startServe(
-        children,
-        name,
-        writeServeConfig(join(tmp, `${name}.json`), { table, mode: "approximate", workers }),
-        opts.proxyNodeArgs ?? [],
-      );
+    const serveChildren = new Map<string, Child>();
+    const serve = (name: string, table: string): Promise<string> => {
+      const config = writeServeConfig(join(tmp, `${name}.json`), { table, mode: "approximate", workers });
+      const child = spawnDolphin(children, name, ["serve", "--config", config], opts.proxyNodeArgs ?? []);
+      serveChildren.set(name, child);
+      return children.ready(child, proxyBanner);
+    };
     const [learnedUrl, islUrl, vllmRouter, smg] = await Promise.all([
       serve("dolphin-learned", join(tmp, "learned.msgpack")),
       serve("dolphin-dynamo-isl", "dynamo-isl"),
@@ -190,6 +190,10 @@ export async function runRoutersOnce(opts: RoutersBenchOptions = {}): Promise<Ro
     progress(`workers ${workers.map((w) => `${w.id} ${w.url}`).join(", ")}; learned table bits ${bits}`);
     const plain = await measureMode(paths, false, plan, prefill.url, progress);
     const streaming = await measureMode(paths, true, plan, prefill.url, progress);
+    // a dolphin path with failed requests: its proxy's warnings (ejections, shedding) say why
+    for (const [name, child] of serveChildren)
+      if (plain.failed.get(name)! + streaming.failed.get(name)! > 0)
+        progress(`${name} failed requests; the tail of its log:\n${child.stderrTail().slice(-2000)}`);
     const figures = (name: string): RouterFigures => {
       const mode = (t: Tallies) => {
         const q = quantiles(t.latencies.get(name)!);

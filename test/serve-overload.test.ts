@@ -10,7 +10,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
-import { UTILIZATION_MIN_INFLIGHT, UtilizationShedding } from "../src/serve/proxy/admission.js";
+import { SATURATED_UTILIZATION, UTILIZATION_MIN_INFLIGHT, UtilizationShedding } from "../src/serve/proxy/admission.js";
 import { coreModule } from "./helpers.js";
 
 const MODEL = "test-model";
@@ -287,11 +287,12 @@ describe("dolphin serve: overload without resets", () => {
 // Shedding on event-loop utilization (admission.ts): a proxy saturated by its own work can lag little (every task
 // short) while the kernel's queues fill with requests it has not read. The utilization controller raises the share
 // of new requests shed while the loop is busy past admission.max_event_loop_utilization, and lowers it once it is
-// not, so that in steady overload the loop is busy that share of the time. Below, the controller alone (no clock),
-// then a proxy whose loop this test keeps busy in short tasks (lag far under its limit).
+// not, so that in steady overload the loop is busy that share of the time; it starts only once the loop has been
+// saturated (no idle time) for queue_timeout_ms, so a burst is served. Below, the controller alone (no clock), then
+// a proxy whose loop this test keeps busy in short tasks (lag far under its limit).
 describe("utilization shedding: the controller", () => {
   it("stays at 0 while the loop is under the limit, rises above it, and never leaves [0, 1]", () => {
-    const c = new UtilizationShedding(0.9);
+    const c = new UtilizationShedding(0.9, 1);
     const steps: Array<[utilization: number, windows: number, share: number]> = [
       [0.5, 1, 0],
       [0.9, 1, 0],
@@ -309,18 +310,61 @@ describe("utilization shedding: the controller", () => {
   });
 
   it("sheds a request when the draw falls under the share", () => {
-    const c = new UtilizationShedding(0.5);
+    const c = new UtilizationShedding(0.5, 1);
     expect(c.sheds(0)).toBe(false); // share 0: nothing, not even a draw of 0
-    c.step(0.75);
-    expect(c.sheds(0.2)).toBe(true);
-    expect(c.sheds(0.25)).toBe(false);
+    c.step(0.99);
+    expect(c.sheds(0.48)).toBe(true);
+    expect(c.sheds(0.49)).toBe(false);
+  });
+
+  it("starts only after the loop has been saturated for its sustain windows in a row, and waits again once back at 0", () => {
+    // queue_timeout_ms 500 over 100 ms windows: 5 windows
+    const c = new UtilizationShedding(0.9, 5);
+    // busy but with idle time (past the limit, under saturation): nothing waits unseen, nothing is shed
+    for (let w = 0; w < 100; w++) c.step(0.97);
+    expect(c.share).toBe(0);
+    expect(c.saturatedWindows).toBe(0);
+    // a burst of saturation shorter than the sustain, then idle time: served, the count starts over
+    for (let w = 0; w < 4; w++) c.step(1);
+    expect(c.saturatedWindows).toBe(4);
+    expect(c.armed).toBe(false);
+    c.step(0.95);
+    expect(c.saturatedWindows).toBe(0);
+    for (let w = 0; w < 4; w++) c.step(SATURATED_UTILIZATION);
+    expect(c.share).toBe(0);
+    // the fifth window in a row arms it: it steps as before (by the excess over the limit)
+    c.step(1);
+    expect(c.armed).toBe(true);
+    expect(c.share).toBeCloseTo(0.1, 10);
+    // armed, it follows the limit, not saturation: 0.95 still raises the share, 0.85 lowers it
+    c.step(0.95);
+    expect(c.share).toBeCloseTo(0.15, 10);
+    c.step(0.85);
+    expect(c.share).toBeCloseTo(0.1, 10);
+    // back at 0: disarmed, and a new saturation must last its 5 windows again
+    c.step(0.5);
+    expect(c.share).toBe(0);
+    expect(c.armed).toBe(false);
+    for (let w = 0; w < 4; w++) c.step(1);
+    expect(c.share).toBe(0);
+    // a gap of several windows counts as that many (at the latest value)
+    c.step(1, 2);
+    expect(c.share).toBeCloseTo(0.2, 10);
+  });
+
+  it("a limit above saturation is its own saturation", () => {
+    const c = new UtilizationShedding(0.99, 1);
+    c.step(0.985);
+    expect(c.share).toBe(0);
+    c.step(1);
+    expect(c.share).toBeCloseTo(0.01, 10);
   });
 
   it("settles where the loop is busy at the limit, at 2× and at 10× the load it can serve", () => {
     // a loop whose served requests keep it busy 70 % at the sustained rate, a shed one costing a tenth of that;
     // the monitor smooths each window by a third, as EventLoopMonitor does
     for (const overload of [2, 10]) {
-      const c = new UtilizationShedding(0.9);
+      const c = new UtilizationShedding(0.9, 1);
       let smoothed = 0;
       for (let w = 0; w < 200; w++) {
         const busy = Math.min(1, overload * 0.7 * (1 - c.share) + overload * 0.07 * c.share);
@@ -370,13 +414,14 @@ describe("dolphin serve: shedding on event-loop utilization", () => {
 
   it("sheds while its loop is busy past the limit with requests in flight, lag or not, and serves again after", async () => {
     const worker = await holdingWorker();
-    const p = await oneWorkerProxy(worker.url, { max_event_loop_lag_ms: 0 });
+    // queue_timeout_ms 1 s: the loop must be saturated for 10 windows in a row before the controller starts
+    const p = await oneWorkerProxy(worker.url, { max_event_loop_lag_ms: 0, queue_timeout_ms: 1000 });
     const shedShare = (): Promise<number> => metric(p, /^dolphin_shed_share (\S+)$/m);
     // requests in flight, held by the worker: the loop's load is requests
     const held = Array.from({ length: UTILIZATION_MIN_INFLIGHT + 8 }, () => post(p));
     expect(await until(async () => worker.held() === UTILIZATION_MIN_INFLIGHT + 8, 10_000)).toBe(true);
-    // busy in 30 ms tasks, I/O between them: ~97 % of the time busy, lag ~30 ms
-    const hog = setInterval(() => blockFor(30), 1);
+    // busy in 100 ms tasks, I/O between them: ~99 % of the time busy (saturated), lag ~100 ms
+    const hog = setInterval(() => blockFor(100), 1);
     let shed: Awaited<ReturnType<typeof post>>;
     try {
       // every scrape steps the controller: once it sheds every request, the next one is shed whatever the draw
@@ -397,8 +442,8 @@ describe("dolphin serve: shedding on event-loop utilization", () => {
   it("does not shed a busy loop with few requests in flight (its load is not requests)", async () => {
     const worker = await holdingWorker();
     worker.release();
-    const p = await oneWorkerProxy(worker.url, { max_event_loop_lag_ms: 0 });
-    const hog = setInterval(() => blockFor(30), 1);
+    const p = await oneWorkerProxy(worker.url, { max_event_loop_lag_ms: 0, queue_timeout_ms: 1000 });
+    const hog = setInterval(() => blockFor(100), 1);
     let answers: Array<Awaited<ReturnType<typeof post>>>;
     try {
       expect(await until(async () => (await metric(p, /^dolphin_shed_share (\S+)$/m)) >= 1, 20_000)).toBe(true);

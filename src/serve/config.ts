@@ -110,7 +110,10 @@ export interface ServeConfig {
     max_queued_per_worker: number;
     /** Smoothed event-loop lag above which new requests are shed (more the further above); 0: never. */
     max_event_loop_lag_ms: number;
-    /** Event-loop utilization (0–1) above which a share of new requests is shed to bring it back; 0: never. */
+    /**
+     * Event-loop utilization (0–1) a share of new requests is shed to bring the loop back to, once it has been
+     * saturated (no idle time) for queue_timeout_ms; 0: never.
+     */
     max_event_loop_utilization: number;
     /** Client connections open at once; past it a connection's request gets 503 and it is closed. 0: from the fd limit. */
     max_connections: number;

@@ -8,10 +8,21 @@
 // in-flight stays low while clients time out (measured on a calm machine: 523 in flight of 1,024, nothing queued,
 // lag under 200 ms, and 21,288 of 72,000 requests unanswered in 30 s; docs/serving.md). Two signals see it:
 //   event-loop utilization  the share of wall time the loop was busy (perf_hooks), smoothed over 100 ms windows.
-//                 Above max_event_loop_utilization, with enough requests in flight that requests are what loads
-//                 it, a share of new requests is shed, raised by an integral controller until the loop is busy
-//                 that share of the time and no more: a loop with idle time has read everything the kernel held,
-//                 so nothing waits unseen. A shed costs a fraction of a proxied request, so the loop catches up.
+//                 Once the loop has been saturated (no idle time: smoothed utilization ≥ 0.98, or the limit if
+//                 higher) in every window for queue_timeout_ms, with enough requests in flight that requests are
+//                 what loads it, a share of new requests is shed, raised by an integral controller until the loop
+//                 is busy max_event_loop_utilization of the time and no more: a loop with idle time has read
+//                 everything the kernel held, so nothing waits unseen, and the idle share drains what waited
+//                 meanwhile. A shed costs a fraction of a proxied request, so the loop catches up. When the load
+//                 falls and the share is back at 0, the controller waits for a new sustained saturation.
+//                 Why it waits: a loop busy 90 % of the time still has idle time, so nothing waits unseen and
+//                 shedding there turns answers that would have come in milliseconds into 503s; only a loop with no
+//                 idle time can leave requests unread. And a saturation shorter than queue_timeout_ms (a burst, a
+//                 CPU-starved moment on a shared machine) delays what it leaves unread by less than admission's
+//                 own queue may delay a request, so it is served, not shed; a longer one is an overload the proxy
+//                 cannot catch up with, shed as before (issue 14). Measured (docs/serving.md): at 500 req/s in
+//                 front of emulated workers on 2 shared cores, the old rule (shed past 0.9 at once) shed 607 of
+//                 3,000 requests in 0.3 s bursts, which this one serves (issue 26).
 //   event-loop lag  (Envoy's overload manager, `toobusy`): new requests are shed with a probability rising from 0 at
 //                 max_event_loop_lag_ms to 1 at twice that: the backstop for a loop stalled by one long task.
 
@@ -43,6 +54,12 @@ const UTILIZATION_GAIN = 1;
 export const UTILIZATION_MIN_INFLIGHT = 32;
 /** The most windows one controller step stands for after a gap without requests. */
 const MAX_CATCH_UP_WINDOWS = 5;
+/**
+ * The smoothed utilization at which the loop counts as saturated: no idle time, up to what the 100 ms windows and
+ * the timers' own work let the measure reach (a loop busy all the time reads 0.99–1.0; one with a 1 ms gap between
+ * 30 ms tasks 0.97, and that gap reads everything the kernel holds).
+ */
+export const SATURATED_UTILIZATION = 0.98;
 
 /**
  * The event loop as admission control sees it, one per process (every proxy in it shares one loop): its lag, the
@@ -97,17 +114,37 @@ let processLoop: EventLoopMonitor | null = null;
 
 /**
  * The share of new requests to shed so that the loop is busy at most `limit` of the time: an integral controller on
- * the smoothed utilization, one step per window. Pure state, so it is tested apart from any clock.
+ * the smoothed utilization, one step per window, armed only once the loop has been saturated (≥
+ * SATURATED_UTILIZATION, or `limit` if higher) for `sustainWindows` windows in a row, and disarmed when its share is
+ * back at 0. Pure state, so it is tested apart from any clock.
  */
 export class UtilizationShedding {
   /** The share of new requests shed, 0–1. */
   share = 0;
+  /** Windows in a row the loop has been saturated while the controller was disarmed. */
+  saturatedWindows = 0;
+  private readonly saturated: number;
 
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly sustainWindows: number,
+  ) {
+    this.saturated = Math.max(SATURATED_UTILIZATION, limit);
+  }
+
+  /** Whether the controller acts: it sheds, or the loop has been saturated long enough to start. */
+  get armed(): boolean {
+    return this.share > 0 || this.saturatedWindows >= Math.max(1, this.sustainWindows);
+  }
 
   /** `windows` windows have passed with the loop busy `utilization` of the time (smoothed). */
   step(utilization: number, windows = 1): void {
+    if (this.share === 0) {
+      this.saturatedWindows = utilization >= this.saturated ? this.saturatedWindows + windows : 0;
+      if (!this.armed) return;
+    }
     this.share = Math.min(1, Math.max(0, this.share + UTILIZATION_GAIN * windows * (utilization - this.limit)));
+    if (this.share === 0) this.saturatedWindows = 0;
   }
 
   /** Whether to shed the next request, `random` a draw from [0, 1). */
@@ -236,7 +273,10 @@ export class Admission {
     const lagLimit = limits.max_event_loop_lag_ms;
     const utilizationLimit = limits.max_event_loop_utilization;
     const loop = (this.loop = lagLimit > 0 || utilizationLimit > 0 ? (processLoop ??= new EventLoopMonitor()) : null);
-    this.utilization = utilizationLimit > 0 ? new UtilizationShedding(utilizationLimit) : null;
+    this.utilization =
+      utilizationLimit > 0
+        ? new UtilizationShedding(utilizationLimit, Math.ceil(limits.queue_timeout_ms / WINDOW_MS))
+        : null;
     this.steppedAt = loop?.windows ?? 0;
     if (loop && lagLimit > 0)
       scrapedGauge(
