@@ -70,10 +70,12 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
   try {
     const { decodeUrl } = await startFakeWorker(children);
     const worker = new URL(decodeUrl);
-    const picker = async (fixedEndpoint?: string): Promise<RunningEpp> => {
+    // an ext_proc path: a picker (the real one, or -fixed-endpoint) and an Envoy of dolphin gateway's configuration
+    // in front of it, sharing one directory for their files
+    const extProcPath = async (fixedEndpoint?: string): Promise<{ picker: RunningEpp; url: string }> => {
       const sub = join(dir, fixedEndpoint ? "fixed" : "epp");
       mkdirSync(sub);
-      const p = await startEpp({
+      const picker = await startEpp({
         dir: sub,
         table: encodeTable(ruleTable("always-local")),
         endpoints: [{ address: worker.host, role: "decode" }],
@@ -81,11 +83,22 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
         mode: "approximate",
         ...(fixedEndpoint ? { fixedEndpoint } : {}),
       });
-      pickers.push(p);
-      return p;
+      pickers.push(picker);
+      const gateway = await startGatewayEnvoy(
+        {
+          listen: { port: 0 },
+          admin: { port: 0 },
+          epp: { host: picker.host, port: picker.grpcPort },
+          fallback: [{ host: worker.hostname, port: Number(worker.port) }],
+          concurrency: CONCURRENCY,
+        },
+        sub,
+      );
+      gateways.push(gateway);
+      return { picker, url: gateway.url };
     };
-    const epp = await picker();
-    const fixed = await picker(worker.host);
+    const { picker: epp, url: eppUrl } = await extProcPath();
+    const { picker: fixed, url: fixedUrl } = await extProcPath(worker.host);
     bare = await startEnvoy(
       {
         model: MODEL,
@@ -97,25 +110,11 @@ export async function runEppBench(opts: EppBenchOptions = {}): Promise<EppBenchR
       },
       { withoutFilter: true },
     );
-    const gatewayTo = async (p: RunningEpp): Promise<RunningGatewayEnvoy> => {
-      const e = await startGatewayEnvoy(
-        {
-          listen: { port: 0 },
-          admin: { port: 0 },
-          epp: { host: p.host, port: p.grpcPort },
-          fallback: [{ host: worker.hostname, port: Number(worker.port) }],
-          concurrency: CONCURRENCY,
-        },
-        join(dir, p === fixed ? "fixed" : "epp"),
-      );
-      gateways.push(e);
-      return e;
-    };
     const targets = {
       direct: endpoint("direct", decodeUrl),
       envoy: endpoint("envoy", bare.url),
-      ext_proc_only: endpoint("ext_proc_only", (await gatewayTo(fixed)).url),
-      epp: endpoint("epp", (await gatewayTo(epp)).url),
+      ext_proc_only: endpoint("ext_proc_only", fixedUrl),
+      epp: endpoint("epp", eppUrl),
     };
     eps.push(...Object.values(targets));
     progress(

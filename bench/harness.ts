@@ -150,9 +150,25 @@ export function spawnDolphin(children: Children, name: string, args: string[], n
   });
 }
 
+/** `dolphin serve --config <config>` as a child; resolves with the proxy's URL once it listens, and the child (its log). */
+export async function startServeChild(
+  children: Children,
+  name: string,
+  config: string,
+  nodeArgs: string[] = [],
+): Promise<{ url: string; child: Child }> {
+  const child = spawnDolphin(children, name, ["serve", "--config", config], nodeArgs);
+  return { url: await children.ready(child, proxyBanner), child };
+}
+
 /** `dolphin serve --config <config>` as a child; resolves with the proxy's URL once it listens. */
-export function startServe(children: Children, name: string, config: string, nodeArgs: string[] = []): Promise<string> {
-  return children.ready(spawnDolphin(children, name, ["serve", "--config", config], nodeArgs), proxyBanner);
+export async function startServe(
+  children: Children,
+  name: string,
+  config: string,
+  nodeArgs: string[] = [],
+): Promise<string> {
+  return (await startServeChild(children, name, config, nodeArgs)).url;
 }
 
 /** Writes a `dolphin serve` config to `file`: loopback on a free port, MODEL, log level warn, and `fields`. */

@@ -21,7 +21,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
-import { Children, MODEL, proxyBanner, spawnDolphin, writeServeConfig, type Child } from "./harness.js";
+import { Children, MODEL, spawnDolphin, startServeChild, writeServeConfig, type Child } from "./harness.js";
 import { directPath, openLoop, routerPath, type LoadPath } from "./routers-load.js";
 import {
   peerRouterBinary,
@@ -167,11 +167,11 @@ export async function runRoutersOnce(opts: RoutersBenchOptions = {}): Promise<Ro
     const decode = workers.filter((w) => w.role === "decode");
     const side = { prefill: prefill.url, decode: decode.map((d) => d.url) };
     const serveChildren = new Map<string, Child>();
-    const serve = (name: string, table: string): Promise<string> => {
+    const serve = async (name: string, table: string): Promise<string> => {
       const config = writeServeConfig(join(tmp, `${name}.json`), { table, mode: "approximate", workers });
-      const child = spawnDolphin(children, name, ["serve", "--config", config], opts.proxyNodeArgs ?? []);
+      const { url, child } = await startServeChild(children, name, config, opts.proxyNodeArgs ?? []);
       serveChildren.set(name, child);
-      return children.ready(child, proxyBanner);
+      return url;
     };
     const [learnedUrl, islUrl, vllmRouter, smg] = await Promise.all([
       serve("dolphin-learned", join(tmp, "learned.msgpack")),
