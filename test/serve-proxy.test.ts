@@ -11,7 +11,7 @@ import type { WorkerConfig } from "../src/serve/config-workers.js";
 import { startProxy, type RunningProxy } from "../src/serve/proxy.js";
 import { encodeTable } from "../src/table/codec.js";
 import { ruleTable } from "../src/table/rule-table.js";
-import { coreModule } from "./helpers.js";
+import { coreModule, sleep, waitFor as waitUntil } from "./helpers.js";
 
 const MODEL = "test-model";
 const TOKEN = "s3cret";
@@ -145,16 +145,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 3000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await sleep(10);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** test/helpers.ts's poll, bounded at 3 s here as before. */
+const waitFor = (what: string, check: () => boolean | Promise<boolean>): Promise<void> => waitUntil(what, check, 3000);
 
 // ---- the proxy -----------------------------------------------------------------------------------------------
 
